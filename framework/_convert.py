@@ -1,0 +1,78 @@
+"""The one cattrs converter for user-written files (config, persona packs, overrides, turn files).
+
+It forbids unknown keys and turns structuring errors into one line per problem with its key path,
+so ``promptweave.toml: invalid value for type, expected int @ $.budget.chars`` says what to fix.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, TypeVar
+
+import cattrs
+
+from framework.errors import ConfigError
+
+T = TypeVar("T")
+
+converter = cattrs.Converter(forbid_extra_keys=True)
+
+
+def _structure_datetime(value: Any, _type: type) -> dt.datetime:
+    if isinstance(value, dt.datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected an ISO 8601 time string, got {type(value).__name__}")
+    return dt.datetime.fromisoformat(value)
+
+
+def _structure_str(value: Any, _type: type) -> str:
+    # Platform ids arrive as JSON numbers or strings; booleans and containers are mistakes.
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValueError(f"expected a string, got {type(value).__name__}")
+    return str(value)
+
+
+converter.register_structure_hook(dt.datetime, _structure_datetime)
+converter.register_unstructure_hook(dt.datetime, lambda value: value.isoformat())
+converter.register_structure_hook(str, _structure_str)
+
+
+def structure(data: Any, cls: type[T], source: str, error: type[ConfigError] = ConfigError) -> T:
+    """Structure ``data`` into ``cls``; raise ``error`` with one line per problem."""
+    try:
+        return converter.structure(data, cls)
+    except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
+        if isinstance(exc, cattrs.BaseValidationError):
+            problems = cattrs.transform_error(exc, path="$")
+        else:
+            problems = [str(exc)]
+        raise error(source, problems) from exc
+
+
+def load_toml(path: Path, error: type[ConfigError] = ConfigError) -> dict[str, Any]:
+    """Read a TOML file; a syntax error names the file and the position."""
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except OSError as exc:
+        raise error(str(path), [f"cannot read: {exc.strerror or exc}"]) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise error(str(path), [f"invalid TOML: {exc}"]) from exc
+
+
+def load_json(path: Path, error: type[ConfigError] = ConfigError) -> Any:
+    """Read a JSON file; a syntax error names the file, line and column."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise error(str(path), [f"cannot read: {exc.strerror or exc}"]) from exc
+    except UnicodeDecodeError as exc:
+        raise error(str(path), [f"not UTF-8: {exc}"]) from exc
+    except json.JSONDecodeError as exc:
+        raise error(
+            str(path), [f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"]
+        ) from exc

@@ -1,0 +1,126 @@
+"""``promptweave.toml``: the deployment's settings (``docs/configuration.md``).
+
+Loaded with the project's one cattrs converter into frozen attrs classes. Unknown keys are errors,
+reported one line per problem with the key path.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from framework._convert import load_toml, structure
+
+__all__ = [
+    "CONFIG_ENV",
+    "CONFIG_FILE_NAME",
+    "BudgetConfig",
+    "Config",
+    "HistoryConfig",
+    "PluginsConfig",
+    "TimelineConfig",
+]
+
+CONFIG_FILE_NAME = "promptweave.toml"
+CONFIG_ENV = "PROMPTWEAVE_CONFIG"
+
+_positive = attrs.validators.ge(1)
+_non_negative = attrs.validators.ge(0)
+
+
+@attrs.frozen(kw_only=True)
+class BudgetConfig:
+    """The character budget of one request: system prompt plus messages (seed 004, 字符预算).
+
+    :param chars: the budget; 0 disables trimming.
+    """
+
+    chars: int = attrs.field(default=12000, validator=_non_negative)
+
+
+@attrs.frozen(kw_only=True)
+class TimelineConfig:
+    """Section ``group_timeline`` (seed 004, 群聊相邻语境)."""
+
+    addressed_limit: int = attrs.field(default=8, validator=_positive)
+    ambient_limit: int = attrs.field(default=4, validator=_positive)
+    line_chars: int = attrs.field(default=240, validator=_positive)
+    block_chars: int = attrs.field(default=2400, validator=_positive)
+    max_images: int = attrs.field(default=3, validator=_non_negative)
+
+
+@attrs.frozen(kw_only=True)
+class HistoryConfig:
+    """The current user's history in the message sequence."""
+
+    user_window: int = attrs.field(default=18, validator=_positive)
+
+
+@attrs.frozen(kw_only=True)
+class PluginsConfig:
+    """Which optional plugins to load.
+
+    :param contrib: names of ``contrib`` plugins to enable.
+    :param strict: raise when a section's ``render`` raises, instead of leaving it out (for tests).
+    """
+
+    contrib: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    strict: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """All settings; every field has the seed's default.
+
+    :param persona_pack: a pack name registered through ``register_persona_packs``, or a path.
+    :param overrides_file: TOML file of per-bot, per-group section overrides (relative paths are
+        resolved against the config file's directory).
+    """
+
+    persona_pack: str = "default"
+    overrides_file: str | None = None
+    budget: BudgetConfig = BudgetConfig()
+    timeline: TimelineConfig = TimelineConfig()
+    history: HistoryConfig = HistoryConfig()
+    plugins: PluginsConfig = PluginsConfig()
+    base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
+
+    @classmethod
+    def from_file(cls, path: Path) -> Config:
+        """Load a config file; problems raise :class:`framework.errors.ConfigError`."""
+        data: dict[str, Any] = load_toml(path)
+        loaded = structure(data, _FileConfig, str(path))
+        return cls(**attrs.asdict(loaded, recurse=False), base_dir=path.parent.resolve())
+
+    @classmethod
+    def discover(cls, explicit: Path | None = None) -> Config:
+        """The config in force: ``explicit``, else ``$PROMPTWEAVE_CONFIG``, else
+        ``./promptweave.toml`` if it exists, else the defaults."""
+        if explicit is not None:
+            return cls.from_file(explicit)
+        from_env = os.environ.get(CONFIG_ENV)
+        if from_env:
+            return cls.from_file(Path(from_env))
+        local = Path.cwd() / CONFIG_FILE_NAME
+        if local.is_file():
+            return cls.from_file(local)
+        return cls()
+
+    def resolve_path(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.base_dir / path
+
+
+@attrs.frozen(kw_only=True)
+class _FileConfig:
+    """What the file may contain (``base_dir`` is not a key)."""
+
+    persona_pack: str = "default"
+    overrides_file: str | None = None
+    budget: BudgetConfig = BudgetConfig()
+    timeline: TimelineConfig = TimelineConfig()
+    history: HistoryConfig = HistoryConfig()
+    plugins: PluginsConfig = PluginsConfig()

@@ -1,0 +1,182 @@
+"""The data a turn carries and the items retrievers contribute to sections.
+
+A turn file (see ``docs/turn_file.md``) and the retrievers produce these records; the built-in
+sections read them from :class:`framework.context.RenderContext`. Third-party sections may define
+items of their own: the context hands a section whatever its retrievers returned.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+__all__ = [
+    "BehaviorStrategy",
+    "ExpressionPair",
+    "KnowledgeItem",
+    "LearningType",
+    "MemoryItem",
+    "MemoryKind",
+    "PersonFact",
+    "RelationshipNote",
+    "ReplyShape",
+    "RhythmBaseline",
+    "ToolContext",
+    "TopicSummary",
+    "TurnPolicy",
+]
+
+
+def _clamp_unit(value: float) -> float:
+    return max(-1.0, min(1.0, float(value)))
+
+
+def _bubble_cap(value: int) -> int:
+    return min(5, max(1, int(value)))
+
+
+def _at_least_one(value: int) -> int:
+    return max(1, int(value))
+
+
+class MemoryKind(enum.StrEnum):
+    """The four memory blocks, in the order the memory section renders them (seed 004, table #6)."""
+
+    TEACHING = "teaching"
+    GROUP_EVENT = "group_event"
+    IP_KNOWLEDGE = "ip_knowledge"
+    GROUP_MEMORY = "group_memory"
+
+
+class LearningType(enum.StrEnum):
+    """Who a behaviour strategy was learned from: group members, or the bot itself."""
+
+    OBSERVED = "observed"
+    SELF_REFLECTION = "self_reflection"
+
+
+@attrs.frozen(kw_only=True)
+class MemoryItem:
+    """One remembered fact: a teaching, a confirmed group event, IP knowledge or a group memory."""
+
+    kind: MemoryKind = attrs.field(converter=MemoryKind)
+    text: str
+    id: str = ""
+    source: str = ""
+    score: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class KnowledgeItem:
+    """A chunk of a knowledge document; shown with its title, else its source."""
+
+    text: str
+    title: str = ""
+    source: str = ""
+    chunk_id: str = ""
+    score: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class RelationshipNote:
+    """What the bot knows of its relationship with the current speaker in this group.
+
+    :param affinity: from -1 (aversion) to 1 (close friend); 0 means no affinity line.
+    """
+
+    facts: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    guidance: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    affinity: float = attrs.field(default=0.0, converter=_clamp_unit)
+
+
+@attrs.frozen(kw_only=True)
+class PersonFact:
+    """A stable preference of the current speaker."""
+
+    text: str
+    score: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class TopicSummary:
+    """An earlier session summary recalled by topic (section ``mid_term``)."""
+
+    text: str
+    score: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ExpressionPair:
+    """A learned direct pair: when a member said ``trigger``, another answered ``reply``."""
+
+    trigger: str
+    reply: str
+    score: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class RhythmBaseline:
+    """The group's reply rhythm: share of single-bubble replies and median segment length."""
+
+    single_bubble_share: float = attrs.field(
+        validator=attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
+    )
+    median_segment_chars: int = attrs.field(validator=attrs.validators.ge(0))
+
+
+@attrs.frozen(kw_only=True)
+class BehaviorStrategy:
+    """An abstract pick-up strategy: in a scene like ``scene``, someone did ``action``."""
+
+    scene: str
+    action: str
+    outcome: str = ""
+    learning_type: LearningType = attrs.field(default=LearningType.OBSERVED, converter=LearningType)
+
+
+@attrs.frozen(kw_only=True)
+class ReplyShape:
+    """Bubble count, per-bubble length and rhythm of this turn's reply (section ``reply_shape``).
+
+    :param band: ``short`` (banter), ``complete`` (serious), ``task`` (tool work).
+    """
+
+    max_bubbles: int = attrs.field(default=2, converter=_bubble_cap)
+    preferred_bubbles: int = attrs.field(default=1, converter=_at_least_one)
+    min_chars: int = 4
+    max_chars: int = 18
+    rhythm: str = "single"
+    band: str = "short"
+
+
+@attrs.frozen(kw_only=True)
+class TurnPolicy:
+    """How to answer this turn (section ``turn_policy``)."""
+
+    reply_target: str = "fact"
+    seriousness: str = "casual"
+    social_action: str = "answer"
+    needs_tool: bool = False
+    needs_grounding: bool = False
+    allow_teasing: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class ToolContext:
+    """Tool results and tool rules for this turn (section ``tool_context``)."""
+
+    background_events: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    action_tools_enabled: bool = False
+    ask_before_call: bool = False
+    missing_required_params: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    mention_tokens_enabled: bool = False
+
+    @property
+    def is_empty(self) -> bool:
+        return not (
+            self.background_events
+            or self.action_tools_enabled
+            or self.ask_before_call
+            or self.mention_tokens_enabled
+        )

@@ -1,0 +1,115 @@
+"""Persona packs: every bot-specific text of the prompt, kept as data (``docs/persona_packs.md``).
+
+A pack is a TOML file. The sections and the message sequence read their static texts from it (the
+guard rules, the persona, identity lines, the bot's self label, the label of peer bots, the user-turn
+prefix), so nothing bot-specific lives in code. Packs are found by name through the
+``register_persona_packs`` hook, or given as a path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from framework._convert import load_toml, structure
+
+__all__ = [
+    "GuardTexts",
+    "IdentityTexts",
+    "Labels",
+    "PackInfo",
+    "PersonaPack",
+    "PersonaTexts",
+    "UserTurnTexts",
+]
+
+
+@attrs.frozen(kw_only=True)
+class PackInfo:
+    """Who the pack is for."""
+
+    name: str
+    language: str = "zh"
+    description: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class PersonaTexts:
+    """Section ``persona``: the stable core personality, the same in every group.
+
+    :param name: the persona's name, used in the guard and the user-turn prefix.
+    :param text: the full section text, header included.
+    """
+
+    name: str
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class GuardTexts:
+    """Section ``injection_guard``: rules that user text must never override."""
+
+    rules: tuple[str, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen(kw_only=True)
+class IdentityTexts:
+    """Section ``identity``: how the bot refers to itself and how the group addresses it.
+
+    Each line is a template; ``{name}`` is the bot's nickname, ``{aliases}`` the names the group
+    uses, ``{self}`` the self label. Lines whose placeholders are empty are left out.
+    """
+
+    lines: tuple[str, ...] = attrs.field(converter=tuple)
+    generic_aliases: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+@attrs.frozen(kw_only=True)
+class Labels:
+    """Speaker labels of the group timeline and the message sequence.
+
+    :param self_label: the bot's own lines in the timeline.
+    :param peer_bot: lines of other bots of the same deployment.
+    :param member_fallback: a member without a display name; ``{tail}`` is the id's last 4 digits.
+    :param bot_said_header: header of the quoted bot text when a user replies to the bot.
+    :param excerpt_member: label of group members in the ambient excerpt.
+    """
+
+    self_label: str
+    peer_bot: str
+    member_fallback: str = "群友#{tail}"
+    bot_said_header: str = "【{self}刚才说】"
+    excerpt_member: str = "群友"
+
+
+@attrs.frozen(kw_only=True)
+class UserTurnTexts:
+    """The lines wrapped around every user message of the message sequence."""
+
+    prefix: str
+    injection_suffix: str
+
+
+@attrs.frozen(kw_only=True)
+class PersonaPack:
+    """All bot-specific static text of a deployment."""
+
+    pack: PackInfo
+    persona: PersonaTexts
+    guard: GuardTexts
+    identity: IdentityTexts
+    labels: Labels
+    user_turn: UserTurnTexts
+    display_names: dict[str, str] = attrs.field(factory=dict)
+
+    @classmethod
+    def from_file(cls, path: Path) -> PersonaPack:
+        """Load a pack; a malformed one raises :class:`framework.errors.ConfigError`."""
+        return structure(load_toml(path), cls, str(path))
+
+    def format(self, template: str) -> str:
+        """Fill the pack-wide placeholders ``{persona}`` and ``{self}`` of a template."""
+        return template.replace("{persona}", self.persona.name).replace(
+            "{self}", self.labels.self_label
+        )

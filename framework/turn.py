@@ -1,0 +1,174 @@
+"""What one turn is made of: the bot, the current message, the group around it, and its inputs.
+
+These records are what a bot hands to :func:`framework.runtime.render_turn`, and what a turn file
+(``docs/turn_file.md``) describes in JSON.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from framework.items import (
+    BehaviorStrategy,
+    ExpressionPair,
+    KnowledgeItem,
+    MemoryItem,
+    PersonFact,
+    RelationshipNote,
+    ReplyShape,
+    RhythmBaseline,
+    ToolContext,
+    TopicSummary,
+    TurnPolicy,
+)
+
+__all__ = [
+    "Bot",
+    "ChatMessage",
+    "GroupExpression",
+    "HistoryEntry",
+    "SpeakTrigger",
+    "Turn",
+    "TurnRetrieved",
+]
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    if value.tzinfo is None:
+        raise ValueError(f"time {value.isoformat()} has no UTC offset")
+    return value
+
+
+class SpeakTrigger(enum.StrEnum):
+    """Why the bot is looking at this message (seed 004, 群聊相邻语境)."""
+
+    MENTION = "mention"
+    ALIAS = "alias"
+    FOLLOWUP = "followup"
+    AMBIENT = "ambient"
+
+
+@attrs.frozen(kw_only=True)
+class Bot:
+    """The bot account answering in this turn.
+
+    :param id: the bot's account id on the platform.
+    :param name: its nickname (how the group sees it).
+    :param aliases: other names group members use to address it.
+    :param timezone: IANA time zone of section ``current_time``.
+    :param peer_bot_ids: accounts of other bots of the same deployment.
+    """
+
+    id: str
+    name: str
+    aliases: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    timezone: str = "Asia/Shanghai"
+    peer_bot_ids: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+@attrs.frozen(kw_only=True)
+class ChatMessage:
+    """One group or private chat message.
+
+    :param id: the platform's message id; ``None`` when unknown.
+    :param raw: the platform's raw form (a OneBot CQ-code string or segment list), kept verbatim.
+    :param addressed: ``True`` when the message is addressed to the bot (@, alias, reply to it).
+    :param reply_to: the id of the message this one replies to.
+    :param images: image URLs the message carries.
+    """
+
+    sender_id: str
+    text: str
+    time: dt.datetime = attrs.field(validator=lambda _i, _a, v: _aware(v))
+    id: str | None = None
+    sender_name: str = ""
+    raw: Any = None
+    addressed: bool = False
+    reply_to: str | None = None
+    images: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+@attrs.frozen(kw_only=True)
+class HistoryEntry:
+    """One turn of the current user's conversation with the bot."""
+
+    role: str = attrs.field(validator=attrs.validators.in_(("user", "assistant")))
+    content: str
+
+
+@attrs.frozen(kw_only=True)
+class GroupExpression:
+    """Learned direct pairs and the rhythm baseline of the group (section ``group_expression``)."""
+
+    pairs: tuple[ExpressionPair, ...] = ()
+    baseline: RhythmBaseline | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TurnRetrieved:
+    """Items given with the turn for the retrieval-fed sections, keyed like the sections."""
+
+    group_expression: GroupExpression | None = None
+    behavior_reference: tuple[BehaviorStrategy, ...] = ()
+    memory: tuple[MemoryItem, ...] = ()
+    knowledge: tuple[KnowledgeItem, ...] = ()
+    relationship: RelationshipNote | None = None
+    person_facts: tuple[PersonFact, ...] = ()
+    mid_term: tuple[TopicSummary, ...] = ()
+
+    def as_items(self) -> dict[str, tuple[Any, ...]]:
+        """The items per section id, in the shape retrievers contribute them."""
+        items: dict[str, tuple[Any, ...]] = {}
+        if self.group_expression is not None:
+            expression: tuple[Any, ...] = self.group_expression.pairs
+            if self.group_expression.baseline is not None:
+                expression += (self.group_expression.baseline,)
+            items["group_expression"] = expression
+        items["behavior_reference"] = self.behavior_reference
+        items["memory"] = self.memory
+        items["knowledge"] = self.knowledge
+        items["relationship"] = () if self.relationship is None else (self.relationship,)
+        items["person_facts"] = self.person_facts
+        items["mid_term"] = self.mid_term
+        return {section_id: found for section_id, found in items.items() if found}
+
+
+@attrs.frozen(kw_only=True)
+class Turn:
+    """Everything promptweave needs to decide and assemble one turn.
+
+    :param group_id: ``None`` for a private chat.
+    :param trigger: why the bot looks at the message; ``None`` when it was not triggered at all.
+    :param recent_messages: the group's latest messages, oldest first, the current one excluded.
+    :param history: the current user's conversation with the bot, oldest first.
+    :param retrieved: items given with the turn; retrievers add to them.
+    :param reply_shape: this turn's reply shape, when already resolved.
+    :param turn_policy: this turn's policy, when already resolved.
+    :param tool_context: tool results and tool rules.
+    :param quoted_bot_text: when the message replies to one of the bot's messages, that message's
+        text (from the bot-reply context), shown as "what the bot just said".
+    """
+
+    bot: Bot
+    message: ChatMessage
+    group_id: str | None = None
+    trigger: SpeakTrigger | None = None
+    recent_messages: tuple[ChatMessage, ...] = ()
+    history: tuple[HistoryEntry, ...] = ()
+    retrieved: TurnRetrieved = TurnRetrieved()
+    reply_shape: ReplyShape | None = None
+    turn_policy: TurnPolicy | None = None
+    tool_context: ToolContext | None = None
+    quoted_bot_text: str | None = None
+
+    @property
+    def is_private(self) -> bool:
+        return self.group_id is None
+
+    def retrieved_items(self) -> Mapping[str, tuple[Any, ...]]:
+        return self.retrieved.as_items()
