@@ -10,7 +10,6 @@ from framework import (
     RenderContext,
     Section,
     TurnAction,
-    build_group_timeline,
     hookimpl,
     quote_user_text,
 )
@@ -49,8 +48,7 @@ SOCIAL_ACTIONS = {
 
 
 def render_group_timeline(context: RenderContext) -> str:
-    timeline = build_group_timeline(context.turn, context.persona, context.config.timeline)
-    blocks = [timeline.text] if timeline.text else []
+    blocks = [context.timeline.text] if context.timeline.text else []
     quoted = quote_user_text(context.turn.quoted_bot_text, QUOTED_BOT_TEXT_CHARS)
     if quoted:
         # Seed 004, 引用兜底: the model must know which of its own messages the user replied to.

@@ -12,6 +12,7 @@ from framework.config import Config
 from framework.decision import Decision
 from framework.items import ReplyShape, ToolContext, TurnPolicy
 from framework.persona import PersonaPack
+from framework.timeline import GroupTimeline
 from framework.turn import Turn
 
 __all__ = ["RenderContext"]
@@ -30,6 +31,7 @@ class RenderContext:
     :param decision: the routing decision for this turn.
     :param reply_shape: the resolved reply shape.
     :param turn_policy: the resolved turn policy.
+    :param timeline: the group timeline of this turn (empty when none is shown).
     :param retrieved: items per section id, from the turn and from the retrievers.
     :param extras: free room for plugins to pass data between their own hooks.
     """
@@ -41,6 +43,7 @@ class RenderContext:
     decision: Decision
     reply_shape: ReplyShape
     turn_policy: TurnPolicy
+    timeline: GroupTimeline = attrs.field(factory=GroupTimeline)
     retrieved: Mapping[str, tuple[Any, ...]] = attrs.field(factory=dict)
     extras: Mapping[str, Any] = attrs.field(factory=dict)
 

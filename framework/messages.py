@@ -26,11 +26,13 @@ class PromptMessage:
     :param role: ``user`` or ``assistant``.
     :param content: the text sent to the provider.
     :param source: what it was built from: ``history``, ``current``, or a plugin's label.
+    :param images: image URLs the message carries, for providers that accept images.
     """
 
     role: str
     content: str
     source: str = "history"
+    images: tuple[str, ...] = ()
 
 
 def format_user_turn(

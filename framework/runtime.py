@@ -26,6 +26,7 @@ from framework.plugins import PluginManager, build_plugin_manager
 from framework.records import RuleStage, Section, SectionOverride
 from framework.registry import Registered, Registries, collect_registries
 from framework.sanitize import BLOCK_MAX_CHARS, sanitize_block
+from framework.timeline import build_group_timeline
 from framework.turn import Bot, ChatMessage, Turn
 
 __all__ = ["Promptweave", "RenderedSection", "RenderedTurn", "SectionListing"]
@@ -72,6 +73,7 @@ class RenderedTurn:
     decision: Decision
     trace: Mapping[str, Any]
     stage_durations_ms: Mapping[str, float]
+    vision_images: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -186,6 +188,7 @@ class Promptweave:
             decision=decision or DEFAULT_DECISION,
             reply_shape=turn.reply_shape or ReplyShape(),
             turn_policy=turn.turn_policy or TurnPolicy(),
+            timeline=build_group_timeline(turn, self.persona, self.config.timeline),
             retrieved=dict(turn.retrieved_items()) if retrieved is None else retrieved,
         )
 
@@ -311,6 +314,7 @@ class Promptweave:
             decision=decision,
             trace=trace,
             stage_durations_ms=durations,
+            vision_images=context.timeline.images,
         )
 
     # -- inspection ------------------------------------------------------------------------

@@ -1,0 +1,159 @@
+"""The embedded SQLite database shared by the SQLite stores.
+
+One file holds every component's tables. Each component (sessions, routing state, retrieval data…)
+brings its own ordered list of migrations; :meth:`SQLiteDatabase.migrate` applies the missing ones
+and records ``(component, version)`` in ``schema_versions``. The database runs in WAL mode with a
+busy timeout, so several asyncio tasks (each call opens its own connection per thread) and several
+processes can write the same file without losing data.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import attrs
+
+from framework.errors import PromptweaveError
+
+__all__ = ["Migration", "SQLiteDatabase", "StoreUnavailableError"]
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+class StoreUnavailableError(PromptweaveError):
+    """The store cannot be read or written (missing directory, locked, corrupt, disabled)."""
+
+
+@attrs.frozen(kw_only=True)
+class Migration:
+    """One schema step of a component.
+
+    :param component: the owning component, for example ``"sessions"``.
+    :param version: 1, 2, 3… in order; applied once.
+    :param sql: one or more statements, run in a single transaction with the version record.
+    """
+
+    component: str
+    version: int
+    sql: str
+
+
+@attrs.define
+class SQLiteDatabase:
+    """A SQLite file with WAL, a busy timeout and versioned migrations.
+
+    :param path: the database file; ``":memory:"`` is refused because every thread would see
+        another database (use the in-memory stores instead).
+    """
+
+    path: Path = attrs.field(converter=Path)
+    _local: threading.local = attrs.field(factory=threading.local, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if str(self.path) == ":memory:":
+            raise ValueError("use the in-memory stores instead of a ':memory:' SQLite database")
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            connection = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                check_same_thread=True,
+            )
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            connection.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
+        connection.row_factory = sqlite3.Row
+        return connection
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use."""
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._open()
+            self._local.connection = connection
+        return connection
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``): committed on success, rolled back on error.
+
+        :raises StoreUnavailableError: the database could not be written.
+        """
+        connection = self.connection()
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"cannot write SQLite store {self.path}: {exc}") from exc
+        try:
+            yield connection
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        else:
+            try:
+                connection.execute("COMMIT")
+            except sqlite3.Error as exc:
+                connection.execute("ROLLBACK")
+                raise StoreUnavailableError(f"cannot commit to {self.path}: {exc}") from exc
+
+    def migrate(self, migrations: Sequence[Migration]) -> list[tuple[str, int]]:
+        """Apply the migrations not yet recorded, in version order per component.
+
+        :returns: the ``(component, version)`` pairs applied now.
+        """
+        with self.transaction() as connection:
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS schema_versions ("
+                " component TEXT NOT NULL, version INTEGER NOT NULL,"
+                " applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,"
+                " PRIMARY KEY (component, version))"
+            )
+        applied: list[tuple[str, int]] = []
+        for migration in sorted(migrations, key=lambda m: (m.component, m.version)):
+            with self.transaction() as connection:
+                done = connection.execute(
+                    "SELECT 1 FROM schema_versions WHERE component = ? AND version = ?",
+                    (migration.component, migration.version),
+                ).fetchone()
+                if done:
+                    continue
+                for statement in _statements(migration.sql):
+                    connection.execute(statement)
+                connection.execute(
+                    "INSERT INTO schema_versions (component, version) VALUES (?, ?)",
+                    (migration.component, migration.version),
+                )
+                applied.append((migration.component, migration.version))
+        return applied
+
+    def schema_version(self, component: str) -> int:
+        """The highest applied version of ``component`` (0 when none)."""
+        row = self.connection().execute(
+            "SELECT MAX(version) FROM schema_versions WHERE component = ?", (component,)
+        ).fetchone()
+        return int(row[0] or 0)
+
+    def close(self) -> None:
+        """Close this thread's connection (other threads close theirs on exit)."""
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+            self._local.connection = None
+
+
+def _statements(sql: str) -> Iterator[str]:
+    """Split a migration script into complete statements (``executescript`` would commit)."""
+    buffer = ""
+    for part in sql.split(";"):
+        buffer += part + ";"
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip(" \n\t;"):
+                yield buffer.strip()
+            buffer = ""
