@@ -21,6 +21,7 @@ __all__ = [
     "Config",
     "HistoryConfig",
     "PluginsConfig",
+    "StoreConfig",
     "TimelineConfig",
 ]
 
@@ -60,6 +61,20 @@ class HistoryConfig:
 
 
 @attrs.frozen(kw_only=True)
+class StoreConfig:
+    """Where conversational and retrieval state lives.
+
+    :param backend: ``sqlite`` (the default: one file, nothing to install) or ``memory``.
+    :param path: the SQLite file, relative to the config file's directory.
+    """
+
+    backend: str = attrs.field(
+        default="sqlite", validator=attrs.validators.in_(("sqlite", "memory"))
+    )
+    path: str = "promptweave.sqlite3"
+
+
+@attrs.frozen(kw_only=True)
 class PluginsConfig:
     """Which optional plugins to load.
 
@@ -85,6 +100,7 @@ class Config:
     budget: BudgetConfig = BudgetConfig()
     timeline: TimelineConfig = TimelineConfig()
     history: HistoryConfig = HistoryConfig()
+    store: StoreConfig = StoreConfig()
     plugins: PluginsConfig = PluginsConfig()
     base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
 
@@ -123,4 +139,5 @@ class _FileConfig:
     budget: BudgetConfig = BudgetConfig()
     timeline: TimelineConfig = TimelineConfig()
     history: HistoryConfig = HistoryConfig()
+    store: StoreConfig = StoreConfig()
     plugins: PluginsConfig = PluginsConfig()

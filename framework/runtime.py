@@ -26,6 +26,7 @@ from framework.plugins import PluginManager, build_plugin_manager
 from framework.records import RuleStage, Section, SectionOverride
 from framework.registry import Registered, Registries, collect_registries
 from framework.sanitize import BLOCK_MAX_CHARS, sanitize_block
+from framework.store.stores import Stores
 from framework.timeline import build_group_timeline
 from framework.turn import Bot, ChatMessage, Turn
 
@@ -127,6 +128,7 @@ class Promptweave:
     plugins: PluginManager
     registries: Registries
     persona: PersonaPack
+    stores: Stores = attrs.field(factory=Stores)
     strict: bool = False
 
     @classmethod
@@ -155,6 +157,7 @@ class Promptweave:
             plugins=plugins,
             registries=registries,
             persona=persona,
+            stores=Stores.from_config(config),
             strict=config.plugins.strict if strict is None else strict,
         )
 

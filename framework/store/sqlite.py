@@ -60,7 +60,9 @@ class SQLiteDatabase:
     def _open(self) -> sqlite3.Connection:
         try:
             connection = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                self.path,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
                 check_same_thread=True,
             )
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -135,9 +137,11 @@ class SQLiteDatabase:
 
     def schema_version(self, component: str) -> int:
         """The highest applied version of ``component`` (0 when none)."""
-        row = self.connection().execute(
-            "SELECT MAX(version) FROM schema_versions WHERE component = ?", (component,)
-        ).fetchone()
+        row = (
+            self.connection()
+            .execute("SELECT MAX(version) FROM schema_versions WHERE component = ?", (component,))
+            .fetchone()
+        )
         return int(row[0] or 0)
 
     def close(self) -> None:

@@ -1,0 +1,27 @@
+"""The stores a runtime uses, built from ``[store]`` in ``promptweave.toml``."""
+
+from __future__ import annotations
+
+import attrs
+
+from framework.config import Config
+from framework.store.sqlite import SQLiteDatabase
+
+__all__ = ["Stores"]
+
+
+@attrs.define
+class Stores:
+    """The runtime's stores.
+
+    :param database: the SQLite database, or ``None`` with the in-memory backend.
+    """
+
+    database: SQLiteDatabase | None = None
+
+    @classmethod
+    def from_config(cls, config: Config) -> Stores:
+        """Open (and migrate) the configured backend."""
+        if config.store.backend == "memory":
+            return cls(database=None)
+        return cls(database=SQLiteDatabase(config.resolve_path(config.store.path)))
