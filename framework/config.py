@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from framework._convert import load_toml, structure
+from framework.items import str_tuple
 
 __all__ = [
     "CONFIG_ENV",
@@ -82,7 +83,7 @@ class PluginsConfig:
     :param strict: raise when a section's ``render`` raises, instead of leaving it out (for tests).
     """
 
-    contrib: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    contrib: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     strict: bool = False
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import attrs
 
 from framework._convert import load_toml, structure
+from framework.items import str_tuple
 
 __all__ = [
     "GuardTexts",
@@ -50,7 +51,7 @@ class PersonaTexts:
 class GuardTexts:
     """Section ``injection_guard``: rules that user text must never override."""
 
-    rules: tuple[str, ...] = attrs.field(converter=tuple)
+    rules: tuple[str, ...] = attrs.field(converter=str_tuple)
 
 
 @attrs.frozen(kw_only=True)
@@ -61,8 +62,8 @@ class IdentityTexts:
     uses, ``{self}`` the self label. Lines whose placeholders are empty are left out.
     """
 
-    lines: tuple[str, ...] = attrs.field(converter=tuple)
-    generic_aliases: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    lines: tuple[str, ...] = attrs.field(converter=str_tuple)
+    generic_aliases: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
 
 
 @attrs.frozen(kw_only=True)

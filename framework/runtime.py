@@ -22,7 +22,7 @@ from framework.errors import ConfigError, SectionRenderError
 from framework.items import ReplyShape, TurnPolicy
 from framework.messages import PromptMessage, build_messages, trim_to_budget
 from framework.persona import PersonaPack
-from framework.plugins import PluginManager, build_plugin_manager
+from framework.plugins import PluginInfo, PluginManager, build_plugin_manager
 from framework.records import RuleStage, Section, SectionOverride
 from framework.registry import Registered, Registries, collect_registries
 from framework.sanitize import BLOCK_MAX_CHARS, sanitize_block
@@ -344,6 +344,34 @@ class Promptweave:
                 )
             )
         return rows
+
+    # -- plugins at run time -----------------------------------------------------------------
+
+    def add_plugin(self, plugin: object, name: str | None = None) -> str:
+        """Register one more plugin and recollect the registries (tests, notebooks).
+
+        :returns: the name the plugin was registered under.
+        :raises DuplicateRegistrationError: it contributes an id another plugin already has.
+        """
+        registered = self.plugins.pm.register(plugin, name=name)
+        if registered is None:
+            raise ValueError(f"plugin {name or plugin!r} is blocked")
+        try:
+            self.plugins.pm.check_pending()
+            self.registries = collect_registries(self.plugins.pm)
+        except Exception:
+            self.plugins.pm.unregister(name=registered)
+            raise
+        self.plugins.infos[registered] = PluginInfo(
+            name=registered, kind="extra", distribution=None, version=None
+        )
+        return registered
+
+    def remove_plugin(self, name: str) -> None:
+        """Unregister a plugin by name and recollect the registries."""
+        self.plugins.pm.unregister(name=name)
+        self.plugins.infos.pop(name, None)
+        self.registries = collect_registries(self.plugins.pm)
 
 
 def _pack_path(config: Config, registries: Registries) -> Path:

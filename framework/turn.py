@@ -25,6 +25,7 @@ from framework.items import (
     ToolContext,
     TopicSummary,
     TurnPolicy,
+    str_tuple,
 )
 
 __all__ = [
@@ -66,9 +67,9 @@ class Bot:
 
     id: str
     name: str
-    aliases: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    aliases: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     timezone: str = "Asia/Shanghai"
-    peer_bot_ids: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    peer_bot_ids: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
 
 
 @attrs.frozen(kw_only=True)
@@ -90,7 +91,7 @@ class ChatMessage:
     raw: Any = None
     addressed: bool = False
     reply_to: str | None = None
-    images: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    images: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
 
 
 @attrs.frozen(kw_only=True)
