@@ -25,8 +25,10 @@ LITERAL_MAX_CHARS = 128
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Zero-width and bidirectional marks: invisible, and able to reorder what a reader sees.
 _INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]")
-_LINE_BREAKS = re.compile(r"\r\n?")
-_LINE_BREAK_RUNS = re.compile(r"[\r\n]+")
+# CRLF, CR, and the Unicode line breaks (NEL, LINE/PARAGRAPH SEPARATOR) that some renderers and
+# str.splitlines() treat as a new line: a user must not start a line by any of them.
+_LINE_BREAKS = re.compile("\r\n?|[\u0085\u2028\u2029]")
+_LINE_BREAK_RUNS = re.compile("[\r\n\u0085\u2028\u2029]+")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 # Section headers are written 【…】; user text gets the look-alike 〔…〕 instead, which no section uses.
