@@ -176,4 +176,4 @@ class SectionOverride:
             return ""
         if self.mode is OverrideMode.REPLACE:
             return self.content
-        return "\n\n".join(part for part in (text, self.content) if part.strip())
+        return "\n\n".join(part.strip() for part in (text, self.content) if part.strip())

@@ -22,6 +22,7 @@ from framework.errors import ConfigError, SectionRenderError
 from framework.items import ReplyShape, TurnPolicy
 from framework.messages import PromptMessage, build_messages, trim_to_budget
 from framework.persona import PersonaPack
+from framework.overrides import MAX_OVERRIDE_CONTENT_CHARS
 from framework.plugins import PluginInfo, PluginManager, build_plugin_manager
 from framework.records import RuleStage, Section, SectionOverride
 from framework.registry import Registered, Registries, collect_registries
@@ -241,7 +242,9 @@ class Promptweave:
             text, error = self._render_one(entry, context)
             override, override_error = self._override(section.id, text, context)
             if override is not None:
-                text = override.apply(text)
+                # Whoever supplied it, override content is sanitized and capped like a section.
+                content = sanitize_block(override.content, MAX_OVERRIDE_CONTENT_CHARS)
+                text = attrs.evolve(override, content=content).apply(text)
             text = sanitize_block(text, BLOCK_MAX_CHARS)
             if error is not None:
                 status = "error"
