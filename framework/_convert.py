@@ -7,12 +7,14 @@ so ``promptweave.toml: invalid value for type, expected int @ $.budget.chars`` s
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import json
 import tomllib
 from pathlib import Path
 from typing import Any, TypeVar
 
 import cattrs
+from cattrs.v import format_exception
 
 from framework.errors import ConfigError
 
@@ -38,8 +40,16 @@ def _structure_str(value: Any, _type: type) -> str:
 
 converter.register_structure_hook(dt.datetime, _structure_datetime)
 converter.register_unstructure_hook(dt.datetime, lambda value: value.isoformat())
-# Only ``str`` itself: a StrEnum is a str subclass and must keep cattrs' enum validation.
-converter.register_structure_hook_func(lambda cls: cls is str, _structure_str)
+converter.register_structure_hook(str, _structure_str)
+# A StrEnum is also a str: without its own hook it would take the str hook and skip validation.
+converter.register_structure_hook(enum.StrEnum, lambda value, cls: cls(value))
+
+
+def _format_exception(exc: BaseException, cls: type | None) -> str:
+    # A validator's ValueError carries the useful part ("time … has no UTC offset").
+    if isinstance(exc, ValueError) and cls is None:
+        return f"invalid value ({exc})"
+    return format_exception(exc, cls)
 
 
 def structure(data: Any, cls: type[T], source: str, error: type[ConfigError] = ConfigError) -> T:
@@ -48,7 +58,7 @@ def structure(data: Any, cls: type[T], source: str, error: type[ConfigError] = C
         return converter.structure(data, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         if isinstance(exc, cattrs.BaseValidationError):
-            problems = cattrs.transform_error(exc, path="$")
+            problems = cattrs.transform_error(exc, path="$", format_exception=_format_exception)
         else:
             problems = [str(exc)]
         raise error(source, problems) from exc

@@ -21,8 +21,8 @@ from framework.decision import Decision, RouteContext, SocialAction, TurnAction
 from framework.errors import ConfigError, SectionRenderError
 from framework.items import ReplyShape, TurnPolicy
 from framework.messages import PromptMessage, build_messages, trim_to_budget
-from framework.persona import PersonaPack
 from framework.overrides import MAX_OVERRIDE_CONTENT_CHARS
+from framework.persona import PersonaPack
 from framework.plugins import PluginInfo, PluginManager, build_plugin_manager
 from framework.records import RuleStage, Section, SectionOverride
 from framework.registry import Registered, Registries, collect_registries

@@ -23,8 +23,12 @@ def rich_turn() -> Turn:
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No test sees the developer's promptweave.toml, entry points or plugin env vars."""
-    for name in ("PROMPTWEAVE_CONFIG", "PROMPTWEAVE_LOAD_PLUGINS", "PROMPTWEAVE_DISABLE_PLUGINS",
-                 "PROMPTWEAVE_TRACE_PLUGINS"):
+    for name in (
+        "PROMPTWEAVE_CONFIG",
+        "PROMPTWEAVE_LOAD_PLUGINS",
+        "PROMPTWEAVE_DISABLE_PLUGINS",
+        "PROMPTWEAVE_TRACE_PLUGINS",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.chdir(tmp_path)

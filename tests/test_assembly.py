@@ -35,18 +35,25 @@ def _section(section_id: str, render, **kwargs) -> Section:
 
 
 def test_sections_are_sanitized_before_joining(register_plugin, rich_turn):
-    runtime = register_plugin(_Adds(_section(
-        "noisy", lambda c: "\u200b  【噪声】\r\n第一行\x00\r第二行  ", after="tool_context")))
+    runtime = register_plugin(
+        _Adds(
+            _section(
+                "noisy", lambda c: "\u200b  【噪声】\r\n第一行\x00\r第二行  ", after="tool_context"
+            )
+        )
+    )
     section = next(s for s in runtime.render(rich_turn).sections if s.id == "noisy")
     assert section.text == "【噪声】\n第一行\n第二行"
 
 
 def test_empty_and_duplicate_sections_are_skipped(register_plugin, rich_turn):
-    runtime = register_plugin(_Adds(
-        _section("blank", lambda c: "  \n ", after="tool_context"),
-        _section("none", lambda c: None, after="tool_context"),
-        _section("again", lambda c: c.persona.persona.text, after="tool_context"),
-    ))
+    runtime = register_plugin(
+        _Adds(
+            _section("blank", lambda c: "  \n ", after="tool_context"),
+            _section("none", lambda c: None, after="tool_context"),
+            _section("again", lambda c: c.persona.persona.text, after="tool_context"),
+        )
+    )
     result = runtime.render(rich_turn)
     status = {s.id: s.status for s in result.sections}
     assert status["blank"] == status["none"] == "empty"
@@ -56,8 +63,7 @@ def test_empty_and_duplicate_sections_are_skipped(register_plugin, rich_turn):
 
 
 def test_section_over_12000_chars_is_capped(register_plugin, rich_turn):
-    runtime = register_plugin(_Adds(_section("huge", lambda c: "长" * 13000,
-                                             after="tool_context")))
+    runtime = register_plugin(_Adds(_section("huge", lambda c: "长" * 13000, after="tool_context")))
     section = next(s for s in runtime.render(rich_turn).sections if s.id == "huge")
     assert section.chars == 12000
 
@@ -67,19 +73,24 @@ def _boom(context):
 
 
 def test_a_section_that_raises_is_left_out_and_traced(rich_turn):
-    runtime = Promptweave.from_config(Config(store=StoreConfig(backend="memory")),
-                                      environ=TEST_ENVIRON, strict=False)
+    runtime = Promptweave.from_config(
+        Config(store=StoreConfig(backend="memory")), environ=TEST_ENVIRON, strict=False
+    )
     runtime.add_plugin(_Adds(_section("fragile", _boom, after="current_time")), name="acme")
     result = runtime.render(rich_turn)
     entry = next(e for e in result.trace["sections"] if e["id"] == "fragile")
-    assert entry == {"id": "fragile", "plugin": "acme", "status": "error", "chars": 0,
-                     "error": "RuntimeError: 数据库连不上"}
+    assert entry == {
+        "id": "fragile",
+        "plugin": "acme",
+        "status": "error",
+        "chars": 0,
+        "error": "RuntimeError: 数据库连不上",
+    }
     assert sum(1 for s in result.sections if s.status == "rendered") == 15
 
 
 def test_strict_mode_raises_naming_the_plugin(register_plugin, rich_turn):
-    runtime = register_plugin(_Adds(_section("fragile", _boom, after="current_time")),
-                              name="acme")
+    runtime = register_plugin(_Adds(_section("fragile", _boom, after="current_time")), name="acme")
     with pytest.raises(SectionRenderError, match="'fragile' of plugin 'acme' raised RuntimeError"):
         runtime.render(rich_turn)
 
@@ -99,8 +110,9 @@ def test_user_text_can_never_forge_a_section_header(promptweave_runtime, rich_tu
         rich_turn,
         recent_messages=(message, *rich_turn.recent_messages[1:]),
         quoted_bot_text=payload,
-        retrieved=attrs.evolve(rich_turn.retrieved, memory=(
-            MemoryItem(kind="group_memory", text=payload),)),
+        retrieved=attrs.evolve(
+            rich_turn.retrieved, memory=(MemoryItem(kind="group_memory", text=payload),)
+        ),
     )
     result = promptweave_runtime.render(turn)
     lines = result.system_prompt.splitlines()
@@ -109,9 +121,10 @@ def test_user_text_can_never_forge_a_section_header(promptweave_runtime, rich_tu
     # Every line that starts with a header is the first line of a section or a documented
     # sub-header, never text that came from a user.
     for header in headers:
-        assert not any(header.startswith(f) for f in ("【安全约束】", "【核心人格】", "【本轮策略】",
-                                                      "【工具上下文】")) or any(
-            line.startswith(header) for line in legitimate)
+        assert not any(
+            header.startswith(f)
+            for f in ("【安全约束】", "【核心人格】", "【本轮策略】", "【工具上下文】")
+        ) or any(line.startswith(header) for line in legitimate)
     assert result.system_prompt.count("【安全约束】") == 1
     assert result.system_prompt.count("【核心人格】") == 1
     assert result.system_prompt.count("【本轮策略】") == 1

@@ -39,8 +39,9 @@ content = "别的群的人设"
 def _runtime(tmp_path: Path, text: str = OVERRIDES, **kwargs) -> Promptweave:
     path = tmp_path / "overrides.toml"
     path.write_text(text, encoding="utf-8")
-    config = Config(overrides_file="overrides.toml", base_dir=tmp_path,
-                    store=StoreConfig(backend="memory"))
+    config = Config(
+        overrides_file="overrides.toml", base_dir=tmp_path, store=StoreConfig(backend="memory")
+    )
     return Promptweave.from_config(config, environ=TEST_ENVIRON, **kwargs)
 
 
@@ -62,8 +63,7 @@ def test_overrides_are_scoped_by_bot_and_group(tmp_path, rich_turn):
     runtime = _runtime(tmp_path)
     other_group = runtime.render(attrs.evolve(rich_turn, group_id="20002"))
     assert _sections(other_group)["persona"].override is None
-    other_bot = runtime.render(attrs.evolve(rich_turn, bot=attrs.evolve(rich_turn.bot,
-                                                                        id="10002")))
+    other_bot = runtime.render(attrs.evolve(rich_turn, bot=attrs.evolve(rich_turn.bot, id="10002")))
     assert _sections(other_bot)["persona"].override is None
 
 
@@ -73,8 +73,10 @@ def test_private_chats_get_no_overrides(tmp_path, rich_turn):
 
 
 def test_override_content_is_sanitized_and_capped(tmp_path, rich_turn):
-    text = ('[bots."10001".groups."20001".sections.persona]\nmode = "replace"\n'
-            f'content = "\\u200b{"长" * 13000}"\n')
+    text = (
+        '[bots."10001".groups."20001".sections.persona]\nmode = "replace"\n'
+        f'content = "\\u200b{"长" * 13000}"\n'
+    )
     persona = _sections(_runtime(tmp_path, text).render(rich_turn))["persona"]
     assert persona.chars == 12000 and persona.text.startswith("长")
 
@@ -91,10 +93,14 @@ def test_malformed_file_names_the_key_path_and_the_turn_still_assembles(tmp_path
 
 def test_unknown_key_is_reported(tmp_path):
     path = tmp_path / "o.toml"
-    path.write_text('[bots."1".groups."2".sections.persona]\nmode = "disable"\ncolour = 1\n',
-                    encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"extra fields found \(colour\) @ "
-                                          r"\$\.bots\['1'\]\.groups\['2'\]\.sections\['persona'\]"):
+    path.write_text(
+        '[bots."1".groups."2".sections.persona]\nmode = "disable"\ncolour = 1\n', encoding="utf-8"
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"extra fields found \(colour\) @ "
+        r"\$\.bots\['1'\]\.groups\['2'\]\.sections\['persona'\]",
+    ):
         OverridesFile.from_file(path)
 
 
@@ -109,7 +115,8 @@ def test_edits_to_the_file_apply_on_the_next_turn(tmp_path, rich_turn):
     runtime = _runtime(tmp_path)
     assert _sections(runtime.render(rich_turn))["persona"].override == "replace"
     (tmp_path / "overrides.toml").write_text(
-        '[bots."10001".groups."20001".sections.persona]\nmode = "disable"\n', encoding="utf-8")
+        '[bots."10001".groups."20001".sections.persona]\nmode = "disable"\n', encoding="utf-8"
+    )
     assert _sections(runtime.render(rich_turn))["persona"].status == "disabled"
 
 
@@ -127,15 +134,21 @@ class _DictOverrides:
 
 def test_hook_override_section(tmp_path, rich_turn):
     runtime = _runtime(tmp_path)
-    runtime.add_plugin(_DictOverrides({
-        ("10001", "20001", "persona"): ("append", "- 在本群多用颜文字。"),
-        ("10001", "20001", "current_time"): ("disable", ""),
-    }), name="console")
+    runtime.add_plugin(
+        _DictOverrides(
+            {
+                ("10001", "20001", "persona"): ("append", "- 在本群多用颜文字。"),
+                ("10001", "20001", "current_time"): ("disable", ""),
+            }
+        ),
+        name="console",
+    )
     sections = _sections(runtime.render(rich_turn))
     # Another plugin's answer wins over the trylast file plugin.
     assert sections["persona"].override == "append"
-    assert sections["persona"].text.endswith("各群的措辞样例只用来贴近该群的说话习惯，不改变你是谁。"
-                                             "\n\n- 在本群多用颜文字。")
+    assert sections["persona"].text.endswith(
+        "各群的措辞样例只用来贴近该群的说话习惯，不改变你是谁。\n\n- 在本群多用颜文字。"
+    )
     assert sections["current_time"].status == "disabled"
     # Where the plugin says nothing, the file still applies.
     assert sections["tool_context"].status == "disabled"

@@ -6,9 +6,21 @@ from framework import DuplicateRegistrationError, PlacementError, Section, Volat
 from framework.registry import Registered, order_sections
 
 BUILTIN_ORDER = [
-    "injection_guard", "persona", "identity", "group_expression", "behavior_reference",
-    "memory", "knowledge", "relationship", "person_facts", "mid_term", "group_timeline",
-    "reply_shape", "turn_policy", "current_time", "tool_context",
+    "injection_guard",
+    "persona",
+    "identity",
+    "group_expression",
+    "behavior_reference",
+    "memory",
+    "knowledge",
+    "relationship",
+    "person_facts",
+    "mid_term",
+    "group_timeline",
+    "reply_shape",
+    "turn_policy",
+    "current_time",
+    "tool_context",
 ]
 
 
@@ -30,9 +42,14 @@ def test_builtin_sections_follow_the_documented_order(promptweave_runtime) -> No
 
 
 def test_after_places_right_after_anchor_and_keeps_registration_order() -> None:
-    ordered, _ = order_sections([
-        _entry("a"), _entry("b"), _entry("x", after="a"), _entry("y", after="a"),
-    ])
+    ordered, _ = order_sections(
+        [
+            _entry("a"),
+            _entry("b"),
+            _entry("x", after="a"),
+            _entry("y", after="a"),
+        ]
+    )
     assert _ids(ordered) == ["a", "x", "y", "b"]
 
 
@@ -57,9 +74,12 @@ def test_cycle_is_rejected_naming_the_plugins() -> None:
 
 
 def test_volatility_inversion_warns() -> None:
-    _, warnings = order_sections([
-        _entry("t", volatility=Volatility.TURN), _entry("s", plugin="acme", volatility="static"),
-    ])
+    _, warnings = order_sections(
+        [
+            _entry("t", volatility=Volatility.TURN),
+            _entry("s", plugin="acme", volatility="static"),
+        ]
+    )
     assert len(warnings) == 1
     assert "'s' (static, plugin 'acme') comes after 't' (turn)" in warnings[0]
 
@@ -84,15 +104,18 @@ class _Adds:
 
 
 def test_duplicate_section_id_names_both_plugins(register_plugin) -> None:
-    with pytest.raises(DuplicateRegistrationError,
-                       match=r"'memory' registered by plugin 'acme' is already registered by "
-                             r"plugin 'retrieval_sections'"):
+    with pytest.raises(
+        DuplicateRegistrationError,
+        match=r"'memory' registered by plugin 'acme' is already registered by "
+        r"plugin 'retrieval_sections'",
+    ):
         register_plugin(_Adds(_section("memory")), name="acme")
 
 
 def test_replace_takes_the_original_place(register_plugin, rich_turn) -> None:
-    runtime = register_plugin(_Adds(_section("memory", replace=True, volatility="retrieval")),
-                              name="acme")
+    runtime = register_plugin(
+        _Adds(_section("memory", replace=True, volatility="retrieval")), name="acme"
+    )
     assert _ids(runtime.registries.sections) == BUILTIN_ORDER
     entry = runtime.registries.section("memory")
     assert entry is not None and entry.plugin == "acme"
@@ -102,8 +125,9 @@ def test_replace_takes_the_original_place(register_plugin, rich_turn) -> None:
 
 def test_two_plugins_replacing_one_section_is_an_error(register_plugin) -> None:
     register_plugin(_Adds(_section("persona", replace=True, volatility="static")), name="one")
-    with pytest.raises(DuplicateRegistrationError, match="replaced by both plugin 'one' and "
-                                                          "plugin 'two'"):
+    with pytest.raises(
+        DuplicateRegistrationError, match="replaced by both plugin 'one' and plugin 'two'"
+    ):
         register_plugin(_Adds(_section("persona", replace=True, volatility="static")), name="two")
 
 

@@ -9,12 +9,12 @@ import pytest
 
 from framework import (
     BehaviorStrategy,
-    Config,
-    Promptweave,
     ChatMessage,
+    Config,
     ExpressionPair,
     GroupExpression,
     MemoryItem,
+    Promptweave,
     RelationshipNote,
     RhythmBaseline,
     SpeakTrigger,
@@ -73,18 +73,19 @@ def test_identity_names_the_bot_and_its_aliases(promptweave_runtime, rich_turn):
     assert "织织、小织子" in text
 
 
-def test_identity_leaves_out_the_alias_line_when_there_are_no_aliases(promptweave_runtime,
-                                                                     rich_turn):
+def test_identity_leaves_out_the_alias_line_when_there_are_no_aliases(
+    promptweave_runtime, rich_turn
+):
     bot = attrs.evolve(rich_turn.bot, name="小织", aliases=())
     text = _texts(promptweave_runtime, attrs.evolve(rich_turn, bot=bot))["identity"]
     assert "这些名字叫你" not in text  # the pack's generic alias equals the name
 
 
-def test_group_expression_shows_at_most_two_pairs_and_the_baseline(promptweave_runtime,
-                                                                   rich_turn):
+def test_group_expression_shows_at_most_two_pairs_and_the_baseline(promptweave_runtime, rich_turn):
     pairs = tuple(ExpressionPair(trigger=f"触发{i}", reply=f"回复{i}") for i in range(4))
-    expression = GroupExpression(pairs=pairs, baseline=RhythmBaseline(
-        single_bubble_share=0.86, median_segment_chars=9))
+    expression = GroupExpression(
+        pairs=pairs, baseline=RhythmBaseline(single_bubble_share=0.86, median_segment_chars=9)
+    )
     turn = attrs.evolve(rich_turn, retrieved=TurnRetrieved(group_expression=expression))
     text = _texts(promptweave_runtime, turn)["group_expression"]
     assert "- 触发「触发0」时：回复0" in text and "- 触发「触发1」时：回复1" in text
@@ -119,22 +120,34 @@ def test_memory_blocks_follow_the_seed_order_and_drop_duplicates(promptweave_run
         MemoryItem(kind="teaching", text="教导"),
         MemoryItem(kind="group_memory", text="教导"),
     )
-    text = _texts(promptweave_runtime,
-                  attrs.evolve(rich_turn, retrieved=TurnRetrieved(memory=memory)))["memory"]
-    order = [text.index(h) for h in ("【用户明确教导】", "【已确认群事件】", "【相关 IP 知识】",
-                                     "【相关群内记忆】")]
+    text = _texts(
+        promptweave_runtime, attrs.evolve(rich_turn, retrieved=TurnRetrieved(memory=memory))
+    )["memory"]
+    order = [
+        text.index(h)
+        for h in ("【用户明确教导】", "【已确认群事件】", "【相关 IP 知识】", "【相关群内记忆】")
+    ]
     assert order == sorted(order)
     assert text.count("- 教导") == 1
 
 
-@pytest.mark.parametrize(("affinity", "label"), [
-    (-0.9, "厌恶"), (-0.3, "冷淡"), (0.1, "陌生"), (0.3, "认识"), (0.5, "熟人"), (0.7, "朋友"),
-    (0.95, "挚友"),
-])
+@pytest.mark.parametrize(
+    ("affinity", "label"),
+    [
+        (-0.9, "厌恶"),
+        (-0.3, "冷淡"),
+        (0.1, "陌生"),
+        (0.3, "认识"),
+        (0.5, "熟人"),
+        (0.7, "朋友"),
+        (0.95, "挚友"),
+    ],
+)
 def test_relationship_shows_the_affinity_level(promptweave_runtime, rich_turn, affinity, label):
     note = RelationshipNote(facts=("常来桌游局",), affinity=affinity)
-    text = _texts(promptweave_runtime,
-                  attrs.evolve(rich_turn, retrieved=TurnRetrieved(relationship=note)))
+    text = _texts(
+        promptweave_runtime, attrs.evolve(rich_turn, retrieved=TurnRetrieved(relationship=note))
+    )
     assert f"- 好感度：{label}（{affinity:+.2f}）" in text["relationship"]
 
 
@@ -145,23 +158,35 @@ def test_relationship_without_facts_or_affinity_is_empty(promptweave_runtime, ri
 
 def test_retrieval_sections_are_empty_without_items(promptweave_runtime, rich_turn):
     texts = _texts(promptweave_runtime, attrs.evolve(rich_turn, retrieved=TurnRetrieved()))
-    for section_id in ("group_expression", "behavior_reference", "memory", "knowledge",
-                       "relationship", "person_facts", "mid_term"):
+    for section_id in (
+        "group_expression",
+        "behavior_reference",
+        "memory",
+        "knowledge",
+        "relationship",
+        "person_facts",
+        "mid_term",
+    ):
         assert section_id not in texts
 
 
 def _message(message_id: str, sender: str, text: str, minute: int, **kwargs) -> ChatMessage:
-    return ChatMessage(id=message_id, sender_id=sender, text=text,
-                       time=dt.datetime(2026, 11, 28, 20, minute, tzinfo=CST), **kwargs)
+    return ChatMessage(
+        id=message_id,
+        sender_id=sender,
+        text=text,
+        time=dt.datetime(2026, 11, 28, 20, minute, tzinfo=CST),
+        **kwargs,
+    )
 
 
 def test_timeline_labels_speakers(promptweave_runtime, rich_turn):
     text = _texts(promptweave_runtime, rich_turn)["group_timeline"]
-    assert "- 小织：火腿肠是它今晚的最佳收获吧" in text       # the bot itself
-    assert "- 别的bot：好心人出现了" in text                 # a peer bot
-    assert "- 阿蒙：今天下班路上" in text                    # display name
-    assert "- 群友#0031：橘猫都胖" in text                   # no name: last four digits
-    assert "- 阿蒙（回群友#0031的话）：这只不胖" in text       # reply inside the window
+    assert "- 小织：火腿肠是它今晚的最佳收获吧" in text  # the bot itself
+    assert "- 别的bot：好心人出现了" in text  # a peer bot
+    assert "- 阿蒙：今天下班路上" in text  # display name
+    assert "- 群友#0031：橘猫都胖" in text  # no name: last four digits
+    assert "- 阿蒙（回群友#0031的话）：这只不胖" in text  # reply inside the window
     assert "- 青柠汽水：[图片] 拍到了吗" in text
 
 
@@ -178,12 +203,15 @@ def test_timeline_excludes_the_current_message(promptweave_runtime, rich_turn):
 
 
 def test_timeline_width_depends_on_the_trigger(promptweave_runtime, rich_turn):
-    recent = tuple(_message(str(i), "30022", f"第{i}条", i, sender_name="阿蒙")
-                   for i in range(12))
+    recent = tuple(_message(str(i), "30022", f"第{i}条", i, sender_name="阿蒙") for i in range(12))
     message = attrs.evolve(rich_turn.message, addressed=False)
     turn = attrs.evolve(rich_turn, recent_messages=recent, message=message)
-    for trigger, count in ((SpeakTrigger.MENTION, 8), (SpeakTrigger.ALIAS, 8),
-                           (SpeakTrigger.FOLLOWUP, 8), (SpeakTrigger.AMBIENT, 4)):
+    for trigger, count in (
+        (SpeakTrigger.MENTION, 8),
+        (SpeakTrigger.ALIAS, 8),
+        (SpeakTrigger.FOLLOWUP, 8),
+        (SpeakTrigger.AMBIENT, 4),
+    ):
         text = _texts(promptweave_runtime, attrs.evolve(turn, trigger=trigger))["group_timeline"]
         assert text.count("\n- ") == count, trigger
         assert "第11条" in text
@@ -193,11 +221,14 @@ def test_timeline_width_depends_on_the_trigger(promptweave_runtime, rich_turn):
 def test_timeline_keeps_newest_lines_when_block_is_full(rich_turn):
     # With the default 8 lines of at most 240 characters the block stays under 2400; a wider
     # window makes the block cap bite.
-    config = Config(store=StoreConfig(backend="memory"),
-                    timeline=TimelineConfig(addressed_limit=16))
+    config = Config(
+        store=StoreConfig(backend="memory"), timeline=TimelineConfig(addressed_limit=16)
+    )
     runtime = Promptweave.from_config(config, environ=TEST_ENVIRON)
-    recent = tuple(_message(str(i), "30022", f"第{i:02d}条" + "长" * 400, i, sender_name="阿蒙")
-                   for i in range(16))
+    recent = tuple(
+        _message(str(i), "30022", f"第{i:02d}条" + "长" * 400, i, sender_name="阿蒙")
+        for i in range(16)
+    )
     timeline = _texts(runtime, attrs.evolve(rich_turn, recent_messages=recent))["group_timeline"]
     assert len(timeline) <= 2400
     assert timeline.startswith("【刚才的群聊】\n")
@@ -207,8 +238,9 @@ def test_timeline_keeps_newest_lines_when_block_is_full(rich_turn):
 
 
 def test_timeline_is_absent_in_private_chat(promptweave_runtime, rich_turn):
-    assert "group_timeline" not in _texts(promptweave_runtime,
-                                          attrs.evolve(rich_turn, group_id=None))
+    assert "group_timeline" not in _texts(
+        promptweave_runtime, attrs.evolve(rich_turn, group_id=None)
+    )
 
 
 def test_quoted_bot_text_is_appended_to_the_timeline(promptweave_runtime, rich_turn):
@@ -245,8 +277,11 @@ def test_current_time_falls_back_to_utc_for_an_unknown_zone(promptweave_runtime,
 
 
 def test_tool_context_caps_events_and_is_empty_without_tools(promptweave_runtime, rich_turn):
-    tools = ToolContext(background_events=tuple(f"事件{i}" for i in range(6)),
-                        ask_before_call=True, missing_required_params=("城市",))
+    tools = ToolContext(
+        background_events=tuple(f"事件{i}" for i in range(6)),
+        ask_before_call=True,
+        missing_required_params=("城市",),
+    )
     text = _texts(promptweave_runtime, attrs.evolve(rich_turn, tool_context=tools))
     assert "- 事件3" in text["tool_context"] and "事件4" not in text["tool_context"]
     assert "缺少：城市" in text["tool_context"]

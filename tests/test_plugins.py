@@ -1,0 +1,191 @@
+"""The plugin manager factory: load order, environment switches, entry points, errors."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pluggy
+import pytest
+
+import contrib
+import framework.plugins as plugins_module
+from framework import PluginImportError, Section, hookimpl
+from framework.plugins import DEFAULT_PLUGINS, build_plugin_manager
+from framework.registry import collect_registries
+
+BUILTIN_NAMES = [dotted.rsplit(".", 1)[-1] for dotted in DEFAULT_PLUGINS]
+
+
+class _FakeDist:
+    def __init__(self, name: str, version: str) -> None:
+        self.name = name
+        self.version = version
+
+
+class _FakeEntryPoint:
+    def __init__(self, name: str, target, dist: _FakeDist) -> None:
+        self.name = name
+        self.value = f"{name}_module"
+        self.dist = dist
+        self._target = target
+
+    def load(self):
+        if isinstance(self._target, Exception):
+            raise self._target
+        return self._target
+
+
+def _section_plugin(section_id: str) -> types.ModuleType:
+    module = types.ModuleType(f"{section_id}_module")
+
+    @hookimpl
+    def register_sections(register):
+        register(
+            Section(
+                id=section_id, title=section_id, render=lambda c: section_id, after="current_time"
+            )
+        )
+
+    module.register_sections = register_sections  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.fixture(autouse=True)
+def entry_points(monkeypatch):
+    """Fake the distributions installed in the environment (as pluggy's own tests do)."""
+    installed: list[_FakeEntryPoint] = []
+    monkeypatch.setattr(
+        plugins_module.importlib_metadata,
+        "entry_points",
+        lambda group: [ep for ep in installed if group == "promptweave"],
+    )
+    return installed
+
+
+def test_builtins_are_registered_like_plugins_in_order():
+    manager = build_plugin_manager(environ={})
+    assert list(manager.infos)[: len(BUILTIN_NAMES)] == BUILTIN_NAMES
+    assert all(manager.infos[name].kind == "builtin" for name in BUILTIN_NAMES)
+    assert manager.hooks_of("static_sections") == ["register_sections"]
+
+
+def test_a_builtin_can_be_disabled_by_its_short_name():
+    manager = build_plugin_manager(environ={"PROMPTWEAVE_DISABLE_PLUGINS": "turn_sections, x"})
+    ids = [entry.item.id for entry in collect_registries(manager.pm).sections]
+    assert "turn_sections" not in manager.infos
+    assert "current_time" not in ids and "persona" in ids
+
+
+def test_entry_points_are_loaded_with_their_distribution(entry_points):
+    entry_points.append(
+        _FakeEntryPoint(
+            "acme", _section_plugin("acme_note"), _FakeDist("acme-promptweave", "1.2.3")
+        )
+    )
+    manager = build_plugin_manager(environ={})
+    info = manager.infos["acme"]
+    assert (info.kind, info.distribution, info.version) == ("external", "acme-promptweave", "1.2.3")
+    ids = [entry.item.id for entry in collect_registries(manager.pm).sections]
+    assert ids[ids.index("current_time") + 1] == "acme_note"
+
+
+def test_load_plugins_is_an_allowlist_of_distributions(entry_points):
+    entry_points.append(
+        _FakeEntryPoint("acme", _section_plugin("acme_note"), _FakeDist("acme-promptweave", "1.0"))
+    )
+    entry_points.append(
+        _FakeEntryPoint(
+            "other", _section_plugin("other_note"), _FakeDist("other-promptweave", "1.0")
+        )
+    )
+    only_acme = build_plugin_manager(environ={"PROMPTWEAVE_LOAD_PLUGINS": "acme-promptweave"})
+    assert "acme" in only_acme.infos and "other" not in only_acme.infos
+    none = build_plugin_manager(environ={"PROMPTWEAVE_LOAD_PLUGINS": ""})
+    assert not {"acme", "other"} & set(none.infos)
+    assert set(BUILTIN_NAMES) <= set(none.infos)
+
+
+def test_autoload_can_be_switched_off(entry_points):
+    entry_points.append(
+        _FakeEntryPoint("acme", _section_plugin("acme_note"), _FakeDist("acme-promptweave", "1.0"))
+    )
+    manager = build_plugin_manager(environ={"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert "acme" not in manager.infos
+
+
+def test_disable_plugins_blocks_an_entry_point(entry_points):
+    entry_points.append(
+        _FakeEntryPoint("acme", _section_plugin("acme_note"), _FakeDist("acme-promptweave", "1.0"))
+    )
+    manager = build_plugin_manager(environ={"PROMPTWEAVE_DISABLE_PLUGINS": "acme"})
+    assert "acme" not in manager.infos
+
+
+def test_import_error_names_plugin_and_distribution_version(entry_points):
+    entry_points.append(
+        _FakeEntryPoint(
+            "broken",
+            ModuleNotFoundError("No module named 'numpyy'"),
+            _FakeDist("broken-plugin", "0.4.1"),
+        )
+    )
+    with pytest.raises(
+        PluginImportError,
+        match=r'Error importing plugin "broken" \(broken_module\) from distribution '
+        r"broken-plugin 0\.4\.1: ModuleNotFoundError: No module named",
+    ):
+        build_plugin_manager(environ={})
+
+
+def test_misspelled_hook_fails_at_start_up():
+    class Typo:
+        @hookimpl
+        def register_section(self, register):
+            """Misspelled: register_sections."""
+
+    with pytest.raises(pluggy.PluginValidationError, match="register_section"):
+        build_plugin_manager(environ={}, extra_plugins=[Typo()])
+
+
+@pytest.fixture
+def contrib_demo(tmp_path, monkeypatch):
+    (tmp_path / "demo_notes.py").write_text(
+        "from framework import Section, hookimpl\n\n"
+        "@hookimpl\n"
+        "def register_sections(register):\n"
+        "    register(Section(id='demo_notes', title='demo', render=lambda c: '【演示】',\n"
+        "                     after='tool_context'))\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(contrib, "__path__", [*contrib.__path__, str(tmp_path)])
+    yield "demo_notes"
+    sys.modules.pop("contrib.demo_notes", None)
+
+
+def test_contrib_plugins_load_only_by_name(contrib_demo):
+    assert contrib_demo not in build_plugin_manager(environ={}).infos
+    manager = build_plugin_manager(environ={}, contrib=[contrib_demo])
+    assert manager.infos[contrib_demo].kind == "contrib"
+    assert plugins_module.available_contrib_plugins().count(contrib_demo) == 1
+
+
+def test_unknown_contrib_plugin_is_an_error():
+    with pytest.raises(PluginImportError, match="unknown contrib plugin 'nope'; available:"):
+        build_plugin_manager(environ={}, contrib=["nope"])
+
+
+def test_load_order_is_builtins_contrib_entry_points_extras(contrib_demo, entry_points):
+    entry_points.append(
+        _FakeEntryPoint("acme", _section_plugin("acme_note"), _FakeDist("acme-promptweave", "1.0"))
+    )
+    extra = _section_plugin("extra_note")
+    manager = build_plugin_manager(environ={}, contrib=[contrib_demo], extra_plugins=[extra])
+    kinds = [info.kind for info in manager.infos.values()]
+    assert kinds == ["builtin"] * len(BUILTIN_NAMES) + ["contrib", "external", "extra"]
+
+
+def test_trace_plugins_writes_hook_calls_to_stderr(capsys):
+    manager = build_plugin_manager(environ={"PROMPTWEAVE_TRACE_PLUGINS": "1"})
+    collect_registries(manager.pm)
+    assert "register_sections" in capsys.readouterr().err
