@@ -118,7 +118,7 @@ def test_hook_register_low_engagement_pools(register_plugin):
     assert runtime.registries.pools["cats"].item.phrases == ("喵", "喵喵")
     with pytest.raises(
         DuplicateRegistrationError,
-        match="phrase pool 'cats' registered by plugin 'dogs'.*plugin 'cats'",
+        match=r"phrase pool 'cats' registered by plugin 'dogs'.*plugin 'cats'",
     ):
         register_plugin(_Contributes(pools=[pool]), name="dogs")
 
