@@ -79,7 +79,7 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     """Show the effective section order for a bot and group, with overrides in force."""
     runtime = _runtime(config_path)
     rows = [attrs.asdict(row) for row in runtime.list_sections(bot_id, group_id)]
-    errors = sorted({row.pop("error") for row in rows if row.get("error")})
+    errors = sorted({error for row in rows if (error := row.pop("error"))})
     for problem in errors:
         click.echo(f"warning: overrides not applied: {problem}", err=True)
     for warning in runtime.registries.section_warnings:

@@ -1,0 +1,124 @@
+"""The promptweave command: plugins, sections, render."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from framework.cli import cli
+from tests.conftest import EXAMPLES
+
+
+@pytest.fixture
+def run():
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+
+    return invoke
+
+
+def test_plugins_all_lists_builtins_with_their_hooks(run):
+    result = run("plugins", "--all", "--json")
+    assert result.exit_code == 0
+    rows = {row["name"]: row for row in json.loads(result.output)}
+    assert rows["static_sections"]["kind"] == "builtin"
+    assert rows["static_sections"]["distribution"] == "promptweave"
+    assert rows["static_sections"]["hooks"] == ["register_sections"]
+    assert rows["overrides_file"]["hooks"] == ["override_section"]
+
+
+def test_plugins_without_all_hides_builtins(run):
+    assert json.loads(run("plugins", "--json").output) == []
+
+
+def test_plugins_filter_by_hook(run):
+    rows = json.loads(run("plugins", "--all", "--hook", "override_section", "--json").output)
+    assert [row["name"] for row in rows] == ["overrides_file"]
+    text = run("plugins", "--all", "--hook", "register_persona_packs").output
+    assert text.startswith("persona_packs  [builtin]  promptweave")
+
+
+def test_sections_shows_the_effective_order(run):
+    result = run("sections", "--bot", "10001", "--group", "20001", "--json")
+    rows = json.loads(result.output)
+    assert [row["id"] for row in rows][:3] == ["injection_guard", "persona", "identity"]
+    assert len(rows) == 15
+    assert rows[13] == {
+        "id": "current_time",
+        "title": "【当前时间】",
+        "plugin": "turn_sections",
+        "volatility": "turn",
+        "override": None,
+    }
+
+
+def test_sections_shows_overrides_and_reports_a_broken_file(run, tmp_path):
+    (tmp_path / "promptweave.toml").write_text('overrides_file = "o.toml"\n', encoding="utf-8")
+    (tmp_path / "o.toml").write_text(
+        '[bots."10001".groups."20001".sections.memory]\nmode = "disable"\n', encoding="utf-8"
+    )
+    text = run("sections", "--bot", "10001", "--group", "20001").output
+    assert " 6. memory" in text and "override: disable" in text
+    (tmp_path / "o.toml").write_text("[bots\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["sections", "--bot", "10001", "--group", "20001"])
+    assert result.exit_code == 0
+    assert "warning: overrides not applied:" in result.output
+    assert "o.toml: invalid TOML" in result.output
+
+
+def test_render_text_prints_prompt_messages_decision_and_sections(run):
+    result = run("render", str(EXAMPLES / "at_question.json"))
+    assert result.exit_code == 0
+    assert "==== system prompt ====\n【安全约束】" in result.output
+    assert "【工具上下文】" in result.output
+    assert "==== decision ====" in result.output
+    assert "tool_context         rendered" in result.output
+
+
+def test_render_json_has_the_documented_keys(run):
+    data = json.loads(run("render", str(EXAMPLES / "at_question.json"), "--format", "json").output)
+    assert {"sections", "system_prompt", "messages", "decision", "trace"} <= set(data)
+    assert len(data["sections"]) == 15
+    first = data["sections"][0]
+    assert {"id", "plugin", "text", "chars"} <= set(first)
+    assert first["chars"] == len(first["text"])
+    assert data["messages"][-1]["role"] == "user"
+    assert set(data["decision"]) == {
+        "action",
+        "social_action",
+        "delivery_style",
+        "source",
+        "reason",
+    }
+
+
+def test_render_group_option_switches_overrides_scope(run, tmp_path):
+    (tmp_path / "promptweave.toml").write_text('overrides_file = "o.toml"\n', encoding="utf-8")
+    (tmp_path / "o.toml").write_text(
+        '[bots."10001".groups."777".sections.persona]\nmode = "replace"\ncontent = "【测试人格】"\n',
+        encoding="utf-8",
+    )
+    turn = str(EXAMPLES / "ambient_remark.json")
+    assert "【测试人格】" not in run("render", turn).output
+    assert "【测试人格】" in run("render", turn, "--group", "777").output
+
+
+def test_invalid_turn_file_exits_2_naming_file_and_problem(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{"bot": {"id": "1", "name": "x"}}', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["render", str(path)])
+    assert result.exit_code == 2
+    assert "bad.json" in result.output and "required field missing @ $.message" in result.output
+    missing = CliRunner().invoke(cli, ["render", str(tmp_path / "nope.json")])
+    assert missing.exit_code == 2 and "nope.json: cannot read" in missing.output
+
+
+def test_broken_config_is_a_clear_error(tmp_path):
+    (tmp_path / "promptweave.toml").write_text("[budget]\nchars = -1\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["sections"])
+    assert result.exit_code == 1
+    assert "promptweave.toml" in result.output and "chars" in result.output
