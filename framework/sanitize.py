@@ -21,15 +21,17 @@ __all__ = [
 BLOCK_MAX_CHARS = 12000
 LITERAL_MAX_CHARS = 128
 
-# U+0000–0008, U+000B–000C, U+000E–001F, U+007F: control characters other than tab, LF and CR.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-# Zero-width and bidirectional marks: invisible, and able to reorder what a reader sees.
-_INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]")
 # CRLF, CR, and the Unicode line breaks (NEL, LINE/PARAGRAPH SEPARATOR) that some renderers and
 # str.splitlines() treat as a new line: a user must not start a line by any of them.
 _LINE_BREAKS = re.compile("\r\n?|[\u0085\u2028\u2029]")
 _LINE_BREAK_RUNS = re.compile("[\r\n\u0085\u2028\u2029]+")
 _SURROGATES = re.compile("[\ud800-\udfff]")
+# Everything sanitizing deletes, in one pass: U+0000–0008, U+000B–000C, U+000E–001F and U+007F
+# (control characters other than tab, LF and CR), zero-width and bidirectional marks (invisible,
+# and able to reorder what a reader sees), and lone surrogates (no provider accepts them).
+_DELETED = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ud800-\udfff]"
+)
 
 # Section headers are written 【…】; user text gets the look-alike 〔…〕 instead, which no section uses.
 _HEADER_BRACKETS = str.maketrans({"【": "〔", "】": "〕"})
@@ -54,8 +56,7 @@ def sanitize_block(text: str | None, max_len: int = BLOCK_MAX_CHARS) -> str:
     """
     if not text:
         return ""
-    cleaned = _INVISIBLE.sub("", _CONTROL.sub("", strip_lone_surrogates(text)))
-    cleaned = _LINE_BREAKS.sub("\n", cleaned).strip()
+    cleaned = _LINE_BREAKS.sub("\n", _DELETED.sub("", text)).strip()
     return _cut(cleaned, max_len)
 
 
@@ -63,8 +64,7 @@ def sanitize_literal(text: str | None, max_len: int = LITERAL_MAX_CHARS) -> str:
     """Clean text that must stay on one line: every run of line breaks becomes one space."""
     if not text:
         return ""
-    cleaned = _INVISIBLE.sub("", _CONTROL.sub("", strip_lone_surrogates(text)))
-    cleaned = _LINE_BREAK_RUNS.sub(" ", cleaned).strip()
+    cleaned = _LINE_BREAK_RUNS.sub(" ", _DELETED.sub("", text)).strip()
     return _cut(cleaned, max_len)
 
 
