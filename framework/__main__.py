@@ -1,0 +1,8 @@
+"""``python -m framework``: the ``promptweave`` command without the console script."""
+
+from __future__ import annotations
+
+from framework.cli import cli
+
+if __name__ == "__main__":
+    cli(prog_name="promptweave")
