@@ -34,6 +34,12 @@ class Volatility(enum.StrEnum):
 
     Sections are ordered so that less volatile ones come first: a provider's prompt cache can then
     reuse the longest possible byte-identical prefix (seed 004, "段序按变化频率从低到高排布").
+
+    - ``static``: depends only on the persona pack, the configuration, the bot and the group; the
+      runtime renders it once per (bot, group) and reuses the text on later turns.
+    - ``profile``: what was learned of a group; changes slowly.
+    - ``retrieval``: what was retrieved for the current message.
+    - ``turn``: changes on every turn (timeline, time, policy, tool results).
     """
 
     STATIC = "static"

@@ -24,7 +24,7 @@ from framework.messages import PromptMessage, build_messages, trim_to_budget
 from framework.overrides import MAX_OVERRIDE_CONTENT_CHARS
 from framework.persona import PersonaPack
 from framework.plugins import PluginInfo, PluginManager, build_plugin_manager
-from framework.records import RuleStage, Section, SectionOverride
+from framework.records import RuleStage, Section, SectionOverride, Volatility
 from framework.registry import Registered, Registries, collect_registries
 from framework.sanitize import BLOCK_MAX_CHARS, sanitize_block
 from framework.store.stores import Stores
@@ -34,6 +34,9 @@ from framework.turn import Bot, ChatMessage, Turn
 __all__ = ["Promptweave", "RenderedSection", "RenderedTurn", "SectionListing"]
 
 log = logging.getLogger("promptweave")
+
+#: Rendered static sections kept per runtime; bounded so many groups cannot grow it forever.
+STATIC_CACHE_ENTRIES = 4096
 
 DEFAULT_DECISION = Decision(
     action=TurnAction.REPLY,
@@ -131,6 +134,9 @@ class Promptweave:
     persona: PersonaPack
     stores: Stores = attrs.field(factory=Stores)
     strict: bool = False
+    _static_renders: dict[tuple[str, Bot, str | None], str] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
 
     @classmethod
     def from_config(
@@ -221,8 +227,17 @@ class Promptweave:
     def _render_one(
         self, entry: Registered[Section], context: RenderContext
     ) -> tuple[str, str | None]:
+        static_key = None
+        if entry.item.volatility is Volatility.STATIC:
+            # Static sections depend only on the persona pack, the config and the scope, so
+            # they are rendered once per (bot, group) and reused: the cacheable prefix stays
+            # byte-identical and costs nothing per turn.
+            static_key = (entry.item.id, context.turn.bot, context.turn.group_id)
+            cached = self._static_renders.get(static_key)
+            if cached is not None:
+                return cached, None
         try:
-            return entry.item.render(context) or "", None
+            text = entry.item.render(context) or ""
         except Exception as exc:
             if self.strict:
                 raise SectionRenderError(
@@ -231,12 +246,18 @@ class Promptweave:
                 ) from exc
             log.exception("section %r of plugin %r raised", entry.item.id, entry.plugin)
             return "", f"{type(exc).__name__}: {exc}"
+        if static_key is not None:
+            if len(self._static_renders) >= STATIC_CACHE_ENTRIES:
+                self._static_renders.clear()
+            self._static_renders[static_key] = text
+        return text, None
 
     def assemble(self, context: RenderContext) -> tuple[tuple[RenderedSection, ...], str]:
         """Render every section in order, apply overrides, sanitize, skip empty and duplicates,
         and join with a blank line."""
         rendered: list[RenderedSection] = []
         emitted: list[str] = []
+        seen: set[str] = set()
         for entry in self.registries.sections:
             section = entry.item
             text, error = self._render_one(entry, context)
@@ -252,11 +273,12 @@ class Promptweave:
                 status = "disabled"
             elif not text:
                 status = "empty"
-            elif text in emitted:
+            elif text in seen:
                 status = "duplicate"
             else:
                 status = "rendered"
                 emitted.append(text)
+                seen.add(text)
             rendered.append(
                 RenderedSection(
                     id=section.id,
@@ -362,6 +384,7 @@ class Promptweave:
         try:
             self.plugins.pm.check_pending()
             self.registries = collect_registries(self.plugins.pm)
+            self._static_renders.clear()
         except Exception:
             self.plugins.pm.unregister(name=registered)
             raise
@@ -375,6 +398,7 @@ class Promptweave:
         self.plugins.pm.unregister(name=name)
         self.plugins.infos.pop(name, None)
         self.registries = collect_registries(self.plugins.pm)
+        self._static_renders.clear()
 
 
 def _pack_path(config: Config, registries: Registries) -> Path:

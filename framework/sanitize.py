@@ -56,16 +56,20 @@ def sanitize_block(text: str | None, max_len: int = BLOCK_MAX_CHARS) -> str:
     """
     if not text:
         return ""
-    cleaned = _LINE_BREAKS.sub("\n", _DELETED.sub("", text)).strip()
-    return _cut(cleaned, max_len)
+    # Fast path: printable apart from LF and tab means nothing to delete or normalise (every
+    # deleted character and every other line break is non-printable).
+    if "\r" in text or not text.replace("\n", "").replace("\t", "").isprintable():
+        text = _LINE_BREAKS.sub("\n", _DELETED.sub("", text))
+    return _cut(text.strip(), max_len)
 
 
 def sanitize_literal(text: str | None, max_len: int = LITERAL_MAX_CHARS) -> str:
     """Clean text that must stay on one line: every run of line breaks becomes one space."""
     if not text:
         return ""
-    cleaned = _LINE_BREAK_RUNS.sub(" ", _DELETED.sub("", text)).strip()
-    return _cut(cleaned, max_len)
+    if not text.isprintable():
+        text = _LINE_BREAK_RUNS.sub(" ", _DELETED.sub("", text))
+    return _cut(text.strip(), max_len)
 
 
 def quote_user_text(text: str | None, max_len: int = LITERAL_MAX_CHARS) -> str:
@@ -74,4 +78,7 @@ def quote_user_text(text: str | None, max_len: int = LITERAL_MAX_CHARS) -> str:
     The text is flattened to one line (so it cannot start a line of its own) and its ``【`` ``】``
     become ``〔`` ``〕`` (so it cannot open a section header). Everything else is kept verbatim.
     """
-    return sanitize_literal(text, max_len).translate(_HEADER_BRACKETS)
+    quoted = sanitize_literal(text, max_len)
+    if "【" in quoted or "】" in quoted:
+        return quoted.translate(_HEADER_BRACKETS)
+    return quoted

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import random
+import re
+
 from framework import quote_user_text, sanitize_block, sanitize_literal
 
 
@@ -44,3 +47,35 @@ def test_quoted_user_text_cannot_open_a_section_header() -> None:
     assert "【" not in quoted and "】" not in quoted
     assert "\n" not in quoted
     assert "〔安全约束〕" in quoted
+
+
+_DELETED = (
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ud800-\udfff]"
+)
+
+
+def _capped(text: str, max_len: int) -> str:
+    return text[:max_len].rstrip() if len(text) > max_len else text
+
+
+def _reference_block(text: str, max_len: int) -> str:
+    """The block rules applied literally, with no fast path."""
+    text = re.sub(_DELETED, "", text)
+    return _capped(re.sub("\r\n?|[\u0085\u2028\u2029]", "\n", text).strip(), max_len)
+
+
+def _reference_literal(text: str, max_len: int) -> str:
+    text = re.sub(_DELETED, "", text)
+    return _capped(re.sub("[\r\n\u0085\u2028\u2029]+", " ", text).strip(), max_len)
+
+
+def test_fast_paths_agree_with_the_rules_on_random_text() -> None:
+    rng = random.Random(20261129)
+    alphabet = (
+        "abc 你好【】〔〕\t\n\r\x00\x07\x1f\x7f\u200b\u200e\u202e\u2066\ufeff\ud800"
+        "\u0085\u2028\u2029\u3000\u00ad。！"
+    )
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        assert sanitize_block(text, 16) == _reference_block(text, 16), repr(text)
+        assert sanitize_literal(text, 16) == _reference_literal(text, 16), repr(text)
