@@ -136,3 +136,36 @@ def test_private_chat_renders_without_group_sections(promptweave_runtime, rich_t
     ids = [s.id for s in promptweave_runtime.render(turn).sections if s.status == "rendered"]
     assert "group_timeline" not in ids
     assert ids[:3] == ["injection_guard", "persona", "identity"]
+
+
+def test_static_sections_render_once_per_bot_and_group(register_plugin, rich_turn):
+    calls: list[str] = []
+
+    def render(context):
+        calls.append(context.turn.bot.id)
+        return f"【规则】{context.turn.bot.id}"
+
+    runtime = register_plugin(
+        _Adds(_section("house_rules", render, after="identity", volatility="static"))
+    )
+    runtime.render(rich_turn)
+    runtime.render(attrs.evolve(rich_turn, message=attrs.evolve(rich_turn.message, text="又来")))
+    assert calls == ["10001"]
+    other_bot = attrs.evolve(rich_turn, bot=attrs.evolve(rich_turn.bot, id="10002"))
+    assert "【规则】10002" in runtime.render(other_bot).system_prompt
+    runtime.render(attrs.evolve(rich_turn, group_id="20002"))
+    assert calls == ["10001", "10002", "10001"]
+
+
+def test_turn_sections_render_every_turn(register_plugin, rich_turn):
+    calls: list[str] = []
+    runtime = register_plugin(
+        _Adds(
+            _section(
+                "echo", lambda c: calls.append(c.turn.message.text) or "", after="tool_context"
+            )
+        )
+    )
+    runtime.render(rich_turn)
+    runtime.render(rich_turn)
+    assert len(calls) == 2
