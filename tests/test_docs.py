@@ -1,0 +1,159 @@
+"""Meta-tests that keep the documentation honest.
+
+Every hook has a section in ``docs/plugin_hooks.md`` headed by its exact signature and a
+``test_hook_<name>`` test; every link between documentation pages resolves, anchors included; every
+Python example in the docs at least compiles.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import unicodedata
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framework import hookspecs
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+TESTS = ROOT / "tests"
+PLUGIN_HOOKS = DOCS / "plugin_hooks.md"
+PAGES = sorted([*DOCS.glob("*.md"), ROOT / "README.md"])
+
+_SPEC_ATTRIBUTE = f"{hookspecs.PROJECT_NAME}_spec"
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^()\s]+)\)")
+_HOOK_HEADING = re.compile(r"^## `([a-z_]+)\((.*)\)`$")
+_PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def _hookspecs() -> dict[str, Callable[..., Any]]:
+    """Every function of ``framework.hookspecs`` marked as a hook specification."""
+    return {
+        name: function
+        for name, function in inspect.getmembers(hookspecs, inspect.isfunction)
+        if hasattr(function, _SPEC_ATTRIBUTE)
+    }
+
+
+def _signature(function: Callable[..., Any]) -> str:
+    parameters = ", ".join(inspect.signature(function).parameters)
+    return f"{function.__name__}({parameters})"
+
+
+def _prose_lines(text: str) -> Iterator[str]:
+    """The lines of a Markdown text outside fenced code blocks."""
+    in_fence = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if not in_fence:
+            yield line
+
+
+def _headings(path: Path) -> list[str]:
+    return [
+        match.group(2)
+        for line in _prose_lines(path.read_text(encoding="utf-8"))
+        if (match := _HEADING.match(line))
+    ]
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lowercase, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").lower()
+    kept = "".join(
+        char for char in text if char in "-_ " or unicodedata.category(char)[0] in ("L", "M", "N")
+    )
+    return kept.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    anchors: set[str] = set()
+    for heading in _headings(path):
+        slug = _slug(heading)
+        candidate, counter = slug, 0
+        while candidate in anchors:
+            counter += 1
+            candidate = f"{slug}-{counter}"
+        anchors.add(candidate)
+    return anchors
+
+
+def _local_links() -> list[tuple[Path, str]]:
+    links = []
+    for page in PAGES:
+        for line in _prose_lines(page.read_text(encoding="utf-8")):
+            for target in _LINK.findall(line):
+                if not re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                    links.append((page, target))
+    return links
+
+
+HOOKS = _hookspecs()
+LINKS = _local_links()
+
+
+def test_hookspecs_are_found() -> None:
+    # Guards the two parametrized tests below against passing vacuously.
+    assert {"register_sections", "override_section"} <= set(HOOKS)
+
+
+@pytest.mark.parametrize("name", sorted(HOOKS))
+def test_every_hook_has_a_docs_section_headed_by_its_exact_signature(name: str) -> None:
+    signature = _signature(HOOKS[name])
+    headings = _headings(PLUGIN_HOOKS)
+    assert any(f"`{signature}`" in heading for heading in headings), (
+        f"docs/plugin_hooks.md has no heading `## `{signature}``"
+    )
+
+
+def test_every_hook_heading_in_the_docs_names_an_existing_hook() -> None:
+    documented = {
+        match.group(1): match.group(2)
+        for heading in _headings(PLUGIN_HOOKS)
+        if (match := _HOOK_HEADING.match(f"## {heading}"))
+    }
+    stale = {name: args for name, args in documented.items() if name not in HOOKS}
+    assert not stale, f"docs/plugin_hooks.md documents hooks that do not exist: {stale}"
+
+
+@pytest.mark.parametrize("name", sorted(HOOKS))
+def test_every_hook_has_a_test_hook_function(name: str) -> None:
+    pattern = re.compile(rf"^\s*(async\s+)?def test_hook_{name}\(", re.MULTILINE)
+    files = [path for path in TESTS.rglob("*.py") if path.name != Path(__file__).name]
+    assert any(pattern.search(path.read_text(encoding="utf-8")) for path in files), (
+        f"no test under tests/ is named test_hook_{name}"
+    )
+
+
+def test_docs_pages_are_found() -> None:
+    assert {"index.md", "plugin_hooks.md", "writing_plugins.md"} <= {p.name for p in PAGES}
+    assert LINKS
+
+
+@pytest.mark.parametrize(
+    ("page", "target"),
+    LINKS,
+    ids=[f"{page.name}->{target}" for page, target in LINKS],
+)
+def test_links_between_docs_pages_resolve(page: Path, target: str) -> None:
+    path_part, _, anchor = target.partition("#")
+    linked = (page.parent / path_part).resolve() if path_part else page
+    assert linked.exists(), f"{page.name} links to {target}, which does not exist"
+    if anchor and linked.suffix == ".md":
+        assert anchor in _anchors(linked), (
+            f"{page.name} links to {target}, but {linked.name} has no heading with that anchor"
+        )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
+def test_python_examples_in_the_docs_compile(page: Path) -> None:
+    for number, block in enumerate(_PYTHON_BLOCK.findall(page.read_text(encoding="utf-8")), 1):
+        compile(block, f"{page.name} python block {number}", "exec")
