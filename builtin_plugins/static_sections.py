@@ -15,8 +15,8 @@ IDENTITY_HEADER = "【自称与群称呼】"
 
 
 def render_injection_guard(context: RenderContext) -> str:
-    rules = [context.persona.format(rule) for rule in context.persona.guard.rules]
-    return "\n".join([GUARD_HEADER, *(f"- {rule}" for rule in rules if rule.strip())])
+    rules = [context.persona.format(rule) for rule in context.persona.guard.rules if rule.strip()]
+    return "\n".join([GUARD_HEADER, *(f"- {rule}" for rule in rules)]) if rules else ""
 
 
 def render_persona(context: RenderContext) -> str:

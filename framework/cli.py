@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,11 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
+class _EchoHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"{record.levelname.lower()}: {record.getMessage()}", err=True)
+
+
 config_option = click.option(
     "--config",
     "config_path",
@@ -41,6 +47,10 @@ config_option = click.option(
 @click.version_option(package_name="promptweave")
 def cli() -> None:
     """Decide whether a chat bot answers, and weave exactly what the LLM receives."""
+    # Library warnings (volatility inversions, sections that raised) go to stderr, once.
+    logger = logging.getLogger("promptweave")
+    logger.handlers = [_EchoHandler()]
+    logger.propagate = False
 
 
 @cli.command()
@@ -82,8 +92,6 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     errors = sorted({error for row in rows if (error := row.pop("error"))})
     for problem in errors:
         click.echo(f"warning: overrides not applied: {problem}", err=True)
-    for warning in runtime.registries.section_warnings:
-        click.echo(f"warning: {warning}", err=True)
     if as_json:
         _echo_json(rows)
         return

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from framework._convert import load_toml, structure
-from framework.items import str_tuple
+from framework._fields import one_of, str_tuple
 
 __all__ = [
     "CONFIG_ENV",
@@ -69,9 +69,7 @@ class StoreConfig:
     :param path: the SQLite file, relative to the config file's directory.
     """
 
-    backend: str = attrs.field(
-        default="sqlite", validator=attrs.validators.in_(("sqlite", "memory"))
-    )
+    backend: str = attrs.field(default="sqlite", validator=one_of("sqlite", "memory"))
     path: str = "promptweave.sqlite3"
 
 

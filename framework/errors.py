@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pluggy
+
 __all__ = [
     "ConfigError",
     "DuplicateRegistrationError",
     "PlacementError",
     "PluginImportError",
+    "PluginValidationError",
     "PromptweaveError",
     "SectionRenderError",
     "TurnFileError",
@@ -34,7 +37,13 @@ class TurnFileError(ConfigError):
 
 
 class PluginImportError(PromptweaveError):
-    """A plugin module could not be imported; the message names it and its distribution."""
+    """A plugin could not be loaded (import error, unknown contrib name, or a name clash); the
+    message names it and its distribution."""
+
+
+class PluginValidationError(PromptweaveError, pluggy.PluginValidationError):
+    """A plugin implements a hook that does not exist or with the wrong arguments; the message
+    names it and its distribution."""
 
 
 class DuplicateRegistrationError(PromptweaveError):

@@ -8,9 +8,10 @@ items of their own: the context hands a section whatever its retrievers returned
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
 
 import attrs
+
+from framework._fields import str_tuple
 
 __all__ = [
     "BehaviorStrategy",
@@ -27,11 +28,6 @@ __all__ = [
     "TopicSummary",
     "TurnPolicy",
 ]
-
-
-def str_tuple(values: Iterable[str]) -> tuple[str, ...]:
-    """Freeze an iterable of strings (lists from JSON/TOML become tuples)."""
-    return tuple(values)
 
 
 def _clamp_unit(value: float) -> float:

@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 
 from framework._convert import load_toml, structure
-from framework.items import str_tuple
+from framework._fields import str_tuple
 
 __all__ = [
     "GuardTexts",

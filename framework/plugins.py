@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from types import ModuleType
@@ -26,7 +27,7 @@ import importlib_metadata
 import pluggy
 
 from framework import hookspecs
-from framework.errors import PluginImportError
+from framework.errors import PluginImportError, PluginValidationError
 
 __all__ = [
     "CONTRIB_PACKAGE",
@@ -86,6 +87,11 @@ class PluginManager:
 
 def _names(value: str | None) -> list[str]:
     return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+def _normalize(distribution: str) -> str:
+    """A distribution name as packaging compares it: case-insensitive, ``-_.`` alike."""
+    return re.sub(r"[-_.]+", "-", distribution).lower()
 
 
 def _truthy(value: str | None) -> bool:
@@ -181,21 +187,38 @@ def build_plugin_manager(
                 name=extra_name, kind="extra", distribution=None, version=None
             )
 
-    pm.check_pending()
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        name = pm.get_name(exc.plugin) or repr(exc.plugin)
+        info = manager.infos.get(name)
+        origin = (
+            f"from distribution {info.distribution} {info.version or '(version unknown)'}"
+            if info is not None and info.distribution
+            else "(registered programmatically)"
+        )
+        raise PluginValidationError(exc.plugin, f'plugin "{name}" {origin}: {exc}') from exc
     return manager
 
 
 def _load_entry_points(manager: PluginManager, allowlist: str | None) -> None:
     pm = manager.pm
-    allowed = None if allowlist is None else set(_names(allowlist))
+    allowed = None if allowlist is None else {_normalize(name) for name in _names(allowlist)}
     for entry_point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = entry_point.dist
         dist_name = dist.name if dist is not None else "(unknown distribution)"
         version = dist.version if dist is not None else None
-        if allowed is not None and dist_name not in allowed:
+        if allowed is not None and _normalize(dist_name) not in allowed:
             continue
-        if pm.is_blocked(entry_point.name) or pm.get_plugin(entry_point.name) is not None:
+        if pm.is_blocked(entry_point.name):
             continue
+        if entry_point.name in manager.infos:
+            holder = manager.infos[entry_point.name]
+            raise PluginImportError(
+                f'plugin "{entry_point.name}" from distribution {dist_name} '
+                f"{version or '(version unknown)'} has the name of the already loaded "
+                f"{holder.kind} plugin from {holder.distribution}; rename its entry point"
+            )
         try:
             plugin = entry_point.load()
         except Exception as exc:

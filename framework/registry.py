@@ -53,10 +53,19 @@ class Registries:
 def _per_plugin(pm: pluggy.PluginManager, hook_name: str) -> Iterator[tuple[str, Any]]:
     """Yield ``(plugin_name, caller)`` for every plugin implementing ``hook_name``.
 
+    Contributions are collected in registration order (built-ins first), with ``tryfirst``
+    implementations before all others and ``trylast`` ones after.
+
     The caller is a subset hook caller, so ``PROMPTWEAVE_TRACE_PLUGINS`` still sees each call.
     """
     hook = getattr(pm.hook, hook_name)
-    implementers = [impl.plugin_name for impl in hook.get_hookimpls()]
+    impls = hook.get_hookimpls()  # trylast first, then registration order, then tryfirst
+    ordered = (
+        [impl for impl in impls if impl.tryfirst]
+        + [impl for impl in impls if not impl.tryfirst and not impl.trylast]
+        + [impl for impl in impls if impl.trylast]
+    )
+    implementers = [impl.plugin_name for impl in ordered]
     everyone = [(name, plugin) for name, plugin in pm.list_name_plugin() if plugin is not None]
     for name in implementers:
         others = [plugin for other, plugin in everyone if other != name]

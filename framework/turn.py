@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from framework._fields import one_of, str_tuple
 from framework.items import (
     BehaviorStrategy,
     ExpressionPair,
@@ -25,7 +26,6 @@ from framework.items import (
     ToolContext,
     TopicSummary,
     TurnPolicy,
-    str_tuple,
 )
 
 __all__ = [
@@ -98,7 +98,7 @@ class ChatMessage:
 class HistoryEntry:
     """One turn of the current user's conversation with the bot."""
 
-    role: str = attrs.field(validator=attrs.validators.in_(("user", "assistant")))
+    role: str = attrs.field(validator=one_of("user", "assistant"))
     content: str
 
 

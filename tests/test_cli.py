@@ -122,3 +122,38 @@ def test_broken_config_is_a_clear_error(tmp_path):
     result = CliRunner().invoke(cli, ["sections"])
     assert result.exit_code == 1
     assert "promptweave.toml" in result.output and "chars" in result.output
+
+
+def test_volatility_warning_is_printed_once(tmp_path, monkeypatch):
+    import types
+
+    from framework import Section, hookimpl
+
+    module = types.ModuleType("late_static")
+
+    @hookimpl
+    def register_sections(register):
+        register(
+            Section(
+                id="late_static",
+                title="x",
+                render=lambda c: "x",
+                after="tool_context",
+                volatility="static",
+            )
+        )
+
+    module.register_sections = register_sections
+    monkeypatch.setattr("framework.runtime.build_plugin_manager", _with_extra(module))
+    result = CliRunner().invoke(cli, ["sections"])
+    assert result.exit_code == 0
+    assert result.output.count("'late_static' (static") == 1
+
+
+def _with_extra(module):
+    from framework.plugins import build_plugin_manager
+
+    def build(**kwargs):
+        return build_plugin_manager(**{**kwargs, "extra_plugins": [module]})
+
+    return build

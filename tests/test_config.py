@@ -134,3 +134,24 @@ def test_example_turn_files_load(name, tmp_path):
     shutil.copy(EXAMPLES / name, tmp_path / name)
     turn = load_turn_file(tmp_path / name)
     assert turn.group_id == "20001" and turn.bot.id == "10001"
+
+
+def test_pack_without_guard_rules_renders_no_guard_header(tmp_path, rich_turn):
+    text = DEFAULT_PACK.read_text(encoding="utf-8")
+    start = text.index("rules = [")
+    text = text[:start] + "rules = []\n" + text[text.index("]\n", start) + 2 :]
+    pack = _write(tmp_path / "bare.toml", text)
+    runtime = Promptweave.from_config(Config(persona_pack=str(pack)), environ=TEST_ENVIRON)
+    result = runtime.render(rich_turn)
+    assert "【安全约束】" not in result.system_prompt
+    assert next(s for s in result.sections if s.id == "injection_guard").status == "empty"
+
+
+def test_store_backend_error_is_readable(tmp_path):
+    path = _write(tmp_path / "promptweave.toml", '[store]\nbackend = "redis"\n')
+    with pytest.raises(
+        ConfigError,
+        match=r"backend must be one of 'sqlite', 'memory', not "
+        r"'redis'\) @ \$\.store",
+    ):
+        Config.from_file(path)

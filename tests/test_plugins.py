@@ -10,7 +10,7 @@ import pytest
 
 import contrib
 import framework.plugins as plugins_module
-from framework import PluginImportError, Section, hookimpl
+from framework import PluginImportError, PluginValidationError, Section, hookimpl
 from framework.plugins import DEFAULT_PLUGINS, build_plugin_manager
 from framework.registry import collect_registries
 
@@ -138,14 +138,73 @@ def test_import_error_names_plugin_and_distribution_version(entry_points):
         build_plugin_manager(environ={})
 
 
-def test_misspelled_hook_fails_at_start_up():
-    class Typo:
-        @hookimpl
-        def register_section(self, register):
-            """Misspelled: register_sections."""
+def test_misspelled_hook_fails_at_start_up_naming_plugin_and_distribution(entry_points):
+    typo = types.ModuleType("typo_module")
 
-    with pytest.raises(pluggy.PluginValidationError, match="register_section"):
-        build_plugin_manager(environ={}, extra_plugins=[Typo()])
+    @hookimpl
+    def register_section(register):
+        """Misspelled: register_sections."""
+
+    typo.register_section = register_section  # type: ignore[attr-defined]
+    entry_points.append(_FakeEntryPoint("typo", typo, _FakeDist("typo-plugin", "2.0")))
+    with pytest.raises(
+        PluginValidationError,
+        match=r'plugin "typo" from distribution typo-plugin 2\.0: .*register_section',
+    ):
+        build_plugin_manager(environ={})
+    # It is also a pluggy error, for code that catches that.
+    assert issubclass(PluginValidationError, pluggy.PluginValidationError)
+
+
+def test_load_plugins_allowlist_normalises_distribution_names(entry_points):
+    entry_points.append(
+        _FakeEntryPoint("acme", _section_plugin("acme_note"), _FakeDist("Acme_Promptweave", "1.0"))
+    )
+    manager = build_plugin_manager(environ={"PROMPTWEAVE_LOAD_PLUGINS": "acme-promptweave"})
+    assert "acme" in manager.infos
+
+
+def test_entry_point_named_like_a_loaded_plugin_is_an_error(entry_points):
+    entry_points.append(
+        _FakeEntryPoint("persona_packs", _section_plugin("x_note"), _FakeDist("x-plugin", "0.1"))
+    )
+    with pytest.raises(
+        PluginImportError,
+        match=r'plugin "persona_packs" from distribution x-plugin 0\.1 has the name '
+        r"of the already loaded builtin plugin",
+    ):
+        build_plugin_manager(environ={})
+
+
+def test_tryfirst_and_trylast_contributions_keep_the_builtin_chain(register_plugin):
+    class Last:
+        @hookimpl(trylast=True)
+        def register_sections(self, register):
+            register(
+                Section(
+                    id="persona",
+                    title="p",
+                    render=lambda c: "【新人格】",
+                    replace=True,
+                    volatility="static",
+                )
+            )
+            register(Section(id="late_note", title="l", render=lambda c: "l"))
+
+    class First:
+        @hookimpl(tryfirst=True)
+        def register_sections(self, register):
+            register(
+                Section(id="early_note", title="e", render=lambda c: "e", after="tool_context")
+            )
+
+    runtime = register_plugin(Last(), name="last")
+    register_plugin(First(), name="first")
+    ids = [entry.item.id for entry in runtime.registries.sections]
+    assert ids[:3] == ["injection_guard", "persona", "identity"]
+    assert runtime.registries.section("persona").plugin == "last"
+    assert ids[-2:] == ["early_note", "late_note"]
+    assert runtime.registries.section_warnings == ()
 
 
 @pytest.fixture

@@ -1,0 +1,26 @@
+"""Small attrs helpers shared by the records: converters and validators with plain messages."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+__all__ = ["one_of", "str_tuple"]
+
+
+def str_tuple(values: Iterable[str]) -> tuple[str, ...]:
+    """Freeze an iterable of strings (lists from JSON/TOML become tuples)."""
+    return tuple(values)
+
+
+def one_of(*choices: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    """A validator whose error reads ``role must be one of 'user', 'assistant', not 'bot'``."""
+
+    def check(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value not in choices:
+            allowed = ", ".join(repr(choice) for choice in choices)
+            raise ValueError(f"{attribute.name} must be one of {allowed}, not {value!r}")
+
+    return check
