@@ -36,7 +36,9 @@ def test_compose_keeps_the_leading_blank_line_for_empty_content():
 
 def test_memory_block_is_fenced_with_a_not_user_input_note():
     block = build_memory_context_block("  她不喝咖啡  ")
-    assert block == f"{MEMORY_CONTEXT_OPEN}\n{MEMORY_CONTEXT_NOTE}\n她不喝咖啡\n{MEMORY_CONTEXT_CLOSE}"
+    assert (
+        block == f"{MEMORY_CONTEXT_OPEN}\n{MEMORY_CONTEXT_NOTE}\n她不喝咖啡\n{MEMORY_CONTEXT_CLOSE}"
+    )
     assert build_memory_context_block(" \n ") == ""
 
 
@@ -65,14 +67,22 @@ def test_substitute_keeps_content_when_the_sidecar_does_not_apply(role, sidecar)
 
 
 def test_drop_stale_and_rewrite_remove_the_sidecar():
-    message = PromptMessage(role="user", content="看图", images=("https://a/1.png",), api_content="看图\n\n备注")
+    message = PromptMessage(
+        role="user", content="看图", images=("https://a/1.png",), api_content="看图\n\n备注"
+    )
     assert drop_stale_api_content(message).api_content is None
     rewritten = rewrite_content(message, "看图\n[图片]")
-    assert (rewritten.content, rewritten.images, rewritten.api_content) == ("看图\n[图片]", (), None)
+    assert (rewritten.content, rewritten.images, rewritten.api_content) == (
+        "看图\n[图片]",
+        (),
+        None,
+    )
 
 
 def test_extract_sidecar_returns_only_strings():
-    assert extract_api_content_sidecar(PromptMessage(role="user", content="a", api_content="b")) == "b"
+    assert (
+        extract_api_content_sidecar(PromptMessage(role="user", content="a", api_content="b")) == "b"
+    )
     assert extract_api_content_sidecar(PromptMessage(role="user", content="a")) is None
 
 

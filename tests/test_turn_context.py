@@ -123,14 +123,21 @@ def test_note_time_and_timeline_line_never_change_the_stable_prefix_bytes():
     turn = example_turn()
     spec = ProviderSpec(api=ProviderApi.ANTHROPIC, model="claude-sonnet-4-5")
     first = build_provider_request(runtime, build(runtime, turn), spec)
-    runtime.conversations.notes.push(conversation_key(turn), "[系统备注：语音频道已切换到 桌游-语音]")
+    runtime.conversations.notes.push(
+        conversation_key(turn), "[系统备注：语音频道已切换到 桌游-语音]"
+    )
     newer = later(turn, 7)
     newer = attrs.evolve(
         newer,
         recent_messages=(
             *turn.recent_messages,
-            ChatMessage(id="9120", sender_id="30022", sender_name="阿蒙", text="我已经订好位了",
-                        time=newer.message.time),
+            ChatMessage(
+                id="9120",
+                sender_id="30022",
+                sender_name="阿蒙",
+                text="我已经订好位了",
+                time=newer.message.time,
+            ),
         ),
     )
     context = build(runtime, newer)
@@ -146,8 +153,10 @@ def test_note_time_and_timeline_line_never_change_the_stable_prefix_bytes():
     assert "语音频道" not in str(second.body["system"])
     assert second.prefix is not None
     assert second.prefix.common_prefix_bytes >= len(
-        ('{"model":"claude-sonnet-4-5","max_tokens":1024,"system":[{"type":"text","text":'
-         + stable_first["text"]).encode()
+        (
+            '{"model":"claude-sonnet-4-5","max_tokens":1024,"system":[{"type":"text","text":'
+            + stable_first["text"]
+        ).encode()
     )
     assert second.prefix.first_difference == "section group_timeline"
 
@@ -224,7 +233,10 @@ def test_multimodal_turn_gets_notes_as_a_durable_part_not_a_sidecar():
     runtime.conversations.notes.push(conversation_key(turn), "[系统备注：首次对话]")
     context = build(runtime, turn)
     current = context.current_message
-    assert current.images == ("https://img.example.net/board.jpg", "https://img.example.net/map.jpg")
+    assert current.images == (
+        "https://img.example.net/board.jpg",
+        "https://img.example.net/map.jpg",
+    )
     assert current.api_content is None
     assert current.parts == ("[系统备注：首次对话]",)
     assert context.trace["stamp"] == "part"
@@ -233,7 +245,9 @@ def test_multimodal_turn_gets_notes_as_a_durable_part_not_a_sidecar():
 def test_image_only_message_still_is_the_turns_user_message():
     runtime = make_runtime()
     turn = later(example_turn(), 0, text="")
-    turn = attrs.evolve(turn, message=attrs.evolve(turn.message, images=("https://img.example.net/a.png",)))
+    turn = attrs.evolve(
+        turn, message=attrs.evolve(turn.message, images=("https://img.example.net/a.png",))
+    )
     context = build(runtime, turn)
     assert context.current_message.images == ("https://img.example.net/a.png",)
     assert context.current_message.content.endswith("[图片]")
@@ -283,7 +297,9 @@ def _long_history_turn(entries: int) -> Turn:
     return Turn(
         bot=Bot(id="10001", name="小织"),
         group_id="20001",
-        message=ChatMessage(sender_id="30017", text="那最后定在哪？", time=example_turn().message.time),
+        message=ChatMessage(
+            sender_id="30017", text="那最后定在哪？", time=example_turn().message.time
+        ),
         history=tuple(HistoryEntry(**h) for h in history),
     )
 
