@@ -151,10 +151,8 @@ def wire_messages(
     :param fetched: inline images by URL; a missing or ``None`` entry becomes ``[图片]``.
     :param on_timeline: called with the number of timeline images sent.
     """
-    current_urls = {
-        url.lower()
-        for url in (context.current_message or PromptMessage(role="user", content="")).images
-    }
+    current = context.current_message
+    current_urls = {url.lower() for url in current.images} if current is not None else set()
     timeline = [u for u in context.timeline_images if u.lower() not in current_urls]
     wired = [_message(m, supports_images, inline, fetched) for m in context.messages]
     if supports_images and timeline and context.current_turn_user_idx >= 0:
