@@ -50,9 +50,13 @@ def conversation_key(turn: Turn) -> str:
 
 
 def message_fingerprint(message: PromptMessage) -> str:
-    """Identify a message by its clean form (role, content, images), never by its sidecar."""
+    """Identify a message by its role and clean content, never by its sidecar or parts.
+
+    Images are left out: a history builder may show an earlier message's images as ``[图片]``
+    placeholders without their URLs, and the message must still be found.
+    """
     digest = hashlib.sha256()
-    for piece in (message.role, message.content, *message.images):
+    for piece in (message.role, message.content):
         digest.update(piece.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
     return digest.hexdigest()

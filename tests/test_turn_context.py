@@ -272,6 +272,20 @@ def test_what_was_sent_is_replayed_byte_identically_on_the_next_turn():
     assert old_user in sent_second.body["messages"]
 
 
+def test_a_multimodal_turns_notes_part_is_replayed_with_the_message():
+    runtime = make_runtime()
+    turn = example_turn()
+    turn = attrs.evolve(
+        turn, message=attrs.evolve(turn.message, images=("https://img.example.net/board.jpg",))
+    )
+    runtime.conversations.notes.push(conversation_key(turn), "[系统备注：首次对话]")
+    first = build(runtime, turn)
+    second = build(runtime, example_turn("at_question_followup"))
+    replayed = next(m for m in second.messages if m.content == first.user_message)
+    assert replayed.parts == ("[系统备注：首次对话]",)
+    assert second.current_message.parts == ()
+
+
 def test_transcript_matches_repeated_messages_from_the_newest():
     runtime = make_runtime()
     transcript = runtime.conversations.transcript
