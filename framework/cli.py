@@ -11,9 +11,15 @@ from typing import Any
 import attrs
 import click
 
+from framework._convert import load_json
 from framework.config import Config
+from framework.conversation import conversation_key
 from framework.errors import PromptweaveError, TurnFileError
+from framework.prefix import canonical_json
+from framework.providers import ProviderRequest, ProviderSpec, build_provider_request
 from framework.runtime import Promptweave
+from framework.turn import Turn
+from framework.turn_context import TurnContext, build_turn_context
 from framework.turnfile import load_turn_file
 
 __all__ = ["cli"]
@@ -24,6 +30,14 @@ def _runtime(config_path: Path | None) -> Promptweave:
         return Promptweave.from_config(Config.discover(config_path))
     except PromptweaveError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+#: ``render --format`` values that print a provider request body, and the API each names.
+REQUEST_FORMATS = {
+    "openai": "openai_chat",
+    "responses": "openai_responses",
+    "anthropic": "anthropic",
+}
 
 
 def _echo_json(data: Any) -> None:
@@ -112,8 +126,16 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     "output_format",
     default="text",
     show_default=True,
-    type=click.Choice(["text", "json"]),
-    help="Output format.",
+    type=click.Choice(["text", "json", *REQUEST_FORMATS]),
+    help="Output format; openai, responses and anthropic print the exact request body.",
+)
+@click.option(
+    "--previous",
+    "previous_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The conversation's previous turn (a turn file) or request body (JSON); report how much "
+    "of this request is a byte-identical prefix of it.",
 )
 @config_option
 def render(
@@ -121,21 +143,33 @@ def render(
     bot_id: str | None,
     group_id: str | None,
     output_format: str,
+    previous_file: Path | None,
     config_path: Path | None,
 ) -> None:
     """Assemble one turn from TURN_FILE and print the system prompt, messages and trace."""
-    try:
-        turn = load_turn_file(turn_file)
-    except TurnFileError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
-    if bot_id is not None:
-        turn = attrs.evolve(turn, bot=attrs.evolve(turn.bot, id=bot_id))
-    if group_id is not None:
-        turn = attrs.evolve(turn, group_id=group_id)
-    result = _runtime(config_path).render(turn)
+    turn = _load_turn(turn_file, bot_id, group_id)
+    runtime = _runtime(config_path)
+    spec = ProviderSpec.from_config(
+        runtime.config.provider, REQUEST_FORMATS.get(output_format, runtime.config.provider.api)
+    )
+    if previous_file is not None:
+        _replay_previous(runtime, previous_file, turn, spec, bot_id, group_id)
+    result = runtime.render(turn)
+    context = build_turn_context(runtime, turn, result)
+    request = build_provider_request(runtime, context, spec)
+    if output_format in REQUEST_FORMATS:
+        click.echo(request.body_text())
+        if request.prefix is not None:
+            click.echo(f"prefix: {json.dumps(request.prefix.to_json())}", err=True)
+        return
     if output_format == "json":
-        _echo_json(result.to_json())
+        _echo_json(
+            {
+                **result.to_json(),
+                "turn_context": dict(context.trace),
+                "request": dict(request.trace),
+            }
+        )
         return
     click.echo("==== system prompt ====")
     click.echo(result.system_prompt)
@@ -145,6 +179,13 @@ def render(
         click.echo(message.content)
     click.echo("\n==== decision ====")
     click.echo(json.dumps(result.decision.trace(), ensure_ascii=False))
+    click.echo("\n==== turn context ====")
+    click.echo(json.dumps(context.trace["system_prompt"], ensure_ascii=False))
+    for note in context.notes:
+        click.echo(f"note: {note}")
+    if request.prefix is not None:
+        click.echo("\n==== prefix ====")
+        click.echo(json.dumps(request.prefix.to_json(), ensure_ascii=False))
     click.echo("\n==== sections ====")
     for entry in result.trace["sections"]:
         extra = "".join(f"  {key}={entry[key]}" for key in ("override", "error") if key in entry)
@@ -152,3 +193,50 @@ def render(
             f"{entry['id']:<20} {entry['status']:<9} {entry['chars']:>5} chars  "
             f"{entry['plugin']}{extra}"
         )
+
+
+def _load_turn(path: Path, bot_id: str | None, group_id: str | None) -> Turn:
+    try:
+        turn = load_turn_file(path)
+    except TurnFileError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    if bot_id is not None:
+        turn = attrs.evolve(turn, bot=attrs.evolve(turn.bot, id=bot_id))
+    if group_id is not None:
+        turn = attrs.evolve(turn, group_id=group_id)
+    return turn
+
+
+def _replay_previous(
+    runtime: Promptweave,
+    path: Path,
+    turn: Turn,
+    spec: ProviderSpec,
+    bot_id: str | None,
+    group_id: str | None,
+) -> None:
+    """Make ``path`` the conversation's previous request: render it if it is a turn file (so the
+    conversation's system prompt and sent messages carry over), else take it as a body."""
+    try:
+        data = load_json(path, TurnFileError)
+    except TurnFileError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    if isinstance(data, dict) and "bot" in data and "message" in data:
+        previous = _load_turn(path, bot_id, group_id)
+        context: TurnContext = build_turn_context(runtime, previous, runtime.render(previous))
+        request: ProviderRequest = build_provider_request(runtime, context, spec)
+        if context.conversation_key != conversation_key(turn):
+            click.echo(
+                f"warning: {path} is another conversation ({context.conversation_key}); "
+                "its request is compared anyway",
+                err=True,
+            )
+            runtime.conversations.remember_request(
+                conversation_key(turn), spec.api.value, request.body_bytes()
+            )
+        return
+    runtime.conversations.remember_request(
+        conversation_key(turn), spec.api.value, canonical_json(data).encode()
+    )

@@ -22,8 +22,10 @@ __all__ = [
     "Config",
     "HistoryConfig",
     "PluginsConfig",
+    "ProviderConfig",
     "StoreConfig",
     "TimelineConfig",
+    "TurnContextConfig",
 ]
 
 CONFIG_FILE_NAME = "promptweave.toml"
@@ -86,6 +88,65 @@ class PluginsConfig:
 
 
 @attrs.frozen(kw_only=True)
+class TurnContextConfig:
+    """The per-turn context and preflight compression (``docs/turn_context.md``).
+
+    :param threshold_tokens: a request estimated at this many tokens or more is compressed first.
+    :param protect_first: messages at the front a compression keeps (a summary row, the opening).
+    :param protect_last: messages at the end a compression keeps (the current exchange).
+    :param max_passes: compression passes per turn; stops early at the first pass without progress.
+    :param image_token_cost: flat token cost of one image in the estimate (never its bytes).
+    :param note_max_chars: a note longer than this is cut.
+    :param turn_sections: where the retrieval and turn sections go: ``system`` (in the system
+        prompt, after the cached stable prefix) or ``user`` (in the current user message's
+        sidecar, so the whole history stays a byte-identical prefix turn after turn).
+    """
+
+    threshold_tokens: int = attrs.field(default=24000, validator=_positive)
+    protect_first: int = attrs.field(default=3, validator=_non_negative)
+    protect_last: int = attrs.field(default=20, validator=_positive)
+    max_passes: int = attrs.field(default=3, validator=_positive)
+    image_token_cost: int = attrs.field(default=1500, validator=_non_negative)
+    note_max_chars: int = attrs.field(default=2000, validator=_positive)
+    turn_sections: str = attrs.field(
+        default="system", validator=attrs.validators.in_(("system", "user"))
+    )
+
+
+@attrs.frozen(kw_only=True)
+class ProviderConfig:
+    """The LLM provider requests are built for (``docs/turn_context.md``).
+
+    :param api: ``openai_chat``, ``openai_responses`` or ``anthropic``.
+    :param model: the model name; ``""`` uses the API's default model.
+    :param base_url: the endpoint of an OpenAI-compatible server (else ``$OPENAI_BASE_URL``).
+    :param api_key: the key (prefer ``$PROMPTWEAVE_API_KEY`` or ``$OPENAI_API_KEY``).
+    :param supports_images: ``True`` when the model accepts images; else images become ``[图片]``.
+    :param inline_images: download images and send them inline (base64) instead of by URL.
+    :param image_max_bytes: the largest image downloaded.
+    :param image_types: the media types accepted.
+    :param max_tokens: the reply's token limit.
+    :param timeout_s: the request and download timeout.
+    """
+
+    api: str = attrs.field(
+        default="openai_chat",
+        validator=attrs.validators.in_(("openai_chat", "openai_responses", "anthropic")),
+    )
+    model: str = ""
+    base_url: str = ""
+    api_key: str = attrs.field(default="", repr=False)
+    supports_images: bool = True
+    inline_images: bool = False
+    image_max_bytes: int = attrs.field(default=5 * 1024 * 1024, validator=_positive)
+    image_types: tuple[str, ...] = attrs.field(
+        default=("image/jpeg", "image/png", "image/gif", "image/webp"), converter=tuple
+    )
+    max_tokens: int = attrs.field(default=1024, validator=_positive)
+    timeout_s: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
+
+
+@attrs.frozen(kw_only=True)
 class Config:
     """All settings; every field has the seed's default.
 
@@ -101,6 +162,8 @@ class Config:
     history: HistoryConfig = HistoryConfig()
     store: StoreConfig = StoreConfig()
     plugins: PluginsConfig = PluginsConfig()
+    turn_context: TurnContextConfig = TurnContextConfig()
+    provider: ProviderConfig = ProviderConfig()
     base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
 
     @classmethod
@@ -140,3 +203,5 @@ class _FileConfig:
     history: HistoryConfig = HistoryConfig()
     store: StoreConfig = StoreConfig()
     plugins: PluginsConfig = PluginsConfig()
+    turn_context: TurnContextConfig = TurnContextConfig()
+    provider: ProviderConfig = ProviderConfig()

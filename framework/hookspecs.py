@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from framework.config import Config
     from framework.context import RenderContext
+    from framework.images import FetchedImage, ImageLimits
+    from framework.messages import PromptMessage
+    from framework.providers import ProviderRequest, SubmitResult
     from framework.records import (
         DecisionRule,
         PhrasePool,
@@ -124,4 +130,81 @@ def override_section(
     :param context: the turn's render context. When sections are only listed
         (``promptweave sections``), a preview context whose message is empty.
     :returns: a :class:`framework.SectionOverride`, or ``None`` to leave the section as it is.
+    """
+
+
+# -------------------------------------------------------------------------
+# Per turn: turn context, provider request, submission
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def collect_turn_notes(context: RenderContext) -> Sequence[str] | str | None:
+    """Contribute must-deliver notes for this turn (a first-time introduction, a voice-channel
+    switch, an automatic-reset notice).
+
+    Runs once per turn, in :func:`framework.build_turn_context`, after the notes queued on
+    ``runtime.conversations.notes`` were taken. Notes ride the current user message (its sidecar,
+    or a trailing text part on a multimodal turn), never the system prompt, so the prompt cache
+    keeps hitting. They are consumed by this one turn: nothing is replayed later unless the hook
+    returns it again. A raising implementation is left out and traced; the others still deliver.
+
+    :param context: the turn's render context.
+    :returns: one note, several, or ``None`` for none.
+    """
+
+
+@hookspec(firstresult=True)
+def compress_turn_messages(
+    messages: Sequence[PromptMessage], pass_number: int, protect_first: int, protect_last: int
+) -> Sequence[PromptMessage] | None:
+    """Compress a turn's messages for the preflight, one pass.
+
+    Runs when the request's estimate reaches ``turn_context.threshold_tokens``, once per pass (at
+    most ``turn_context.max_passes``; passes stop at the first one without progress). A row whose
+    content is rewritten must lose its sidecar (:func:`framework.rewrite_content`). The built-in
+    implementation (``trylast``) strips earlier images, then drops the oldest unprotected rows,
+    then cuts the longest earlier row.
+
+    Stops at first non-None result.
+
+    :param messages: the messages, oldest first, the current user message among them.
+    :param pass_number: 1 for the first pass.
+    :param protect_first: how many leading rows to keep.
+    :param protect_last: how many trailing rows to keep.
+    :returns: the compressed messages, or ``None`` to let the next implementation decide.
+    """
+
+
+@hookspec(firstresult=True)
+def fetch_image(url: str, limits: ImageLimits) -> FetchedImage | None:
+    """Fetch an image a provider needs inline (``provider.inline_images``).
+
+    Runs while a provider request is built, once per distinct image URL. Raising
+    :class:`framework.ImageFetchError` (or any exception) degrades that image to ``[图片]``; the
+    failure is traced in the request. The built-in implementation (``trylast``) reads ``http(s)``
+    and ``data:`` URLs within the limits.
+
+    Stops at first non-None result.
+
+    :param url: the image URL.
+    :param limits: the largest size, the accepted types and the timeout.
+    :returns: the image, or ``None`` to let the next implementation decide.
+    """
+
+
+@hookspec(firstresult=True)
+def submit_request(request: ProviderRequest, config: Config) -> SubmitResult | None:
+    """Send a provider request and return the reply.
+
+    Runs in :func:`framework.submit_request` after the request was built. The built-in
+    implementation (``trylast``) sends nothing and returns an offline result, so assembling and
+    inspecting turns never needs a network; the ``openai_compat`` contrib plugin sends to an
+    OpenAI-compatible server.
+
+    Stops at first non-None result.
+
+    :param request: the request: its API, path and exact body.
+    :param config: the deployment's settings (``[provider]``).
+    :returns: the result, or ``None`` to let the next implementation decide.
     """

@@ -27,12 +27,19 @@ class PromptMessage:
     :param content: the text sent to the provider.
     :param source: what it was built from: ``history``, ``current``, or a plugin's label.
     :param images: image URLs the message carries, for providers that accept images.
+    :param api_content: the API-only sidecar: the exact text sent in place of ``content`` (clean
+        content plus per-turn context, see ``docs/turn_context.md``). It never reaches a provider
+        as a field; request builders substitute it.
+    :param parts: durable text parts sent after the content and images (notes of a multimodal
+        turn); unlike the sidecar they are part of the message and persisted with it.
     """
 
     role: str
     content: str
     source: str = "history"
     images: tuple[str, ...] = ()
+    api_content: str | None = None
+    parts: tuple[str, ...] = ()
 
 
 def format_user_turn(

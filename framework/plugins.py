@@ -50,6 +50,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "builtin_plugins.retrieval_sections",
     "builtin_plugins.turn_sections",
     "builtin_plugins.overrides_file",
+    "builtin_plugins.request_defaults",
 )
 
 ENV_LOAD = "PROMPTWEAVE_LOAD_PLUGINS"

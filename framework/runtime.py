@@ -17,6 +17,7 @@ import attrs
 
 from framework.config import Config
 from framework.context import RenderContext
+from framework.conversation import ConversationState
 from framework.decision import Decision, RouteContext, SocialAction, TurnAction
 from framework.errors import ConfigError, SectionRenderError
 from framework.items import ReplyShape, TurnPolicy
@@ -126,6 +127,8 @@ class Promptweave:
 
     :param strict: raise :class:`framework.errors.SectionRenderError` when a section's ``render``
         raises, instead of leaving the section out and tracing the error.
+    :param conversations: per-conversation state of the turn-context layer: queued notes, active
+        system prompts, what was sent (``docs/turn_context.md``).
     """
 
     config: Config
@@ -134,6 +137,7 @@ class Promptweave:
     persona: PersonaPack
     stores: Stores = attrs.field(factory=Stores)
     strict: bool = False
+    conversations: ConversationState = attrs.field(factory=ConversationState)
     _static_renders: dict[tuple[str, Bot, str | None], str] = attrs.field(
         factory=dict, init=False, repr=False
     )

@@ -153,6 +153,8 @@ class Turn:
     :param tool_context: tool results and tool rules.
     :param quoted_bot_text: when the message replies to one of the bot's messages, that message's
         text (from the bot-reply context), shown as "what the bot just said".
+    :param quoted_message_images: image URLs of the message this one replies to; they are sent
+        with the current message, as images the user is asking about (seed 004, 当前/被引用的图片).
     """
 
     bot: Bot
@@ -166,6 +168,7 @@ class Turn:
     turn_policy: TurnPolicy | None = None
     tool_context: ToolContext | None = None
     quoted_bot_text: str | None = None
+    quoted_message_images: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
     @property
     def is_private(self) -> bool:

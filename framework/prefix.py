@@ -1,0 +1,147 @@
+"""Prefix stability: how much of a request is a byte-identical prefix of the previous one.
+
+A provider's prompt cache reuses the longest prefix it has seen before. For consecutive turns of
+one conversation, :func:`compare_request_prefix` measures that prefix on the exact body bytes and
+names where it ends: the first section of the system prompt or the first message that differs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "PrefixReport",
+    "TextLabels",
+    "canonical_json",
+    "compare_request_prefix",
+    "labelled_segments",
+]
+
+#: JSON path of a string -> ``(label, piece)`` pairs whose pieces concatenate to that string.
+TextLabels = Mapping[tuple[str | int, ...], Sequence[tuple[str, str]]]
+
+_MESSAGE_LISTS = ("messages", "input")
+
+
+def canonical_json(body: Any) -> str:
+    """The exact text of a request body: compact, UTF-8 characters kept, key order kept."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def _escaped(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def _label_for(path: tuple[str | int, ...], body: Mapping[str, Any]) -> str:
+    if not path:
+        return "body"
+    head = path[0]
+    if head in _MESSAGE_LISTS and len(path) > 1 and isinstance(path[1], int):
+        index = path[1]
+        item = body[str(head)][index]
+        role = item.get("role", "?") if isinstance(item, Mapping) else "?"
+        return f"message {index} ({role})"
+    if head == "system" and len(path) > 1:
+        return f"system block {path[1]}"
+    return str(head)
+
+
+def labelled_segments(body: Mapping[str, Any], labels: TextLabels) -> list[tuple[str, str]]:
+    """Serialize ``body`` as :func:`canonical_json` does, as labelled pieces.
+
+    Strings at a path in ``labels`` are split into their labelled pieces (a system prompt into
+    its sections); everything else is labelled by its message or top-level key.
+    """
+    out: list[tuple[str, str]] = []
+
+    def emit(value: Any, path: tuple[str | int, ...]) -> None:
+        label = _label_for(path, body)
+        if isinstance(value, Mapping):
+            out.append((label, "{"))
+            for number, (key, item) in enumerate(value.items()):
+                prefix = "," if number else ""
+                out.append((_label_for((*path, key), body), f"{prefix}{json.dumps(key)}:"))
+                emit(item, (*path, key))
+            out.append((label, "}"))
+        elif isinstance(value, list | tuple):
+            out.append((label, "["))
+            for number, item in enumerate(value):
+                if number:
+                    # The comma belongs to the item it introduces: an appended message is
+                    # reported as that message, not as the list.
+                    out.append((_label_for((*path, number), body), ","))
+                emit(item, (*path, number))
+            out.append((label, "]"))
+        elif isinstance(value, str) and path in labels:
+            out.append((label, '"'))
+            out.extend((piece_label, _escaped(piece)) for piece_label, piece in labels[path])
+            out.append((label, '"'))
+        else:
+            out.append((label, json.dumps(value, ensure_ascii=False)))
+
+    emit(body, ())
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class PrefixReport:
+    """How a request compares with the previous one of its conversation.
+
+    :param common_prefix_bytes: length of the byte-identical prefix.
+    :param request_bytes: size of this request's body.
+    :param previous_bytes: size of the previous body.
+    :param first_difference: where the prefix ends: ``"section current_time"``,
+        ``"message 4 (user)"``, a top-level key such as ``"model"``; ``None`` when identical or
+        when this request only extends the previous one.
+    """
+
+    common_prefix_bytes: int
+    request_bytes: int
+    previous_bytes: int
+    first_difference: str | None
+
+    @property
+    def ratio(self) -> float:
+        """Share of this request that is a cached-prefix candidate."""
+        return self.common_prefix_bytes / self.request_bytes if self.request_bytes else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "common_prefix_bytes": self.common_prefix_bytes,
+            "request_bytes": self.request_bytes,
+            "previous_bytes": self.previous_bytes,
+            "ratio": round(self.ratio, 4),
+            "first_difference": self.first_difference,
+        }
+
+
+def compare_request_prefix(previous: bytes, segments: Sequence[tuple[str, str]]) -> PrefixReport:
+    """Compare a previous body's bytes with this request's labelled segments."""
+    current = b"".join(piece.encode() for _, piece in segments)
+    # Binary search on slice equality: the comparisons run in C, not byte by byte in Python.
+    low, high = 0, min(len(previous), len(current))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if previous[:middle] == current[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    common = low
+    first_difference = None
+    if common < len(current) and common < len(previous):
+        offset = 0
+        for label, piece in segments:
+            offset += len(piece.encode())
+            if offset > common:
+                first_difference = label
+                break
+    return PrefixReport(
+        common_prefix_bytes=common,
+        request_bytes=len(current),
+        previous_bytes=len(previous),
+        first_difference=first_difference,
+    )

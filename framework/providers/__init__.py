@@ -1,0 +1,254 @@
+"""Provider requests from one turn context, and their submission (``docs/turn_context.md``).
+
+:func:`build_provider_request` turns a :class:`framework.TurnContext` into the exact body of an
+OpenAI Chat Completions, OpenAI Responses or Anthropic Messages request; :func:`submit_request`
+hands it to the ``submit_request`` hook (offline by default).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from framework.config import ProviderConfig
+from framework.images import FetchedImage, ImageLimits
+from framework.prefix import PrefixReport, canonical_json, compare_request_prefix, labelled_segments
+from framework.providers.bodies import (
+    anthropic_messages_body,
+    openai_chat_body,
+    openai_responses_body,
+)
+from framework.providers.wire import images_to_send, wire_messages, wire_system
+
+if TYPE_CHECKING:
+    from framework.runtime import Promptweave
+    from framework.turn_context import TurnContext
+
+__all__ = [
+    "DEFAULT_MODELS",
+    "ProviderApi",
+    "ProviderRequest",
+    "ProviderSpec",
+    "SubmitResult",
+    "build_provider_request",
+    "submit_request",
+]
+
+log = logging.getLogger("promptweave")
+
+
+class ProviderApi(enum.StrEnum):
+    """The request formats promptweave writes."""
+
+    OPENAI_CHAT = "openai_chat"
+    OPENAI_RESPONSES = "openai_responses"
+    ANTHROPIC = "anthropic"
+
+    @property
+    def path(self) -> str:
+        """The endpoint path, relative to the API's base URL."""
+        return {
+            ProviderApi.OPENAI_CHAT: "/chat/completions",
+            ProviderApi.OPENAI_RESPONSES: "/responses",
+            ProviderApi.ANTHROPIC: "/v1/messages",
+        }[self]
+
+
+#: The model used when ``provider.model`` is empty.
+DEFAULT_MODELS = {
+    ProviderApi.OPENAI_CHAT: "gpt-4o-mini",
+    ProviderApi.OPENAI_RESPONSES: "gpt-4o-mini",
+    ProviderApi.ANTHROPIC: "claude-sonnet-4-5",
+}
+
+_BUILDERS = {
+    ProviderApi.OPENAI_CHAT: openai_chat_body,
+    ProviderApi.OPENAI_RESPONSES: openai_responses_body,
+    ProviderApi.ANTHROPIC: anthropic_messages_body,
+}
+
+
+@attrs.frozen(kw_only=True)
+class ProviderSpec:
+    """What a provider accepts.
+
+    :param api: the request format.
+    :param model: the model name.
+    :param supports_images: the model declares image input; else images become ``[图片]`` and
+        nothing is downloaded.
+    :param inline_images: send images as base64 (fetched through ``fetch_image``) instead of URLs;
+        for platforms whose image URLs the provider cannot reach.
+    :param max_tokens: the reply's token limit.
+    :param image_limits: size, type and timeout limits of fetched images.
+    """
+
+    api: ProviderApi = attrs.field(converter=ProviderApi)
+    model: str = ""
+    supports_images: bool = True
+    inline_images: bool = False
+    max_tokens: int = 1024
+    image_limits: ImageLimits = attrs.field(factory=ImageLimits)
+
+    @classmethod
+    def from_config(cls, config: ProviderConfig, api: str | None = None) -> ProviderSpec:
+        """The spec of ``[provider]``; ``api`` overrides the configured format."""
+        chosen = ProviderApi(api or config.api)
+        return cls(
+            api=chosen,
+            model=config.model or DEFAULT_MODELS[chosen],
+            supports_images=config.supports_images,
+            inline_images=config.inline_images,
+            max_tokens=config.max_tokens,
+            image_limits=ImageLimits.from_config(config),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ProviderRequest:
+    """One request, ready to send.
+
+    :param api: its format.
+    :param path: the endpoint path (``/chat/completions``…).
+    :param body: the exact JSON body.
+    :param segments: the body's text as labelled pieces (for the prefix report).
+    :param prefix: the comparison with the conversation's previous request, when there was one.
+    :param trace: images sent, inlined and degraded (with reasons), cache breakpoints, prefix.
+    """
+
+    api: ProviderApi
+    path: str
+    body: Mapping[str, Any]
+    conversation_key: str
+    turn_id: str
+    segments: tuple[tuple[str, str], ...] = attrs.field(repr=False, eq=False)
+    prefix: PrefixReport | None = None
+    trace: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def body_text(self) -> str:
+        """The body as sent: compact JSON, UTF-8 characters kept, key order kept."""
+        return canonical_json(self.body)
+
+    def body_bytes(self) -> bytes:
+        return self.body_text().encode()
+
+
+@attrs.frozen(kw_only=True)
+class SubmitResult:
+    """What submitting a request gave.
+
+    :param sent: ``False`` when nothing was sent (the offline default).
+    :param text: the reply's text, when there is one.
+    :param status: ``offline``, ``ok`` or ``error``.
+    :param detail: why, for ``offline`` and ``error``.
+    :param raw: the provider's parsed response.
+    """
+
+    sent: bool
+    status: str
+    text: str | None = None
+    detail: str = ""
+    raw: Mapping[str, Any] | None = None
+
+
+def _fetch_all(
+    runtime: Promptweave, urls: tuple[str, ...], limits: ImageLimits
+) -> tuple[dict[str, FetchedImage | None], list[dict[str, str]]]:
+    fetched: dict[str, FetchedImage | None] = {}
+    failures: list[dict[str, str]] = []
+    for url in urls:
+        try:
+            image = runtime.plugins.pm.hook.fetch_image(url=url, limits=limits)
+        except Exception as exc:
+            log.warning("image %s not fetched: %s", url, exc)
+            image, reason = None, f"{type(exc).__name__}: {exc}"
+        else:
+            reason = "no fetch_image implementation returned an image"
+        fetched[url] = image
+        if image is None:
+            failures.append({"url": url, "reason": reason})
+    return fetched, failures
+
+
+def build_provider_request(
+    runtime: Promptweave,
+    context: TurnContext,
+    spec: ProviderSpec | None = None,
+    *,
+    record_prefix: bool = True,
+) -> ProviderRequest:
+    """Build the request of ``context`` for ``spec`` (default: ``[provider]`` of the config).
+
+    Images the provider needs inline are fetched through the ``fetch_image`` hook; a failed fetch
+    becomes ``[图片]`` and is traced. The body is compared with the conversation's previous
+    request of the same API (:class:`framework.PrefixReport` in ``prefix`` and the trace).
+
+    :param record_prefix: remember this body as the conversation's latest request.
+    """
+    spec = spec or ProviderSpec.from_config(runtime.config.provider)
+    urls = images_to_send(context, spec.supports_images)
+    fetched: dict[str, FetchedImage | None] = {}
+    failures: list[dict[str, str]] = []
+    if spec.inline_images and urls:
+        fetched, failures = _fetch_all(runtime, urls, spec.image_limits)
+    timeline_sent: list[int] = []
+    messages = wire_messages(
+        context,
+        supports_images=spec.supports_images,
+        inline=spec.inline_images,
+        fetched=fetched,
+        on_timeline=timeline_sent.append,
+    )
+    body, labels = _BUILDERS[spec.api](
+        wire_system(context), messages, model=spec.model, max_tokens=spec.max_tokens
+    )
+    segments = tuple(labelled_segments(body, labels))
+    body_bytes = canonical_json(body).encode()
+    previous = (
+        runtime.conversations.remember_request(context.conversation_key, spec.api.value, body_bytes)
+        if record_prefix
+        else runtime.conversations.last_requests.get((context.conversation_key, spec.api.value))
+    )
+    prefix = compare_request_prefix(previous, segments) if previous is not None else None
+    trace: dict[str, Any] = {
+        "api": spec.api.value,
+        "model": spec.model,
+        "supports_images": spec.supports_images,
+        "images": {
+            "sent": len(urls) - len(failures),
+            "timeline": sum(timeline_sent),
+            "inline": spec.inline_images,
+            "failed": failures,
+        },
+        "request_bytes": len(body_bytes),
+        "prefix": prefix.to_json() if prefix is not None else None,
+    }
+    return ProviderRequest(
+        api=spec.api,
+        path=spec.api.path,
+        body=body,
+        conversation_key=context.conversation_key,
+        turn_id=context.turn_id,
+        segments=segments,
+        prefix=prefix,
+        trace=trace,
+    )
+
+
+def submit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResult:
+    """Send ``request`` through the ``submit_request`` hook.
+
+    A raising implementation gives an ``error`` result rather than an exception, so one failed
+    call never takes the bot down.
+    """
+    try:
+        result = runtime.plugins.pm.hook.submit_request(request=request, config=runtime.config)
+    except Exception as exc:
+        log.exception("submit_request raised")
+        return SubmitResult(sent=False, status="error", detail=f"{type(exc).__name__}: {exc}")
+    if result is None:
+        return SubmitResult(sent=False, status="offline", detail="no submit_request implementation")
+    return result  # type: ignore[no-any-return]

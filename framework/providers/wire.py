@@ -1,0 +1,163 @@
+"""The provider-neutral form of a request, from which each API's body is written.
+
+Messages become ordered parts (text, image); images are resolved once here: by URL, inline (fetched
+through the ``fetch_image`` hook), or as ``[图片]`` for a text provider or a failed fetch. Every
+message goes through :func:`framework.substitute_api_content`, so the sidecar field never reaches a
+provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import attrs
+
+from framework.images import FetchedImage
+from framework.messages import PromptMessage
+from framework.preflight import IMAGE_MARK
+from framework.sidecar import substitute_api_content
+from framework.turn_context import TurnContext
+
+__all__ = [
+    "TIMELINE_IMAGES_TEXT",
+    "WireImage",
+    "WireMessage",
+    "WireSystem",
+    "WireText",
+    "images_to_send",
+    "wire_messages",
+    "wire_system",
+]
+
+#: The text of the user message that carries the timeline's images (seed 004, vision_messages).
+TIMELINE_IMAGES_TEXT = "以下是刚才群聊里出现的图片，按时间顺序排列，仅作群聊上下文参考："
+
+
+@attrs.frozen(kw_only=True)
+class WireText:
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class WireImage:
+    """An image part: by ``url``, or ``inline`` with its bytes."""
+
+    url: str
+    inline: FetchedImage | None = None
+
+
+WirePart = WireText | WireImage
+
+
+@attrs.frozen(kw_only=True)
+class WireMessage:
+    role: str
+    parts: tuple[WirePart, ...]
+
+    @property
+    def text_only(self) -> bool:
+        return all(isinstance(part, WireText) for part in self.parts)
+
+    def joined_text(self) -> str:
+        return "\n\n".join(p.text for p in self.parts if isinstance(p, WireText))
+
+
+@attrs.frozen(kw_only=True)
+class WireSystem:
+    """The system prompt in two pieces: the cached stable prefix and the per-turn sections.
+
+    Each piece is ``(section_id, text)`` pairs, in order.
+    """
+
+    stable: tuple[tuple[str, str], ...]
+    turn: tuple[tuple[str, str], ...]
+
+    @staticmethod
+    def join(pieces: Sequence[tuple[str, str]]) -> str:
+        return "\n\n".join(text for _, text in pieces if text)
+
+    @property
+    def text(self) -> str:
+        return self.join([*self.stable, *self.turn])
+
+
+def wire_system(context: TurnContext) -> WireSystem:
+    return WireSystem(stable=context.active_system_prompt.sections, turn=context.turn_sections)
+
+
+def images_to_send(context: TurnContext, supports_images: bool) -> tuple[str, ...]:
+    """Every image URL the request will carry, in order; none for a text provider."""
+    if not supports_images:
+        return ()
+    urls: list[str] = []
+    for message in context.messages:
+        urls.extend(message.images)
+    urls.extend(context.timeline_images)
+    return tuple(dict.fromkeys(urls))
+
+
+def _text_with_marks(text: str, count: int) -> str:
+    # A text provider sees at least one [图片] per image; rows that already show them get no more.
+    missing = count - text.count(IMAGE_MARK)
+    if missing <= 0:
+        return text
+    return f"{text}\n{' '.join(IMAGE_MARK for _ in range(missing))}".strip()
+
+
+def _image_parts(
+    urls: Sequence[str],
+    inline: bool,
+    fetched: Mapping[str, FetchedImage | None],
+) -> list[WirePart]:
+    parts: list[WirePart] = []
+    for url in urls:
+        if not inline:
+            parts.append(WireImage(url=url))
+        elif fetched.get(url) is not None:
+            parts.append(WireImage(url=url, inline=fetched[url]))
+        else:
+            parts.append(WireText(text=IMAGE_MARK))
+    return parts
+
+
+def _message(
+    message: PromptMessage,
+    supports_images: bool,
+    inline: bool,
+    fetched: Mapping[str, FetchedImage | None],
+) -> WireMessage:
+    sent = substitute_api_content(message)
+    if not supports_images:
+        text = _text_with_marks(sent.content, len(sent.images))
+        parts: list[WirePart] = [WireText(text=t) for t in (text, *sent.parts) if t]
+        return WireMessage(role=sent.role, parts=tuple(parts))
+    parts = [WireText(text=sent.content)] if sent.content else []
+    parts += _image_parts(sent.images, inline, fetched)
+    parts += [WireText(text=part) for part in sent.parts if part]
+    return WireMessage(role=sent.role, parts=tuple(parts))
+
+
+def wire_messages(
+    context: TurnContext,
+    *,
+    supports_images: bool,
+    inline: bool,
+    fetched: Mapping[str, FetchedImage | None],
+    on_timeline: Callable[[int], None] = lambda _count: None,
+) -> tuple[WireMessage, ...]:
+    """The request's messages: the context's messages, and, for a provider with image support,
+    one user message with the timeline's images right before the current user message.
+
+    :param fetched: inline images by URL; a missing or ``None`` entry becomes ``[图片]``.
+    :param on_timeline: called with the number of timeline images sent.
+    """
+    current = context.current_message
+    current_urls = {url.lower() for url in current.images} if current is not None else set()
+    timeline = [u for u in context.timeline_images if u.lower() not in current_urls]
+    wired = [_message(m, supports_images, inline, fetched) for m in context.messages]
+    if supports_images and timeline and context.current_turn_user_idx >= 0:
+        parts: list[WirePart] = [WireText(text=TIMELINE_IMAGES_TEXT)]
+        parts += _image_parts(timeline, inline, fetched)
+        wired.insert(context.current_turn_user_idx, WireMessage(role="user", parts=tuple(parts)))
+        on_timeline(len(timeline))
+    return tuple(wired)

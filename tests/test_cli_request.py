@@ -1,0 +1,76 @@
+"""``promptweave render --format openai|responses|anthropic`` and ``--previous``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from support_turn_context import EXAMPLES
+
+from framework.cli import cli
+
+FIRST = str(EXAMPLES / "at_question.json")
+FOLLOWUP = str(EXAMPLES / "at_question_followup.json")
+
+
+@pytest.fixture
+def run(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("PROMPTWEAVE_CONFIG", raising=False)
+    (tmp_path / "promptweave.toml").write_text('[store]\nbackend = "memory"\n', encoding="utf-8")
+
+    def invoke(*args):
+        return CliRunner().invoke(cli, ["render", *args], catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.mark.parametrize(
+    ("fmt", "keys"),
+    [
+        ("openai", ["model", "messages", "max_tokens"]),
+        ("responses", ["model", "instructions", "input", "max_output_tokens"]),
+        ("anthropic", ["model", "max_tokens", "system", "messages"]),
+    ],
+)
+def test_render_prints_the_exact_request_body(run, fmt, keys):
+    result = run(FIRST, "--format", fmt)
+    assert result.exit_code == 0
+    body = json.loads(result.stdout)
+    assert list(body) == keys
+    assert result.stdout.strip() == json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def test_render_previous_turn_reports_the_prefix_on_stderr(run):
+    result = run(FOLLOWUP, "--format", "anthropic", "--previous", FIRST)
+    assert result.exit_code == 0
+    json.loads(result.stdout)
+    line = next(x for x in result.stderr.splitlines() if x.startswith("prefix: "))
+    report = json.loads(line.removeprefix("prefix: "))
+    assert report["first_difference"] == "section group_timeline"
+    assert 0 < report["common_prefix_bytes"] < report["request_bytes"]
+
+
+def test_render_previous_body_file_is_compared_as_is(run, tmp_path):
+    body = run(FIRST, "--format", "openai").stdout
+    (tmp_path / "previous.json").write_text(body, encoding="utf-8")
+    result = run(FIRST, "--format", "json", "--previous", str(tmp_path / "previous.json"))
+    data = json.loads(result.stdout)
+    assert data["request"]["prefix"]["common_prefix_bytes"] == len(body.strip().encode())
+    assert data["turn_context"]["system_prompt"]["status"] == "built"
+
+
+def test_render_text_shows_turn_context_and_prefix(run):
+    result = run(FOLLOWUP, "--previous", FIRST)
+    assert "==== turn context ====" in result.stdout
+    assert '"status": "reused"' in result.stdout
+    assert "==== prefix ====" in result.stdout
+
+
+def test_render_previous_must_be_readable_json(run, tmp_path):
+    (tmp_path / "bad.json").write_text("{", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["render", FIRST, "--previous", str(tmp_path / "bad.json")])
+    assert result.exit_code == 2
+    assert "invalid JSON" in result.stderr

@@ -1,0 +1,147 @@
+"""The OpenAI-compatible contrib client, against a mock transport."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from support_turn_context import ENVIRON, example_turn, make_runtime
+
+from contrib.openai_compat import DEFAULT_BASE_URL, OpenAICompatClient
+from framework import (
+    Config,
+    Promptweave,
+    ProviderApi,
+    ProviderSpec,
+    build_provider_request,
+    build_turn_context,
+    submit_request,
+)
+from framework.config import PluginsConfig, ProviderConfig, StoreConfig
+
+
+def _request(runtime, api=ProviderApi.OPENAI_CHAT):
+    turn = example_turn()
+    context = build_turn_context(runtime, turn, runtime.render(turn))
+    return build_provider_request(runtime, context, ProviderSpec(api=api, model="qwen-plus"))
+
+
+def _client(handler, **kwargs):
+    return OpenAICompatClient(
+        base_url="http://llm.internal:8000/v1", transport=httpx.MockTransport(handler), **kwargs
+    )
+
+
+def test_posts_the_exact_body_with_the_key_and_parses_the_reply():
+    seen = []
+
+    def handler(request):
+        seen.append(request)
+        return httpx.Response(
+            200, json={"choices": [{"message": {"role": "assistant", "content": "要的"}}]}
+        )
+
+    client = _client(handler, api_key="sk-local")
+    runtime = make_runtime(extra_plugins=(client,))
+    request = _request(runtime)
+    result = submit_request(runtime, request)
+    assert (result.sent, result.status, result.text) == (True, "ok", "要的")
+    wire = seen[0]
+    assert str(wire.url) == "http://llm.internal:8000/v1/chat/completions"
+    assert wire.headers["Authorization"] == "Bearer sk-local"
+    assert wire.content == request.body_bytes()
+
+
+def test_responses_reply_text_is_joined_from_output_text_parts():
+    def handler(request):
+        assert request.url.path == "/v1/responses"
+        output = [
+            {
+                "type": "message",
+                "content": [
+                    {"type": "output_text", "text": "要"},
+                    {"type": "output_text", "text": "的"},
+                ],
+            }
+        ]
+        return httpx.Response(200, json={"output": output})
+
+    client = _client(handler)
+    runtime = make_runtime(extra_plugins=(client,))
+    result = submit_request(runtime, _request(runtime, ProviderApi.OPENAI_RESPONSES))
+    assert result.text == "要的"
+
+
+def test_http_errors_and_bad_replies_become_error_results():
+    client = _client(lambda r: httpx.Response(429, text="rate limited"))
+    runtime = make_runtime(extra_plugins=(client,))
+    result = submit_request(runtime, _request(runtime))
+    assert (result.sent, result.status, result.detail) == (True, "error", "HTTP 429: rate limited")
+    client = _client(lambda r: httpx.Response(200, text="<html>"))
+    assert client.submit(_request(runtime)).detail.startswith("reply is not JSON")
+
+    def refuse(request):
+        raise httpx.ConnectError("connection refused")
+
+    assert _client(refuse).submit(_request(runtime)).detail == "ConnectError: connection refused"
+
+
+def test_no_key_headers_for_a_keyless_local_server():
+    seen = []
+
+    def handler(request):
+        seen.append(request)
+        return httpx.Response(200, json={"choices": []})
+
+    result = _client(handler).submit(_request(make_runtime()))
+    assert "Authorization" not in seen[0].headers
+    assert (result.status, result.text) == ("ok", None)
+
+
+def test_anthropic_requests_are_left_to_other_plugins():
+    runtime = make_runtime(extra_plugins=(_client(lambda r: httpx.Response(500)),))
+    result = submit_request(runtime, _request(runtime, ProviderApi.ANTHROPIC))
+    assert result.status == "offline"
+
+
+def test_base_url_and_key_from_config_then_environment():
+    env = {"OPENAI_BASE_URL": "https://b.example/v1/", "OPENAI_API_KEY": "sk-b"}
+    client = OpenAICompatClient.from_config(Config(), env)
+    assert (client.base_url, client.api_key) == ("https://b.example/v1", "sk-b")
+    env |= {"PROMPTWEAVE_BASE_URL": "https://a.example/v1", "PROMPTWEAVE_API_KEY": "sk-a"}
+    client = OpenAICompatClient.from_config(Config(), env)
+    assert (client.base_url, client.api_key) == ("https://a.example/v1", "sk-a")
+    config = Config(provider=ProviderConfig(base_url="https://c.example/v1", api_key="sk-c"))
+    client = OpenAICompatClient.from_config(config, env)
+    assert (client.base_url, client.api_key) == ("https://c.example/v1", "sk-c")
+    assert "sk-c" not in repr(client)
+
+
+def test_the_official_api_needs_a_key():
+    client = OpenAICompatClient.from_config(Config(), {})
+    assert client.base_url == DEFAULT_BASE_URL
+    result = client.submit(_request(make_runtime()))
+    assert (result.sent, result.status) == (False, "error")
+    assert "no API key" in result.detail
+
+
+def test_enabled_by_name_it_reads_the_config(monkeypatch):
+    config = Config(
+        store=StoreConfig(backend="memory"),
+        plugins=PluginsConfig(contrib=("openai_compat",)),
+        provider=ProviderConfig(base_url="http://127.0.0.1:9/v1"),
+    )
+    runtime = Promptweave.from_config(config, environ=ENVIRON)
+    assert "submit_request" in runtime.plugins.hooks_of("openai_compat")
+    posted = []
+
+    def fake_submit(self, request):
+        posted.append((self.base_url, json.loads(request.body_bytes())["model"]))
+        from framework import SubmitResult
+
+        return SubmitResult(sent=True, status="ok", text="好")
+
+    monkeypatch.setattr(OpenAICompatClient, "submit", fake_submit)
+    result = submit_request(runtime, _request(runtime))
+    assert result.text == "好"
+    assert posted == [("http://127.0.0.1:9/v1", "qwen-plus")]

@@ -1,0 +1,81 @@
+"""Prefix stability: labelled segments, the byte-identical prefix, the trace."""
+
+from __future__ import annotations
+
+import attrs
+from support_turn_context import example_turn, later, make_runtime
+
+from framework import (
+    ProviderApi,
+    ProviderSpec,
+    build_provider_request,
+    build_turn_context,
+    compare_request_prefix,
+)
+from framework.prefix import canonical_json, labelled_segments
+
+
+def _request(runtime, turn, api=ProviderApi.OPENAI_CHAT, **kwargs):
+    context = build_turn_context(runtime, turn, runtime.render(turn))
+    return build_provider_request(runtime, context, ProviderSpec(api=api, model="m"), **kwargs)
+
+
+def test_segments_concatenate_to_the_exact_body():
+    for api in ProviderApi:
+        request = _request(make_runtime(), example_turn(), api)
+        assert "".join(piece for _, piece in request.segments) == canonical_json(request.body)
+        labels = {label for label, _ in request.segments}
+        assert {"section persona", "section current_time", "model"} <= labels
+
+
+def test_a_body_with_unicode_and_escapes_is_split_exactly():
+    body = {"a": 'x\n"y"', "messages": [{"role": "user", "content": "中文\t"}]}
+    labels = {("a",): [("one", "x\n"), ("two", '"y"')]}
+    segments = labelled_segments(body, labels)
+    assert "".join(p for _, p in segments) == canonical_json(body)
+    assert ("two", '\\"y\\"') in segments
+
+
+def test_first_request_of_a_conversation_has_no_prefix_report():
+    request = _request(make_runtime(), example_turn())
+    assert request.prefix is None and request.trace["prefix"] is None
+
+
+def test_identical_turn_is_a_full_prefix():
+    runtime = make_runtime()
+    first = _request(runtime, example_turn())
+    second = _request(runtime, example_turn())
+    assert second.prefix.common_prefix_bytes == len(first.body_bytes())
+    assert second.prefix.first_difference is None
+    assert second.trace["prefix"]["ratio"] == 1.0
+
+
+def test_a_later_minute_differs_first_at_the_current_time_section():
+    runtime = make_runtime()
+    turn = attrs.evolve(example_turn(), recent_messages=())
+    _request(runtime, turn)
+    second = _request(runtime, later(turn, 1))
+    assert second.prefix.first_difference == "section current_time"
+    body = second.body_text()
+    assert (
+        body.encode()[: second.prefix.common_prefix_bytes]
+        .decode()
+        .endswith("本轮时间：2026-11-28 20:4")
+    )
+
+
+def test_record_prefix_false_compares_without_remembering():
+    runtime = make_runtime()
+    first = _request(runtime, example_turn())
+    peek = _request(runtime, later(example_turn(), 5), record_prefix=False)
+    again = _request(runtime, example_turn())
+    assert peek.prefix.first_difference is not None
+    assert again.prefix.common_prefix_bytes == len(first.body_bytes())
+
+
+def test_compare_reports_extension_and_model_change():
+    segments = [("model", '{"model":"a"'), ("message 0 (user)", ',"x":1}')]
+    extended = compare_request_prefix(b'{"model":"a"', segments)
+    assert (extended.common_prefix_bytes, extended.first_difference) == (12, None)
+    changed = compare_request_prefix(b'{"model":"b","x":1}', segments)
+    assert (changed.common_prefix_bytes, changed.first_difference) == (10, "model")

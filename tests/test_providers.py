@@ -1,0 +1,197 @@
+"""Provider request bodies: formats, images, cache breakpoints, the sidecar never on the wire."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import pytest
+from support_turn_context import PNG_BYTES, PNG_DATA_URL, example_turn, make_runtime
+
+from framework import (
+    ImageFetchError,
+    ProviderApi,
+    ProviderSpec,
+    build_provider_request,
+    build_turn_context,
+    conversation_key,
+    hookimpl,
+)
+from framework.providers.bodies import MAX_CACHE_BREAKPOINTS
+from framework.providers.wire import TIMELINE_IMAGES_TEXT
+
+CURRENT = "https://img.example.net/board.jpg"
+QUOTED = "https://img.example.net/map.jpg"
+TIMELINE = "https://img.example.net/cat-1.jpg"
+
+
+def image_turn():
+    turn = example_turn()
+    return attrs.evolve(
+        turn,
+        message=attrs.evolve(turn.message, images=(CURRENT,)),
+        quoted_message_images=(QUOTED,),
+    )
+
+
+def request_for(api, turn=None, runtime=None, **spec):
+    runtime = runtime or make_runtime()
+    turn = turn or example_turn()
+    context = build_turn_context(runtime, turn, runtime.render(turn))
+    return build_provider_request(runtime, context, ProviderSpec(api=api, model="m", **spec))
+
+
+def test_openai_chat_body_shape():
+    body = request_for(ProviderApi.OPENAI_CHAT, image_turn()).body
+    assert list(body) == ["model", "messages", "max_tokens"]
+    system, *rest = body["messages"]
+    assert system["role"] == "system" and system["content"].startswith("【安全约束】")
+    vision, current = rest[-2], rest[-1]
+    assert vision["content"][0] == {"type": "text", "text": TIMELINE_IMAGES_TEXT}
+    assert vision["content"][1] == {"type": "image_url", "image_url": {"url": TIMELINE}}
+    assert [p["type"] for p in current["content"]] == ["text", "image_url", "image_url"]
+    assert [p["image_url"]["url"] for p in current["content"][1:]] == [CURRENT, QUOTED]
+    assert isinstance(rest[0]["content"], str)  # text-only messages are plain strings
+
+
+def test_openai_responses_body_shape():
+    body = request_for(ProviderApi.OPENAI_RESPONSES, image_turn()).body
+    assert list(body) == ["model", "instructions", "input", "max_output_tokens"]
+    assert body["instructions"].startswith("【安全约束】")
+    current = body["input"][-1]
+    assert [p["type"] for p in current["content"]] == ["input_text", "input_image", "input_image"]
+    assert current["content"][1] == {"type": "input_image", "image_url": CURRENT, "detail": "auto"}
+    assistant = next(item for item in body["input"] if item["role"] == "assistant")
+    assert assistant["content"][0]["type"] == "output_text"
+
+
+def test_anthropic_body_shape_and_cache_breakpoints():
+    body = request_for(ProviderApi.ANTHROPIC, image_turn()).body
+    assert list(body) == ["model", "max_tokens", "system", "messages"]
+    stable, turn_block = body["system"]
+    assert stable["cache_control"] == {"type": "ephemeral"}
+    assert stable["text"].endswith("聊得挺顺。")  # the last profile section
+    assert "cache_control" not in turn_block
+    assert turn_block["text"].startswith("【用户明确教导】")
+    current = body["messages"][-1]["content"]
+    assert current[1] == {"type": "image", "source": {"type": "url", "url": CURRENT}}
+    marked = [
+        block
+        for message in body["messages"]
+        for block in message["content"]
+        if "cache_control" in block
+    ]
+    assert len(marked) == 3
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    total = len(marked) + sum("cache_control" in b for b in body["system"])
+    assert total <= MAX_CACHE_BREAKPOINTS
+
+
+def test_anthropic_uses_all_breakpoints_on_messages_only_up_to_the_limit():
+    runtime = make_runtime()
+    turn = example_turn()
+    context = build_turn_context(runtime, turn, runtime.render(turn))
+    bare = attrs.evolve(
+        context,
+        active_system_prompt=attrs.evolve(context.active_system_prompt, text="", sections=()),
+    )
+    body = build_provider_request(runtime, bare, ProviderSpec(api="anthropic", model="m")).body
+    assert len(body["system"]) == 1 and "cache_control" not in body["system"][0]
+    marked = sum("cache_control" in m["content"][-1] for m in body["messages"])
+    assert marked == 3
+
+
+@pytest.mark.parametrize("api", list(ProviderApi))
+def test_text_provider_sees_image_marks_and_nothing_is_fetched(api):
+    fetched = []
+
+    class Fetcher:
+        @hookimpl
+        def fetch_image(self, url, limits):
+            fetched.append(url)
+
+    runtime = make_runtime(extra_plugins=(Fetcher(),))
+    request = request_for(api, image_turn(), runtime, supports_images=False, inline_images=True)
+    text = request.body_text()
+    assert fetched == []
+    assert "img.example.net" not in text
+    assert TIMELINE_IMAGES_TEXT not in text
+    assert "[图片] [图片]" in text  # the current message's two images
+    assert request.trace["images"]["sent"] == 0
+
+
+@pytest.mark.parametrize("api", list(ProviderApi))
+def test_the_sidecar_field_never_reaches_a_provider(api):
+    runtime = make_runtime()
+    turn = example_turn()
+    runtime.conversations.notes.push(conversation_key(turn), "[系统备注：首次对话]")
+    text = request_for(api, turn, runtime).body_text()
+    assert "api_content" not in text and "首次对话" in text
+
+
+def test_inline_images_are_fetched_once_and_sent_as_base64():
+    calls = []
+
+    class Fetcher:
+        @hookimpl
+        def fetch_image(self, url, limits):
+            calls.append(url)
+            from framework import FetchedImage
+
+            return FetchedImage(url=url, media_type="image/png", data=PNG_BYTES)
+
+    runtime = make_runtime(extra_plugins=(Fetcher(),))
+    turn = attrs.evolve(image_turn(), quoted_message_images=(CURRENT,))
+    anthropic = request_for(ProviderApi.ANTHROPIC, turn, runtime, inline_images=True)
+    assert sorted(calls) == sorted([CURRENT, TIMELINE])
+    source = anthropic.body["messages"][-1]["content"][1]["source"]
+    assert source["type"] == "base64" and source["media_type"] == "image/png"
+    chat = request_for(ProviderApi.OPENAI_CHAT, turn, runtime, inline_images=True)
+    assert chat.body["messages"][-1]["content"][1]["image_url"]["url"] == PNG_DATA_URL
+
+
+def test_a_failed_fetch_degrades_to_an_image_mark_and_is_traced():
+    class Fetcher:
+        @hookimpl
+        def fetch_image(self, url, limits):
+            if url == CURRENT:
+                raise ImageFetchError("image is larger than 5242880 bytes")
+            from framework import FetchedImage
+
+            return FetchedImage(url=url, media_type="image/png", data=PNG_BYTES)
+
+    runtime = make_runtime(extra_plugins=(Fetcher(),))
+    request = request_for(ProviderApi.OPENAI_CHAT, image_turn(), runtime, inline_images=True)
+    parts = request.body["messages"][-1]["content"]
+    assert parts[1] == {"type": "text", "text": "[图片]"}
+    assert parts[2]["type"] == "image_url"
+    failed = request.trace["images"]["failed"]
+    assert failed == [
+        {"url": CURRENT, "reason": "ImageFetchError: image is larger than 5242880 bytes"}
+    ]
+
+
+def test_timeline_images_already_sent_as_current_images_are_not_repeated():
+    turn = attrs.evolve(image_turn(), quoted_message_images=(TIMELINE.upper(),))
+    body = request_for(ProviderApi.OPENAI_CHAT, turn).body
+    assert TIMELINE_IMAGES_TEXT not in json.dumps(body, ensure_ascii=False)
+
+
+def test_multimodal_notes_part_follows_the_images():
+    runtime = make_runtime()
+    turn = image_turn()
+    runtime.conversations.notes.push(conversation_key(turn), "[系统备注：首次对话]")
+    body = request_for(ProviderApi.OPENAI_RESPONSES, turn, runtime).body
+    assert body["input"][-1]["content"][-1] == {
+        "type": "input_text",
+        "text": "[系统备注：首次对话]",
+    }
+
+
+def test_spec_from_config_uses_the_default_model_per_api():
+    from framework.config import ProviderConfig
+
+    spec = ProviderSpec.from_config(ProviderConfig(), "anthropic")
+    assert (spec.api, spec.model) == (ProviderApi.ANTHROPIC, "claude-sonnet-4-5")
+    spec = ProviderSpec.from_config(ProviderConfig(model="qwen-plus", supports_images=False))
+    assert (spec.api, spec.model, spec.supports_images) == ("openai_chat", "qwen-plus", False)

@@ -1,0 +1,145 @@
+"""One test per turn-context hook, and the docs section each hook must have."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from support_turn_context import PNG_BYTES, example_turn, make_runtime
+
+from framework import (
+    FetchedImage,
+    PromptMessage,
+    ProviderApi,
+    ProviderSpec,
+    SubmitResult,
+    build_provider_request,
+    build_turn_context,
+    hookimpl,
+    submit_request,
+)
+from framework.plugins import DEFAULT_PLUGINS
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugin_hooks.md"
+HOOKS = ("collect_turn_notes", "compress_turn_messages", "fetch_image", "submit_request")
+
+
+def _context(runtime, turn=None):
+    turn = turn or example_turn()
+    return build_turn_context(runtime, turn, runtime.render(turn))
+
+
+def test_hook_collect_turn_notes():
+    seen = []
+
+    class VoiceChannel:
+        @hookimpl
+        def collect_turn_notes(self, context):
+            seen.append(context.turn.message.sender_id)
+            return ["[系统备注：语音频道 桌游-语音（3 人）]", "[系统备注：首次对话]"]
+
+    class Broken:
+        @hookimpl
+        def collect_turn_notes(self, context):
+            raise RuntimeError("directory unavailable")
+
+    runtime = make_runtime(extra_plugins=(VoiceChannel(), Broken()))
+    context = _context(runtime)
+    assert seen == ["30017"]
+    assert context.notes == ("[系统备注：语音频道 桌游-语音（3 人）]", "[系统备注：首次对话]")
+    assert context.trace["note_failures"] == [
+        {
+            "plugin": context.trace["note_failures"][0]["plugin"],
+            "error": "RuntimeError: directory unavailable",
+        }
+    ]
+    assert "首次对话" in context.current_message.api_content
+
+
+def test_hook_compress_turn_messages():
+    calls = []
+
+    class KeepLast:
+        @hookimpl
+        def compress_turn_messages(self, messages, pass_number, protect_first, protect_last):
+            calls.append((pass_number, protect_first, protect_last))
+            return [
+                PromptMessage(role="user", content="【此前对话摘要】桌游局", source="summary"),
+                messages[-1],
+            ]
+
+    runtime = make_runtime(
+        extra_plugins=(KeepLast(),), threshold_tokens=200, protect_first=1, protect_last=1
+    )
+    context = _context(runtime)
+    assert calls[0] == (1, 1, 1)
+    assert [m.source for m in context.messages] == ["summary", "current"]
+    assert context.current_turn_user_idx == 1
+
+
+def test_hook_fetch_image():
+    urls = []
+
+    class Fetcher:
+        @hookimpl
+        def fetch_image(self, url, limits):
+            urls.append((url, limits.max_bytes))
+            return FetchedImage(url=url, media_type="image/png", data=PNG_BYTES)
+
+    runtime = make_runtime(extra_plugins=(Fetcher(),))
+    spec = ProviderSpec(api=ProviderApi.ANTHROPIC, model="m", inline_images=True)
+    request = build_provider_request(runtime, _context(runtime), spec)
+    assert urls == [("https://img.example.net/cat-1.jpg", 5 * 1024 * 1024)]
+    assert request.trace["images"] == {"sent": 1, "timeline": 1, "inline": True, "failed": []}
+
+
+def test_hook_submit_request():
+    class Echo:
+        @hookimpl
+        def submit_request(self, request, config):
+            return SubmitResult(
+                sent=True, status="ok", text=f"{request.api.value}:{config.provider.max_tokens}"
+            )
+
+    runtime = make_runtime()
+    request = build_provider_request(runtime, _context(runtime))
+    offline = submit_request(runtime, request)
+    assert (offline.sent, offline.status) == (False, "offline")
+    assert "openai_compat" in offline.detail
+    runtime = make_runtime(extra_plugins=(Echo(),))
+    result = submit_request(runtime, build_provider_request(runtime, _context(runtime)))
+    assert (result.sent, result.text) == (True, "openai_chat:1024")
+
+
+def test_a_raising_submit_becomes_an_error_result():
+    class Down:
+        @hookimpl
+        def submit_request(self, request, config):
+            raise ConnectionError("provider down")
+
+    runtime = make_runtime(extra_plugins=(Down(),))
+    result = submit_request(runtime, build_provider_request(runtime, _context(runtime)))
+    assert (result.sent, result.status, result.detail) == (
+        False,
+        "error",
+        "ConnectionError: provider down",
+    )
+
+
+def test_request_defaults_is_a_builtin_plugin():
+    assert "builtin_plugins.request_defaults" in DEFAULT_PLUGINS
+    runtime = make_runtime()
+    assert set(runtime.plugins.hooks_of("request_defaults")) == {
+        "compress_turn_messages",
+        "fetch_image",
+        "submit_request",
+    }
+
+
+def test_turn_context_hooks_have_a_docs_section_and_a_test():
+    text = DOCS.read_text(encoding="utf-8")
+    headings = set(re.findall(r"^## `(\w+)\(", text, flags=re.MULTILINE))
+    source = Path(__file__).read_text(encoding="utf-8")
+    for hook in HOOKS:
+        assert hook in headings, f"docs/plugin_hooks.md has no section for {hook}"
+        assert f"def test_hook_{hook}(" in source
