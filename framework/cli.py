@@ -12,15 +12,30 @@ import click
 
 from framework.config import Config
 from framework.errors import PromptweaveError, TurnFileError
-from framework.runtime import Promptweave
+from framework.runtime import Promptweave, RenderedTurn
+from framework.store.retrieval_import import AUTO_KIND, KINDS, import_files
+from framework.store.stores import Stores
 from framework.turnfile import load_turn_file
 
 __all__ = ["cli"]
 
 
-def _runtime(config_path: Path | None) -> Promptweave:
+def _config(config_path: Path | None, store: Path | None = None) -> Config:
+    """The config in force; ``store`` replaces its store with that SQLite file."""
     try:
-        return Promptweave.from_config(Config.discover(config_path))
+        config = Config.discover(config_path)
+    except PromptweaveError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if store is not None:
+        config = attrs.evolve(
+            config, store=attrs.evolve(config.store, backend="sqlite", path=str(store.resolve()))
+        )
+    return config
+
+
+def _runtime(config_path: Path | None, store: Path | None = None) -> Promptweave:
+    try:
+        return Promptweave.from_config(_config(config_path, store))
     except PromptweaveError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -28,6 +43,12 @@ def _runtime(config_path: Path | None) -> Promptweave:
 def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
+
+store_option = click.option(
+    "--store",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="SQLite store file to use instead of [store] of the config.",
+)
 
 config_option = click.option(
     "--config",
@@ -107,12 +128,14 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     type=click.Choice(["text", "json"]),
     help="Output format.",
 )
+@store_option
 @config_option
 def render(
     turn_file: Path,
     bot_id: str | None,
     group_id: str | None,
     output_format: str,
+    store: Path | None,
     config_path: Path | None,
 ) -> None:
     """Assemble one turn from TURN_FILE and print the system prompt, messages and trace."""
@@ -125,7 +148,7 @@ def render(
         turn = attrs.evolve(turn, bot=attrs.evolve(turn.bot, id=bot_id))
     if group_id is not None:
         turn = attrs.evolve(turn, group_id=group_id)
-    result = _runtime(config_path).render(turn)
+    result = _runtime(config_path, store).render(turn)
     if output_format == "json":
         _echo_json(result.to_json())
         return
@@ -144,3 +167,65 @@ def render(
             f"{entry['id']:<20} {entry['status']:<9} {entry['chars']:>5} chars  "
             f"{entry['plugin']}{extra}"
         )
+    _echo_retrieval(result)
+
+
+def _echo_retrieval(result: RenderedTurn) -> None:
+    retrieval = result.trace["retrieval"]
+    memory = "allowed" if retrieval["allow_persistent_memory"] else "skipped (short social turn)"
+    click.echo("\n==== retrieval ====")
+    click.echo(f"query: {retrieval['query']}")
+    click.echo(f"persistent memory: {memory}")
+    for section_id, entries in retrieval["sections"].items():
+        for entry in entries:
+            status = entry["status"]
+            if "reason" in entry:
+                status += f" ({entry['reason']}{': ' + entry['error'] if 'error' in entry else ''})"
+            click.echo(
+                f"{section_id:<20} {entry['retriever']:<20} {status:<12} "
+                f"{len(entry['hits'])} hits  {entry['duration_ms']:.1f} ms"
+            )
+            for hit in entry["hits"]:
+                click.echo(f"    {hit['score']:>6.3f}  {hit['text']}")
+
+
+@cli.command(name="import")
+@click.argument("kind", type=click.Choice([*KINDS, AUTO_KIND]))
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@store_option
+@click.option("--bot", "bot_id", default=None, help="Bot id of records that name none.")
+@click.option(
+    "--group",
+    "group_id",
+    default=None,
+    help="Group id of records that name none ('' for the private-chat scope).",
+)
+@config_option
+def import_data(
+    kind: str,
+    files: tuple[Path, ...],
+    store: Path | None,
+    bot_id: str | None,
+    group_id: str | None,
+    config_path: Path | None,
+) -> None:
+    """Load retrieval data of KIND from FILES into the store, all or nothing.
+
+    KIND is one of the data kinds, or 'auto' to tell each file's kind from its name
+    (memories.jsonl, knowledge/*.md…); a directory imports every file in it.
+    """
+    config = _config(config_path, store)
+    if config.store.backend != "sqlite":
+        raise click.ClickException(
+            "the configured store is in memory; give --store FILE to import into a SQLite file"
+        )
+    stores = Stores.from_config(config)
+    try:
+        written = import_files(
+            stores.retrieval, kind, list(files), bot_id=bot_id, group_id=group_id
+        )
+    except PromptweaveError as exc:
+        raise click.ClickException(str(exc)) from exc
+    path = config.resolve_path(config.store.path)
+    summary = ", ".join(f"{count} {name}" for name, count in written.items()) or "nothing"
+    click.echo(f"imported {summary} into {path}")

@@ -8,6 +8,7 @@ items of their own: the context hands a section whatever its retrievers returned
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 
 import attrs
 
@@ -38,6 +39,10 @@ def _bubble_cap(value: int) -> int:
 
 def _at_least_one(value: int) -> int:
     return max(1, int(value))
+
+
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
 
 
 class MemoryKind(enum.StrEnum):
@@ -85,8 +90,8 @@ class RelationshipNote:
     :param affinity: from -1 (aversion) to 1 (close friend); 0 means no affinity line.
     """
 
-    facts: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    guidance: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    facts: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    guidance: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     affinity: float = attrs.field(default=0.0, converter=_clamp_unit)
 
 

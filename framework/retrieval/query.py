@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -130,6 +130,14 @@ class RetrievalHit:
         return data
 
 
+def _items(value: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(value)
+
+
+def _hits(value: Iterable[RetrievalHit]) -> tuple[RetrievalHit, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class RetrievalResult:
     """What a retriever may return instead of a bare iterable of items.
@@ -141,8 +149,8 @@ class RetrievalResult:
     :param details: free-form trace details (for example the terms searched).
     """
 
-    items: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
-    hits: tuple[RetrievalHit, ...] = attrs.field(default=(), converter=tuple)
+    items: tuple[Any, ...] = attrs.field(default=(), converter=_items)
+    hits: tuple[RetrievalHit, ...] = attrs.field(default=(), converter=_hits)
     skipped: SkipReason | None = attrs.field(
         default=None, converter=attrs.converters.optional(SkipReason)
     )
