@@ -55,9 +55,14 @@ def _sections(text: str, title: str) -> Iterator[tuple[str, list[str]]]:
 
     for raw in text.splitlines():
         if raw.strip().startswith("```"):
+            close_paragraph()
             in_fence = not in_fence
             continue
-        found = None if in_fence else _HEADING.match(raw)
+        if in_fence:  # code keeps its lines and its characters
+            if raw.strip():
+                paragraphs.append(raw.rstrip())
+            continue
+        found = _HEADING.match(raw)
         if found:
             close_paragraph()
             if paragraphs:

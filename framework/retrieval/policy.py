@@ -42,7 +42,7 @@ SOCIAL_ONLY_ACTIONS: frozenset[SocialAction] = frozenset(
 
 #: Words that make a message look like a question the knowledge documents may answer.
 KNOWLEDGE_QUESTION_WORDS: tuple[str, ...] = (
-    "怎么", "如何", "怎样", "什么是", "啥是", "能不能", "可以吗", "咋整", "咋弄", "help", "faq",
+    "怎么", "如何", "怎样", "什么是", "是什么", "啥是", "能不能", "可以吗", "咋整", "咋弄", "help", "faq",
     "清空", "开关", "配置", "绑定", "登录", "规则", "规定", "须知", "公告", "几点", "什么时候",
     "在哪", "哪里", "地点", "地方", "流程", "教程", "收费", "报名",
 )  # fmt: skip

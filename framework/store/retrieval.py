@@ -52,6 +52,20 @@ def _aware(_instance: Any, attribute: attrs.Attribute[Any], value: dt.datetime |
         raise ValueError(f"{attribute.name} {value.isoformat()} has no UTC offset")
 
 
+def _choice(enum_type: type[MemoryKind] | type[LearningType]) -> Any:
+    """An enum converter whose error names the field's allowed values."""
+    allowed = ", ".join(member.value for member in enum_type)
+    name = {MemoryKind: "kind", LearningType: "learning_type"}[enum_type]
+
+    def convert(value: Any) -> Any:
+        try:
+            return enum_type(value)
+        except ValueError:
+            raise ValueError(f"{name} must be one of {allowed}, not {value!r}") from None
+
+    return convert
+
+
 _required = attrs.field(validator=_non_blank)
 _moment = attrs.field(default=None, validator=_aware)
 _unit_interval = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
@@ -67,7 +81,7 @@ class MemoryRecord:
 
     bot_id: str = _required
     group_id: str
-    kind: MemoryKind = attrs.field(converter=MemoryKind)
+    kind: MemoryKind = attrs.field(converter=_choice(MemoryKind))
     text: str = _required
     source: str = ""
     id: str = ""
@@ -166,7 +180,9 @@ class BehaviorRecord:
     scene: str = _required
     action: str = _required
     outcome: str = ""
-    learning_type: LearningType = attrs.field(default=LearningType.OBSERVED, converter=LearningType)
+    learning_type: LearningType = attrs.field(
+        default=LearningType.OBSERVED, converter=_choice(LearningType)
+    )
     support: int = attrs.field(default=1, validator=attrs.validators.ge(1))
 
 
