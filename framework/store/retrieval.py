@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+E = TypeVar("E", MemoryKind, LearningType)
 
 
 def _non_blank(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
@@ -52,18 +53,20 @@ def _aware(_instance: Any, attribute: attrs.Attribute[Any], value: dt.datetime |
         raise ValueError(f"{attribute.name} {value.isoformat()} has no UTC offset")
 
 
-def _choice(enum_type: type[MemoryKind] | type[LearningType]) -> Any:
-    """An enum converter whose error names the field's allowed values."""
-    allowed = ", ".join(member.value for member in enum_type)
-    name = {MemoryKind: "kind", LearningType: "learning_type"}[enum_type]
+def _member(enum_type: type[E], name: str, value: Any) -> E:
+    try:
+        return enum_type(value)
+    except ValueError:
+        allowed = ", ".join(member.value for member in enum_type)
+        raise ValueError(f"{name} must be one of {allowed}, not {value!r}") from None
 
-    def convert(value: Any) -> Any:
-        try:
-            return enum_type(value)
-        except ValueError:
-            raise ValueError(f"{name} must be one of {allowed}, not {value!r}") from None
 
-    return convert
+def _memory_kind(value: Any) -> MemoryKind:
+    return _member(MemoryKind, "kind", value)
+
+
+def _learning_type(value: Any) -> LearningType:
+    return _member(LearningType, "learning_type", value)
 
 
 _required = attrs.field(validator=_non_blank)
@@ -81,7 +84,7 @@ class MemoryRecord:
 
     bot_id: str = _required
     group_id: str
-    kind: MemoryKind = attrs.field(converter=_choice(MemoryKind))
+    kind: MemoryKind = attrs.field(converter=_memory_kind)
     text: str = _required
     source: str = ""
     id: str = ""
@@ -181,7 +184,7 @@ class BehaviorRecord:
     action: str = _required
     outcome: str = ""
     learning_type: LearningType = attrs.field(
-        default=LearningType.OBSERVED, converter=_choice(LearningType)
+        default=LearningType.OBSERVED, converter=_learning_type
     )
     support: int = attrs.field(default=1, validator=attrs.validators.ge(1))
 
