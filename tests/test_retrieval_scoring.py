@@ -55,4 +55,4 @@ def test_indexed_terms_match_whole_bigram_tokens_through_the_trigram_tokenizer()
 
 
 def test_fts_query_escapes_double_quotes():
-    assert fts_query(['a"b']) == '" a""b "'
+    assert fts_query(['a"b', "桌游"]) == '" a""b " OR "桌游#"'

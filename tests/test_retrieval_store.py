@@ -287,3 +287,23 @@ def test_no_search_ever_returns_another_bots_or_groups_data(store, seed):
         }
         summaries = store.list_summaries(bot, group or None, user, 50)
         assert len(summaries) == 1 and summaries[0].startswith(f"{bot}/{group}/{user}:")
+
+
+def test_sqlite_search_matches_on_the_rarest_query_terms(tmp_path):
+    store = SQLiteRetrievalStore(SQLiteDatabase(tmp_path / "s.sqlite3"))
+    common = "周六晚上一起去公园散步看花喝茶聊天拍照"
+    store.write(
+        RetrievalBatch(
+            memories=(
+                *(memory(f"{common}（{i}）") for i in range(30)),
+                memory("格子桌游吧要提前订位"),
+            )
+        )
+    )
+    terms = query_terms(common + "，格子桌游吧")
+    assert len(terms) > retrieval_sqlite.MAX_MATCH_TERMS
+    found = store._match_terms("memories_vocab", terms)
+    assert len(found) == retrieval_sqlite.MAX_MATCH_TERMS
+    assert {"格子", "子桌", "桌游", "游吧"} <= set(found)  # in one document each: the rarest
+    texts = [hit.record.text for hit in store.search_memories("b1", "g1", terms, limit=40)]
+    assert "格子桌游吧要提前订位" in texts

@@ -3,12 +3,14 @@
 Chinese has no spaces, so a *term* is a character bigram of every run of CJK (or other non-ASCII)
 letters, and a whole lowercase word of every ASCII run; most Chinese words are two characters
 long, so bigrams match words whatever their neighbours are. The SQLite store indexes a text's
-terms as space-separated tokens in an FTS5 table with the ``trigram`` tokenizer: the phrase
-``" 桌游 "`` then matches exactly the token ``桌游``, and FTS5's ``bm25`` weighs rare shared terms
-above common ones.
+terms as space-separated tokens in an FTS5 table with the ``trigram`` tokenizer: a bigram is
+written ``桌游#``, which is exactly one trigram, so ``"桌游#"`` matches the token ``桌游`` and nothing
+else; a word is written `` help `` and matched as that phrase. FTS5's ``bm25`` weighs rare shared
+terms above common ones.
 
-The score (``docs/retrieval.md``, "Scoring"): ``bm25`` picks and orders the candidates, then each
-candidate gets
+The score (``docs/retrieval.md``, "Scoring"): the rarest query terms (at most
+:data:`MAX_MATCH_TERMS`) pick candidates through FTS5, ``bm25`` orders them, then each candidate
+gets
 
     score = matched / min(query terms, text terms)  ×  min(1, matched / 2)
 
@@ -25,10 +27,12 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 
 __all__ = [
+    "MAX_MATCH_TERMS",
     "MAX_QUERY_TERMS",
     "STOP_TERMS",
     "fts_query",
     "index_text",
+    "index_token",
     "normalize_query",
     "query_terms",
     "score_text",
@@ -37,6 +41,10 @@ __all__ = [
 
 #: A very long message contributes at most this many distinct terms to a search.
 MAX_QUERY_TERMS = 64
+#: The full-text index is asked for texts sharing at most this many of the query's rarest terms;
+#: common terms cost the most to look up and tell the least (every term still counts in the
+#: score).
+MAX_MATCH_TERMS = 8
 
 #: Bigrams so common in chat that sharing them says nothing about the topic.
 STOP_TERMS: frozenset[str] = frozenset(
@@ -80,16 +88,22 @@ def query_terms(text: str) -> tuple[str, ...]:
     return tuple(found)[:MAX_QUERY_TERMS]
 
 
+def index_token(term: str) -> str:
+    """How a term is written in the index (and looked up): ``桌游#`` (one trigram) for a bigram,
+    `` help `` (a phrase between spaces) for a word."""
+    return f" {term} " if term.isascii() else f"{term}#"
+
+
 def index_text(text: str) -> str:
-    """The form a text is indexed in: its terms as space-separated tokens, padded with spaces so
-    that every token, the first and last included, sits between two spaces."""
-    terms = list(dict.fromkeys(_terms(text)))
-    return f" {' '.join(terms)} " if terms else ""
+    """The form a text is indexed in: its distinct terms' tokens, separated and surrounded by
+    spaces."""
+    terms = dict.fromkeys(_terms(text))
+    return f" {' '.join(index_token(term) for term in terms)} " if terms else ""
 
 
 def fts_query(terms: Sequence[str]) -> str:
     """An FTS5 ``MATCH`` expression finding texts that share any of ``terms``."""
-    return " OR ".join('" ' + term.replace('"', '""') + ' "' for term in terms)
+    return " OR ".join('"' + index_token(term).replace('"', '""') + '"' for term in terms)
 
 
 def score_text(terms: Collection[str], text_term_set: Collection[str]) -> tuple[float, int]:

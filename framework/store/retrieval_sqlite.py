@@ -2,7 +2,8 @@
 
 Memories and knowledge chunks are indexed in FTS5 tables with the ``trigram`` tokenizer, over
 their terms (``framework.retrieval.scoring.index_text``), kept in sync by triggers. A search asks
-FTS5 for the best candidates by ``bm25`` within the scope, then scores them
+FTS5 for the best candidates by ``bm25`` within the scope (matching the query's rarest terms, by
+the ``fts5vocab`` document counts), then scores them
 (:func:`framework.retrieval.scoring.score_text`). Until something is written, a store whose file
 does not exist reads as empty and creates nothing.
 """
@@ -20,7 +21,14 @@ import attrs
 
 from framework.items import LearningType, MemoryKind
 from framework.retrieval.chunking import chunk_document
-from framework.retrieval.scoring import fts_query, index_text, score_text, text_terms
+from framework.retrieval.scoring import (
+    MAX_MATCH_TERMS,
+    fts_query,
+    index_text,
+    index_token,
+    score_text,
+    text_terms,
+)
 from framework.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
@@ -57,6 +65,7 @@ MIGRATIONS = (
         CREATE VIRTUAL TABLE memories_fts USING fts5(
             terms, content='memories', content_rowid='id', tokenize='trigram'
         );
+        CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, 'row');
         CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
             INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
         END;
@@ -81,6 +90,7 @@ MIGRATIONS = (
             title_terms, terms, content='knowledge_chunks', content_rowid='id',
             tokenize='trigram'
         );
+        CREATE VIRTUAL TABLE knowledge_vocab USING fts5vocab(knowledge_fts, 'row');
         CREATE TRIGGER knowledge_ai AFTER INSERT ON knowledge_chunks BEGIN
             INSERT INTO knowledge_fts (rowid, title_terms, terms)
             VALUES (new.id, new.title_terms, new.terms);
@@ -172,6 +182,22 @@ class SQLiteRetrievalStore:
                     self._ready = True
         return self.database.connection()
 
+    def _match_terms(self, vocabulary: str, terms: Sequence[str]) -> list[str]:
+        """The rarest :data:`MAX_MATCH_TERMS` terms the index holds (words, whose frequency the
+        trigram vocabulary cannot tell, count as rare)."""
+        bigrams = [term for term in terms if not term.isascii()]
+        marks = ", ".join("?" * len(bigrams))
+        frequency = {
+            row["term"][:-1]: row["doc"]
+            for row in self._rows(
+                f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})",
+                [index_token(term) for term in bigrams],
+            )
+        }
+        words = [term for term in terms if term.isascii()]
+        rare = sorted((term for term in bigrams if term in frequency), key=frequency.__getitem__)
+        return [*words, *rare][:MAX_MATCH_TERMS]
+
     def _rows(self, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
         connection = self._open(create=False)
         if connection is None:
@@ -262,7 +288,8 @@ class SQLiteRetrievalStore:
     def search_memories(
         self, bot_id: str, group_id: str, terms: Sequence[str], *, limit: int
     ) -> list[Scored[MemoryRecord]]:
-        if not terms:
+        match = self._match_terms("memories_vocab", terms)
+        if not match:
             return []
         rows = self._rows(
             "SELECT m.kind, m.text, m.terms, m.source, m.external_id, m.created_at,"
@@ -270,7 +297,7 @@ class SQLiteRetrievalStore:
             " FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid"
             " WHERE memories_fts MATCH ? AND m.bot_id = ? AND m.group_id = ?"
             " ORDER BY rank LIMIT ?",
-            (fts_query(terms), bot_id, group_id, max(50, limit * CANDIDATES_PER_HIT)),
+            (fts_query(match), bot_id, group_id, max(50, limit * CANDIDATES_PER_HIT)),
         )
         candidates = [
             (
@@ -293,7 +320,8 @@ class SQLiteRetrievalStore:
     def search_knowledge(
         self, bot_id: str, group_id: str, terms: Sequence[str], *, limit: int
     ) -> list[Scored[KnowledgeChunk]]:
-        if not terms:
+        match = self._match_terms("knowledge_vocab", terms)
+        if not match:
             return []
         # A term in the title weighs twice a term in the text.
         rows = self._rows(
@@ -302,7 +330,7 @@ class SQLiteRetrievalStore:
             " FROM knowledge_fts JOIN knowledge_chunks AS k ON k.id = knowledge_fts.rowid"
             " WHERE knowledge_fts MATCH ? AND k.bot_id = ? AND k.group_id = ?"
             " ORDER BY rank LIMIT ?",
-            (fts_query(terms), bot_id, group_id, max(50, limit * CANDIDATES_PER_HIT)),
+            (fts_query(match), bot_id, group_id, max(50, limit * CANDIDATES_PER_HIT)),
         )
         candidates = [
             (
