@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import cattrs
+import cattrs.v
 
 from framework.errors import ConfigError
 
@@ -41,13 +42,21 @@ converter.register_unstructure_hook(dt.datetime, lambda value: value.isoformat()
 converter.register_structure_hook(str, _structure_str)
 
 
+def format_exception(exc: BaseException, type_: type | None) -> str:
+    """cattrs' wording, except that a ValueError a record raised itself keeps its message (its
+    validators and converters name the field and the rule)."""
+    if isinstance(exc, ValueError) and type_ is None:
+        return str(exc)
+    return cattrs.v.format_exception(exc, type_)
+
+
 def structure(data: Any, cls: type[T], source: str, error: type[ConfigError] = ConfigError) -> T:
     """Structure ``data`` into ``cls``; raise ``error`` with one line per problem."""
     try:
         return converter.structure(data, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         if isinstance(exc, cattrs.BaseValidationError):
-            problems = cattrs.transform_error(exc, path="$")
+            problems = cattrs.transform_error(exc, path="$", format_exception=format_exception)
         else:
             problems = [str(exc)]
         raise error(source, problems) from exc

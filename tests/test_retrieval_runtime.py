@@ -10,6 +10,7 @@ from retrieval_support import BOT, GROUP, make_turn
 
 from framework import (
     Config,
+    ConfigError,
     MemoryItem,
     MemoryRecord,
     Promptweave,
@@ -225,3 +226,15 @@ def test_cli_render_shows_skip_reasons(example_store):
     )
     assert "persistent memory: skipped (short social turn)" in result.output
     assert "skipped (not_a_knowledge_question)" in result.output
+
+
+def test_retrieval_settings_and_timeouts_are_read_from_the_config_file(tmp_path):
+    path = tmp_path / "promptweave.toml"
+    path.write_text(
+        "[retrieval]\nmemory_limit = 2\n\n[retrieval.timeouts]\nmemory = 0.25\n", encoding="utf-8"
+    )
+    config = Config.from_file(path)
+    assert (config.retrieval.memory_limit, config.retrieval.timeouts) == (2, {"memory": 0.25})
+    path.write_text("[retrieval.timeouts]\nmemory = 0\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="timeout of 'memory' must be positive"):
+        Config.from_file(path)

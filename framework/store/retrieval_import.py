@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import cattrs
-from cattrs.v import format_exception
 
-from framework._convert import converter
+from framework._convert import converter, format_exception
 from framework.errors import PromptweaveError
 from framework.store.retrieval import (
     BehaviorRecord,
@@ -114,13 +113,6 @@ def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
             ) from exc
 
 
-def _format_exception(exc: BaseException, type_: type | None) -> str:
-    # A record's own validators raise ValueErrors that name the field; keep their words.
-    if isinstance(exc, ValueError) and type_ is None:
-        return str(exc)
-    return format_exception(exc, type_)
-
-
 def _structure(
     data: Any, record: type[Any], defaults: Mapping[str, str]
 ) -> tuple[Any | None, list[str]]:
@@ -129,7 +121,7 @@ def _structure(
     try:
         return converter.structure({**defaults, **data}, record), []
     except cattrs.BaseValidationError as exc:
-        problems = cattrs.transform_error(exc, path="$", format_exception=_format_exception)
+        problems = cattrs.transform_error(exc, path="$", format_exception=format_exception)
     except (ValueError, TypeError) as exc:
         problems = [str(exc)]
     hints = {
