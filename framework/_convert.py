@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import cattrs
-from cattrs.v import format_exception
+import cattrs.v
 
 from framework.errors import ConfigError
 
@@ -38,18 +38,29 @@ def _structure_str(value: Any, _type: type) -> str:
     return str(value)
 
 
+def _structure_enum(value: Any, cls: type[enum.StrEnum]) -> enum.StrEnum:
+    try:
+        return cls(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in cls)
+        raise ValueError(f"expected one of {choices}, not {value!r}") from None
+
+
 converter.register_structure_hook(dt.datetime, _structure_datetime)
 converter.register_unstructure_hook(dt.datetime, lambda value: value.isoformat())
 converter.register_structure_hook(str, _structure_str)
 # A StrEnum is also a str: without its own hook it would take the str hook and skip validation.
-converter.register_structure_hook(enum.StrEnum, lambda value, cls: cls(value))
+converter.register_structure_hook(enum.StrEnum, _structure_enum)
 
 
-def _format_exception(exc: BaseException, cls: type | None) -> str:
-    # A validator's ValueError carries the useful part ("time … has no UTC offset").
-    if isinstance(exc, ValueError) and cls is None:
-        return f"invalid value ({exc})"
-    return format_exception(exc, cls)
+def format_exception(exc: BaseException, type_: type | None) -> str:
+    """cattrs' wording, except that a ValueError a record raised itself keeps its message (its
+    validators and converters name the field and the rule)."""
+    if isinstance(exc, ValueError) and type_ is None:
+        return str(exc)
+    if isinstance(exc, ValueError) and isinstance(type_, type) and issubclass(type_, enum.Enum):
+        return str(exc)
+    return cattrs.v.format_exception(exc, type_)
 
 
 def structure(data: Any, cls: type[T], source: str, error: type[ConfigError] = ConfigError) -> T:
@@ -58,7 +69,7 @@ def structure(data: Any, cls: type[T], source: str, error: type[ConfigError] = C
         return converter.structure(data, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         if isinstance(exc, cattrs.BaseValidationError):
-            problems = cattrs.transform_error(exc, path="$", format_exception=_format_exception)
+            problems = cattrs.transform_error(exc, path="$", format_exception=format_exception)
         else:
             problems = [str(exc)]
         raise error(source, problems) from exc

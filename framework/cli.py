@@ -17,7 +17,9 @@ from framework.conversation import conversation_key
 from framework.errors import PromptweaveError, TurnFileError
 from framework.prefix import canonical_json
 from framework.providers import ProviderRequest, ProviderSpec, build_provider_request
-from framework.runtime import Promptweave
+from framework.runtime import Promptweave, RenderedTurn
+from framework.store.retrieval_import import AUTO_KIND, KINDS, import_files
+from framework.store.stores import Stores
 from framework.turn import Turn
 from framework.turn_context import TurnContext, build_turn_context
 from framework.turnfile import load_turn_file
@@ -25,9 +27,22 @@ from framework.turnfile import load_turn_file
 __all__ = ["cli"]
 
 
-def _runtime(config_path: Path | None) -> Promptweave:
+def _config(config_path: Path | None, store: Path | None = None) -> Config:
+    """The config in force; ``store`` replaces its store with that SQLite file."""
     try:
-        return Promptweave.from_config(Config.discover(config_path))
+        config = Config.discover(config_path)
+    except PromptweaveError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if store is not None:
+        config = attrs.evolve(
+            config, store=attrs.evolve(config.store, backend="sqlite", path=str(store.resolve()))
+        )
+    return config
+
+
+def _runtime(config_path: Path | None, store: Path | None = None) -> Promptweave:
+    try:
+        return Promptweave.from_config(_config(config_path, store))
     except PromptweaveError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -48,6 +63,12 @@ class _EchoHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         click.echo(f"{record.levelname.lower()}: {record.getMessage()}", err=True)
 
+
+store_option = click.option(
+    "--store",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="SQLite store file to use instead of [store] of the config.",
+)
 
 config_option = click.option(
     "--config",
@@ -137,6 +158,7 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     help="The conversation's previous turn (a turn file) or request body (JSON); report how much "
     "of this request is a byte-identical prefix of it.",
 )
+@store_option
 @config_option
 def render(
     turn_file: Path,
@@ -144,11 +166,12 @@ def render(
     group_id: str | None,
     output_format: str,
     previous_file: Path | None,
+    store: Path | None,
     config_path: Path | None,
 ) -> None:
     """Assemble one turn from TURN_FILE and print the system prompt, messages and trace."""
     turn = _load_turn(turn_file, bot_id, group_id)
-    runtime = _runtime(config_path)
+    runtime = _runtime(config_path, store)
     spec = ProviderSpec.from_config(
         runtime.config.provider, REQUEST_FORMATS.get(output_format, runtime.config.provider.api)
     )
@@ -193,6 +216,26 @@ def render(
             f"{entry['id']:<20} {entry['status']:<9} {entry['chars']:>5} chars  "
             f"{entry['plugin']}{extra}"
         )
+    _echo_retrieval(result)
+
+
+def _echo_retrieval(result: RenderedTurn) -> None:
+    retrieval = result.trace["retrieval"]
+    memory = "allowed" if retrieval["allow_persistent_memory"] else "skipped (short social turn)"
+    click.echo("\n==== retrieval ====")
+    click.echo(f"query: {retrieval['query']}")
+    click.echo(f"persistent memory: {memory}")
+    for section_id, entries in retrieval["sections"].items():
+        for entry in entries:
+            status = entry["status"]
+            if "reason" in entry:
+                status += f" ({entry['reason']}{': ' + entry['error'] if 'error' in entry else ''})"
+            click.echo(
+                f"{section_id:<20} {entry['retriever']:<20} {status:<12} "
+                f"{len(entry['hits'])} hits  {entry['duration_ms']:.1f} ms"
+            )
+            for hit in entry["hits"]:
+                click.echo(f"    {hit['score']:>6.3f}  {hit['text']}")
 
 
 def _load_turn(path: Path, bot_id: str | None, group_id: str | None) -> Turn:
@@ -240,3 +283,45 @@ def _replay_previous(
     runtime.conversations.remember_request(
         conversation_key(turn), spec.api.value, canonical_json(data).encode()
     )
+
+
+@cli.command(name="import")
+@click.argument("kind", type=click.Choice([*KINDS, AUTO_KIND]))
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@store_option
+@click.option("--bot", "bot_id", default=None, help="Bot id of records that name none.")
+@click.option(
+    "--group",
+    "group_id",
+    default=None,
+    help="Group id of records that name none ('' for the private-chat scope).",
+)
+@config_option
+def import_data(
+    kind: str,
+    files: tuple[Path, ...],
+    store: Path | None,
+    bot_id: str | None,
+    group_id: str | None,
+    config_path: Path | None,
+) -> None:
+    """Load retrieval data of KIND from FILES into the store, all or nothing.
+
+    KIND is one of the data kinds, or 'auto' to tell each file's kind from its name
+    (memories.jsonl, knowledge/*.md…); a directory imports every file in it.
+    """
+    config = _config(config_path, store)
+    if config.store.backend != "sqlite":
+        raise click.ClickException(
+            "the configured store is in memory; give --store FILE to import into a SQLite file"
+        )
+    stores = Stores.from_config(config)
+    try:
+        written = import_files(
+            stores.retrieval, kind, list(files), bot_id=bot_id, group_id=group_id
+        )
+    except PromptweaveError as exc:
+        raise click.ClickException(str(exc)) from exc
+    path = config.resolve_path(config.store.path)
+    summary = ", ".join(f"{count} {name}" for name, count in written.items()) or "nothing"
+    click.echo(f"imported {summary} into {path}")

@@ -23,6 +23,7 @@ __all__ = [
     "HistoryConfig",
     "PluginsConfig",
     "ProviderConfig",
+    "RetrievalConfig",
     "StoreConfig",
     "TimelineConfig",
     "TurnContextConfig",
@@ -73,6 +74,52 @@ class StoreConfig:
 
     backend: str = attrs.field(default="sqlite", validator=one_of("sqlite", "memory"))
     path: str = "promptweave.sqlite3"
+
+
+_unit = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
+
+
+def _timeouts(value: Any) -> dict[str, float]:
+    timeouts = {str(name): float(seconds) for name, seconds in dict(value).items()}
+    for name, seconds in timeouts.items():
+        if seconds <= 0:
+            raise ValueError(f"retrieval timeout of {name!r} must be positive, got {seconds}")
+    return timeouts
+
+
+@attrs.frozen(kw_only=True)
+class RetrievalConfig:
+    """Limits and thresholds of the built-in retrievers (``docs/retrieval.md``).
+
+    Scores are in [0, 1] (see "Scoring" in the docs); similarities of expression pairs too.
+
+    :param timeouts: per-retriever timeout in seconds, by retriever name, overriding the
+        retriever's own ``timeout_s``.
+    :param threads: worker threads for synchronous retrievers.
+    :param memory_limit: memories per turn (all four kinds together).
+    :param event_fill: when a group chat has no persistent memory hit, fill in recent group lines
+        that read as events.
+    :param knowledge_question_words: extra words that make a message a knowledge question.
+    :param mid_term_limit: old topics per turn (seed 004: at most 3).
+    :param expression_pairs: direct pairs per turn (seed 004: at most 2).
+    :param strategies: behavior strategies of each kind per turn (seed 004: at most 3).
+    """
+
+    timeouts: dict[str, float] = attrs.field(factory=dict, converter=_timeouts)
+    threads: int = attrs.field(default=8, validator=_positive)
+    memory_limit: int = attrs.field(default=6, validator=_positive)
+    memory_min_score: float = attrs.field(default=0.15, validator=_unit)
+    event_fill: bool = True
+    knowledge_limit: int = attrs.field(default=3, validator=_positive)
+    knowledge_min_score: float = attrs.field(default=0.15, validator=_unit)
+    knowledge_question_words: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    person_facts_limit: int = attrs.field(default=6, validator=_positive)
+    mid_term_limit: int = attrs.field(default=3, validator=_positive)
+    mid_term_min_score: float = attrs.field(default=0.2, validator=_unit)
+    mid_term_scan: int = attrs.field(default=60, validator=_positive)
+    expression_pairs: int = attrs.field(default=2, validator=_positive)
+    expression_min_similarity: float = attrs.field(default=0.5, validator=_unit)
+    strategies: int = attrs.field(default=3, validator=_positive)
 
 
 @attrs.frozen(kw_only=True)
@@ -164,6 +211,7 @@ class Config:
     plugins: PluginsConfig = PluginsConfig()
     turn_context: TurnContextConfig = TurnContextConfig()
     provider: ProviderConfig = ProviderConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
     base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
 
     @classmethod
@@ -205,3 +253,4 @@ class _FileConfig:
     plugins: PluginsConfig = PluginsConfig()
     turn_context: TurnContextConfig = TurnContextConfig()
     provider: ProviderConfig = ProviderConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()

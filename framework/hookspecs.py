@@ -60,8 +60,12 @@ def register_sections(register: Callable[[Section], None]) -> None:
 def register_retrievers(register: Callable[[Retriever], None]) -> None:
     """Contribute retrievers, each feeding items to one section.
 
-    Runs once at start-up. The retrievers of a turn run concurrently, each within its timeout;
-    one that raises or times out is left out and traced.
+    Runs once at start-up. Every turn, each retriever's ``retrieve`` receives a
+    :class:`framework.RetrievalQuery` and returns an iterable of items for the section it feeds, or
+    a :class:`framework.RetrievalResult`. The retrievers of a turn run concurrently (sync ones in
+    worker threads), each within its timeout; one that raises or times out is left out and traced.
+    Retrievers registered with ``persistent=True`` are not called on a short social turn. The
+    built-in plugin ``retrievers`` registers one retriever per section 4–10.
 
     :param register: ``register(retriever)``; a duplicate name raises, naming both plugins.
     :returns: nothing; the return value is ignored.

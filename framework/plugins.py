@@ -48,6 +48,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "builtin_plugins.static_sections",
     "builtin_plugins.profile_sections",
     "builtin_plugins.retrieval_sections",
+    "builtin_plugins.retrievers",
     "builtin_plugins.turn_sections",
     "builtin_plugins.overrides_file",
     "builtin_plugins.request_defaults",

@@ -6,6 +6,7 @@ holds no conversational state.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import time
@@ -27,6 +28,7 @@ from framework.persona import PersonaPack
 from framework.plugins import PluginInfo, PluginManager, build_plugin_manager
 from framework.records import RuleStage, Section, SectionOverride, Volatility
 from framework.registry import Registered, Registries, collect_registries
+from framework.retrieval import RetrievalOutcome, RetrievalQuery, RetrievalRunner
 from framework.sanitize import BLOCK_MAX_CHARS, sanitize_block
 from framework.store.stores import Stores
 from framework.timeline import build_group_timeline
@@ -138,6 +140,11 @@ class Promptweave:
     stores: Stores = attrs.field(factory=Stores)
     strict: bool = False
     conversations: ConversationState = attrs.field(factory=ConversationState)
+    retrieval_runner: RetrievalRunner = attrs.field(
+        default=attrs.Factory(
+            lambda self: RetrievalRunner(threads=self.config.retrieval.threads), takes_self=True
+        )
+    )
     _static_renders: dict[tuple[str, Bot, str | None], str] = attrs.field(
         factory=dict, init=False, repr=False
     )
@@ -297,15 +304,81 @@ class Promptweave:
             )
         return tuple(rendered), "\n\n".join(emitted)
 
+    # -- retrieval -------------------------------------------------------------------------
+
+    async def retrieve(
+        self,
+        turn: Turn,
+        *,
+        decision: Decision,
+        now: dt.datetime | None = None,
+        allow_persistent_memory: bool | None = None,
+    ) -> RetrievalOutcome:
+        """Run every registered retriever for ``turn`` concurrently (``docs/retrieval.md``).
+
+        :param allow_persistent_memory: ``None`` decides with
+            :func:`framework.retrieval.allows_persistent_memory`.
+        """
+        query = RetrievalQuery.for_turn(
+            turn,
+            decision=decision,
+            limits=self.config.retrieval,
+            stores=self.stores,
+            now=now,
+            allow_persistent_memory=allow_persistent_memory,
+        )
+        return await self.retrieval_runner.run(
+            tuple(self.registries.retrievers.values()), query, self.config.retrieval.timeouts
+        )
+
+    def close(self) -> None:
+        """Release the retrieval worker threads."""
+        self.retrieval_runner.close()
+
+    # -- one turn ----------------------------------------------------------------------------
+
     def render(self, turn: Turn, *, now: dt.datetime | None = None) -> RenderedTurn:
-        """Route and assemble one turn: the system prompt, the messages, the decision, the trace."""
+        """Route, retrieve and assemble one turn: the system prompt, the messages, the decision,
+        the trace.
+
+        This is the synchronous entry point: it runs :meth:`arender` in a new event loop, so it
+        cannot be called from inside a running loop; async code awaits :meth:`arender`.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arender(turn, now=now))
+        raise RuntimeError(
+            "Promptweave.render() cannot run inside a running event loop; "
+            "use 'await Promptweave.arender(turn)' instead"
+        )
+
+    async def arender(
+        self,
+        turn: Turn,
+        *,
+        now: dt.datetime | None = None,
+        allow_persistent_memory: bool | None = None,
+    ) -> RenderedTurn:
+        """Like :meth:`render`, for async callers: the retrievers run concurrently on the
+        caller's event loop, then the sections are assembled.
+
+        :param allow_persistent_memory: ``None`` decides with
+            :func:`framework.retrieval.allows_persistent_memory`.
+        """
         durations: dict[str, float] = {}
         start = time.perf_counter()
         decision = self.decide(turn, now)
         durations["route"] = _ms(start)
 
+        retrieval = await self.retrieve(
+            turn, decision=decision, now=now, allow_persistent_memory=allow_persistent_memory
+        )
+        durations.update(retrieval.durations())
+        retrieved = _merge(turn.retrieved_items(), retrieval.items)
+
         start = time.perf_counter()
-        context = self.context_for(turn, now=now, decision=decision)
+        context = self.context_for(turn, now=now, decision=decision, retrieved=retrieved)
         sections, system_prompt = self.assemble(context)
         durations["sections"] = _ms(start)
 
@@ -333,6 +406,7 @@ class Promptweave:
                 for s in sections
             ],
             "section_warnings": list(self.registries.section_warnings),
+            "retrieval": retrieval.trace(),
             "budget": {
                 "budget_chars": self.config.budget.chars,
                 "total_chars": len(system_prompt) + sum(len(m.content) for m in kept),
@@ -403,6 +477,20 @@ class Promptweave:
         self.plugins.infos.pop(name, None)
         self.registries = collect_registries(self.plugins.pm)
         self._static_renders.clear()
+
+
+def _merge(
+    given: Mapping[str, tuple[Any, ...]], found: Mapping[str, tuple[Any, ...]]
+) -> dict[str, tuple[Any, ...]]:
+    """The turn's own items first, then the retrievers' (an item given twice is kept once)."""
+    merged = dict(given)
+    for section_id, items in found.items():
+        kept = list(merged.get(section_id, ()))
+        for item in items:
+            if item not in kept:
+                kept.append(item)
+        merged[section_id] = tuple(kept)
+    return merged
 
 
 def _pack_path(config: Config, registries: Registries) -> Path:

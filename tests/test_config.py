@@ -152,6 +152,6 @@ def test_store_backend_error_is_readable(tmp_path):
     with pytest.raises(
         ConfigError,
         match=r"backend must be one of 'sqlite', 'memory', not "
-        r"'redis'\) @ \$\.store",
+        r"'redis' @ \$\.store",
     ):
         Config.from_file(path)

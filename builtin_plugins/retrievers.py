@@ -1,0 +1,326 @@
+"""Built-in plugin ``retrievers``: what feeds sections 4–10 from the retrieval store.
+
+One retriever per section, named like the section (seed 004, 上下文装配顺序 and 语义风格参考):
+
+- ``memory``: the four memory kinds, searched by relevance; in a group with no persistent hit,
+  recent group lines that read as events fill in.
+- ``knowledge``: document chunks, only for a message that looks like a knowledge question.
+- ``relationship`` and ``person_facts``: what is known of the current speaker in this group.
+- ``mid_term``: earlier session summaries recalled by topic (at most 3 above a minimum score).
+- ``group_expression``: direct pairs recalled by similarity to the message (at most 2), and the
+  group's rhythm baseline.
+- ``behavior_reference``: pick-up strategies, observed and self-reflection (at most 3 each).
+
+Those marked persistent (memory, relationship, person facts, old topics) are not called on a
+short social turn. Everything reads the scope of the current bot and group only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rapidfuzz import fuzz, process, utils
+
+from builtin_plugins.retrieval_sections import affinity_label
+from framework import (
+    KNOWLEDGE_QUESTION_WORDS,
+    BehaviorStrategy,
+    ExpressionPair,
+    KnowledgeItem,
+    LearningType,
+    MemoryItem,
+    MemoryKind,
+    PersonFact,
+    RelationshipNote,
+    RetrievalHit,
+    RetrievalQuery,
+    RetrievalResult,
+    Retriever,
+    RhythmBaseline,
+    SkipReason,
+    TopicSummary,
+    hookimpl,
+    looks_like_knowledge_question,
+    query_terms,
+    reads_as_event,
+    score_text,
+    text_terms,
+)
+
+#: Session summaries begin with this mark; the old-topics section shows the text after it.
+SUMMARY_MARK = "【此前对话摘要】"
+#: The most expression pairs and strategies compared per turn (newest / best supported first).
+PROFILE_SCAN = 5000
+STRATEGY_SCAN = 500
+#: Recent lines that fill in memory when there is no persistent hit (seed 004: ``top_k`` ≤ 8).
+EVENT_FILL_SOURCE = "recent_group_line"
+
+
+def _echo(text: str, query: str) -> bool:
+    """A memory that only repeats the message back adds nothing."""
+    return len(query) >= 6 and "".join(filter(str.isalnum, text)) == "".join(
+        filter(str.isalnum, query)
+    )
+
+
+def retrieve_memory(query: RetrievalQuery) -> RetrievalResult:
+    limits = query.limits
+    terms = query_terms(query.text)
+    found = query.stores.retrieval.search_memories(
+        query.bot_id, query.scope_group, terms, limit=limits.memory_limit * 2
+    )
+    items: list[MemoryItem] = []
+    hits: list[RetrievalHit] = []
+    seen: set[str] = set()
+    for hit in found:
+        record = hit.record
+        if hit.score < limits.memory_min_score or record.text in seen:
+            continue
+        if _echo(record.text, query.text) or len(items) >= limits.memory_limit:
+            continue
+        seen.add(record.text)
+        items.append(
+            MemoryItem(
+                kind=record.kind,
+                text=record.text,
+                id=record.id,
+                source=record.source or record.kind.value,
+                score=hit.score,
+            )
+        )
+        hits.append(
+            RetrievalHit(
+                text=record.text,
+                score=hit.score,
+                id=record.id,
+                source=record.kind.value,
+                details={"bm25": hit.bm25, "matched": hit.matched},
+            )
+        )
+    filled = 0
+    if not items and not query.is_private and limits.event_fill:
+        for item in _recent_events(query, terms):
+            items.append(item)
+            hits.append(
+                RetrievalHit(text=item.text, score=item.score, id=item.id, source=item.source)
+            )
+            filled += 1
+    return RetrievalResult(
+        items=items, hits=hits, details={"terms": len(terms), "event_fill": filled}
+    )
+
+
+def _recent_events(query: RetrievalQuery, terms: tuple[str, ...]) -> list[MemoryItem]:
+    """Recent group lines by members that read as events and relate to the message."""
+    bots = {query.bot_id, *query.turn.bot.peer_bot_ids}
+    found = []
+    for message in query.turn.recent_messages:
+        if message.sender_id in bots or not reads_as_event(message.text):
+            continue
+        score, _matched = score_text(terms, text_terms(message.text))
+        if score >= query.limits.memory_min_score:
+            found.append(
+                MemoryItem(
+                    kind=MemoryKind.GROUP_MEMORY,
+                    text=message.text,
+                    id=message.id or "",
+                    source=EVENT_FILL_SOURCE,
+                    score=score,
+                )
+            )
+    found.sort(key=lambda item: -item.score)
+    return found[: query.limits.memory_limit]
+
+
+def retrieve_knowledge(query: RetrievalQuery) -> RetrievalResult:
+    words = (*KNOWLEDGE_QUESTION_WORDS, *query.limits.knowledge_question_words)
+    if not looks_like_knowledge_question(query.text, words):
+        return RetrievalResult.skip(SkipReason.NOT_A_KNOWLEDGE_QUESTION)
+    limits = query.limits
+    found = query.stores.retrieval.search_knowledge(
+        query.bot_id, query.scope_group, query_terms(query.text), limit=limits.knowledge_limit * 2
+    )
+    kept = [hit for hit in found if hit.score >= limits.knowledge_min_score]
+    kept = kept[: limits.knowledge_limit]
+    return RetrievalResult(
+        items=[
+            KnowledgeItem(
+                text=hit.record.text,
+                title=hit.record.title,
+                source=hit.record.source,
+                chunk_id=hit.record.chunk_id,
+                score=hit.score,
+            )
+            for hit in kept
+        ],
+        hits=[
+            RetrievalHit(
+                text=hit.record.text,
+                score=hit.score,
+                id=hit.record.chunk_id,
+                source=hit.record.title,
+                details={"bm25": hit.bm25, "matched": hit.matched},
+            )
+            for hit in kept
+        ],
+    )
+
+
+def retrieve_relationship(query: RetrievalQuery) -> RetrievalResult:
+    if query.group_id is None:
+        return RetrievalResult.skip(SkipReason.PRIVATE_CHAT)
+    record = query.stores.retrieval.relationship(query.bot_id, query.group_id, query.user_id)
+    if record is None or not (record.facts or record.guidance or record.affinity):
+        return RetrievalResult()
+    note = RelationshipNote(facts=record.facts, guidance=record.guidance, affinity=record.affinity)
+    hit = RetrievalHit(
+        text="；".join((*record.facts, *record.guidance)),
+        score=record.affinity,
+        id=record.user_id,
+        details={"affinity": record.affinity, "level": affinity_label(record.affinity)},
+    )
+    return RetrievalResult(items=[note], hits=[hit])
+
+
+def retrieve_person_facts(query: RetrievalQuery) -> RetrievalResult:
+    if query.group_id is None:
+        return RetrievalResult.skip(SkipReason.PRIVATE_CHAT)
+    records = query.stores.retrieval.person_facts(
+        query.bot_id, query.group_id, query.user_id, limit=query.limits.person_facts_limit
+    )
+    terms = query_terms(query.text)
+    # Every stable preference applies; those touching the message come first.
+    facts = [
+        PersonFact(text=record.text, score=score_text(terms, text_terms(record.text))[0])
+        for record in records
+    ]
+    facts.sort(key=lambda fact: -fact.score)
+    return RetrievalResult(items=facts)
+
+
+def retrieve_mid_term(query: RetrievalQuery) -> RetrievalResult:
+    limits = query.limits
+    summaries = query.stores.topic_summaries.list_summaries(
+        query.bot_id, query.group_id, query.user_id, limits.mid_term_scan
+    )
+    terms = query_terms(query.text)
+    scored = []
+    for summary in summaries:
+        text = summary.strip().removeprefix(SUMMARY_MARK).strip()
+        score, _matched = score_text(terms, text_terms(text))
+        if text and score >= limits.mid_term_min_score:
+            scored.append(TopicSummary(text=text, score=score))
+    scored.sort(key=lambda topic: -topic.score)
+    return RetrievalResult(
+        items=scored[: limits.mid_term_limit], details={"scanned": len(summaries)}
+    )
+
+
+def retrieve_group_expression(query: RetrievalQuery) -> RetrievalResult:
+    if query.group_id is None:
+        return RetrievalResult.skip(SkipReason.PRIVATE_CHAT)
+    store = query.stores.retrieval
+    pairs = store.expression_pairs(query.bot_id, query.group_id, limit=PROFILE_SCAN)
+    matches = process.extract(
+        query.text,
+        [pair.trigger for pair in pairs],
+        scorer=fuzz.WRatio,
+        processor=utils.default_process,
+        limit=query.limits.expression_pairs,
+        score_cutoff=query.limits.expression_min_similarity * 100,
+    )
+    items: list[ExpressionPair | RhythmBaseline] = []
+    hits = []
+    for _trigger, similarity, index in matches:
+        pair = pairs[index]
+        score = round(similarity / 100, 4)
+        items.append(ExpressionPair(trigger=pair.trigger, reply=pair.reply, score=score))
+        hits.append(RetrievalHit(text=f"触发「{pair.trigger}」时：{pair.reply}", score=score))
+    baseline = store.rhythm_baseline(query.bot_id, query.group_id)
+    if baseline is not None:
+        items.append(
+            RhythmBaseline(
+                single_bubble_share=baseline.single_bubble_share,
+                median_segment_chars=baseline.median_segment_chars,
+            )
+        )
+        hits.append(
+            RetrievalHit(
+                text="rhythm baseline",
+                source="rhythm",
+                details={
+                    "single_bubble_share": baseline.single_bubble_share,
+                    "median_segment_chars": baseline.median_segment_chars,
+                },
+            )
+        )
+    return RetrievalResult(items=items, hits=hits, details={"pairs_compared": len(pairs)})
+
+
+def retrieve_behavior_reference(query: RetrievalQuery) -> RetrievalResult:
+    if query.group_id is None:
+        return RetrievalResult.skip(SkipReason.PRIVATE_CHAT)
+    records = query.stores.retrieval.behavior_strategies(
+        query.bot_id, query.group_id, limit=STRATEGY_SCAN
+    )
+    terms = query_terms(query.text)
+    items: list[BehaviorStrategy] = []
+    hits = []
+    for learning_type in LearningType:
+        # Scenes are abstract ("对方表达进展时"): a scene sharing words with the message comes
+        # first, then the strategies learned from the most exchanges.
+        ranked = sorted(
+            (
+                (score_text(terms, text_terms(f"{record.scene} {record.action}"))[0], record)
+                for record in records
+                if record.learning_type is learning_type
+            ),
+            key=lambda scored: (-scored[0], -scored[1].support),
+        )
+        for score, record in ranked[: query.limits.strategies]:
+            items.append(
+                BehaviorStrategy(
+                    scene=record.scene,
+                    action=record.action,
+                    outcome=record.outcome,
+                    learning_type=record.learning_type,
+                )
+            )
+            hits.append(
+                RetrievalHit(
+                    text=f"{record.scene} → {record.action}",
+                    score=score,
+                    source=record.learning_type.value,
+                    details={"support": record.support},
+                )
+            )
+    return RetrievalResult(items=items, hits=hits)
+
+
+@hookimpl
+def register_retrievers(register: Callable[[Retriever], None]) -> None:
+    register(Retriever(name="memory", feeds="memory", retrieve=retrieve_memory))
+    register(
+        Retriever(
+            name="knowledge", feeds="knowledge", retrieve=retrieve_knowledge, persistent=False
+        )
+    )
+    register(Retriever(name="relationship", feeds="relationship", retrieve=retrieve_relationship))
+    register(Retriever(name="person_facts", feeds="person_facts", retrieve=retrieve_person_facts))
+    register(Retriever(name="mid_term", feeds="mid_term", retrieve=retrieve_mid_term))
+    register(
+        Retriever(
+            name="group_expression",
+            feeds="group_expression",
+            retrieve=retrieve_group_expression,
+            persistent=False,
+        )
+    )
+    register(
+        Retriever(
+            name="behavior_reference",
+            feeds="behavior_reference",
+            retrieve=retrieve_behavior_reference,
+            persistent=False,
+        )
+    )

@@ -1,0 +1,247 @@
+"""Run a turn's retrievers concurrently, each within its timeout, and trace what each did.
+
+Seed 004, 上下文装配顺序: every retrieval step records its duration and a trace. Async retrievers
+run on the event loop; sync ones in a worker thread (like :func:`asyncio.to_thread`, but on the
+runner's own pool, so a sync retriever that hangs past its timeout never holds up the turn or the
+shutdown of the event loop). A retriever that raises or times out contributes nothing; the trace
+says why and the turn goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import attrs
+
+from framework.records import Retriever
+from framework.registry import Registered
+from framework.retrieval.query import RetrievalHit, RetrievalQuery, RetrievalResult, SkipReason
+
+__all__ = ["RetrievalOutcome", "RetrievalRunner", "RetrieverTrace"]
+
+log = logging.getLogger("promptweave.retrieval")
+
+#: The trace shortens hit texts to this many characters.
+TRACE_TEXT_CHARS = 120
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+@attrs.frozen(kw_only=True)
+class RetrieverTrace:
+    """What one retriever did in one turn.
+
+    :param status: ``hit`` (it returned items), ``empty`` (it searched and found nothing) or
+        ``skipped`` (see ``reason``).
+    :param reason: a :class:`SkipReason` value when skipped.
+    :param error: the exception, when ``reason`` is ``error``.
+    """
+
+    retriever: str
+    plugin: str
+    section: str
+    status: str
+    duration_ms: float
+    hits: tuple[RetrievalHit, ...] = ()
+    reason: str | None = None
+    error: str | None = None
+    details: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "retriever": self.retriever,
+            "plugin": self.plugin,
+            "status": self.status,
+            "duration_ms": self.duration_ms,
+            "hits": [{**hit.to_json(), "text": hit.text[:TRACE_TEXT_CHARS]} for hit in self.hits],
+        }
+        if self.reason is not None:
+            data["reason"] = self.reason
+        if self.error is not None:
+            data["error"] = self.error
+        if self.details:
+            data["details"] = dict(self.details)
+        return data
+
+
+@attrs.frozen(kw_only=True)
+class RetrievalOutcome:
+    """Everything the retrievers of one turn produced.
+
+    :param items: the retrievers' items per section id, in retriever registration order.
+    :param traces: one trace per retriever, in registration order.
+    :param duration_ms: the wall time of the whole stage.
+    """
+
+    query: RetrievalQuery
+    items: Mapping[str, tuple[Any, ...]]
+    traces: tuple[RetrieverTrace, ...]
+    duration_ms: float
+
+    def trace(self) -> dict[str, Any]:
+        """The retrieval trace: the query, then per section what each retriever found."""
+        sections: dict[str, list[dict[str, Any]]] = {}
+        for entry in self.traces:
+            sections.setdefault(entry.section, []).append(entry.to_json())
+        return {
+            "query": self.query.text,
+            "allow_persistent_memory": self.query.allow_persistent_memory,
+            "sections": sections,
+        }
+
+    def durations(self) -> dict[str, float]:
+        """``retrieval`` for the stage and ``retrieval.<name>`` for each retriever."""
+        found = {"retrieval": self.duration_ms}
+        found.update({f"retrieval.{t.retriever}": t.duration_ms for t in self.traces})
+        return found
+
+
+def _describe(item: Any) -> RetrievalHit:
+    text = getattr(item, "text", None)
+    if not isinstance(text, str):
+        text = repr(item)
+    score = getattr(item, "score", 0.0)
+    return RetrievalHit(
+        text=text,
+        score=float(score) if isinstance(score, int | float) else 0.0,
+        id=str(getattr(item, "id", "") or getattr(item, "chunk_id", "") or ""),
+        source=str(getattr(item, "source", "") or ""),
+    )
+
+
+def _normalize(found: Any) -> RetrievalResult:
+    if found is None:
+        return RetrievalResult()
+    if isinstance(found, RetrievalResult):
+        return found
+    if isinstance(found, str | bytes) or not isinstance(found, Iterable):
+        raise TypeError(
+            f"retrieve() must return an iterable of items or a RetrievalResult, "
+            f"not {type(found).__name__}"
+        )
+    return RetrievalResult(items=tuple(found))
+
+
+def _is_async(function: Any) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 - a callable object's async __call__
+    )
+
+
+@attrs.define
+class RetrievalRunner:
+    """Owns the worker threads of sync retrievers and runs retrievers concurrently.
+
+    :param threads: the most sync retrievers running at once.
+    """
+
+    threads: int = 8
+    _pool: ThreadPoolExecutor | None = attrs.field(default=None, init=False, repr=False)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(
+                max_workers=self.threads, thread_name_prefix="promptweave-retriever"
+            )
+        return self._pool
+
+    def close(self) -> None:
+        """Let the worker threads finish and stop them (without waiting for hung ones)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    async def run(
+        self,
+        retrievers: Sequence[Registered[Retriever]],
+        query: RetrievalQuery,
+        timeouts: Mapping[str, float] | None = None,
+    ) -> RetrievalOutcome:
+        """Run ``retrievers`` concurrently for ``query``.
+
+        :param timeouts: per-retriever timeouts by name, overriding ``Retriever.timeout_s``.
+        """
+        start = time.perf_counter()
+        timeouts = timeouts or {}
+        traced = await asyncio.gather(
+            *(
+                self._run_one(entry, query, timeouts.get(entry.item.name, entry.item.timeout_s))
+                for entry in retrievers
+            )
+        )
+        items: dict[str, tuple[Any, ...]] = {}
+        for trace, found in traced:
+            if found:
+                items[trace.section] = items.get(trace.section, ()) + found
+        return RetrievalOutcome(
+            query=query,
+            items=items,
+            traces=tuple(trace for trace, _found in traced),
+            duration_ms=_ms(start),
+        )
+
+    async def _call(self, retriever: Retriever, query: RetrievalQuery, timeout: float) -> Any:
+        deadline = time.monotonic() + timeout
+        if _is_async(retriever.retrieve):
+            return await asyncio.wait_for(retriever.retrieve(query), timeout)
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, retriever.retrieve, query)
+        found = await asyncio.wait_for(loop.run_in_executor(self._executor(), call), timeout)
+        if inspect.isawaitable(found):  # a sync callable that hands back a coroutine
+            found = await asyncio.wait_for(found, max(0.0, deadline - time.monotonic()))
+        return found
+
+    async def _run_one(
+        self, entry: Registered[Retriever], query: RetrievalQuery, timeout: float
+    ) -> tuple[RetrieverTrace, tuple[Any, ...]]:
+        retriever = entry.item
+        trace = functools.partial(
+            RetrieverTrace, retriever=retriever.name, plugin=entry.plugin, section=retriever.feeds
+        )
+        if retriever.persistent and not query.allow_persistent_memory:
+            reason = SkipReason.SHORT_SOCIAL_TURN
+            return trace(status="skipped", reason=reason.value, duration_ms=0.0), ()
+        start = time.perf_counter()
+        try:
+            result = _normalize(await self._call(retriever, query, timeout))
+        except TimeoutError:
+            log.warning("retriever %r timed out after %.3f s", retriever.name, timeout)
+            return trace(
+                status="skipped",
+                reason=SkipReason.TIMEOUT.value,
+                duration_ms=_ms(start),
+                details={"timeout_s": timeout},
+            ), ()
+        except Exception as exc:
+            log.warning("retriever %r raised", retriever.name, exc_info=True)
+            return trace(
+                status="skipped",
+                reason=SkipReason.ERROR.value,
+                error=f"{type(exc).__name__}: {exc}",
+                duration_ms=_ms(start),
+            ), ()
+        duration = _ms(start)
+        if result.skipped is not None:
+            return trace(
+                status="skipped",
+                reason=result.skipped.value,
+                duration_ms=duration,
+                details=result.details,
+            ), ()
+        hits = result.hits or tuple(_describe(item) for item in result.items)
+        return trace(
+            status="hit" if result.items else "empty",
+            hits=hits,
+            duration_ms=duration,
+            details=result.details,
+        ), result.items

@@ -1,0 +1,122 @@
+"""How retrieval matches text: terms, the index form of a text, and the score of a hit.
+
+Chinese has no spaces, so a *term* is a character bigram of every run of CJK (or other non-ASCII)
+letters, and a whole lowercase word of every ASCII run; most Chinese words are two characters
+long, so bigrams match words whatever their neighbours are. The SQLite store indexes a text's
+terms as space-separated tokens in an FTS5 table with the ``trigram`` tokenizer: a bigram is
+written ``桌游#``, which is exactly one trigram, so ``"桌游#"`` matches the token ``桌游`` and nothing
+else; a word is written `` help `` and matched as that phrase. FTS5's ``bm25`` weighs rare shared
+terms above common ones.
+
+The score (``docs/retrieval.md``, "Scoring"): the rarest query terms (at most
+:data:`MAX_MATCH_TERMS`) pick candidates through FTS5, ``bm25`` orders them, then each candidate
+gets
+
+    score = matched / min(query terms, text terms)  ×  min(1, matched / 2)
+
+``matched`` being the number of distinct query terms found in the text. The first factor (the
+overlap coefficient) is 1.0 when the shorter side is wholly contained in the longer one, so a
+short memory inside a long message and a short question inside a long document both score high;
+the second halves hits that rest on a single shared term. Scores lie in [0, 1] and do not depend on
+the size of the corpus, so a minimum score means the same for every group.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Sequence
+
+__all__ = [
+    "MAX_MATCH_TERMS",
+    "MAX_QUERY_TERMS",
+    "STOP_TERMS",
+    "fts_query",
+    "index_text",
+    "index_token",
+    "normalize_query",
+    "query_terms",
+    "score_text",
+    "text_terms",
+]
+
+#: A very long message contributes at most this many distinct terms to a search.
+MAX_QUERY_TERMS = 64
+#: The full-text index is asked for texts sharing at most this many of the query's rarest terms;
+#: common terms cost the most to look up and tell the least (every term still counts in the
+#: score).
+MAX_MATCH_TERMS = 8
+
+#: Bigrams so common in chat that sharing them says nothing about the topic.
+STOP_TERMS: frozenset[str] = frozenset(
+    {
+        "我们", "你们", "他们", "她们", "什么", "这个", "那个", "一个", "就是", "还是", "可以",
+        "没有", "不是", "知道", "觉得", "现在", "时候", "真的", "已经", "一下", "有点", "怎么",
+        "这样", "那样", "然后", "所以", "因为", "但是", "的话", "是不", "了吗", "的时",
+        "吗我", "了我", "我的", "你的", "他的", "是的", "有没", "大家", "自己", "一直", "一样",
+    }
+)  # fmt: skip
+
+# ASCII runs become words; runs of other letters (CJK…) become bigrams.
+_RUNS = re.compile(r"[0-9a-z]+|[^\W0-9a-z_]+")
+# A mention (``@小织``) names the addressee, not the topic.
+_MENTION = re.compile(r"@\S+")
+
+
+def normalize_query(text: str) -> str:
+    """The message as a search query: mentions removed, whitespace collapsed."""
+    return " ".join(_MENTION.sub(" ", text).split())
+
+
+def _terms(text: str) -> Iterable[str]:
+    for run in _RUNS.findall(text.casefold()):
+        if run.isascii():
+            if len(run) >= 2:
+                yield run
+        elif len(run) >= 2:
+            yield from (run[i : i + 2] for i in range(len(run) - 1))
+
+
+def text_terms(text: str) -> frozenset[str]:
+    """The distinct terms of a stored text (stop terms included: they only ever miss)."""
+    return frozenset(_terms(text))
+
+
+def query_terms(text: str) -> tuple[str, ...]:
+    """The distinct terms of a query, in order, without stop terms, at most
+    :data:`MAX_QUERY_TERMS`."""
+    found = dict.fromkeys(term for term in _terms(normalize_query(text)) if term not in STOP_TERMS)
+    return tuple(found)[:MAX_QUERY_TERMS]
+
+
+def index_token(term: str) -> str:
+    """How a term is written in the index (and looked up): ``桌游#`` (one trigram) for a bigram,
+    `` help `` (a phrase between spaces) for a word."""
+    return f" {term} " if term.isascii() else f"{term}#"
+
+
+def index_text(text: str) -> str:
+    """The form a text is indexed in: its distinct terms' tokens, separated and surrounded by
+    spaces."""
+    terms = dict.fromkeys(_terms(text))
+    return f" {' '.join(index_token(term) for term in terms)} " if terms else ""
+
+
+def fts_query(terms: Sequence[str]) -> str:
+    """An FTS5 ``MATCH`` expression finding texts that share any of ``terms``."""
+    return " OR ".join('"' + index_token(term).replace('"', '""') + '"' for term in terms)
+
+
+def score_text(terms: Collection[str], text_term_set: Collection[str]) -> tuple[float, int]:
+    """Score a text against query terms.
+
+    :param terms: the query's terms (:func:`query_terms`).
+    :param text_term_set: the text's terms (:func:`text_terms`).
+    :returns: ``(score, matched)``; the score is in [0, 1], 0 when nothing matched.
+    """
+    if not terms or not text_term_set:
+        return 0.0, 0
+    matched = sum(1 for term in terms if term in text_term_set)
+    if not matched:
+        return 0.0, 0
+    overlap = matched / min(len(terms), len(text_term_set))
+    return round(min(1.0, overlap) * min(1.0, matched / 2), 4), matched

@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from retrieval_support import make_query
+
+from framework import MemoryItem, RetrievalHit, RetrievalResult, Retriever, SkipReason
+from framework.registry import Registered
+from framework.retrieval import RetrievalRunner
+
+QUESTION = "周六晚上桌游局还照常吗"
+
+
+def entry(name, retrieve, **kwargs):
+    return Registered(
+        item=Retriever(name=name, feeds="memory", retrieve=retrieve, **kwargs), plugin="t"
+    )
+
+
+def memory(text):
+    return MemoryItem(kind="group_memory", text=text, score=0.5)
+
+
+def run(entries, query=None, timeouts=None):
+    runner = RetrievalRunner(threads=8)
+    try:
+        return asyncio.run(runner.run(entries, query or make_query(QUESTION), timeouts))
+    finally:
+        runner.close()
+
+
+def test_sync_retrievers_run_concurrently_in_threads():
+    # Each waits until all five are inside retrieve(): only possible if they run at once.
+    barrier = threading.Barrier(5, timeout=5)
+
+    def waiting(query):
+        barrier.wait()
+        return [memory(threading.current_thread().name)]
+
+    outcome = run([entry(f"r{i}", waiting) for i in range(5)])
+    assert [t.status for t in outcome.traces] == ["hit"] * 5
+    threads = {item.text for item in outcome.items["memory"]}
+    assert len(threads) == 5 and all(name.startswith("promptweave-retriever") for name in threads)
+
+
+def test_async_retrievers_run_concurrently_on_the_loop():
+    started = 0
+    everyone_in = None
+
+    async def waiting(query):
+        nonlocal started, everyone_in
+        everyone_in = everyone_in or asyncio.Event()
+        started += 1
+        if started == 5:
+            everyone_in.set()
+        await asyncio.wait_for(everyone_in.wait(), 5)
+        return [memory("async")]
+
+    outcome = run([entry(f"r{i}", waiting) for i in range(5)])
+    assert [t.status for t in outcome.traces] == ["hit"] * 5
+
+
+def test_a_retriever_that_times_out_is_left_out_and_traced():
+    release = threading.Event()
+
+    def hangs(query):
+        release.wait(10)
+        return [memory("late")]
+
+    async def slow(query):
+        await asyncio.sleep(10)
+
+    try:
+        outcome = run(
+            [
+                entry("hangs", hangs, timeout_s=0.05),
+                entry("slow", slow, timeout_s=0.05),
+                entry("fine", lambda query: [memory("on time")]),
+            ]
+        )
+    finally:
+        release.set()
+    by_name = {t.retriever: t for t in outcome.traces}
+    for name in ("hangs", "slow"):
+        assert by_name[name].status == "skipped"
+        assert by_name[name].reason == SkipReason.TIMEOUT.value
+    assert [item.text for item in outcome.items["memory"]] == ["on time"]
+
+
+def test_a_configured_timeout_overrides_the_retrievers_own():
+    def slow(query):
+        time.sleep(0.3)
+        return [memory("late")]
+
+    outcome = run([entry("slow", slow, timeout_s=30)], timeouts={"slow": 0.01})
+    assert outcome.traces[0].reason == "timeout"
+    assert outcome.traces[0].details == {"timeout_s": 0.01}
+
+
+def test_a_retriever_that_raises_is_left_out_and_traced_and_the_others_still_contribute():
+    def broken(query):
+        raise RuntimeError("index is corrupt")
+
+    outcome = run([entry("broken", broken), entry("fine", lambda query: [memory("ok")])])
+    broken_trace = outcome.traces[0]
+    assert (broken_trace.status, broken_trace.reason) == ("skipped", "error")
+    assert broken_trace.error == "RuntimeError: index is corrupt"
+    assert [item.text for item in outcome.items["memory"]] == ["ok"]
+
+
+def test_a_retriever_returning_a_non_iterable_is_an_error():
+    outcome = run([entry("bad", lambda query: 42)])
+    assert outcome.traces[0].reason == "error"
+    assert "iterable" in (outcome.traces[0].error or "")
+
+
+def test_persistent_retrievers_are_not_called_on_a_short_social_turn():
+    called = []
+
+    def persistent(query):
+        called.append("persistent")
+        return [memory("x")]
+
+    def profile(query):
+        called.append("profile")
+        return [memory("y")]
+
+    outcome = run(
+        [entry("persistent", persistent), entry("profile", profile, persistent=False)],
+        query=make_query("早上好"),
+    )
+    assert called == ["profile"]
+    assert outcome.traces[0].reason == "skipped_short_social_turn"
+    assert outcome.trace()["allow_persistent_memory"] is False
+
+
+def test_a_retriever_can_skip_with_a_reason_and_its_items_are_ignored():
+    def skipping(query):
+        return RetrievalResult(items=[memory("ignored")], skipped="private_chat")
+
+    outcome = run([entry("skipping", skipping)])
+    assert outcome.traces[0].reason == "private_chat"
+    assert "memory" not in outcome.items
+
+
+def test_hits_are_derived_from_items_unless_given():
+    given = RetrievalHit(text="explicit", score=0.9, details={"bm25": 3.2})
+    outcome = run(
+        [
+            entry("derived", lambda query: [memory("from item")]),
+            entry("explicit", lambda query: RetrievalResult(items=[memory("i")], hits=[given])),
+            entry("nothing", lambda query: []),
+        ]
+    )
+    derived, explicit, nothing = outcome.traces
+    assert [(h.text, h.score) for h in derived.hits] == [("from item", 0.5)]
+    assert explicit.hits == (given,)
+    assert explicit.to_json()["hits"] == [{"text": "explicit", "score": 0.9, "bm25": 3.2}]
+    assert nothing.status == "empty"
+
+
+def test_trace_groups_retrievers_by_section_and_durations_name_each_retriever():
+    outcome = run([entry("one", lambda query: [memory("a")]), entry("two", lambda query: [])])
+    trace = outcome.trace()
+    assert trace["query"] == QUESTION
+    assert [t["retriever"] for t in trace["sections"]["memory"]] == ["one", "two"]
+    assert set(outcome.durations()) == {"retrieval", "retrieval.one", "retrieval.two"}
+
+
+def test_async_callable_objects_are_awaited():
+    class Searcher:
+        async def __call__(self, query):
+            return [memory("from object")]
+
+    outcome = run([entry("object", Searcher())])
+    assert [item.text for item in outcome.items["memory"]] == ["from object"]
+
+
+@pytest.mark.parametrize("value", ["text", b"bytes"])
+def test_a_string_is_not_taken_for_an_iterable_of_items(value):
+    outcome = run([entry("bad", lambda query: value)])
+    assert outcome.traces[0].reason == "error"
