@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from framework.config import Config
 from framework.context import RenderContext
-from framework.decision import Decision, DeliveryStyle, RouteContext, SocialAction, TurnAction
+from framework.decision import (
+    Decision,
+    DeliveryStyle,
+    GateSkip,
+    LowEngagement,
+    MemoryPolicy,
+    NecessityScore,
+    RouteContext,
+    ScoreTerm,
+    SocialAction,
+    TurnAction,
+)
 from framework.errors import (
     ConfigError,
     DuplicateRegistrationError,
@@ -31,6 +42,8 @@ from framework.items import (
     RelationshipNote,
     ReplyShape,
     RhythmBaseline,
+    RhythmProfile,
+    RouteHints,
     ToolContext,
     TopicSummary,
     TurnPolicy,
@@ -48,6 +61,14 @@ from framework.records import (
     SectionOverride,
     Volatility,
 )
+from framework.routing import (
+    Delivery,
+    MessageSignals,
+    PoolQuery,
+    allows_persistent_memory,
+    quote_allowed,
+)
+from framework.routing.text_signals import is_gentle_phrase
 from framework.runtime import Promptweave, RenderedSection, RenderedTurn, SectionListing
 from framework.sanitize import quote_user_text, sanitize_block, sanitize_literal
 from framework.timeline import TIMELINE_HEADER, GroupTimeline, build_group_timeline, speaker_label
@@ -71,16 +92,22 @@ __all__ = [
     "ConfigError",
     "Decision",
     "DecisionRule",
+    "Delivery",
     "DeliveryStyle",
     "DuplicateRegistrationError",
     "ExpressionPair",
+    "GateSkip",
     "GroupExpression",
     "GroupTimeline",
     "HistoryEntry",
     "KnowledgeItem",
     "LearningType",
+    "LowEngagement",
     "MemoryItem",
     "MemoryKind",
+    "MemoryPolicy",
+    "MessageSignals",
+    "NecessityScore",
     "OverrideMode",
     "OverridesFile",
     "PersonFact",
@@ -88,6 +115,7 @@ __all__ = [
     "PhrasePool",
     "PlacementError",
     "PluginImportError",
+    "PoolQuery",
     "PromptMessage",
     "Promptweave",
     "PromptweaveError",
@@ -98,8 +126,11 @@ __all__ = [
     "ReplyShape",
     "Retriever",
     "RhythmBaseline",
+    "RhythmProfile",
     "RouteContext",
+    "RouteHints",
     "RuleStage",
+    "ScoreTerm",
     "Section",
     "SectionListing",
     "SectionOverride",
@@ -114,10 +145,13 @@ __all__ = [
     "TurnPolicy",
     "TurnRetrieved",
     "Volatility",
+    "allows_persistent_memory",
     "build_group_timeline",
     "hookimpl",
+    "is_gentle_phrase",
     "load_overrides_file",
     "load_turn_file",
+    "quote_allowed",
     "quote_user_text",
     "sanitize_block",
     "sanitize_literal",

@@ -22,6 +22,7 @@ from framework.items import (
     RelationshipNote,
     ReplyShape,
     RhythmBaseline,
+    RouteHints,
     ToolContext,
     TopicSummary,
     TurnPolicy,
@@ -80,6 +81,8 @@ class ChatMessage:
     :param addressed: ``True`` when the message is addressed to the bot (@, alias, reply to it).
     :param reply_to: the id of the message this one replies to.
     :param images: image URLs the message carries.
+    :param mentions: account ids the message @-mentions (``"all"`` for @全体成员); routing also
+        reads ``[CQ:at,qq=…]`` codes and ``at`` segments from ``raw``.
     """
 
     sender_id: str
@@ -91,6 +94,7 @@ class ChatMessage:
     addressed: bool = False
     reply_to: str | None = None
     images: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    mentions: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
 @attrs.frozen(kw_only=True)
@@ -152,6 +156,7 @@ class Turn:
     :param tool_context: tool results and tool rules.
     :param quoted_bot_text: when the message replies to one of the bot's messages, that message's
         text (from the bot-reply context), shown as "what the bot just said".
+    :param route_hints: tool intent, scene and rhythm known to the bot, for routing.
     """
 
     bot: Bot
@@ -165,6 +170,7 @@ class Turn:
     turn_policy: TurnPolicy | None = None
     tool_context: ToolContext | None = None
     quoted_bot_text: str | None = None
+    route_hints: RouteHints = attrs.field(factory=RouteHints)
 
     @property
     def is_private(self) -> bool:

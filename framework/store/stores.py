@@ -5,6 +5,8 @@ from __future__ import annotations
 import attrs
 
 from framework.config import Config
+from framework.store.routing_state import MemoryRoutingState, RoutingState
+from framework.store.routing_state_sqlite import SQLiteRoutingState
 from framework.store.sqlite import SQLiteDatabase
 
 __all__ = ["Stores"]
@@ -15,13 +17,16 @@ class Stores:
     """The runtime's stores.
 
     :param database: the SQLite database, or ``None`` with the in-memory backend.
+    :param routing: per-group routing state (cooldowns, quote candidates, last phrase…).
     """
 
     database: SQLiteDatabase | None = None
+    routing: RoutingState = attrs.field(factory=MemoryRoutingState)
 
     @classmethod
     def from_config(cls, config: Config) -> Stores:
         """Open (and migrate) the configured backend."""
         if config.store.backend == "memory":
             return cls(database=None)
-        return cls(database=SQLiteDatabase(config.resolve_path(config.store.path)))
+        database = SQLiteDatabase(config.resolve_path(config.store.path))
+        return cls(database=database, routing=SQLiteRoutingState(database))
