@@ -38,7 +38,8 @@ def _structure_str(value: Any, _type: type) -> str:
 
 converter.register_structure_hook(dt.datetime, _structure_datetime)
 converter.register_unstructure_hook(dt.datetime, lambda value: value.isoformat())
-converter.register_structure_hook(str, _structure_str)
+# Only ``str`` itself: a StrEnum is a str subclass and must keep cattrs' enum validation.
+converter.register_structure_hook_func(lambda cls: cls is str, _structure_str)
 
 
 def structure(data: Any, cls: type[T], source: str, error: type[ConfigError] = ConfigError) -> T:

@@ -12,6 +12,7 @@ import click
 
 from framework.config import Config
 from framework.errors import PromptweaveError, TurnFileError
+from framework.routing.batch import confusion_table, decide_cases, load_route_file
 from framework.runtime import Promptweave
 from framework.turnfile import load_turn_file
 
@@ -137,6 +138,7 @@ def render(
         click.echo(message.content)
     click.echo("\n==== decision ====")
     click.echo(json.dumps(result.decision.trace(), ensure_ascii=False))
+    _echo_route_trace(result.trace["route"])
     click.echo("\n==== sections ====")
     for entry in result.trace["sections"]:
         extra = "".join(f"  {key}={entry[key]}" for key in ("override", "error") if key in entry)
@@ -144,3 +146,85 @@ def render(
             f"{entry['id']:<20} {entry['status']:<9} {entry['chars']:>5} chars  "
             f"{entry['plugin']}{extra}"
         )
+
+
+def _echo_route_trace(route: dict[str, Any]) -> None:
+    """The routing details under the compact decision: stage, necessity terms, exits, policy."""
+    click.echo(f"stage: {route['stage']}")
+    necessity = route["necessity"]
+    if necessity is not None:
+        terms = " ".join(f"{t['name']}{t['points']:+d}" for t in necessity["terms"]) or "(none)"
+        bypass = f" (bypassed: {necessity['bypassed']})" if necessity["bypassed"] else ""
+        click.echo(
+            f"necessity: {necessity['score']} / {necessity['threshold']}{bypass}  terms: {terms}"
+        )
+    if route["reply_message_id"]:
+        click.echo(f"quote target: {route['reply_message_id']}")
+    low = route["low_engagement"]
+    if low is not None:
+        outcome = f"phrase {low['phrase']!r} from {low['pool']}" if low["phrase"] else "silent"
+        click.echo(
+            f"low engagement ({low['trigger']}): p={low['probability']} roll={low['roll']:.3f} "
+            f"-> {outcome}"
+        )
+    memory = route["memory_policy"]
+    click.echo(
+        f"memory: persistent={'yes' if memory['read_persistent_memory'] else 'no'} "
+        f"ambient_excerpt={'yes' if memory['include_ambient_excerpt'] else 'no'} "
+        f"({memory['reason']})"
+    )
+    for note in route["notes"]:
+        click.echo(f"note: {note}")
+
+
+@cli.command()
+@click.argument("route_file", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option(
+    "--confusion", is_flag=True, help="Print expected against decided actions for labelled lines."
+)
+@click.option("--seed", default=0, show_default=True, help="Random seed of lines without one.")
+@click.option(
+    "--stream", is_flag=True, help="Decide the lines as one conversation sharing routing state."
+)
+@config_option
+def route(
+    route_file: Path,
+    as_json: bool,
+    confusion: bool,
+    seed: int,
+    stream: bool,
+    config_path: Path | None,
+) -> None:
+    """Decide every message of ROUTE_FILE (JSON Lines) and print one decision per line.
+
+    Lines are whole turns (the turn-file format) or compact messages; see docs/routing.md.
+    The routing state is in memory and starts empty, so a run is reproducible.
+    """
+    try:
+        cases = load_route_file(route_file)
+    except TurnFileError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    results = decide_cases(_runtime(config_path), cases, seed=seed, stream=stream)
+    for result in results:
+        if as_json:
+            click.echo(json.dumps(result.to_json(), ensure_ascii=False))
+            continue
+        trace = result.decision.trace()
+        phrase = result.decision.low_engagement_phrase
+        mark = {True: "ok", False: "MISMATCH", None: ""}[result.matched]
+        click.echo(
+            "\t".join(
+                [
+                    result.case.id,
+                    f"{trace['action']}/{trace['social_action']}/{trace['delivery_style']}",
+                    trace["source"],
+                    trace["reason"],
+                    f"phrase={phrase}" if phrase else "",
+                    mark,
+                ]
+            ).rstrip()
+        )
+    if confusion:
+        click.echo(confusion_table(results), err=as_json)
