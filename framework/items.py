@@ -8,6 +8,7 @@ items of their own: the context hands a section whatever its retrievers returned
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 
 import attrs
 
@@ -28,6 +29,11 @@ __all__ = [
     "TopicSummary",
     "TurnPolicy",
 ]
+
+
+def str_tuple(values: Iterable[str]) -> tuple[str, ...]:
+    """Freeze an iterable of strings (lists from JSON/TOML become tuples)."""
+    return tuple(values)
 
 
 def _clamp_unit(value: float) -> float:
@@ -87,8 +93,8 @@ class RelationshipNote:
     :param affinity: from -1 (aversion) to 1 (close friend); 0 means no affinity line.
     """
 
-    facts: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    guidance: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    facts: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    guidance: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     affinity: float = attrs.field(default=0.0, converter=_clamp_unit)
 
 
@@ -168,10 +174,10 @@ class TurnPolicy:
 class ToolContext:
     """Tool results and tool rules for this turn (section ``tool_context``)."""
 
-    background_events: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    background_events: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     action_tools_enabled: bool = False
     ask_before_call: bool = False
-    missing_required_params: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    missing_required_params: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     mention_tokens_enabled: bool = False
 
     @property

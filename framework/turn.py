@@ -26,6 +26,7 @@ from framework.items import (
     ToolContext,
     TopicSummary,
     TurnPolicy,
+    str_tuple,
 )
 
 __all__ = [
@@ -67,9 +68,9 @@ class Bot:
 
     id: str
     name: str
-    aliases: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    aliases: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     timezone: str = "Asia/Shanghai"
-    peer_bot_ids: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    peer_bot_ids: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
 
 
 @attrs.frozen(kw_only=True)
@@ -93,8 +94,8 @@ class ChatMessage:
     raw: Any = None
     addressed: bool = False
     reply_to: str | None = None
-    images: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    mentions: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    images: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    mentions: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
 
 
 @attrs.frozen(kw_only=True)
