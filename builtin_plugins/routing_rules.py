@@ -197,7 +197,7 @@ def decide_reply_quote(context: RouteContext) -> Decision | None:
 
 def decide_low_value_pass(context: RouteContext) -> Decision | None:
     signals = context.signals
-    if signals.addressed or signals.mentioned or not signals.low_value_social:
+    if signals.addressed or not signals.low_value_social:
         return None
     return Decision(
         action=TurnAction.PASS, social_action=SocialAction.ACK, reason="rule_low_value_social_pass"

@@ -24,6 +24,10 @@ FLOOD_WINDOW = 8
 #: How many of the latest messages are searched for an exchange with the bot.
 EXCHANGE_WINDOW = 4
 ALL_MEMBERS = ("all", "全体成员")
+#: After the bot's name at the start, one of these makes it a call: ``小织，在吗``.
+VOCATIVE_SEPARATORS = ("，", ",", "、", ":", "：", " ", "!", "！", "~", "～")
+#: ``小织晚安``: the name plus at most this many characters is a call too.
+VOCATIVE_TAIL_CHARS = 4
 
 
 def _segments(raw: object) -> Iterator[dict[str, object]]:
@@ -60,7 +64,8 @@ class MessageSignals:
     """Facts about the current message, for the routing rules (``docs/routing.md``).
 
     :param text: the focus text: the bot's @-mentions and CQ codes removed, trimmed.
-    :param addressed: @-mentions the bot, replies to it, is flagged addressed, or is private.
+    :param addressed: @-mentions the bot, replies to it, calls it by name (``小织，…``,
+        ``晚安小织``, ``小织在吗``), is flagged addressed, or is private.
     :param mentioned: names the bot (@, nickname or alias anywhere in the text).
     :param follow_up: continues an exchange with the bot (follow-up trigger or a reply to it).
     :param reply_to_bot: replies to one of the bot's messages.
@@ -120,7 +125,13 @@ class MessageSignals:
             message.reply_to is not None and message.reply_to in bot_ids
         )
         at_bot = bot.id in ids or any(name in self_names for name in written)
-        addressed = message.addressed or turn.is_private or at_bot or reply_to_bot
+        addressed = (
+            message.addressed
+            or turn.is_private
+            or at_bot
+            or reply_to_bot
+            or _vocative(text, self_names)
+        )
         mentioned = at_bot or any(name in message.text for name in self_names)
         others = [i for i in ids if i != bot.id and i not in ALL_MEMBERS] + [
             name for name in written if name not in self_names and name not in ALL_MEMBERS
@@ -164,6 +175,22 @@ class MessageSignals:
             affinity=None if relationship is None else relationship.affinity,
         )
         return signals
+
+
+def _vocative(text: str, self_names: tuple[str, ...]) -> bool:
+    """The bot is called by name: ``小织，…``, ``…小织`` at the end, or ``小织`` plus a few chars.
+
+    A name inside a sentence (``我觉得小织说得对``, ``小织说得也太对了``) only mentions the bot.
+    """
+    core = ts.strip_trailing_punctuation(text)
+    for name in self_names:
+        if core.endswith(name) or core == name:
+            return True
+        if core.startswith(name):
+            rest = core[len(name) :]
+            if rest[:1] in VOCATIVE_SEPARATORS or len(rest) <= VOCATIVE_TAIL_CHARS:
+                return True
+    return False
 
 
 def _floods(turn: Turn, text: str) -> bool:
