@@ -215,7 +215,7 @@ def decide_follow_up(context: RouteContext) -> Decision | None:
 
 
 def decide_obligation(context: RouteContext) -> Decision | None:
-    if not context.signals.obligation:
+    if not (context.signals.obligation or context.signals.request):
         return None
     return Decision(action=TurnAction.REPLY, reason="rule_reply_obligation")
 

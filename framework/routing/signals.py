@@ -117,21 +117,16 @@ class MessageSignals:
         """Read the signals of ``turn``'s message."""
         message, bot = turn.message, turn.bot
         self_names = tuple(name for name in (bot.name, *bot.aliases) if name)
-        text = ts.focus_text(message.text, self_names)
+        text = _without_call(ts.focus_text(message.text, self_names), self_names)
         ids = mention_ids(message)
         written = ts.mentioned_names(message.text)
         bot_ids = {m.id for m in turn.recent_messages if m.sender_id == bot.id and m.id}
         reply_to_bot = turn.quoted_bot_text is not None or (
             message.reply_to is not None and message.reply_to in bot_ids
         )
+        called = text != ts.focus_text(message.text, self_names)
         at_bot = bot.id in ids or any(name in self_names for name in written)
-        addressed = (
-            message.addressed
-            or turn.is_private
-            or at_bot
-            or reply_to_bot
-            or _vocative(text, self_names)
-        )
+        addressed = message.addressed or turn.is_private or at_bot or reply_to_bot or called
         mentioned = at_bot or any(name in message.text for name in self_names)
         others = [i for i in ids if i != bot.id and i not in ALL_MEMBERS] + [
             name for name in written if name not in self_names and name not in ALL_MEMBERS
@@ -177,20 +172,23 @@ class MessageSignals:
         return signals
 
 
-def _vocative(text: str, self_names: tuple[str, ...]) -> bool:
-    """The bot is called by name: ``小织，…``, ``…小织`` at the end, or ``小织`` plus a few chars.
+def _without_call(text: str, self_names: tuple[str, ...]) -> str:
+    """The text without the bot's name when the bot is called by it: ``小织，…``, ``…小织`` at
+    the end, or ``小织`` plus a few characters (``小织晚安``). Unchanged otherwise.
 
     A name inside a sentence (``我觉得小织说得对``, ``小织说得也太对了``) only mentions the bot.
     """
     core = ts.strip_trailing_punctuation(text)
-    for name in self_names:
-        if core.endswith(name) or core == name:
-            return True
+    for name in sorted(self_names, key=len, reverse=True):
+        if core.endswith(name) and core != name:
+            return core[: -len(name)].rstrip(" ，,、")
         if core.startswith(name):
             rest = core[len(name) :]
-            if rest[:1] in VOCATIVE_SEPARATORS or len(rest) <= VOCATIVE_TAIL_CHARS:
-                return True
-    return False
+            if rest[:1] in VOCATIVE_SEPARATORS:
+                return text[len(name) :].lstrip("".join(VOCATIVE_SEPARATORS))
+            if len(rest) <= VOCATIVE_TAIL_CHARS:
+                return text[len(name) :]
+    return text
 
 
 def _floods(turn: Turn, text: str) -> bool:
