@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,10 @@ from framework.turnfile import load_turn_file
 __all__ = ["cli"]
 
 
-def _runtime(config_path: Path | None) -> Promptweave:
+def _runtime(config_path: Path | None, seed: int | None = None) -> Promptweave:
     try:
-        return Promptweave.from_config(Config.discover(config_path))
+        rng = None if seed is None else random.Random(seed)
+        return Promptweave.from_config(Config.discover(config_path), rng=rng)
     except PromptweaveError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -108,12 +110,14 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     type=click.Choice(["text", "json"]),
     help="Output format.",
 )
+@click.option("--seed", type=int, default=None, help="Seed the random source (quote, shape).")
 @config_option
 def render(
     turn_file: Path,
     bot_id: str | None,
     group_id: str | None,
     output_format: str,
+    seed: int | None,
     config_path: Path | None,
 ) -> None:
     """Assemble one turn from TURN_FILE and print the system prompt, messages and trace."""
@@ -126,7 +130,7 @@ def render(
         turn = attrs.evolve(turn, bot=attrs.evolve(turn.bot, id=bot_id))
     if group_id is not None:
         turn = attrs.evolve(turn, group_id=group_id)
-    result = _runtime(config_path).render(turn)
+    result = _runtime(config_path, seed).render(turn)
     if output_format == "json":
         _echo_json(result.to_json())
         return
