@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from framework.conversation import conversation_key
 from framework.errors import PromptweaveError, TurnFileError
 from framework.prefix import canonical_json
 from framework.providers import ProviderRequest, ProviderSpec, build_provider_request
+from framework.routing.batch import confusion_table, decide_cases, load_route_file
 from framework.runtime import Promptweave, RenderedTurn
 from framework.store.retrieval_import import AUTO_KIND, KINDS, import_files
 from framework.store.stores import Stores
@@ -40,9 +42,12 @@ def _config(config_path: Path | None, store: Path | None = None) -> Config:
     return config
 
 
-def _runtime(config_path: Path | None, store: Path | None = None) -> Promptweave:
+def _runtime(
+    config_path: Path | None, store: Path | None = None, seed: int | None = None
+) -> Promptweave:
     try:
-        return Promptweave.from_config(_config(config_path, store))
+        rng = None if seed is None else random.Random(seed)
+        return Promptweave.from_config(_config(config_path, store), rng=rng)
     except PromptweaveError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -159,6 +164,7 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     "of this request is a byte-identical prefix of it.",
 )
 @store_option
+@click.option("--seed", type=int, default=None, help="Seed the random source (quote, shape).")
 @config_option
 def render(
     turn_file: Path,
@@ -167,11 +173,12 @@ def render(
     output_format: str,
     previous_file: Path | None,
     store: Path | None,
+    seed: int | None,
     config_path: Path | None,
 ) -> None:
     """Assemble one turn from TURN_FILE and print the system prompt, messages and trace."""
     turn = _load_turn(turn_file, bot_id, group_id)
-    runtime = _runtime(config_path, store)
+    runtime = _runtime(config_path, store, seed)
     spec = ProviderSpec.from_config(
         runtime.config.provider, REQUEST_FORMATS.get(output_format, runtime.config.provider.api)
     )
@@ -202,6 +209,7 @@ def render(
         click.echo(message.content)
     click.echo("\n==== decision ====")
     click.echo(json.dumps(result.decision.trace(), ensure_ascii=False))
+    _echo_route_trace(result.trace["route"])
     click.echo("\n==== turn context ====")
     click.echo(json.dumps(context.trace["system_prompt"], ensure_ascii=False))
     for note in context.notes:
@@ -325,3 +333,85 @@ def import_data(
     path = config.resolve_path(config.store.path)
     summary = ", ".join(f"{count} {name}" for name, count in written.items()) or "nothing"
     click.echo(f"imported {summary} into {path}")
+
+
+def _echo_route_trace(route: dict[str, Any]) -> None:
+    """The routing details under the compact decision: stage, necessity terms, exits, policy."""
+    click.echo(f"stage: {route['stage']}")
+    necessity = route["necessity"]
+    if necessity is not None:
+        terms = " ".join(f"{t['name']}{t['points']:+d}" for t in necessity["terms"]) or "(none)"
+        bypass = f" (bypassed: {necessity['bypassed']})" if necessity["bypassed"] else ""
+        click.echo(
+            f"necessity: {necessity['score']} / {necessity['threshold']}{bypass}  terms: {terms}"
+        )
+    if route["reply_message_id"]:
+        click.echo(f"quote target: {route['reply_message_id']}")
+    low = route["low_engagement"]
+    if low is not None:
+        outcome = f"phrase {low['phrase']!r} from {low['pool']}" if low["phrase"] else "silent"
+        click.echo(
+            f"low engagement ({low['trigger']}): p={low['probability']} roll={low['roll']:.3f} "
+            f"-> {outcome}"
+        )
+    memory = route["memory_policy"]
+    click.echo(
+        f"memory: persistent={'yes' if memory['read_persistent_memory'] else 'no'} "
+        f"ambient_excerpt={'yes' if memory['include_ambient_excerpt'] else 'no'} "
+        f"({memory['reason']})"
+    )
+    for note in route["notes"]:
+        click.echo(f"note: {note}")
+
+
+@cli.command()
+@click.argument("route_file", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option(
+    "--confusion", is_flag=True, help="Print expected against decided actions for labelled lines."
+)
+@click.option("--seed", default=0, show_default=True, help="Random seed of lines without one.")
+@click.option(
+    "--stream", is_flag=True, help="Decide the lines as one conversation sharing routing state."
+)
+@config_option
+def route(
+    route_file: Path,
+    as_json: bool,
+    confusion: bool,
+    seed: int,
+    stream: bool,
+    config_path: Path | None,
+) -> None:
+    """Decide every message of ROUTE_FILE (JSON Lines) and print one decision per line.
+
+    Lines are whole turns (the turn-file format) or compact messages; see docs/routing.md.
+    The routing state is in memory and starts empty, so a run is reproducible.
+    """
+    try:
+        cases = load_route_file(route_file)
+    except TurnFileError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    results = decide_cases(_runtime(config_path), cases, seed=seed, stream=stream)
+    for result in results:
+        if as_json:
+            click.echo(json.dumps(result.to_json(), ensure_ascii=False))
+            continue
+        trace = result.decision.trace()
+        phrase = result.decision.low_engagement_phrase
+        mark = {True: "ok", False: "MISMATCH", None: ""}[result.matched]
+        click.echo(
+            "\t".join(
+                [
+                    result.case.id,
+                    f"{trace['action']}/{trace['social_action']}/{trace['delivery_style']}",
+                    trace["source"],
+                    trace["reason"],
+                    f"phrase={phrase}" if phrase else "",
+                    mark,
+                ]
+            ).rstrip()
+        )
+    if confusion:
+        click.echo(confusion_table(results), err=as_json)

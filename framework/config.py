@@ -24,6 +24,7 @@ __all__ = [
     "PluginsConfig",
     "ProviderConfig",
     "RetrievalConfig",
+    "RoutingConfig",
     "StoreConfig",
     "TimelineConfig",
     "TurnContextConfig",
@@ -122,6 +123,74 @@ class RetrievalConfig:
     strategies: int = attrs.field(default=3, validator=_positive)
 
 
+_non_negative_seconds = attrs.validators.ge(0.0)
+
+
+def _silence_range(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value != 0 and not 30 <= value <= 300:
+        raise ValueError(f"{attribute.name} must be 0 (off) or between 30 and 300 seconds")
+
+
+def _probability(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{attribute.name} must be between 0 and 1")
+
+
+def _probability_table(
+    _instance: object, attribute: attrs.Attribute[tuple[float, ...]], value: tuple[float, ...]
+) -> None:
+    if len(value) != 4 or not all(0.0 <= p <= 1.0 for p in value):
+        raise ValueError(
+            f"{attribute.name} must be four probabilities (0, 1-2, 3-4, 5+ recent bot replies)"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class RoutingConfig:
+    """Turn routing: gates, reply necessity, decision rules, quoting, the low-engagement exit
+    (seed 004, 入口路由; ``docs/routing.md``).
+
+    :param model_decision: ask the ``decide_with_model`` hook instead of the decide rules; an
+        invalid answer or a failure falls back to the rules.
+    :param min_chars: gate ``short``: messages shorter than this (images count as content) skip.
+    :param shut_up_silence_s: the group's silence after a shut-up request, 30–300 s; 0 turns it off.
+    :param reply_cooldown_s: after a delivered reply the group cools down this long; messages
+        arriving meanwhile are kept for the next trigger. 0 turns it off.
+    :param kept_messages_max: at most this many messages are kept per group during a cooldown.
+    :param necessity_threshold: the reply-necessity score needed to proceed.
+    :param quote_candidates: how many recent messages per group can be quoted.
+    :param quote_cooldown_s: seconds after a delivered quote before the group may get another.
+    :param quote_probability: chance of quoting when the throttle allows it.
+    :param low_engagement: offer a short canned phrase on a PASS instead of pure silence.
+    :param low_engagement_probabilities: emit probability by recent bot replies: 0, 1–2, 3–4, 5+.
+    :param phrase_max_chars: the longest canned phrase.
+    :param short_social_chars: the longest text that can be a short social turn.
+    :param bot_reply_window: how many recent group messages are searched for the bot's replies.
+    :param bot_reply_window_s: how far back the routing state's record of bot replies counts.
+    :param follow_up_window_s: a message within this many seconds before the current one gives a
+        demonstrative ("那个") its antecedent, so no follow-up question is needed.
+    """
+
+    model_decision: bool = False
+    min_chars: int = attrs.field(default=1, validator=_non_negative)
+    shut_up_silence_s: int = attrs.field(default=120, validator=_silence_range)
+    reply_cooldown_s: float = attrs.field(default=0.0, validator=_non_negative_seconds)
+    kept_messages_max: int = attrs.field(default=20, validator=_positive)
+    necessity_threshold: int = 50
+    quote_candidates: int = attrs.field(default=6, validator=_positive)
+    quote_cooldown_s: float = attrs.field(default=120.0, validator=_non_negative_seconds)
+    quote_probability: float = attrs.field(default=0.25, validator=_probability)
+    low_engagement: bool = True
+    low_engagement_probabilities: tuple[float, ...] = attrs.field(
+        default=(0.35, 0.20, 0.10, 0.05), converter=tuple, validator=_probability_table
+    )
+    phrase_max_chars: int = attrs.field(default=12, validator=_positive)
+    short_social_chars: int = attrs.field(default=24, validator=_positive)
+    bot_reply_window: int = attrs.field(default=48, validator=_positive)
+    bot_reply_window_s: float = attrs.field(default=600.0, validator=_non_negative_seconds)
+    follow_up_window_s: float = attrs.field(default=180.0, validator=_non_negative_seconds)
+
+
 @attrs.frozen(kw_only=True)
 class PluginsConfig:
     """Which optional plugins to load.
@@ -212,6 +281,7 @@ class Config:
     turn_context: TurnContextConfig = TurnContextConfig()
     provider: ProviderConfig = ProviderConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
+    routing: RoutingConfig = RoutingConfig()
     base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
 
     @classmethod
@@ -254,3 +324,4 @@ class _FileConfig:
     turn_context: TurnContextConfig = TurnContextConfig()
     provider: ProviderConfig = ProviderConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
+    routing: RoutingConfig = RoutingConfig()

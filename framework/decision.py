@@ -1,13 +1,43 @@
-"""The routing decision of a turn and its compact trace (seed 004, 入口路由)."""
+"""The routing decision of a turn, what each routing stage returns, and its trace (seed 004, 入口路由).
+
+A :class:`framework.DecisionRule` receives a :class:`RouteContext`. What its ``evaluate`` returns
+depends on its stage (``docs/routing.md``):
+
+- ``gate``: a :class:`GateSkip` to stop the turn in silence, or ``None`` to let it through;
+- ``necessity``: a :class:`ScoreTerm` to add to the reply-necessity score, or ``None`` when the
+  term does not apply;
+- ``decide``: a :class:`Decision`, or ``None`` to let the next rule decide.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
-from typing import Any
+import random
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-__all__ = ["Decision", "DeliveryStyle", "RouteContext", "SocialAction", "TurnAction"]
+from framework.items import ReplyShape, TurnPolicy
+
+if TYPE_CHECKING:
+    from framework.config import Config
+    from framework.routing.signals import MessageSignals
+    from framework.store.routing_state import QuoteCandidate, RoutingState
+    from framework.turn import ChatMessage, Turn
+
+__all__ = [
+    "Decision",
+    "DeliveryStyle",
+    "GateSkip",
+    "LowEngagement",
+    "MemoryPolicy",
+    "NecessityScore",
+    "RouteContext",
+    "ScoreTerm",
+    "SocialAction",
+    "TurnAction",
+]
 
 
 class TurnAction(enum.StrEnum):
@@ -39,12 +69,124 @@ class DeliveryStyle(enum.StrEnum):
 
 
 @attrs.frozen(kw_only=True)
+class GateSkip:
+    """What a ``gate`` rule returns to stop the turn: the bot stays silent.
+
+    :param reason: why, for the trace (``face``, ``noise``, ``cooldown``…).
+    :param silence_s: start a per-group silence of this many seconds (a shut-up request).
+    :param keep_message: keep the message for the next trigger instead of dropping it (cooldown).
+    """
+
+    reason: str
+    silence_s: float | None = None
+    keep_message: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ScoreTerm:
+    """What a ``necessity`` rule returns: one named term of the reply-necessity score.
+
+    :param name: the term, for the trace (``addressed``, ``low_value_social``…).
+    :param points: added to the score; negative terms argue for silence.
+    :param detail: what was seen, for the trace (``"3 recent bot replies"``).
+    """
+
+    name: str
+    points: int
+    detail: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class NecessityScore:
+    """The reply-necessity score of a turn and the terms it was summed from.
+
+    :param bypassed: why the score was not applied (``addressed``, ``required_tool_intent``), or
+        ``None`` when it decided.
+    """
+
+    score: int
+    threshold: int
+    terms: tuple[ScoreTerm, ...] = ()
+    bypassed: str | None = None
+
+    @property
+    def proceeds(self) -> bool:
+        """Whether the turn goes on to the decide stage."""
+        return self.bypassed is not None or self.score >= self.threshold
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "score": self.score,
+            "threshold": self.threshold,
+            "bypassed": self.bypassed,
+            "terms": [
+                {"name": t.name, "points": t.points, **({"detail": t.detail} if t.detail else {})}
+                for t in self.terms
+            ],
+        }
+
+
+@attrs.frozen(kw_only=True)
+class MemoryPolicy:
+    """What the retrieval stage may read for this turn (seed 004, 短社交话的上下文裁剪).
+
+    :param read_persistent_memory: ``False`` on short social turns: no persistent memory,
+        relationship notes, person facts or old topics.
+    :param include_ambient_excerpt: ``False`` when a short social turn continues an exchange the
+        bot just had with the same user.
+    :param keep_recent_window: the user's bounded history window is kept, short social turns
+        included, so chains of short exchanges keep their anchor.
+    :param reason: ``short_social_turn``, ``silent`` (PASS: nothing is retrieved) or
+        ``substantive``.
+    """
+
+    read_persistent_memory: bool = True
+    include_ambient_excerpt: bool = True
+    keep_recent_window: bool = True
+    reason: str = "substantive"
+
+
+@attrs.frozen(kw_only=True)
+class LowEngagement:
+    """The low-engagement exit of a PASS: a short canned phrase instead of silence, no LLM.
+
+    :param trigger: ``rule_pass`` or ``necessity_short_reaction``.
+    :param recent_bot_replies: the count the probability was read from.
+    :param probability: the chance of emitting.
+    :param roll: the draw compared with ``probability`` (emit when ``roll < probability``).
+    :param phrase: the phrase to send, or ``None`` (the roll missed, or no pool had a phrase).
+    :param pool: the pool the phrase came from.
+    :param emotion: the message carried emotion words, so the tangent pools applied.
+    """
+
+    trigger: str
+    recent_bot_replies: int
+    probability: float
+    roll: float
+    phrase: str | None = None
+    pool: str | None = None
+    emotion: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen(kw_only=True)
 class Decision:
     """What to do with the current message, and why.
 
-    :param source: ``rule``, ``model``, ``fallback`` or ``default``.
+    :param source: ``rule``, ``model``, ``fallback``, ``gate``, ``necessity`` or ``default``.
     :param reason: the name of the rule or condition that decided.
     :param reply_message_id: the message to quote when ``delivery_style`` is ``quote``.
+    :param stage: the stage that decided: ``gate``, ``necessity`` or ``decide``.
+    :param necessity: the reply-necessity score, when the turn got that far.
+    :param memory_policy: what the retrieval stage may read.
+    :param low_engagement: the low-engagement exit of a PASS, when it was considered.
+    :param reply_shape: the resolved reply shape (used when the turn gives none).
+    :param turn_policy: the resolved turn policy (used when the turn gives none).
+    :param kept_messages: messages kept during a cooldown, handed to this turn.
+    :param silence_until: the end of the silence this turn started (a shut-up request).
+    :param notes: what else happened while deciding (model fallbacks, rules that raised).
     """
 
     action: TurnAction = attrs.field(converter=TurnAction)
@@ -55,6 +197,25 @@ class Decision:
     source: str = "rule"
     reason: str = ""
     reply_message_id: str | None = None
+    stage: str = "decide"
+    necessity: NecessityScore | None = None
+    memory_policy: MemoryPolicy = MemoryPolicy()
+    low_engagement: LowEngagement | None = None
+    reply_shape: ReplyShape | None = None
+    turn_policy: TurnPolicy | None = None
+    kept_messages: tuple[ChatMessage, ...] = ()
+    silence_until: dt.datetime | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def low_engagement_phrase(self) -> str | None:
+        """The canned phrase to send instead of an LLM reply, if any."""
+        return None if self.low_engagement is None else self.low_engagement.phrase
+
+    @property
+    def speaks(self) -> bool:
+        """Whether the turn goes to the LLM (REPLY, TOOL or FOLLOW_UP)."""
+        return self.action is not TurnAction.PASS
 
     def trace(self) -> dict[str, Any]:
         """The compact trace ``{action, social_action, delivery_style, source, reason}``."""
@@ -66,16 +227,56 @@ class Decision:
             "reason": self.reason,
         }
 
+    def details(self) -> dict[str, Any]:
+        """Everything else the router knows about this decision, for the runtime trace."""
+        return {
+            "stage": self.stage,
+            "reply_message_id": self.reply_message_id,
+            "necessity": None if self.necessity is None else self.necessity.to_json(),
+            "memory_policy": attrs.asdict(self.memory_policy),
+            "low_engagement": None
+            if self.low_engagement is None
+            else self.low_engagement.to_json(),
+            "reply_shape": None if self.reply_shape is None else attrs.asdict(self.reply_shape),
+            "turn_policy": None if self.turn_policy is None else attrs.asdict(self.turn_policy),
+            "kept_messages": [
+                {"id": m.id, "sender_id": m.sender_id, "text": m.text} for m in self.kept_messages
+            ],
+            "silence_until": None if self.silence_until is None else self.silence_until.isoformat(),
+            "notes": list(self.notes),
+        }
+
 
 @attrs.frozen(kw_only=True)
 class RouteContext:
     """What a :class:`framework.DecisionRule` receives.
 
     :param turn: the turn being routed.
-    :param now: the turn's time.
-    :param config: the deployment's settings.
+    :param now: the routing time (the message's time unless given).
+    :param config: the deployment's settings; ``config.routing`` holds the routing defaults.
+    :param signals: what the router read from the message once, for every rule
+        (:class:`framework.routing.MessageSignals`).
+    :param state: the routing state of the deployment (cooldowns, quote candidates, …).
+    :param candidates: the group's quotable recent messages, the current one included.
+    :param recent_bot_replies: the bot's replies among the group's recent messages (0–6).
+    :param rng: the runtime's random source; draw from it only, so a replay is exact.
+    :param necessity: the reply-necessity score (``decide`` stage only).
     """
 
-    turn: Any
-    now: Any
-    config: Any
+    turn: Turn
+    now: dt.datetime
+    config: Config
+    signals: MessageSignals
+    state: RoutingState
+    candidates: tuple[QuoteCandidate, ...] = ()
+    recent_bot_replies: int = 0
+    rng: random.Random = attrs.field(factory=random.Random)
+    necessity: NecessityScore | None = None
+
+    @property
+    def bot_id(self) -> str:
+        return self.turn.bot.id
+
+    @property
+    def group_id(self) -> str | None:
+        return self.turn.group_id

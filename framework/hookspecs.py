@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from framework.config import Config
     from framework.context import RenderContext
+    from framework.decision import RouteContext
     from framework.images import FetchedImage, ImageLimits
     from framework.messages import PromptMessage
     from framework.providers import ProviderRequest, SubmitResult
@@ -211,4 +212,29 @@ def submit_request(request: ProviderRequest, config: Config) -> SubmitResult | N
     :param request: the request: its API, path and exact body.
     :param config: the deployment's settings (``[provider]``).
     :returns: the result, or ``None`` to let the next implementation decide.
+    """
+
+
+# -------------------------------------------------------------------------
+# Per turn: routing
+# -------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def decide_with_model(context: RouteContext) -> str | None:
+    """Ask a model what to do with the current message.
+
+    Runs once per turn in the ``decide`` stage, only when ``[routing] model_decision = true`` and
+    the turn passed the gates and the reply-necessity score, and only when no required tool intent
+    already decided it. The answer must be one JSON object in the shape of
+    :data:`framework.routing.MODEL_ANSWER_FORMAT`; it is validated strictly. An invalid answer
+    falls back to the decide rules (reason ``invalid_model_response``), and so does a hook that
+    raises (reason ``model_request_failed``). No built-in implements it.
+
+    Stops at first non-None result.
+
+    :param context: the turn's route context: the turn, its signals, the quote candidates, the
+        reply-necessity score.
+    :returns: the model's raw answer, or ``None`` when this plugin has no model to ask (the decide
+        rules then decide).
     """

@@ -24,6 +24,8 @@ __all__ = [
     "RelationshipNote",
     "ReplyShape",
     "RhythmBaseline",
+    "RhythmProfile",
+    "RouteHints",
     "ToolContext",
     "TopicSummary",
     "TurnPolicy",
@@ -182,3 +184,46 @@ class ToolContext:
             or self.ask_before_call
             or self.mention_tokens_enabled
         )
+
+
+def _unit_weight(value: float) -> float:
+    return max(0.0, float(value))
+
+
+@attrs.frozen(kw_only=True)
+class RhythmProfile:
+    """How members of a group actually reply: bubble counts and single/multi-bubble weights.
+
+    It shapes casual replies (section ``reply_shape``). ``None`` percentiles mean unknown.
+
+    :param bubble_count_p50: median number of bubbles in a member's reply.
+    :param bubble_count_p90: 90th percentile of the same.
+    :param single_weight: how much the group favours single-bubble replies (any scale, >= 0).
+    :param multi_weight: how much it favours multi-bubble replies (same scale).
+    """
+
+    bubble_count_p50: float | None = None
+    bubble_count_p90: float | None = None
+    single_weight: float = attrs.field(default=0.0, converter=_unit_weight)
+    multi_weight: float = attrs.field(default=0.0, converter=_unit_weight)
+
+
+@attrs.frozen(kw_only=True)
+class RouteHints:
+    """What the bot knows of a turn beyond its text, for routing (``docs/routing.md``).
+
+    :param tool_intent: the tool the message requires, from the bot's intent detection.
+    :param tools_permitted: whether the sender may use tools here.
+    :param scene: ``casual``, ``banter``, ``venting``, ``light_help``, ``serious`` or ``unknown``;
+        ``None`` lets the router infer it from the decision.
+    :param multi_party_overlap: several members are talking about the same thing, so a reply may
+        @-mention (delivery style ``mention``).
+    :param rhythm: the group's reply rhythm; ``None`` falls back to the routing state, then to the
+        group expression baseline.
+    """
+
+    tool_intent: str | None = None
+    tools_permitted: bool = False
+    scene: str | None = None
+    multi_party_overlap: bool = False
+    rhythm: RhythmProfile | None = None

@@ -52,6 +52,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "builtin_plugins.turn_sections",
     "builtin_plugins.overrides_file",
     "builtin_plugins.request_defaults",
+    "builtin_plugins.routing_rules",
+    "builtin_plugins.phrase_pools",
 )
 
 ENV_LOAD = "PROMPTWEAVE_LOAD_PLUGINS"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from framework.context import RenderContext
 
 __all__ = [
+    "DEFAULT_RULE_ORDER",
     "DecisionRule",
     "OverrideMode",
     "PhrasePool",
@@ -130,20 +131,34 @@ class Retriever:
     persistent: bool = True
 
 
+#: The order of a rule that gives none (a replacement takes the replaced rule's order instead).
+DEFAULT_RULE_ORDER = 100
+
+
 @attrs.frozen(kw_only=True)
 class DecisionRule:
-    """A routing rule.
+    """A routing rule (``docs/routing.md``).
 
     :param name: unique rule name, shown in the decision trace.
     :param stage: ``gate``, ``necessity`` or ``decide``.
-    :param evaluate: ``evaluate(route_context)``; what it returns depends on the stage.
-    :param order: rules of one stage run in ascending order; the first match wins.
+    :param evaluate: ``evaluate(route_context)``; a ``gate`` rule returns a
+        :class:`framework.GateSkip` or ``None``, a ``necessity`` rule a :class:`framework.ScoreTerm`
+        or ``None``, a ``decide`` rule a :class:`framework.Decision` or ``None``.
+    :param order: rules of one stage run in ascending order; the first match wins. ``None`` means
+        100, or, with ``replace=True``, the order of the rule replaced. The built-in rules use
+        1000 and above, so a plugin's rule runs before them unless it asks otherwise.
+    :param replace: ``True`` to replace the already registered rule of the same name.
     """
 
     name: str = attrs.field(validator=_check_id("rule"))
     stage: RuleStage = attrs.field(converter=RuleStage)
     evaluate: Callable[..., Any]
-    order: int = 100
+    order: int | None = None
+    replace: bool = False
+
+    @property
+    def effective_order(self) -> int:
+        return DEFAULT_RULE_ORDER if self.order is None else self.order
 
 
 def _phrase_tuple(value: Any) -> tuple[str, ...]:
@@ -155,13 +170,17 @@ class PhrasePool:
     """Short canned phrases for the low-engagement exit (seed 004, 低投入出口).
 
     :param name: unique pool name.
-    :param phrases: the phrases it offers.
-    :param applies: ``applies(query) -> bool``; ``None`` means the pool always applies.
+    :param phrases: the phrases it always offers.
+    :param applies: ``applies(query) -> bool`` with a :class:`framework.PoolQuery`; ``None`` means
+        the pool always applies.
+    :param phrases_for: ``phrases_for(query)`` returns more phrases for this query, for pools
+        whose phrases depend on the group (its own short phrases) or the moment.
     """
 
     name: str = attrs.field(validator=_check_id("pool"))
-    phrases: tuple[str, ...] = attrs.field(converter=_phrase_tuple)
+    phrases: tuple[str, ...] = attrs.field(default=(), converter=_phrase_tuple)
     applies: Callable[..., bool] | None = None
+    phrases_for: Callable[..., Iterable[str]] | None = None
 
 
 @attrs.frozen(kw_only=True)

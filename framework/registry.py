@@ -44,7 +44,7 @@ class Registries:
     def rules_for(self, stage: RuleStage) -> tuple[Registered[DecisionRule], ...]:
         """The rules of one stage, by ascending ``order``, registration order breaking ties."""
         found = [rule for rule in self.decision_rules.values() if rule.item.stage is stage]
-        return tuple(sorted(found, key=lambda rule: rule.item.order))
+        return tuple(sorted(found, key=lambda rule: rule.item.effective_order))
 
     def section(self, section_id: str) -> Registered[Section] | None:
         return next((entry for entry in self.sections if entry.item.id == section_id), None)
@@ -206,12 +206,51 @@ def collect_registries(pm: pluggy.PluginManager) -> Registries:
         sections=sections,
         section_warnings=warnings,
         retrievers=_collect_named(pm, "register_retrievers", "retriever", lambda r: r.name),
-        decision_rules=_collect_named(
-            pm, "register_decision_rules", "decision rule", lambda r: r.name
-        ),
+        decision_rules=_collect_rules(pm),
         pools=_collect_named(pm, "register_low_engagement_pools", "phrase pool", lambda p: p.name),
         persona_packs=_collect_named_packs(pm),
     )
+
+
+def _collect_rules(pm: pluggy.PluginManager) -> dict[str, Registered[DecisionRule]]:
+    """Decision rules by name; ``replace=True`` replaces a rule, keeping its order unless the
+    replacement gives one. Replacing a rule twice, or an unknown one, is an error."""
+    collected: dict[str, Registered[DecisionRule]] = {}
+    replaced_by: dict[str, str] = {}
+    for plugin_name, caller in _per_plugin(pm, "register_decision_rules"):
+
+        def register(rule: DecisionRule, _plugin: str = plugin_name) -> None:
+            if not isinstance(rule, DecisionRule):
+                raise TypeError(
+                    f"plugin {_plugin!r} registered {rule!r}, which is not a framework.DecisionRule"
+                )
+            held = collected.get(rule.name)
+            if held is None:
+                if rule.replace:
+                    raise DuplicateRegistrationError(
+                        f"plugin {_plugin!r} replaces decision rule {rule.name!r}, "
+                        "which no plugin registered"
+                    )
+                collected[rule.name] = Registered(item=rule, plugin=_plugin)
+                return
+            if not rule.replace:
+                raise DuplicateRegistrationError(
+                    f"decision rule {rule.name!r} registered by plugin {_plugin!r} is already "
+                    f"registered by plugin {held.plugin!r} (pass replace=True to replace it)"
+                )
+            if rule.name in replaced_by:
+                raise DuplicateRegistrationError(
+                    f"decision rule {rule.name!r} is replaced by both plugin "
+                    f"{replaced_by[rule.name]!r} and plugin {_plugin!r}"
+                )
+            replaced_by[rule.name] = _plugin
+            if rule.order is None:
+                rule = attrs.evolve(rule, order=held.item.order)
+            # A replacement keeps the replaced rule's place in registration order (ties).
+            collected[rule.name] = Registered(item=rule, plugin=_plugin)
+
+        caller(register=register)
+    return collected
 
 
 def _collect_named_packs(pm: pluggy.PluginManager) -> dict[str, Registered[Path]]:

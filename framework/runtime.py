@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import random
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,17 @@ import attrs
 from framework.config import Config
 from framework.context import RenderContext
 from framework.conversation import ConversationState
-from framework.decision import Decision, RouteContext, SocialAction, TurnAction
+from framework.decision import Decision, DeliveryStyle
 from framework.errors import ConfigError, SectionRenderError
 from framework.items import ReplyShape, TurnPolicy
 from framework.messages import PromptMessage, build_messages, trim_to_budget
 from framework.overrides import MAX_OVERRIDE_CONTENT_CHARS
 from framework.persona import PersonaPack
 from framework.plugins import PluginInfo, PluginManager, build_plugin_manager
-from framework.records import RuleStage, Section, SectionOverride, Volatility
+from framework.records import Section, SectionOverride, Volatility
 from framework.registry import Registered, Registries, collect_registries
 from framework.retrieval import RetrievalOutcome, RetrievalQuery, RetrievalRunner
+from framework.routing import DEFAULT_DECISION, Delivery, Router, resolve_delivery
 from framework.sanitize import BLOCK_MAX_CHARS, sanitize_block
 from framework.store.stores import Stores
 from framework.timeline import build_group_timeline
@@ -41,12 +43,9 @@ log = logging.getLogger("promptweave")
 #: Rendered static sections kept per runtime; bounded so many groups cannot grow it forever.
 STATIC_CACHE_ENTRIES = 4096
 
-DEFAULT_DECISION = Decision(
-    action=TurnAction.REPLY,
-    social_action=SocialAction.ANSWER,
-    source="default",
-    reason="no_rule_matched",
-)
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
 
 
 @attrs.frozen(kw_only=True)
@@ -102,6 +101,11 @@ class RenderedTurn:
             "system_prompt": self.system_prompt,
             "messages": [{"role": m.role, "content": m.content} for m in self.messages],
             "decision": self.decision.trace(),
+            **(
+                {"low_engagement_phrase": self.decision.low_engagement_phrase}
+                if self.decision.low_engagement_phrase
+                else {}
+            ),
             "trace": dict(self.trace),
             "stage_durations_ms": dict(self.stage_durations_ms),
         }
@@ -131,6 +135,9 @@ class Promptweave:
         raises, instead of leaving the section out and tracing the error.
     :param conversations: per-conversation state of the turn-context layer: queued notes, active
         system prompts, what was sent (``docs/turn_context.md``).
+    :param rng: the only source of randomness (quoting, the low-engagement exit, reply shapes);
+        seed it to replay a conversation exactly.
+    :param clock: the current time, for deliveries noted without a time.
     """
 
     config: Config
@@ -148,6 +155,8 @@ class Promptweave:
     _static_renders: dict[tuple[str, Bot, str | None], str] = attrs.field(
         factory=dict, init=False, repr=False
     )
+    rng: random.Random = attrs.field(factory=random.Random)
+    clock: Callable[[], dt.datetime] = _utc_now
 
     @classmethod
     def from_config(
@@ -158,6 +167,8 @@ class Promptweave:
         extra_plugins: Iterable[object] = (),
         environ: Mapping[str, str] | None = None,
         strict: bool | None = None,
+        rng: random.Random | None = None,
+        clock: Callable[[], dt.datetime] | None = None,
     ) -> Promptweave:
         """Load the plugins and the persona pack; fail early on any configuration problem."""
         config = config or Config()
@@ -177,18 +188,51 @@ class Promptweave:
             persona=persona,
             stores=Stores.from_config(config),
             strict=config.plugins.strict if strict is None else strict,
+            rng=rng or random.Random(),
+            clock=clock or _utc_now,
         )
 
     # -- routing ---------------------------------------------------------------------------
 
     def decide(self, turn: Turn, now: dt.datetime | None = None) -> Decision:
-        """Run the ``decide`` rules in order; the first that returns a decision wins."""
-        route = RouteContext(turn=turn, now=now or turn.message.time, config=self.config)
-        for entry in self.registries.rules_for(RuleStage.DECIDE):
-            decision = entry.item.evaluate(route)
-            if decision is not None:
-                return decision  # type: ignore[no-any-return]
-        return DEFAULT_DECISION
+        """Route the turn: gates, reply necessity, then the decide rules (``docs/routing.md``).
+
+        ``now`` defaults to the message's time. Routing updates the routing state (quote
+        candidates, kept messages, silences, the last canned phrase), so replaying the same events
+        with the same seeded ``rng`` gives the same decisions.
+        """
+        router = Router(
+            registries=self.registries,
+            config=self.config,
+            state=self.stores.routing,
+            rng=self.rng,
+            model_hook=self.plugins.pm.hook.decide_with_model,
+        )
+        return router.route(turn, now or turn.message.time)
+
+    def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
+        """How to deliver a decided reply: a QUOTE goes out plain when its target is no longer
+        one of the group's candidates (seed 004, 引用的原生引用)."""
+        return resolve_delivery(
+            self.stores.routing, bot_id=turn.bot.id, group_id=turn.group_id, decision=decision
+        )
+
+    def note_delivered(
+        self, turn: Turn, delivery: Delivery, *, at: dt.datetime | None = None
+    ) -> None:
+        """Record a delivered reply: it counts as recent bot presence, starts the group's reply
+        cooldown (``[routing] reply_cooldown_s``) and, for a quote, the quote cooldown."""
+        group_id = turn.group_id
+        if group_id is None:
+            return
+        at = at or self.clock()
+        state, bot_id = self.stores.routing, turn.bot.id
+        state.note_bot_reply(bot_id, group_id, at)
+        cooldown = self.config.routing.reply_cooldown_s
+        if cooldown > 0:
+            state.start_cooldown(bot_id, group_id, at + dt.timedelta(seconds=cooldown))
+        if delivery.style is DeliveryStyle.QUOTE and delivery.reply_message_id is not None:
+            state.note_quote_delivered(bot_id, group_id, delivery.reply_message_id, at)
 
     # -- assembly --------------------------------------------------------------------------
 
@@ -200,16 +244,24 @@ class Promptweave:
         decision: Decision | None = None,
         retrieved: Mapping[str, tuple[Any, ...]] | None = None,
     ) -> RenderContext:
-        """The render context of ``turn``; ``now`` defaults to the message's time."""
+        """The render context of ``turn``; ``now`` defaults to the message's time.
+
+        The reply shape and turn policy are the turn's own when it gives them, else the decision's.
+        Messages kept during a cooldown join the timeline, so they are not lost.
+        """
+        decision = decision or DEFAULT_DECISION
+        timeline_messages = _with_kept(turn, decision)
         return RenderContext(
             turn=turn,
             persona=self.persona,
             config=self.config,
             now=now or turn.message.time,
-            decision=decision or DEFAULT_DECISION,
-            reply_shape=turn.reply_shape or ReplyShape(),
-            turn_policy=turn.turn_policy or TurnPolicy(),
-            timeline=build_group_timeline(turn, self.persona, self.config.timeline),
+            decision=decision,
+            reply_shape=turn.reply_shape or decision.reply_shape or ReplyShape(),
+            turn_policy=turn.turn_policy or decision.turn_policy or TurnPolicy(),
+            timeline=build_group_timeline(
+                turn, self.persona, self.config.timeline, timeline_messages
+            ),
             retrieved=dict(turn.retrieved_items()) if retrieved is None else retrieved,
         )
 
@@ -317,7 +369,7 @@ class Promptweave:
         """Run every registered retriever for ``turn`` concurrently (``docs/retrieval.md``).
 
         :param allow_persistent_memory: ``None`` decides with
-            :func:`framework.retrieval.allows_persistent_memory`.
+            :func:`framework.routing.allows_persistent_memory` of the decision.
         """
         query = RetrievalQuery.for_turn(
             turn,
@@ -364,7 +416,7 @@ class Promptweave:
         caller's event loop, then the sections are assembled.
 
         :param allow_persistent_memory: ``None`` decides with
-            :func:`framework.retrieval.allows_persistent_memory`.
+            :func:`framework.routing.allows_persistent_memory` of the decision.
         """
         durations: dict[str, float] = {}
         start = time.perf_counter()
@@ -394,6 +446,7 @@ class Promptweave:
 
         trace = {
             "decision": decision.trace(),
+            "route": decision.details(),
             "sections": [
                 {
                     "id": s.id,
@@ -491,6 +544,15 @@ def _merge(
                 kept.append(item)
         merged[section_id] = tuple(kept)
     return merged
+
+
+def _with_kept(turn: Turn, decision: Decision) -> list[ChatMessage] | None:
+    """The turn's recent messages plus those kept during a cooldown, in time order."""
+    if not decision.kept_messages:
+        return None
+    known = {m.id for m in turn.recent_messages if m.id is not None}
+    extra = [m for m in decision.kept_messages if m.id is None or m.id not in known]
+    return sorted([*turn.recent_messages, *extra], key=lambda m: m.time)
 
 
 def _pack_path(config: Config, registries: Registries) -> Path:

@@ -23,6 +23,7 @@ from framework.items import (
     RelationshipNote,
     ReplyShape,
     RhythmBaseline,
+    RouteHints,
     ToolContext,
     TopicSummary,
     TurnPolicy,
@@ -81,6 +82,8 @@ class ChatMessage:
     :param addressed: ``True`` when the message is addressed to the bot (@, alias, reply to it).
     :param reply_to: the id of the message this one replies to.
     :param images: image URLs the message carries.
+    :param mentions: account ids the message @-mentions (``"all"`` for @全体成员); routing also
+        reads ``[CQ:at,qq=…]`` codes and ``at`` segments from ``raw``.
     """
 
     sender_id: str
@@ -92,6 +95,7 @@ class ChatMessage:
     addressed: bool = False
     reply_to: str | None = None
     images: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    mentions: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
 
 
 @attrs.frozen(kw_only=True)
@@ -155,6 +159,7 @@ class Turn:
         text (from the bot-reply context), shown as "what the bot just said".
     :param quoted_message_images: image URLs of the message this one replies to; they are sent
         with the current message, as images the user is asking about (seed 004, 当前/被引用的图片).
+    :param route_hints: tool intent, scene and rhythm known to the bot, for routing.
     """
 
     bot: Bot
@@ -169,6 +174,7 @@ class Turn:
     tool_context: ToolContext | None = None
     quoted_bot_text: str | None = None
     quoted_message_images: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    route_hints: RouteHints = attrs.field(factory=RouteHints)
 
     @property
     def is_private(self) -> bool:

@@ -1,33 +1,40 @@
 from __future__ import annotations
 
+import attrs
 import pytest
 from retrieval_support import make_turn
 
-from framework import Decision, allows_persistent_memory, looks_like_knowledge_question
-from framework.decision import SocialAction, TurnAction
+from framework import Config, Promptweave, looks_like_knowledge_question
+from framework.config import StoreConfig
 from framework.retrieval import reads_as_event
+from framework.testing import TEST_ENVIRON
 
 
 @pytest.mark.parametrize(
     ("text", "allowed"),
     [
-        ("早上好", False),
-        ("烦死了，唉", False),
-        ("@小织 哈哈哈哈哈", False),  # the mention does not count towards the length
-        ("周六晚上桌游局还照常吗", True),  # a question
-        ("帮我看看这个", True),  # a request
-        ("今天下班路上看到一只橘猫在便利店门口蹲着，瘦瘦的，我给它买了根火腿肠", True),
+        ("@小织 早上好", False),
+        ("@小织 哈哈哈哈哈", False),
+        ("@小织 周六晚上桌游局还照常吗", True),  # a question
+        ("@小织 帮我看看群公告说的地点", True),  # a request
     ],
 )
-def test_short_social_turns_do_not_allow_persistent_memory(text, allowed):
-    assert allows_persistent_memory(make_turn(text)) is allowed
-
-
-def test_a_purely_social_decision_disallows_persistent_memory_whatever_the_length():
-    joke = Decision(action=TurnAction.REPLY, social_action=SocialAction.JOKE)
-    text = "今天下班路上看到一只橘猫在便利店门口蹲着，瘦瘦的，我给它买了根火腿肠"
-    assert allows_persistent_memory(make_turn(text), joke) is False
-    assert allows_persistent_memory(make_turn(text + "，你说它吃饱了吗"), joke) is True
+def test_retrieval_follows_the_routing_memory_policy(text, allowed):
+    runtime = Promptweave.from_config(
+        Config(store=StoreConfig(backend="memory")), environ=TEST_ENVIRON
+    )
+    turn = make_turn(text, trigger="mention")
+    turn = attrs.evolve(turn, message=attrs.evolve(turn.message, addressed=True))
+    result = runtime.render(turn)
+    assert result.trace["retrieval"]["allow_persistent_memory"] is allowed
+    statuses = {
+        entry["retriever"]: entry.get("reason")
+        for entries in result.trace["retrieval"]["sections"].values()
+        for entry in entries
+    }
+    if not allowed:
+        assert statuses["memory"] == "skipped_short_social_turn"
+        assert statuses["person_facts"] == "skipped_short_social_turn"
 
 
 @pytest.mark.parametrize(

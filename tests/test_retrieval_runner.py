@@ -130,7 +130,7 @@ def test_persistent_retrievers_are_not_called_on_a_short_social_turn():
 
     outcome = run(
         [entry("persistent", persistent), entry("profile", profile, persistent=False)],
-        query=make_query("早上好"),
+        query=make_query("早上好", allow_persistent_memory=False),
     )
     assert called == ["profile"]
     assert outcome.traces[0].reason == "skipped_short_social_turn"

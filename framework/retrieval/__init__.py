@@ -3,8 +3,8 @@
 - :class:`RetrievalQuery` is what every retriever receives; it returns items or a
   :class:`RetrievalResult` (``docs/retrieval.md``, "Writing a retriever").
 - :class:`RetrievalRunner` runs a turn's retrievers concurrently, each within its timeout.
-- :func:`allows_persistent_memory` tells a short social turn (no persistent memory, relationship,
-  person facts or old topics) from the rest.
+- Whether a turn may read persistent memory is the routing decision's memory policy
+  (:func:`framework.routing.allows_persistent_memory`); short social turns may not.
 - :mod:`framework.retrieval.scoring` explains how the built-in search matches and scores text.
 """
 
@@ -13,10 +13,6 @@ from __future__ import annotations
 from framework.retrieval.policy import (
     EVENT_WORDS,
     KNOWLEDGE_QUESTION_WORDS,
-    QUESTION_OR_REQUEST_WORDS,
-    SHORT_SOCIAL_MAX_CHARS,
-    allows_persistent_memory,
-    has_question_or_request,
     looks_like_knowledge_question,
     reads_as_event,
 )
@@ -34,8 +30,6 @@ from framework.retrieval.scoring import (
 __all__ = [
     "EVENT_WORDS",
     "KNOWLEDGE_QUESTION_WORDS",
-    "QUESTION_OR_REQUEST_WORDS",
-    "SHORT_SOCIAL_MAX_CHARS",
     "RetrievalHit",
     "RetrievalOutcome",
     "RetrievalQuery",
@@ -43,9 +37,7 @@ __all__ = [
     "RetrievalRunner",
     "RetrieverTrace",
     "SkipReason",
-    "allows_persistent_memory",
     "fts_query",
-    "has_question_or_request",
     "index_text",
     "looks_like_knowledge_question",
     "normalize_query",

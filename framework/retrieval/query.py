@@ -17,7 +17,6 @@ import attrs
 
 from framework.config import RetrievalConfig
 from framework.decision import Decision
-from framework.retrieval.policy import allows_persistent_memory
 from framework.retrieval.scoring import normalize_query
 from framework.turn import Turn
 
@@ -76,10 +75,10 @@ class RetrievalQuery:
         now: dt.datetime | None = None,
         allow_persistent_memory: bool | None = None,
     ) -> RetrievalQuery:
-        """The query of ``turn``; ``allow_persistent_memory`` defaults to
-        :func:`framework.retrieval.allows_persistent_memory`."""
+        """The query of ``turn``; ``allow_persistent_memory`` defaults to the decision's memory
+        policy (:func:`framework.routing.allows_persistent_memory`)."""
         if allow_persistent_memory is None:
-            allow_persistent_memory = allows_persistent_memory(turn, decision)
+            allow_persistent_memory = decision.memory_policy.read_persistent_memory
         return cls(
             bot_id=turn.bot.id,
             group_id=turn.group_id,

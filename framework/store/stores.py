@@ -8,6 +8,8 @@ from framework.config import Config
 from framework.store.retrieval import RetrievalStore, TopicSummarySource
 from framework.store.retrieval_memory import InMemoryRetrievalStore
 from framework.store.retrieval_sqlite import SQLiteRetrievalStore
+from framework.store.routing_state import MemoryRoutingState, RoutingState
+from framework.store.routing_state_sqlite import SQLiteRoutingState
 from framework.store.sqlite import SQLiteDatabase
 
 __all__ = ["Stores"]
@@ -23,6 +25,7 @@ class Stores:
     :param topic_summaries: where old topics (section ``mid_term``) come from; by default the
         retrieval store's ``topic_summaries`` table. Plug a session store in here to recall the
         summaries it writes.
+    :param routing: per-group routing state (cooldowns, quote candidates, last phrase…).
     """
 
     database: SQLiteDatabase | None = None
@@ -30,6 +33,7 @@ class Stores:
     topic_summaries: TopicSummarySource = attrs.field(
         default=attrs.Factory(lambda self: self.retrieval, takes_self=True)
     )
+    routing: RoutingState = attrs.field(factory=MemoryRoutingState)
 
     @classmethod
     def from_config(cls, config: Config) -> Stores:
@@ -37,4 +41,8 @@ class Stores:
         if config.store.backend == "memory":
             return cls(database=None)
         database = SQLiteDatabase(config.resolve_path(config.store.path))
-        return cls(database=database, retrieval=SQLiteRetrievalStore(database))
+        return cls(
+            database=database,
+            retrieval=SQLiteRetrievalStore(database),
+            routing=SQLiteRoutingState(database),
+        )

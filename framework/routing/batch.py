@@ -1,0 +1,342 @@
+"""Route files: many messages decided in one run (``promptweave route``, ``docs/routing.md``).
+
+A route file is JSON Lines. Each line is either a whole turn (the turn-file format, recognised by
+its ``message`` key) or a compact message (:class:`CompactCase`); both may carry ``id``,
+``expect``, ``state`` and ``seed``. Blank lines and lines starting with ``#`` are skipped.
+
+By default every line is decided on its own: a fresh in-memory routing state prepared from its
+``state``, and a random source seeded with its ``seed`` (else the run's seed). With ``stream`` the
+lines are one conversation: one state and one random source, in file order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from framework._convert import structure
+from framework.decision import Decision, TurnAction
+from framework.errors import TurnFileError
+from framework.items import RelationshipNote, RouteHints
+from framework.runtime import Promptweave
+from framework.store.routing_state import MemoryRoutingState, RoutingState
+from framework.store.stores import Stores
+from framework.turn import Bot, ChatMessage, HistoryEntry, SpeakTrigger, Turn, TurnRetrieved
+
+__all__ = [
+    "CaseResult",
+    "CaseState",
+    "CompactCase",
+    "ContextMessage",
+    "Expectation",
+    "RouteCase",
+    "confusion_table",
+    "decide_cases",
+    "load_route_file",
+]
+
+#: The time of a compact message that gives none.
+BASE_TIME = dt.datetime(2026, 11, 30, 20, 0, tzinfo=dt.timezone(dt.timedelta(hours=8)))
+#: Context messages without ``ago_s`` are this many seconds apart, the last one before the current.
+CONTEXT_SPACING_S = 20
+DEFAULT_BOT = Bot(id="10001", name="小织", aliases=("织织",))
+DEFAULT_GROUP = "20001"
+
+
+def sender_id_for(name: str) -> str:
+    """A stable account id for a display name, so one name is one member across a file."""
+    return str(30000 + zlib.crc32(name.encode("utf-8")) % 60000)
+
+
+@attrs.frozen(kw_only=True)
+class Expectation:
+    """The label of a line: the expected action, and optionally reason and delivery style."""
+
+    action: TurnAction
+    reason: str | None = None
+    delivery_style: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CaseState:
+    """Routing state a line starts from (relative to its message's time).
+
+    :param cooldown_s: the group is cooling down for this many more seconds.
+    :param silence_s: the group is silenced (after a shut-up) for this many more seconds.
+    :param disabled: the bot is switched off in the group.
+    :param last_quote_ago_s: a quote was delivered this many seconds ago.
+    :param bot_replies: the bot delivered this many replies a moment ago.
+    :param last_phrase: the group's last low-engagement phrase.
+    """
+
+    cooldown_s: float | None = None
+    silence_s: float | None = None
+    disabled: bool = False
+    last_quote_ago_s: float | None = None
+    bot_replies: int = 0
+    last_phrase: str | None = None
+
+    def apply(self, state: RoutingState, bot_id: str, group_id: str, now: dt.datetime) -> None:
+        if self.cooldown_s is not None:
+            state.start_cooldown(bot_id, group_id, now + dt.timedelta(seconds=self.cooldown_s))
+        if self.silence_s is not None:
+            state.start_silence(bot_id, group_id, now + dt.timedelta(seconds=self.silence_s))
+        if self.disabled:
+            state.set_disabled(bot_id, group_id, True)
+        if self.last_quote_ago_s is not None:
+            at = now - dt.timedelta(seconds=self.last_quote_ago_s)
+            state.note_quote_delivered(bot_id, group_id, "", at)
+        for _ in range(self.bot_replies):
+            state.note_bot_reply(bot_id, group_id, now - dt.timedelta(seconds=10))
+        if self.last_phrase is not None:
+            state.note_phrase(bot_id, group_id, self.last_phrase)
+
+
+@attrs.frozen(kw_only=True)
+class ContextMessage:
+    """An earlier group message of a compact line, oldest first. ``bot`` marks the bot's own."""
+
+    text: str
+    id: str | None = None
+    sender: str = ""
+    sender_id: str | None = None
+    bot: bool = False
+    ago_s: float | None = None
+    reply_to: str | None = None
+    images: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class CompactCase:
+    """One compact line: the current message and just enough around it."""
+
+    text: str
+    id: str | None = None
+    message_id: str | None = None
+    sender: str = "群友"
+    sender_id: str | None = None
+    addressed: bool = False
+    trigger: SpeakTrigger | None = None
+    private: bool = False
+    reply_to: str | None = None
+    images: tuple[str, ...] = ()
+    mentions: tuple[str, ...] = ()
+    raw: Any = None
+    time: dt.datetime | None = None
+    context: tuple[ContextMessage, ...] = ()
+    history: tuple[HistoryEntry, ...] = ()
+    quoted_bot_text: str | None = None
+    hints: RouteHints = attrs.field(factory=RouteHints)
+    affinity: float | None = None
+    bot: Bot | None = None
+    group_id: str | None = None
+    state: CaseState = attrs.field(factory=CaseState)
+    seed: int | None = None
+    expect: Expectation | None = None
+
+    def to_turn(self, line: int) -> Turn:
+        now = self.time or BASE_TIME
+        bot = self.bot or DEFAULT_BOT
+        recent = []
+        for index, earlier in enumerate(self.context):
+            ago = earlier.ago_s
+            if ago is None:
+                ago = CONTEXT_SPACING_S * (len(self.context) - index)
+            recent.append(
+                ChatMessage(
+                    id=earlier.id or f"L{line}c{index + 1}",
+                    sender_id=bot.id
+                    if earlier.bot
+                    else (earlier.sender_id or sender_id_for(earlier.sender or f"#{index}")),
+                    sender_name=bot.name if earlier.bot else earlier.sender,
+                    text=earlier.text,
+                    time=now - dt.timedelta(seconds=ago),
+                    reply_to=earlier.reply_to,
+                    images=earlier.images,
+                )
+            )
+        relationship = None if self.affinity is None else RelationshipNote(affinity=self.affinity)
+        return Turn(
+            bot=bot,
+            group_id=None if self.private else (self.group_id or DEFAULT_GROUP),
+            trigger=self.trigger,
+            message=ChatMessage(
+                id=self.message_id or f"L{line}",
+                sender_id=self.sender_id or sender_id_for(self.sender),
+                sender_name=self.sender,
+                text=self.text,
+                time=now,
+                raw=self.raw,
+                addressed=self.addressed,
+                reply_to=self.reply_to,
+                images=self.images,
+                mentions=self.mentions,
+            ),
+            recent_messages=tuple(recent),
+            history=self.history,
+            retrieved=TurnRetrieved(relationship=relationship),
+            quoted_bot_text=self.quoted_bot_text,
+            route_hints=self.hints,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class RouteCase:
+    """One line of a route file, ready to decide."""
+
+    line: int
+    id: str
+    turn: Turn
+    state: CaseState
+    seed: int | None
+    expect: Expectation | None
+
+
+_EXTRAS = ("id", "expect", "state", "seed")
+
+
+def _parse_line(data: dict[str, Any], line: int, source: str) -> RouteCase:
+    where = f"{source}:{line}"
+    if "message" in data:
+        extras = {key: data.pop(key) for key in _EXTRAS if key in data}
+        turn = structure(data, Turn, where, TurnFileError)
+        state = structure(extras.get("state", {}), CaseState, where, TurnFileError)
+        expect = (
+            structure(extras["expect"], Expectation, where, TurnFileError)
+            if "expect" in extras
+            else None
+        )
+        seed = extras.get("seed")
+        if seed is not None and not isinstance(seed, int):
+            raise TurnFileError(where, ["seed must be an integer @ $.seed"])
+        label = str(extras.get("id") or turn.message.id or f"line {line}")
+        return RouteCase(line=line, id=label, turn=turn, state=state, seed=seed, expect=expect)
+    case = structure(data, CompactCase, where, TurnFileError)
+    turn = case.to_turn(line)
+    return RouteCase(
+        line=line,
+        id=case.id or f"line {line}",
+        turn=turn,
+        state=case.state,
+        seed=case.seed,
+        expect=case.expect,
+    )
+
+
+def load_route_file(path: Path) -> list[RouteCase]:
+    """Read a route file; a bad line raises :class:`framework.errors.TurnFileError` naming the
+    file, the line and the key path."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise TurnFileError(str(path), [f"cannot read: {exc.strerror or exc}"]) from exc
+    cases = []
+    for number, text in enumerate(lines, 1):
+        if not text.strip() or text.lstrip().startswith("#"):
+            continue
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TurnFileError(f"{path}:{number}", [f"invalid JSON: {exc.msg}"]) from exc
+        if not isinstance(data, dict):
+            raise TurnFileError(f"{path}:{number}", ["each line must be a JSON object"])
+        cases.append(_parse_line(data, number, str(path)))
+    return cases
+
+
+@attrs.frozen(kw_only=True)
+class CaseResult:
+    """A decided line and whether it matched its label (``None`` without a label)."""
+
+    case: RouteCase
+    decision: Decision
+
+    @property
+    def matched(self) -> bool | None:
+        expect = self.case.expect
+        if expect is None:
+            return None
+        decision = self.decision
+        return (
+            decision.action is expect.action
+            and expect.reason in (None, decision.reason)
+            and expect.delivery_style in (None, decision.delivery_style.value)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        expect = self.case.expect
+        return {
+            "id": self.case.id,
+            "line": self.case.line,
+            "decision": self.decision.trace(),
+            "low_engagement_phrase": self.decision.low_engagement_phrase,
+            "necessity": None if self.decision.necessity is None else self.decision.necessity.score,
+            "expected": None
+            if expect is None
+            else {k: v for k, v in attrs.asdict(expect).items() if v is not None},
+            "matched": self.matched,
+        }
+
+
+def decide_cases(
+    runtime: Promptweave, cases: Sequence[RouteCase], *, seed: int = 0, stream: bool = False
+) -> list[CaseResult]:
+    """Decide every case with ``runtime``'s rules and pools.
+
+    :param seed: the random seed of a line without its own (and of the whole stream).
+    :param stream: decide the lines as one conversation, sharing state and random source.
+    """
+    shared = attrs.evolve(
+        runtime, stores=Stores(routing=MemoryRoutingState()), rng=random.Random(seed)
+    )
+    results = []
+    for case in cases:
+        if stream:
+            current = shared
+        else:
+            case_seed = seed if case.seed is None else case.seed
+            current = attrs.evolve(
+                runtime,
+                stores=Stores(routing=MemoryRoutingState()),
+                rng=random.Random(case_seed),
+            )
+        turn = case.turn
+        if turn.group_id is not None:
+            case.state.apply(current.stores.routing, turn.bot.id, turn.group_id, turn.message.time)
+        results.append(CaseResult(case=case, decision=current.decide(turn)))
+    return results
+
+
+def confusion_table(results: Sequence[CaseResult]) -> str:
+    """Expected action (rows) against decided action (columns), then every mismatch."""
+    labelled = [r for r in results if r.case.expect is not None]
+    actions = [action.value for action in TurnAction]
+    counts = Counter(
+        (r.case.expect.action.value, r.decision.action.value)
+        for r in labelled
+        if r.case.expect is not None
+    )
+    width = max(len(a) for a in actions) + 2
+    lines = ["expected \\ decided".ljust(width + 10) + "".join(a.rjust(width) for a in actions)]
+    for expected in actions:
+        row = "".join(str(counts[(expected, decided)]).rjust(width) for decided in actions)
+        lines.append(expected.ljust(width + 10) + row)
+    matched = sum(1 for r in labelled if r.matched)
+    lines.append(f"{matched}/{len(labelled)} labels matched (action, reason, delivery style)")
+    for result in labelled:
+        if not result.matched and result.case.expect is not None:
+            expect = result.case.expect
+            lines.append(
+                f"  line {result.case.line} {result.case.id}: expected "
+                f"{expect.action.value}/{expect.reason or '*'}, decided "
+                f"{result.decision.action.value}/{result.decision.reason}"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,131 @@
+"""The low-engagement exit: a short canned phrase instead of silence, without the LLM.
+
+Seed 004, 低投入出口: a PASS that was not addressed to the bot, or a necessity skip of a
+high-frequency short reaction, rolls against a probability that falls as the bot has been more
+present; on a hit, a phrase of at most 12 characters comes from the registered pools. Emotion words
+select the tangent pools; the group's last phrase is never repeated right away.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import attrs
+
+from framework.decision import LowEngagement, RouteContext
+from framework.records import PhrasePool
+from framework.registry import Registered
+from framework.routing.text_signals import is_gentle_phrase
+from framework.turn import Turn
+
+__all__ = ["PoolQuery", "emit_probability", "low_engagement_exit", "pick_phrase"]
+
+log = logging.getLogger("promptweave.routing")
+
+
+@attrs.frozen(kw_only=True)
+class PoolQuery:
+    """What a :class:`framework.PhrasePool` is asked with.
+
+    :param text: the focus text of the message.
+    :param emotion: the message carries emotion words (``难绷``, ``破防``, ``麻了``, ``烦``…).
+    :param bot_id: the bot.
+    :param group_id: the group (``None`` in a private chat).
+    :param turn: the whole turn, for pools that read more (the group's learned expressions).
+    """
+
+    text: str
+    emotion: bool
+    bot_id: str
+    group_id: str | None
+    turn: Turn
+
+
+def emit_probability(recent_bot_replies: int, table: Sequence[float]) -> float:
+    """The chance of a phrase by recent bot replies: 0, 1–2, 3–4, 5 and more (``table``)."""
+    count = max(0, recent_bot_replies)
+    if count == 0:
+        return table[0]
+    if count <= 2:
+        return table[1]
+    if count <= 4:
+        return table[2]
+    return table[3]
+
+
+def _offered(entry: Registered[PhrasePool], query: PoolQuery, notes: list[str]) -> list[str]:
+    pool = entry.item
+    try:
+        if pool.applies is not None and not pool.applies(query):
+            return []
+        phrases = list(pool.phrases)
+        if pool.phrases_for is not None:
+            phrases += [str(phrase) for phrase in pool.phrases_for(query)]
+    except Exception as exc:
+        log.exception("phrase pool %r of plugin %r raised", pool.name, entry.plugin)
+        notes.append(f"phrase pool {pool.name!r} raised {type(exc).__name__}: {exc}")
+        return []
+    return phrases
+
+
+def pick_phrase(
+    pools: Sequence[Registered[PhrasePool]],
+    query: PoolQuery,
+    *,
+    last_phrase: str | None,
+    max_chars: int,
+    notes: list[str] | None = None,
+) -> list[tuple[str, str]]:
+    """The phrases the pools offer for ``query``: ``(phrase, pool)`` pairs, each phrase once, in
+    pool registration order, without unfit phrases and without ``last_phrase`` (unless nothing
+    else is left)."""
+    problems = notes if notes is not None else []
+    offered: dict[str, str] = {}
+    for entry in pools:
+        for phrase in _offered(entry, query, problems):
+            phrase = phrase.strip()
+            if phrase not in offered and is_gentle_phrase(phrase, max_chars):
+                offered[phrase] = entry.item.name
+    choices = [(phrase, pool) for phrase, pool in offered.items() if phrase != last_phrase]
+    return choices or list(offered.items())
+
+
+def low_engagement_exit(
+    context: RouteContext,
+    trigger: str,
+    pools: Sequence[Registered[PhrasePool]],
+    notes: list[str],
+) -> LowEngagement:
+    """Roll for the exit and, on a hit, pick a phrase and remember it for the group."""
+    routing = context.config.routing
+    probability = emit_probability(context.recent_bot_replies, routing.low_engagement_probabilities)
+    roll = context.rng.random()
+    signals = context.signals
+    outcome = LowEngagement(
+        trigger=trigger,
+        recent_bot_replies=context.recent_bot_replies,
+        probability=probability,
+        roll=roll,
+        emotion=signals.emotion,
+    )
+    if roll >= probability:
+        return outcome
+    group_id = context.group_id
+    query = PoolQuery(
+        text=signals.text,
+        emotion=signals.emotion,
+        bot_id=context.bot_id,
+        group_id=group_id,
+        turn=context.turn,
+    )
+    last = None if group_id is None else context.state.last_phrase(context.bot_id, group_id)
+    choices = pick_phrase(
+        pools, query, last_phrase=last, max_chars=routing.phrase_max_chars, notes=notes
+    )
+    if not choices:
+        return outcome
+    phrase, pool = context.rng.choice(choices)
+    if group_id is not None:
+        context.state.note_phrase(context.bot_id, group_id, phrase)
+    return attrs.evolve(outcome, phrase=phrase, pool=pool)

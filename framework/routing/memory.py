@@ -1,0 +1,45 @@
+"""The memory policy of a turn (seed 004, 短社交话的上下文裁剪).
+
+Short social turns (greetings, nicknames, teasing, a short sigh: at most 24 characters with no
+question or request) read no persistent memory, relationship notes, person facts or old topics;
+they keep the user's bounded history window. The retrieval stage asks
+:func:`allows_persistent_memory`.
+"""
+
+from __future__ import annotations
+
+from framework.decision import Decision, MemoryPolicy, SocialAction, TurnAction
+from framework.routing.signals import MessageSignals
+from framework.turn import Turn
+
+__all__ = ["SHORT_SOCIAL_ACTIONS", "allows_persistent_memory", "memory_policy_for"]
+
+#: Social actions that make a reply a short social turn whatever its text.
+SHORT_SOCIAL_ACTIONS = (SocialAction.ACK, SocialAction.AFFECTION, SocialAction.JOKE)
+
+
+def memory_policy_for(decision: Decision, signals: MessageSignals, turn: Turn) -> MemoryPolicy:
+    """The memory policy of a decided turn."""
+    if decision.action is TurnAction.PASS:
+        return MemoryPolicy(read_persistent_memory=False, reason="silent")
+    short = decision.action is TurnAction.REPLY and (
+        signals.short_social or decision.social_action in SHORT_SOCIAL_ACTIONS
+    )
+    if not short:
+        return MemoryPolicy()
+    # The bot just answered this user: the exchange itself is the context (seed 004).
+    in_exchange = signals.addressed and (
+        signals.back_and_forth or bool(turn.history and turn.history[-1].role == "assistant")
+    )
+    return MemoryPolicy(
+        read_persistent_memory=False,
+        include_ambient_excerpt=not in_exchange,
+        reason="short_social_turn",
+    )
+
+
+def allows_persistent_memory(decision: Decision) -> bool:
+    """Whether retrieval may read persistent memory, relationship notes, person facts and old
+    topics for this turn. Retrievers registered with ``persistent=True`` are skipped otherwise,
+    and the retrieval trace says ``skipped_short_social_turn``."""
+    return decision.memory_policy.read_persistent_memory

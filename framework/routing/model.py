@@ -1,0 +1,112 @@
+"""The model-based decision, behind ``[routing] model_decision`` (default off).
+
+A plugin implementing ``decide_with_model`` returns the model's raw answer: one JSON object in
+the shape of :data:`MODEL_ANSWER_FORMAT`. The answer is validated strictly (unknown keys and
+unknown enum values are refused); an invalid answer or a failed request falls back to the decide
+rules. A valid answer is then checked against the turn, as the rules would: no tool without
+permission, no silence on an addressed question, no mention without several members talking,
+no quote of a message that is not a candidate.
+"""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+
+from framework._convert import structure
+from framework.decision import Decision, DeliveryStyle, RouteContext, SocialAction, TurnAction
+from framework.errors import ConfigError, PromptweaveError
+
+__all__ = [
+    "MODEL_ANSWER_FORMAT",
+    "ModelAnswer",
+    "ModelAnswerError",
+    "check_model_answer",
+    "parse_model_answer",
+]
+
+#: The JSON object the model must answer with (for the model prompt of a plugin).
+MODEL_ANSWER_FORMAT = (
+    '{"action": "reply|pass|tool|follow_up", '
+    '"social_action": "ack|affection|joke|stance|answer|ask_one", '
+    '"delivery_style": "plain|quote|mention", '
+    '"reply_message_id": "<a candidate message id, or null>", '
+    '"reason": "<a few words>"}'
+)
+
+
+class ModelAnswerError(PromptweaveError):
+    """The model's answer is not a valid decision; the message says what is wrong."""
+
+
+@attrs.frozen(kw_only=True)
+class ModelAnswer:
+    """A model's decision, as validated from its JSON answer."""
+
+    action: TurnAction
+    social_action: SocialAction = SocialAction.ANSWER
+    delivery_style: DeliveryStyle = DeliveryStyle.PLAIN
+    reply_message_id: str | None = None
+    reason: str = ""
+
+
+def parse_model_answer(raw: str) -> ModelAnswer:
+    """Validate the model's raw answer.
+
+    :raises ModelAnswerError: not JSON, not an object, an unknown key, a missing action, or a
+        value outside its enum; one line per problem.
+    """
+    try:
+        data = json.loads(raw)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise ModelAnswerError(f"model answer is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ModelAnswerError("model answer must be a JSON object")
+    try:
+        return structure(data, ModelAnswer, "model answer")
+    except ConfigError as exc:
+        raise ModelAnswerError(str(exc)) from exc
+
+
+def check_model_answer(answer: ModelAnswer, context: RouteContext) -> Decision:
+    """Turn a valid answer into a decision, correcting what the turn does not allow."""
+    signals = context.signals
+    if answer.action is TurnAction.TOOL and not context.turn.route_hints.tools_permitted:
+        return Decision(action=TurnAction.REPLY, source="fallback", reason="tool_not_permitted")
+    if answer.action is TurnAction.PASS and signals.addressed and signals.obligation:
+        return Decision(action=TurnAction.REPLY, source="rule", reason="addressed_obligation_reply")
+    if (
+        answer.action is TurnAction.REPLY
+        and answer.social_action in (SocialAction.ACK, SocialAction.JOKE)
+        and signals.low_value_social
+        and not signals.addressed
+    ):
+        return Decision(
+            action=TurnAction.PASS,
+            social_action=answer.social_action,
+            source="rule",
+            reason=f"low_value_{answer.social_action.value}_pass",
+        )
+    style, source, reason = answer.delivery_style, "model", "model_action"
+    if style is DeliveryStyle.MENTION and not context.turn.route_hints.multi_party_overlap:
+        style, source, reason = (
+            DeliveryStyle.PLAIN,
+            "fallback",
+            "mention_without_multi_party_overlap",
+        )
+    target = answer.reply_message_id
+    if target is not None and any(c.message_id == target for c in context.candidates):
+        style = DeliveryStyle.QUOTE
+    else:
+        target = None
+        if style is DeliveryStyle.QUOTE:
+            style = DeliveryStyle.PLAIN
+    return Decision(
+        action=answer.action,
+        social_action=answer.social_action,
+        delivery_style=style,
+        source=source,
+        reason=reason,
+        reply_message_id=target,
+    )

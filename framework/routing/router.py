@@ -1,0 +1,285 @@
+"""The router: gates, then reply necessity, then the decide rules (seed 004, 入口路由).
+
+Every stage is made of :class:`framework.DecisionRule` contributions; this module only runs them
+in order, applies what they ask of the routing state, and completes the decision with the memory
+policy, the low-engagement exit, the turn policy and the reply shape. A rule that raises or
+returns the wrong type is left out and noted in the decision; the turn goes on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from framework.config import Config
+from framework.decision import (
+    Decision,
+    GateSkip,
+    NecessityScore,
+    RouteContext,
+    ScoreTerm,
+    SocialAction,
+    TurnAction,
+)
+from framework.records import DecisionRule, RuleStage
+from framework.registry import Registered, Registries
+from framework.routing.low_engagement import low_engagement_exit
+from framework.routing.memory import memory_policy_for
+from framework.routing.model import ModelAnswerError, check_model_answer, parse_model_answer
+from framework.routing.shape import (
+    infer_scene,
+    resolve_reply_shape,
+    resolve_turn_policy,
+    rhythm_for,
+)
+from framework.routing.signals import MessageSignals
+from framework.store.routing_state import QuoteCandidate, RoutingState
+from framework.turn import ChatMessage, Turn
+
+__all__ = ["DEFAULT_DECISION", "Router", "recent_bot_replies"]
+
+log = logging.getLogger("promptweave.routing")
+
+#: What a turn gets when no decide rule matched.
+DEFAULT_DECISION = Decision(
+    action=TurnAction.REPLY,
+    social_action=SocialAction.ANSWER,
+    source="default",
+    reason="no_rule_matched",
+)
+#: Recent bot replies are counted up to this (seed 004: 0–6).
+BOT_REPLIES_CAP = 6
+#: With no bot message in the group window, the user's last turns with the bot are counted.
+HISTORY_FALLBACK = 6
+
+ModelHook = Callable[..., Any]
+
+
+def recent_bot_replies(turn: Turn, state: RoutingState, config: Config, now: dt.datetime) -> int:
+    """The bot's recent presence in the group, 0–6.
+
+    The larger of: the bot's messages among the group's latest ``bot_reply_window`` messages, and
+    its replies recorded in the routing state within ``bot_reply_window_s``. When both are 0, its
+    answers among the user's last six history turns.
+    """
+    routing = config.routing
+    window = turn.recent_messages[-routing.bot_reply_window :]
+    count = sum(1 for m in window if m.sender_id == turn.bot.id and m.text.strip())
+    if turn.group_id is not None:
+        since = now - dt.timedelta(seconds=routing.bot_reply_window_s)
+        count = max(count, state.bot_replies_since(turn.bot.id, turn.group_id, since))
+    if count == 0:
+        count = sum(1 for entry in turn.history[-HISTORY_FALLBACK:] if entry.role == "assistant")
+    return min(BOT_REPLIES_CAP, count)
+
+
+def _candidates(turn: Turn, state: RoutingState, config: Config) -> tuple[QuoteCandidate, ...]:
+    """Record the group's new messages as quote candidates and return them, current marked."""
+    if turn.group_id is None:
+        return ()
+    bot_id = turn.bot.id
+    incoming = [m for m in (*turn.recent_messages, turn.message) if m.sender_id != bot_id]
+    found = [c for c in (QuoteCandidate.of(m) for m in incoming) if c is not None]
+    state.record_candidates(bot_id, turn.group_id, found, config.routing.quote_candidates)
+    current = turn.message.id
+    return tuple(
+        attrs.evolve(c, is_current=c.message_id == current)
+        for c in state.candidates(bot_id, turn.group_id)
+    )
+
+
+@attrs.define
+class Router:
+    """Routes turns with the registered rules and pools.
+
+    :param model_hook: the ``decide_with_model`` hook caller, used when
+        ``[routing] model_decision`` is on.
+    """
+
+    registries: Registries
+    config: Config
+    state: RoutingState
+    rng: random.Random
+    model_hook: ModelHook | None = None
+
+    def route(self, turn: Turn, now: dt.datetime) -> Decision:
+        """Decide what to do with ``turn``'s message at ``now``."""
+        candidates = _candidates(turn, self.state, self.config)
+        context = RouteContext(
+            turn=turn,
+            now=now,
+            config=self.config,
+            signals=MessageSignals.read(
+                turn, config=self.config.routing, candidates=candidates, now=now
+            ),
+            state=self.state,
+            candidates=candidates,
+            recent_bot_replies=recent_bot_replies(turn, self.state, self.config, now),
+            rng=self.rng,
+        )
+        notes: list[str] = []
+        decision = self._gate(context, notes)
+        if decision is None:
+            necessity = self._necessity(context, notes)
+            context = attrs.evolve(context, necessity=necessity)
+            if necessity.proceeds:
+                decision = self._decide(context, notes)
+            else:
+                decision = Decision(
+                    action=TurnAction.PASS,
+                    social_action=SocialAction.ACK,
+                    source="necessity",
+                    reason="necessity_below_threshold",
+                    stage="necessity",
+                )
+            decision = attrs.evolve(decision, necessity=necessity)
+        return self._complete(decision, context, notes)
+
+    # -- stages ----------------------------------------------------------------------------
+
+    def _run(
+        self,
+        entry: Registered[DecisionRule],
+        context: RouteContext,
+        expected: type,
+        notes: list[str],
+    ) -> Any:
+        rule = entry.item
+        try:
+            result = rule.evaluate(context)
+        except Exception as exc:
+            log.exception("decision rule %r of plugin %r raised", rule.name, entry.plugin)
+            notes.append(f"rule {rule.name!r} ({entry.plugin}) raised {type(exc).__name__}: {exc}")
+            return None
+        if result is not None and not isinstance(result, expected):
+            notes.append(
+                f"rule {rule.name!r} ({entry.plugin}) returned {type(result).__name__}, "
+                f"expected {expected.__name__} or None; ignored"
+            )
+            return None
+        return result
+
+    def _gate(self, context: RouteContext, notes: list[str]) -> Decision | None:
+        for entry in self.registries.rules_for(RuleStage.GATE):
+            skip: GateSkip | None = self._run(entry, context, GateSkip, notes)
+            if skip is None:
+                continue
+            turn, group_id = context.turn, context.group_id
+            silence_until = None
+            if group_id is not None and skip.silence_s:
+                silence_until = context.now + dt.timedelta(seconds=skip.silence_s)
+                self.state.start_silence(turn.bot.id, group_id, silence_until)
+            if group_id is not None and skip.keep_message:
+                self.state.keep_message(
+                    turn.bot.id, group_id, turn.message, self.config.routing.kept_messages_max
+                )
+            return Decision(
+                action=TurnAction.PASS,
+                social_action=SocialAction.ACK,
+                source="gate",
+                reason=skip.reason,
+                stage="gate",
+                silence_until=silence_until,
+            )
+        return None
+
+    def _necessity(self, context: RouteContext, notes: list[str]) -> NecessityScore:
+        terms: list[ScoreTerm] = []
+        for entry in self.registries.rules_for(RuleStage.NECESSITY):
+            term: ScoreTerm | None = self._run(entry, context, ScoreTerm, notes)
+            if term is not None:
+                terms.append(term)
+        signals, hints = context.signals, context.turn.route_hints
+        bypassed = None
+        if signals.addressed:
+            bypassed = "addressed"
+        elif hints.tool_intent and hints.tools_permitted:
+            bypassed = "required_tool_intent"
+        return NecessityScore(
+            score=sum(term.points for term in terms),
+            threshold=self.config.routing.necessity_threshold,
+            terms=tuple(terms),
+            bypassed=bypassed,
+        )
+
+    def _rules(self, context: RouteContext, notes: list[str]) -> Decision:
+        for entry in self.registries.rules_for(RuleStage.DECIDE):
+            decision: Decision | None = self._run(entry, context, Decision, notes)
+            if decision is not None:
+                return decision
+        return DEFAULT_DECISION
+
+    def _decide(self, context: RouteContext, notes: list[str]) -> Decision:
+        if not self.config.routing.model_decision or self.model_hook is None:
+            return self._rules(context, notes)
+        hints = context.turn.route_hints
+        if hints.tool_intent and hints.tools_permitted:
+            # A required tool needs no model to decide (seed 004: TOOL needs only permission).
+            return Decision(action=TurnAction.TOOL, reason="required_tool_intent")
+        try:
+            raw = self.model_hook(context=context)
+        except Exception as exc:
+            log.exception("decide_with_model raised")
+            notes.append(f"decide_with_model raised {type(exc).__name__}: {exc}")
+            return self._fallback(context, notes, "model_request_failed")
+        if raw is None:
+            notes.append("no plugin answered decide_with_model; the rules decided")
+            return self._rules(context, notes)
+        try:
+            answer = parse_model_answer(raw)
+        except ModelAnswerError as exc:
+            notes.append(str(exc))
+            return self._fallback(context, notes, "invalid_model_response")
+        return check_model_answer(answer, context)
+
+    def _fallback(self, context: RouteContext, notes: list[str], reason: str) -> Decision:
+        ruled = self._rules(context, notes)
+        notes.append(f"fallback to the rules, which decided {ruled.reason!r}")
+        return attrs.evolve(ruled, source="fallback", reason=reason)
+
+    # -- completion ------------------------------------------------------------------------
+
+    def _complete(self, decision: Decision, context: RouteContext, notes: list[str]) -> Decision:
+        turn, signals, routing = context.turn, context.signals, self.config.routing
+        low_engagement = None
+        if decision.action is TurnAction.PASS and routing.low_engagement:
+            trigger = self._low_engagement_trigger(decision, signals)
+            if trigger is not None:
+                pools = tuple(self.registries.pools.values())
+                low_engagement = low_engagement_exit(context, trigger, pools, notes)
+        kept: tuple[ChatMessage, ...] = ()
+        if decision.speaks and turn.group_id is not None:
+            kept = self.state.take_kept_messages(turn.bot.id, turn.group_id)
+        scene = turn.route_hints.scene or infer_scene(decision, signals, routing)
+        policy = resolve_turn_policy(decision, signals, scene)
+        shape = resolve_reply_shape(policy, rhythm_for(turn, self.state), context.rng)
+        return attrs.evolve(
+            decision,
+            memory_policy=memory_policy_for(decision, signals, turn),
+            low_engagement=low_engagement,
+            turn_policy=policy,
+            reply_shape=shape,
+            kept_messages=kept,
+            notes=(*decision.notes, *notes),
+        )
+
+    @staticmethod
+    def _low_engagement_trigger(decision: Decision, signals: MessageSignals) -> str | None:
+        """Which exit applies: a rule PASS not addressed to the bot, or a necessity skip of a
+        high-frequency short reaction (never noise, spam, an incomplete or bystander message)."""
+        if signals.addressed:
+            return None
+        if decision.stage == "decide" and decision.source == "rule":
+            return "rule_pass"
+        if (
+            decision.stage == "necessity"
+            and signals.short_reaction
+            and not (signals.noise or signals.spam or signals.incomplete or signals.bystander)
+        ):
+            return "necessity_short_reaction"
+        return None

@@ -1,0 +1,261 @@
+"""Word lists and text predicates of routing, kept as data (seed 004, 入口路由 and 低投入出口).
+
+Every predicate takes the *focus text*: the message with the bot's own @-mentions and CQ codes
+removed (:func:`focus_text`). The lists are plain tuples so a plugin can read, extend or replace
+them in rules of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = [
+    "EMOTION_WORDS",
+    "GENTLE_FORBIDDEN",
+    "INCOMPLETE_TAILS",
+    "OBLIGATION_WORDS",
+    "REQUEST_WORDS",
+    "SHORT_REACTIONS",
+    "SHUT_UP_WORDS",
+    "SPAM_WORDS",
+    "VENT_ENDINGS",
+    "cq_mentions",
+    "focus_text",
+    "has_emotion_words",
+    "has_reply_obligation",
+    "has_request_words",
+    "is_bare_request",
+    "is_deictic_question",
+    "is_face_only",
+    "is_gentle_phrase",
+    "is_incomplete",
+    "is_low_value_social",
+    "is_noise",
+    "is_short_reaction",
+    "is_short_vent",
+    "is_shut_up",
+    "is_spam_text",
+    "mentioned_names",
+    "strip_trailing_punctuation",
+]
+
+#: A message containing any of these owes an answer (or ``?``/``？`` anywhere).
+OBLIGATION_WORDS: tuple[str, ...] = (
+    "怎么", "如何", "为什么", "为啥", "吗", "么", "能不能", "可以吗", "帮我", "回我", "快回",
+    "谁", "什么", "哪里", "哪儿", "哪", "咋", "怎样", "多少", "几", "有没有", "要不要",
+    "会不会", "是不是", "能否", "继续", "再说", "刚才", "等等", "等下", "补一句", "先别",
+)  # fmt: skip
+
+#: Words that ask the bot to do something.
+REQUEST_WORDS: tuple[str, ...] = (
+    "帮我", "帮忙", "麻烦", "请你", "能不能", "可不可以", "可以帮", "给我", "查一下", "查查",
+    "搜一下", "推荐", "教我", "告诉我", "提醒我", "记一下", "算一下", "翻译", "讲讲",
+    "说说", "介绍一下", "整理一下", "总结一下",
+)  # fmt: skip
+
+#: A short vent ends with one of these (then only punctuation, tildes or spaces).
+VENT_ENDINGS: tuple[str, ...] = ("烦", "唉", "累", "难受", "没绷住", "服了", "崩溃")
+
+#: Emotion words: a low-engagement phrase for such a message comes from the tangent pools.
+EMOTION_WORDS: tuple[str, ...] = (
+    "难绷", "绷", "破防", "麻了", "emo", "玉玉", "崩溃", "想死", "哭", "太惨", "无聊", "好烦",
+    "烦死", "累", "心累", "焦虑", "离谱", "裂开", "烦", "气死", "要死", "好气",
+)  # fmt: skip
+
+#: Asking the bot to be quiet (only counts when the request is directed at the bot).
+SHUT_UP_WORDS: tuple[str, ...] = (
+    "闭嘴", "别说话", "别说了", "别吵", "安静点", "安静一点", "别插嘴", "少说两句", "住口",
+    "别刷屏", "别回了", "不要说话", "退下", "shut up",
+)  # fmt: skip
+
+#: A message ending with one of these trails off: the speaker is not done yet.
+INCOMPLETE_TAILS: tuple[str, ...] = (
+    "你是", "我是", "那你", "然后", "所以", "因为", "但是", "而且", "就是", "如果", "还有",
+)  # fmt: skip
+
+#: ``我的``/``就是``-style fragments: a pronoun or connector plus 是/的/了 and nothing else.
+_FRAGMENT_HEADS: tuple[str, ...] = (
+    "我", "你", "他", "她", "它", "这", "那", "就", "还", "也", "都", "我们", "你们", "他们",
+    "这就", "那就", "要是", "可是", "只是", "但是", "还是", "于是",
+)  # fmt: skip
+
+#: High-frequency short reactions (after normalising, see :func:`is_short_reaction`).
+SHORT_REACTIONS: tuple[str, ...] = (
+    "草", "笑死", "笑死我了", "确实", "确实确实", "好家伙", "牛", "牛啊", "牛逼", "nb", "tql",
+    "绷不住了", "蚌埠住了", "啊这", "真的假的", "xswl", "太真实了", "懂了", "收到", "好的",
+    "ok", "可以", "对", "对对", "对对对", "嗯", "嗯嗯", "是的", "离谱", "好耶", "乐", "典",
+    "绝了", "无语", "6", "真实", "有道理", "6啊", "好活", "寄", "寄了", "针不戳",
+)  # fmt: skip
+
+#: Advertising and scam phrasing.
+SPAM_WORDS: tuple[str, ...] = (
+    "加微信", "加v", "加vx", "私聊我领", "扫码", "兼职日结", "日结", "刷单", "代理招募", "返利",
+    "优惠券", "免费领取", "点击链接", "福利群", "代开发票", "低息贷款", "躺赚",
+)  # fmt: skip
+
+#: Characters a gentle canned phrase may not contain anywhere.
+GENTLE_FORBIDDEN: tuple[str, ...] = ("？", "?", "！", "!", "。", ".", "[CQ:")
+
+_CQ = re.compile(r"\[CQ:[^\]]*\]")
+_CQ_AT = re.compile(r"\[CQ:at,qq=([^,\]]+)[^\]]*\]")
+_CQ_FACE = re.compile(r"\[CQ:(?:face|mface|sface|bface)[^\]]*\]")
+_BRACKET_FACE = re.compile(r"\[(?!图片\])[^\[\]\s]{1,6}\]")
+_TEXT_MENTION = re.compile(r"@([^\s@，,：:。！!？?]+)")
+_PUNCT_TAIL = re.compile(r"[\s,，。.!！?？~～…、]+$")
+_VENT = re.compile("(?:" + "|".join(map(re.escape, VENT_ENDINGS)) + r")[\s。！!？?~～…，,]*$")
+_LAUGH = re.compile(r"^(?:[哈h呵嘿嘻w]{2,}|2{1}3{2,}|6{1,}|六{2,}|1{1,})$")
+_KEY_MASH = ("asdf", "sdfg", "dfgh", "qwer", "wert", "zxcv", "hjkl", "jkl", "uiop")
+_BARE_REQUEST = re.compile(
+    r"^(?:你|能|可以|麻烦)?(?:帮我|帮忙|给我|替我|帮帮我)?"
+    r"(?:查|搜|找|看|翻译|算|问|弄|改|整理|总结|记|处理|安排)?"
+    r"(?:一下|一下下|下|查|搜|找|看|看看)?(?:吧|呗|啊|呀|哈|嘛|好吗|行吗|可以吗)?$"
+)
+_BARE_REQUEST_PHRASES = ("帮个忙", "帮我个忙", "帮帮忙", "能帮我个忙吗", "帮我个忙呗")
+_DEICTIC = re.compile(
+    r"^(?:那个|这个|那|这|它|那玩意儿?|这玩意儿?|那件事|那东西|这东西|上次那个|刚才那个|之前那个)"
+    r"(?:到底|又|该|要)?"
+    r"(?:怎么弄|怎么办|怎么用|怎么搞|怎么整|咋弄|咋整|咋办|咋用|是啥|是什么|是啥意思|什么意思"
+    r"|啥意思|呢|在哪|在哪儿|怎么样|行不行|好使吗|能用吗|弄好了吗|搞定了吗)$"
+)
+_QUESTION_PARTICLES = re.compile(r"[吗呢嘛吧呀]+$")
+
+
+def strip_trailing_punctuation(text: str) -> str:
+    return _PUNCT_TAIL.sub("", text)
+
+
+def mentioned_names(text: str) -> tuple[str, ...]:
+    """Names written as ``@name`` in the text (not CQ codes)."""
+    return tuple(_TEXT_MENTION.findall(_CQ.sub(" ", text)))
+
+
+def cq_mentions(raw: str) -> tuple[str, ...]:
+    """Account ids of ``[CQ:at,qq=…]`` codes in a raw OneBot string."""
+    return tuple(_CQ_AT.findall(raw))
+
+
+def focus_text(text: str, self_names: tuple[str, ...], *, keep_cq: bool = False) -> str:
+    """The text routing reads: CQ codes (unless ``keep_cq``) and @-mentions of the bot removed,
+    whitespace collapsed."""
+    focused = text if keep_cq else _CQ.sub(" ", text)
+    for name in sorted(self_names, key=len, reverse=True):
+        if name:
+            focused = focused.replace(f"@{name}", " ")
+    return " ".join(focused.split())
+
+
+def _is_emoji(char: str) -> bool:
+    category = unicodedata.category(char)
+    return category in ("So", "Sk") or char in ("\u200d", "\ufe0f", "\ufe0e")
+
+
+def is_face_only(text: str, raw: str = "") -> bool:
+    """Only faces, stickers or emoji: ``[CQ:face…]``, ``[doge]``-style marks, emoji."""
+    rest = _BRACKET_FACE.sub("", _CQ_FACE.sub("", text))
+    has_face = rest != text or bool(_CQ_FACE.search(raw))
+    for char in rest:
+        if char.isspace():
+            continue
+        if not _is_emoji(char):
+            return False
+        has_face = True
+    return has_face
+
+
+def is_noise(text: str) -> bool:
+    """A fragment with nothing to answer: punctuation only, a keyboard mash, one char repeated."""
+    compact = "".join(text.split()).lower()
+    if not compact:
+        return False
+    if not any(char.isalnum() for char in compact):
+        return not any(_is_emoji(char) for char in compact)
+    if compact.isascii() and compact.isalpha() and any(m in compact for m in _KEY_MASH):
+        return True
+    return len(compact) >= 6 and len(set(compact)) == 1 and not _LAUGH.match(compact)
+
+
+def is_incomplete(text: str) -> bool:
+    """An utterance that trails off (``然后``, ``因为，``) or a bare ``我是``-style fragment."""
+    if "?" in text or "？" in text:
+        return False
+    core = _PUNCT_TAIL.sub("", text)
+    if not core:
+        return False
+    for tail in INCOMPLETE_TAILS:
+        # "就是就是" agrees; "我想说的就是" trails off.
+        if core.endswith(tail) and core.replace(tail, ""):
+            return True
+        if core == tail:
+            return True
+    return len(core) <= 3 and core[-1] in "是的了" and core[:-1] in _FRAGMENT_HEADS
+
+
+def has_reply_obligation(text: str) -> bool:
+    """A question or request the bot should not leave unanswered."""
+    return "?" in text or "？" in text or any(word in text for word in OBLIGATION_WORDS)
+
+
+def has_request_words(text: str) -> bool:
+    return any(word in text.lower() for word in REQUEST_WORDS)
+
+
+def is_low_value_social(text: str, max_chars: int = 24) -> bool:
+    """Short talk that owes nothing: at most ``max_chars`` and no question or request."""
+    stripped = text.strip()
+    return 0 < len(stripped) <= max_chars and not has_reply_obligation(stripped)
+
+
+def is_short_vent(text: str, max_chars: int = 24) -> bool:
+    """A short sigh of frustration: ``又加班，烦``, ``唉``, ``服了~``."""
+    stripped = text.strip()
+    return 0 < len(stripped) <= max_chars and bool(_VENT.search(stripped))
+
+
+def has_emotion_words(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in EMOTION_WORDS)
+
+
+def is_short_reaction(text: str) -> bool:
+    """A high-frequency short reaction: ``哈哈哈``, ``草``, ``666``, ``确实``, ``绷不住了``."""
+    compact = _PUNCT_TAIL.sub("", "".join(text.split())).lower()
+    if not compact or len(compact) > 8:
+        return False
+    return compact in SHORT_REACTIONS or bool(_LAUGH.match(compact))
+
+
+def is_spam_text(text: str) -> bool:
+    """Advertising phrasing, or one character repeated 15 times or more."""
+    lowered = text.lower()
+    if any(word in lowered for word in SPAM_WORDS):
+        return True
+    return bool(re.search(r"(.)\1{14,}", text))
+
+
+def is_shut_up(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in SHUT_UP_WORDS)
+
+
+def is_bare_request(text: str) -> bool:
+    """A request with nothing to act on: ``帮我查一下``, ``你帮我``, ``帮个忙``."""
+    core = _PUNCT_TAIL.sub("", text)
+    if core in _BARE_REQUEST_PHRASES:
+        return True
+    return bool(core) and has_request_words(core) and bool(_BARE_REQUEST.match(core))
+
+
+def is_deictic_question(text: str) -> bool:
+    """A question about ``那个``/``这个``/``它`` and nothing else: ``那个怎么弄``."""
+    return bool(_DEICTIC.match(_PUNCT_TAIL.sub("", text)))
+
+
+def is_gentle_phrase(phrase: str, max_chars: int = 12) -> bool:
+    """A canned phrase fit to send: short, no question or exclamation, no questioning particle."""
+    stripped = phrase.strip()
+    if not stripped or len(stripped) > max_chars:
+        return False
+    if any(mark in stripped for mark in GENTLE_FORBIDDEN):
+        return False
+    return not _QUESTION_PARTICLES.search(stripped)

@@ -1,0 +1,278 @@
+"""Per-group routing state: cooldowns, silences, kept messages, quote candidates, phrases.
+
+Seed 004 (入口路由, 引用的原生引用, 低投入出口) keeps small pieces of state per group; DESIGN.md §6
+puts them behind a store interface so several bot processes can share them. Every key is scoped by
+bot and group. :class:`MemoryRoutingState` keeps them in this process;
+:class:`framework.store.routing_state_sqlite.SQLiteRoutingState` in the shared SQLite file.
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime as dt
+import threading
+from collections import deque
+from collections.abc import Sequence
+
+import attrs
+
+from framework.items import RhythmProfile
+from framework.turn import ChatMessage
+
+__all__ = [
+    "CANDIDATE_TEXT_CHARS",
+    "REPLY_LOG_MAX",
+    "GroupMute",
+    "MemoryRoutingState",
+    "QuoteCandidate",
+    "RoutingState",
+]
+
+#: Candidate texts are cut to this length (they are only shown in traces).
+CANDIDATE_TEXT_CHARS = 160
+#: How many delivered bot replies per group a store keeps for the recent-reply count.
+REPLY_LOG_MAX = 64
+
+
+def _candidate_text(value: object) -> str:
+    return str(value)[:CANDIDATE_TEXT_CHARS]
+
+
+@attrs.frozen(kw_only=True)
+class QuoteCandidate:
+    """A recent group message the bot may quote (seed 004, 引用的原生引用).
+
+    :param message_id: the platform's message id.
+    :param sender_id: who sent it.
+    :param text: its text, cut to :data:`CANDIDATE_TEXT_CHARS`.
+    :param time: when it was sent.
+    :param is_current: it is the message being routed.
+    """
+
+    message_id: str
+    sender_id: str
+    text: str = attrs.field(converter=_candidate_text)
+    time: dt.datetime
+    is_current: bool = False
+
+    @classmethod
+    def of(cls, message: ChatMessage) -> QuoteCandidate | None:
+        """The candidate for ``message``; ``None`` when it has no id or no text."""
+        if not message.id or not message.text.strip():
+            return None
+        return cls(
+            message_id=message.id,
+            sender_id=message.sender_id,
+            text=message.text.strip(),
+            time=message.time,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class GroupMute:
+    """Why a group may not get a reply right now.
+
+    :param disabled: the bot is switched off in this group.
+    :param cooldown_until: replies wait until then; messages are kept meanwhile.
+    :param silence_until: a shut-up request silenced the bot until then.
+    """
+
+    disabled: bool = False
+    cooldown_until: dt.datetime | None = None
+    silence_until: dt.datetime | None = None
+
+
+class RoutingState(abc.ABC):
+    """The routing state of one deployment, keyed by bot and group.
+
+    Times are aware datetimes. Implementations must be safe to share between threads.
+    """
+
+    # -- cooldown, disabled, silence -------------------------------------------------------
+
+    @abc.abstractmethod
+    def mute(self, bot_id: str, group_id: str) -> GroupMute:
+        """The group's disabled flag, cooldown and silence."""
+
+    @abc.abstractmethod
+    def set_disabled(self, bot_id: str, group_id: str, disabled: bool) -> None:
+        """Switch the bot off (or back on) in a group."""
+
+    @abc.abstractmethod
+    def start_cooldown(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
+        """Hold replies in a group until ``until``; messages are kept meanwhile."""
+
+    @abc.abstractmethod
+    def start_silence(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
+        """Silence the bot in a group until ``until`` (a shut-up request)."""
+
+    # -- messages kept during a cooldown ---------------------------------------------------
+
+    @abc.abstractmethod
+    def keep_message(self, bot_id: str, group_id: str, message: ChatMessage, limit: int) -> None:
+        """Keep a message for the next trigger; beyond ``limit`` the oldest goes."""
+
+    @abc.abstractmethod
+    def take_kept_messages(self, bot_id: str, group_id: str) -> tuple[ChatMessage, ...]:
+        """Return the kept messages, oldest first, and forget them."""
+
+    # -- quote candidates and the quote throttle -------------------------------------------
+
+    @abc.abstractmethod
+    def record_candidates(
+        self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
+    ) -> None:
+        """Add candidates not yet known, oldest first; only the newest ``limit`` are kept.
+
+        A candidate older than the newest one kept is ignored, so feeding the same recent
+        messages turn after turn never brings back a candidate that already slid out.
+        """
+
+    @abc.abstractmethod
+    def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
+        """The group's candidates, oldest first."""
+
+    @abc.abstractmethod
+    def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
+        """When a quote was last delivered in the group."""
+
+    @abc.abstractmethod
+    def note_quote_delivered(
+        self, bot_id: str, group_id: str, message_id: str, at: dt.datetime
+    ) -> None:
+        """Record a delivered quote; the quote cooldown counts from ``at``."""
+
+    # -- low-engagement phrases, bot replies, rhythm ---------------------------------------
+
+    @abc.abstractmethod
+    def last_phrase(self, bot_id: str, group_id: str) -> str | None:
+        """The group's last low-engagement phrase."""
+
+    @abc.abstractmethod
+    def note_phrase(self, bot_id: str, group_id: str, phrase: str) -> None:
+        """Remember the group's last low-engagement phrase (never repeated right away)."""
+
+    @abc.abstractmethod
+    def note_bot_reply(self, bot_id: str, group_id: str, at: dt.datetime) -> None:
+        """Record that the bot replied in the group at ``at``."""
+
+    @abc.abstractmethod
+    def bot_replies_since(self, bot_id: str, group_id: str, since: dt.datetime) -> int:
+        """How many replies the bot delivered in the group since ``since``."""
+
+    @abc.abstractmethod
+    def rhythm(self, bot_id: str, group_id: str) -> RhythmProfile | None:
+        """The group's reply rhythm, when known."""
+
+    @abc.abstractmethod
+    def set_rhythm(self, bot_id: str, group_id: str, profile: RhythmProfile) -> None:
+        """Store the group's reply rhythm (from a profiling job)."""
+
+
+@attrs.define
+class _GroupState:
+    disabled: bool = False
+    cooldown_until: dt.datetime | None = None
+    silence_until: dt.datetime | None = None
+    kept: list[ChatMessage] = attrs.field(factory=list)
+    candidates: list[QuoteCandidate] = attrs.field(factory=list)
+    last_quote_at: dt.datetime | None = None
+    last_phrase: str | None = None
+    replies: deque[dt.datetime] = attrs.field(factory=lambda: deque(maxlen=REPLY_LOG_MAX))
+    rhythm: RhythmProfile | None = None
+
+
+@attrs.define
+class MemoryRoutingState(RoutingState):
+    """Routing state in this process (tests, single-process bots); thread-safe."""
+
+    _groups: dict[tuple[str, str], _GroupState] = attrs.field(factory=dict, init=False)
+    _lock: threading.RLock = attrs.field(factory=threading.RLock, init=False, repr=False)
+
+    def _group(self, bot_id: str, group_id: str) -> _GroupState:
+        return self._groups.setdefault((bot_id, group_id), _GroupState())
+
+    def mute(self, bot_id: str, group_id: str) -> GroupMute:
+        with self._lock:
+            group = self._group(bot_id, group_id)
+            return GroupMute(
+                disabled=group.disabled,
+                cooldown_until=group.cooldown_until,
+                silence_until=group.silence_until,
+            )
+
+    def set_disabled(self, bot_id: str, group_id: str, disabled: bool) -> None:
+        with self._lock:
+            self._group(bot_id, group_id).disabled = disabled
+
+    def start_cooldown(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
+        with self._lock:
+            self._group(bot_id, group_id).cooldown_until = until
+
+    def start_silence(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
+        with self._lock:
+            self._group(bot_id, group_id).silence_until = until
+
+    def keep_message(self, bot_id: str, group_id: str, message: ChatMessage, limit: int) -> None:
+        with self._lock:
+            kept = self._group(bot_id, group_id).kept
+            if message.id is None or all(m.id != message.id for m in kept):
+                kept.append(message)
+            del kept[: max(0, len(kept) - limit)]
+
+    def take_kept_messages(self, bot_id: str, group_id: str) -> tuple[ChatMessage, ...]:
+        with self._lock:
+            group = self._group(bot_id, group_id)
+            taken, group.kept = tuple(group.kept), []
+            return taken
+
+    def record_candidates(
+        self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
+    ) -> None:
+        with self._lock:
+            kept = self._group(bot_id, group_id).candidates
+            for candidate in candidates:
+                if any(c.message_id == candidate.message_id for c in kept):
+                    continue
+                if kept and candidate.time < kept[-1].time:
+                    continue
+                kept.append(attrs.evolve(candidate, is_current=False))
+            del kept[: max(0, len(kept) - limit)]
+
+    def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
+        with self._lock:
+            return tuple(self._group(bot_id, group_id).candidates)
+
+    def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
+        with self._lock:
+            return self._group(bot_id, group_id).last_quote_at
+
+    def note_quote_delivered(
+        self, bot_id: str, group_id: str, message_id: str, at: dt.datetime
+    ) -> None:
+        with self._lock:
+            self._group(bot_id, group_id).last_quote_at = at
+
+    def last_phrase(self, bot_id: str, group_id: str) -> str | None:
+        with self._lock:
+            return self._group(bot_id, group_id).last_phrase
+
+    def note_phrase(self, bot_id: str, group_id: str, phrase: str) -> None:
+        with self._lock:
+            self._group(bot_id, group_id).last_phrase = phrase
+
+    def note_bot_reply(self, bot_id: str, group_id: str, at: dt.datetime) -> None:
+        with self._lock:
+            self._group(bot_id, group_id).replies.append(at)
+
+    def bot_replies_since(self, bot_id: str, group_id: str, since: dt.datetime) -> int:
+        with self._lock:
+            return sum(1 for at in self._group(bot_id, group_id).replies if at >= since)
+
+    def rhythm(self, bot_id: str, group_id: str) -> RhythmProfile | None:
+        with self._lock:
+            return self._group(bot_id, group_id).rhythm
+
+    def set_rhythm(self, bot_id: str, group_id: str, profile: RhythmProfile) -> None:
+        with self._lock:
+            self._group(bot_id, group_id).rhythm = profile

@@ -1,0 +1,308 @@
+"""Routing state in the shared SQLite file (component ``routing``).
+
+Several bot processes can share one file: every change is one short ``BEGIN IMMEDIATE``
+transaction, and every read is indexed by ``(bot_id, group_id)``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from framework.items import RhythmProfile
+from framework.store.routing_state import (
+    REPLY_LOG_MAX,
+    GroupMute,
+    QuoteCandidate,
+    RoutingState,
+)
+from framework.store.sqlite import Migration, SQLiteDatabase
+from framework.turn import ChatMessage
+
+__all__ = ["ROUTING_MIGRATIONS", "SQLiteRoutingState"]
+
+ROUTING_MIGRATIONS = (
+    Migration(
+        component="routing",
+        version=1,
+        sql="""
+        CREATE TABLE routing_groups (
+            bot_id TEXT NOT NULL,
+            group_id TEXT NOT NULL,
+            disabled INTEGER NOT NULL DEFAULT 0,
+            cooldown_until REAL,
+            silence_until REAL,
+            last_quote_at REAL,
+            last_phrase TEXT,
+            rhythm TEXT,
+            PRIMARY KEY (bot_id, group_id)
+        );
+        CREATE TABLE routing_kept_messages (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            bot_id TEXT NOT NULL,
+            group_id TEXT NOT NULL,
+            message_id TEXT,
+            payload TEXT NOT NULL
+        );
+        CREATE INDEX routing_kept_by_group ON routing_kept_messages (bot_id, group_id, seq);
+        CREATE TABLE routing_candidates (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            bot_id TEXT NOT NULL,
+            group_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            sender_id TEXT NOT NULL,
+            text TEXT NOT NULL,
+            time REAL NOT NULL,
+            UNIQUE (bot_id, group_id, message_id)
+        );
+        CREATE INDEX routing_candidates_by_group ON routing_candidates (bot_id, group_id, seq);
+        CREATE TABLE routing_bot_replies (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            bot_id TEXT NOT NULL,
+            group_id TEXT NOT NULL,
+            at REAL NOT NULL
+        );
+        CREATE INDEX routing_bot_replies_by_group ON routing_bot_replies (bot_id, group_id, at);
+        """,
+    ),
+)
+
+
+def _epoch(value: dt.datetime) -> float:
+    return value.timestamp()
+
+
+def _time(value: float | None) -> dt.datetime | None:
+    return None if value is None else dt.datetime.fromtimestamp(value, dt.UTC)
+
+
+def _message_payload(message: ChatMessage) -> str:
+    return json.dumps(
+        {
+            "id": message.id,
+            "sender_id": message.sender_id,
+            "sender_name": message.sender_name,
+            "text": message.text,
+            "time": message.time.isoformat(),
+            "addressed": message.addressed,
+            "reply_to": message.reply_to,
+            "images": list(message.images),
+            "mentions": list(message.mentions),
+        },
+        ensure_ascii=False,
+    )
+
+
+def _message(payload: str) -> ChatMessage:
+    data: dict[str, Any] = json.loads(payload)
+    data["time"] = dt.datetime.fromisoformat(data["time"])
+    return ChatMessage(**data)
+
+
+@attrs.define
+class SQLiteRoutingState(RoutingState):
+    """Routing state in a :class:`framework.store.SQLiteDatabase`.
+
+    The tables are created on first use, so building a runtime never touches the file.
+    """
+
+    _database: SQLiteDatabase = attrs.field(alias="database")
+    _migrated: bool = attrs.field(default=False, init=False)
+
+    @property
+    def database(self) -> SQLiteDatabase:
+        if not self._migrated:
+            self._database.migrate(ROUTING_MIGRATIONS)
+            self._migrated = True
+        return self._database
+
+    def _ensure_group(self, connection: Any, bot_id: str, group_id: str) -> None:
+        connection.execute(
+            "INSERT OR IGNORE INTO routing_groups (bot_id, group_id) VALUES (?, ?)",
+            (bot_id, group_id),
+        )
+
+    def _set(self, bot_id: str, group_id: str, column: str, value: Any) -> None:
+        with self.database.transaction() as connection:
+            self._ensure_group(connection, bot_id, group_id)
+            connection.execute(
+                f"UPDATE routing_groups SET {column} = ? WHERE bot_id = ? AND group_id = ?",
+                (value, bot_id, group_id),
+            )
+
+    def _get(self, bot_id: str, group_id: str, column: str) -> Any:
+        row = (
+            self.database.connection()
+            .execute(
+                f"SELECT {column} FROM routing_groups WHERE bot_id = ? AND group_id = ?",
+                (bot_id, group_id),
+            )
+            .fetchone()
+        )
+        return None if row is None else row[0]
+
+    def mute(self, bot_id: str, group_id: str) -> GroupMute:
+        row = (
+            self.database.connection()
+            .execute(
+                "SELECT disabled, cooldown_until, silence_until FROM routing_groups"
+                " WHERE bot_id = ? AND group_id = ?",
+                (bot_id, group_id),
+            )
+            .fetchone()
+        )
+        if row is None:
+            return GroupMute()
+        return GroupMute(
+            disabled=bool(row["disabled"]),
+            cooldown_until=_time(row["cooldown_until"]),
+            silence_until=_time(row["silence_until"]),
+        )
+
+    def set_disabled(self, bot_id: str, group_id: str, disabled: bool) -> None:
+        self._set(bot_id, group_id, "disabled", int(disabled))
+
+    def start_cooldown(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
+        self._set(bot_id, group_id, "cooldown_until", _epoch(until))
+
+    def start_silence(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
+        self._set(bot_id, group_id, "silence_until", _epoch(until))
+
+    def keep_message(self, bot_id: str, group_id: str, message: ChatMessage, limit: int) -> None:
+        with self.database.transaction() as connection:
+            if message.id is not None:
+                known = connection.execute(
+                    "SELECT 1 FROM routing_kept_messages"
+                    " WHERE bot_id = ? AND group_id = ? AND message_id = ?",
+                    (bot_id, group_id, message.id),
+                ).fetchone()
+                if known:
+                    return
+            connection.execute(
+                "INSERT INTO routing_kept_messages (bot_id, group_id, message_id, payload)"
+                " VALUES (?, ?, ?, ?)",
+                (bot_id, group_id, message.id, _message_payload(message)),
+            )
+            connection.execute(
+                "DELETE FROM routing_kept_messages WHERE bot_id = ? AND group_id = ? AND seq NOT IN"
+                " (SELECT seq FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?"
+                "  ORDER BY seq DESC LIMIT ?)",
+                (bot_id, group_id, bot_id, group_id, limit),
+            )
+
+    def take_kept_messages(self, bot_id: str, group_id: str) -> tuple[ChatMessage, ...]:
+        with self.database.transaction() as connection:
+            rows = connection.execute(
+                "SELECT payload FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?"
+                " ORDER BY seq",
+                (bot_id, group_id),
+            ).fetchall()
+            connection.execute(
+                "DELETE FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?",
+                (bot_id, group_id),
+            )
+        return tuple(_message(row["payload"]) for row in rows)
+
+    def record_candidates(
+        self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
+    ) -> None:
+        if not candidates:
+            return
+        with self.database.transaction() as connection:
+            for candidate in candidates:
+                newest = connection.execute(
+                    "SELECT MAX(time) FROM routing_candidates WHERE bot_id = ? AND group_id = ?",
+                    (bot_id, group_id),
+                ).fetchone()[0]
+                if newest is not None and _epoch(candidate.time) < newest:
+                    continue
+                connection.execute(
+                    "INSERT OR IGNORE INTO routing_candidates"
+                    " (bot_id, group_id, message_id, sender_id, text, time)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        bot_id,
+                        group_id,
+                        candidate.message_id,
+                        candidate.sender_id,
+                        candidate.text,
+                        _epoch(candidate.time),
+                    ),
+                )
+            connection.execute(
+                "DELETE FROM routing_candidates WHERE bot_id = ? AND group_id = ? AND seq NOT IN"
+                " (SELECT seq FROM routing_candidates WHERE bot_id = ? AND group_id = ?"
+                "  ORDER BY seq DESC LIMIT ?)",
+                (bot_id, group_id, bot_id, group_id, limit),
+            )
+
+    def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
+        rows = (
+            self.database.connection()
+            .execute(
+                "SELECT message_id, sender_id, text, time FROM routing_candidates"
+                " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
+                (bot_id, group_id),
+            )
+            .fetchall()
+        )
+        return tuple(
+            QuoteCandidate(
+                message_id=row["message_id"],
+                sender_id=row["sender_id"],
+                text=row["text"],
+                time=dt.datetime.fromtimestamp(row["time"], dt.UTC),
+            )
+            for row in rows
+        )
+
+    def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
+        return _time(self._get(bot_id, group_id, "last_quote_at"))
+
+    def note_quote_delivered(
+        self, bot_id: str, group_id: str, message_id: str, at: dt.datetime
+    ) -> None:
+        self._set(bot_id, group_id, "last_quote_at", _epoch(at))
+
+    def last_phrase(self, bot_id: str, group_id: str) -> str | None:
+        value = self._get(bot_id, group_id, "last_phrase")
+        return None if value is None else str(value)
+
+    def note_phrase(self, bot_id: str, group_id: str, phrase: str) -> None:
+        self._set(bot_id, group_id, "last_phrase", phrase)
+
+    def note_bot_reply(self, bot_id: str, group_id: str, at: dt.datetime) -> None:
+        with self.database.transaction() as connection:
+            connection.execute(
+                "INSERT INTO routing_bot_replies (bot_id, group_id, at) VALUES (?, ?, ?)",
+                (bot_id, group_id, _epoch(at)),
+            )
+            connection.execute(
+                "DELETE FROM routing_bot_replies WHERE bot_id = ? AND group_id = ? AND seq NOT IN"
+                " (SELECT seq FROM routing_bot_replies WHERE bot_id = ? AND group_id = ?"
+                "  ORDER BY seq DESC LIMIT ?)",
+                (bot_id, group_id, bot_id, group_id, REPLY_LOG_MAX),
+            )
+
+    def bot_replies_since(self, bot_id: str, group_id: str, since: dt.datetime) -> int:
+        row = (
+            self.database.connection()
+            .execute(
+                "SELECT COUNT(*) FROM routing_bot_replies"
+                " WHERE bot_id = ? AND group_id = ? AND at >= ?",
+                (bot_id, group_id, _epoch(since)),
+            )
+            .fetchone()
+        )
+        return int(row[0])
+
+    def rhythm(self, bot_id: str, group_id: str) -> RhythmProfile | None:
+        value = self._get(bot_id, group_id, "rhythm")
+        return None if value is None else RhythmProfile(**json.loads(value))
+
+    def set_rhythm(self, bot_id: str, group_id: str, profile: RhythmProfile) -> None:
+        self._set(bot_id, group_id, "rhythm", json.dumps(attrs.asdict(profile)))
