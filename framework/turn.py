@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -36,6 +36,10 @@ __all__ = [
     "Turn",
     "TurnRetrieved",
 ]
+
+
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
 
 
 def _aware(value: dt.datetime) -> dt.datetime:
@@ -90,7 +94,7 @@ class ChatMessage:
     raw: Any = None
     addressed: bool = False
     reply_to: str | None = None
-    images: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    images: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
 
 
 @attrs.frozen(kw_only=True)

@@ -7,6 +7,32 @@ without touching them. No state lives in module globals.
 
 from __future__ import annotations
 
+from framework.store.sessions import (
+    SUMMARY_MARK,
+    BotReplyContext,
+    FeedbackLedger,
+    GroupLog,
+    SessionStore,
+    SessionSummary,
+    SessionTurn,
+    SummaryStore,
+    TurnKind,
+    group_scope,
+)
 from framework.store.sqlite import Migration, SQLiteDatabase, StoreUnavailableError
 
-__all__ = ["Migration", "SQLiteDatabase", "StoreUnavailableError"]
+__all__ = [
+    "SUMMARY_MARK",
+    "BotReplyContext",
+    "FeedbackLedger",
+    "GroupLog",
+    "Migration",
+    "SQLiteDatabase",
+    "SessionStore",
+    "SessionSummary",
+    "SessionTurn",
+    "StoreUnavailableError",
+    "SummaryStore",
+    "TurnKind",
+    "group_scope",
+]

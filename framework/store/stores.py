@@ -2,26 +2,117 @@
 
 from __future__ import annotations
 
+import logging
+import sqlite3
+
 import attrs
 
 from framework.config import Config
-from framework.store.sqlite import SQLiteDatabase
+from framework.store.sessions import (
+    BotReplyContext,
+    FeedbackLedger,
+    GroupLog,
+    SessionStore,
+    SummaryStore,
+)
+from framework.store.sessions_memory import (
+    MemoryBotReplyContext,
+    MemoryFeedbackLedger,
+    MemoryGroupLog,
+    MemorySessionStore,
+    MemorySummaryStore,
+)
+from framework.store.sessions_sqlite import (
+    SESSION_MIGRATIONS,
+    SQLiteBotReplyContext,
+    SQLiteFeedbackLedger,
+    SQLiteGroupLog,
+    SQLiteSessionStore,
+    SQLiteSummaryStore,
+)
+from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
 
-__all__ = ["Stores"]
+__all__ = ["STORE_DISABLED", "Stores"]
+
+log = logging.getLogger("promptweave.store")
+
+#: The degradation reason when ``[store] enabled = false``.
+STORE_DISABLED = "store_disabled"
 
 
 @attrs.define
 class Stores:
     """The runtime's stores.
 
+    A missing conversational store (``None``) means the runtime degrades: each turn sends only the
+    current message and its trace names ``unavailable`` (seed 004, 运行态不可用时的退化).
+
     :param database: the SQLite database, or ``None`` with the in-memory backend.
+    :param group_log: every group message the bot saw (feeds the group timeline).
+    :param sessions: per-user conversation turns and summary rows.
+    :param summaries: the archive of written summaries (feeds old-topic recall).
+    :param bot_replies: the texts of delivered bot messages (the quoted-bot-text block).
+    :param feedback: the negative-feedback phrase ledger.
+    :param unavailable: why the conversational stores are missing, when they are.
     """
 
     database: SQLiteDatabase | None = None
+    group_log: GroupLog | None = None
+    sessions: SessionStore | None = None
+    summaries: SummaryStore | None = None
+    bot_replies: BotReplyContext | None = None
+    feedback: FeedbackLedger | None = None
+    unavailable: str | None = None
 
     @classmethod
     def from_config(cls, config: Config) -> Stores:
-        """Open (and migrate) the configured backend."""
+        """Open (and migrate) the configured backend.
+
+        Never raises for a store that cannot be opened: the result then has no conversational
+        stores and says why in ``unavailable``.
+        """
+        if not config.store.enabled:
+            return cls(unavailable=STORE_DISABLED)
         if config.store.backend == "memory":
-            return cls(database=None)
-        return cls(database=SQLiteDatabase(config.resolve_path(config.store.path)))
+            return cls.in_memory(config)
+        database = SQLiteDatabase(config.resolve_path(config.store.path))
+        try:
+            database.migrate(SESSION_MIGRATIONS)
+        except (StoreUnavailableError, sqlite3.Error, OSError) as exc:
+            log.warning("conversational store unavailable, degrading: %s", exc)
+            return cls(unavailable=f"store_unavailable: {exc}")
+        return cls.sqlite(database, config)
+
+    @classmethod
+    def sqlite(cls, database: SQLiteDatabase, config: Config | None = None) -> Stores:
+        """The SQLite stores over an already migrated ``database``."""
+        session = (config or Config()).session
+        return cls(
+            database=database,
+            group_log=SQLiteGroupLog(database),
+            sessions=SQLiteSessionStore(database),
+            summaries=SQLiteSummaryStore(database),
+            bot_replies=SQLiteBotReplyContext(
+                database, ttl_s=session.bot_reply_ttl_s, max_entries=session.bot_reply_max_entries
+            ),
+            feedback=SQLiteFeedbackLedger(database),
+        )
+
+    @classmethod
+    def in_memory(cls, config: Config | None = None) -> Stores:
+        """Fresh in-memory stores, owned by the returned object alone."""
+        session = (config or Config()).session
+        return cls(
+            group_log=MemoryGroupLog(),
+            sessions=MemorySessionStore(),
+            summaries=MemorySummaryStore(),
+            bot_replies=MemoryBotReplyContext(
+                ttl_s=session.bot_reply_ttl_s, max_entries=session.bot_reply_max_entries
+            ),
+            feedback=MemoryFeedbackLedger(),
+        )
+
+    def close(self) -> None:
+        """Close this thread's SQLite connection, if any."""
+        if self.database is not None:
+            self.database.close()
