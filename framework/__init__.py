@@ -7,6 +7,8 @@ Plugin authors import everything they need from here::
 
 from __future__ import annotations
 
+from framework.ambient import AMBIENT_HEADER, AmbientEntry
+from framework.budget import BudgetReport, apply_budget
 from framework.config import Config
 from framework.context import RenderContext
 from framework.decision import Decision, DeliveryStyle, RouteContext, SocialAction, TurnAction
@@ -35,7 +37,7 @@ from framework.items import (
     TopicSummary,
     TurnPolicy,
 )
-from framework.messages import PromptMessage
+from framework.messages import PromptMessage, format_user_turn
 from framework.overrides import OverridesFile, load_overrides_file
 from framework.persona import PersonaPack
 from framework.records import (
@@ -50,6 +52,16 @@ from framework.records import (
 )
 from framework.runtime import Promptweave, RenderedSection, RenderedTurn, SectionListing
 from framework.sanitize import quote_user_text, sanitize_block, sanitize_literal
+from framework.store import SUMMARY_MARK, SessionSummary, SessionTurn, StoreUnavailableError
+from framework.store.stores import Stores
+from framework.summary import CompressionResult, CompressionStatus
+from framework.text_rules import (
+    INJECTION_PATTERNS,
+    RECOGNITION_QUESTION_WORDS,
+    InjectionDetector,
+    is_recognition_question,
+    is_short_social_turn,
+)
 from framework.timeline import TIMELINE_HEADER, GroupTimeline, build_group_timeline, speaker_label
 from framework.turn import (
     Bot,
@@ -63,10 +75,18 @@ from framework.turn import (
 from framework.turnfile import load_turn_file
 
 __all__ = [
+    "AMBIENT_HEADER",
+    "INJECTION_PATTERNS",
+    "RECOGNITION_QUESTION_WORDS",
+    "SUMMARY_MARK",
     "TIMELINE_HEADER",
+    "AmbientEntry",
     "BehaviorStrategy",
     "Bot",
+    "BudgetReport",
     "ChatMessage",
+    "CompressionResult",
+    "CompressionStatus",
     "Config",
     "ConfigError",
     "Decision",
@@ -77,6 +97,7 @@ __all__ = [
     "GroupExpression",
     "GroupTimeline",
     "HistoryEntry",
+    "InjectionDetector",
     "KnowledgeItem",
     "LearningType",
     "MemoryItem",
@@ -104,8 +125,12 @@ __all__ = [
     "SectionListing",
     "SectionOverride",
     "SectionRenderError",
+    "SessionSummary",
+    "SessionTurn",
     "SocialAction",
     "SpeakTrigger",
+    "StoreUnavailableError",
+    "Stores",
     "ToolContext",
     "TopicSummary",
     "Turn",
@@ -114,8 +139,12 @@ __all__ = [
     "TurnPolicy",
     "TurnRetrieved",
     "Volatility",
+    "apply_budget",
     "build_group_timeline",
+    "format_user_turn",
     "hookimpl",
+    "is_recognition_question",
+    "is_short_social_turn",
     "load_overrides_file",
     "load_turn_file",
     "quote_user_text",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,16 +14,39 @@ import click
 from framework.config import Config
 from framework.errors import PromptweaveError, TurnFileError
 from framework.runtime import Promptweave
+from framework.store.sessions_sqlite import SESSION_MIGRATIONS
+from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
+from framework.store.stores import Stores
+from framework.store_import import import_events
 from framework.turnfile import load_turn_file
 
 __all__ = ["cli"]
 
 
-def _runtime(config_path: Path | None) -> Promptweave:
+def _runtime(config_path: Path | None, stores: Stores | None = None) -> Promptweave:
     try:
-        return Promptweave.from_config(Config.discover(config_path))
+        return Promptweave.from_config(Config.discover(config_path), stores=stores)
     except PromptweaveError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _config(config_path: Path | None) -> Config:
+    try:
+        return Config.discover(config_path)
+    except PromptweaveError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _open_store(path: Path, config_path: Path | None, *, create: bool) -> Stores:
+    """The SQLite stores of ``path``, migrated; an unusable file is a clean CLI error."""
+    if not create and not path.is_file():
+        raise click.ClickException(f"store file {path} does not exist")
+    database = SQLiteDatabase(path)
+    try:
+        database.migrate(SESSION_MIGRATIONS)
+    except (StoreUnavailableError, sqlite3.Error, OSError) as exc:
+        raise click.ClickException(f"cannot open store {path}: {exc}") from exc
+    return Stores.sqlite(database, _config(config_path))
 
 
 def _echo_json(data: Any) -> None:
@@ -107,15 +131,27 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     type=click.Choice(["text", "json"]),
     help="Output format.",
 )
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="SQLite store to read the group timeline, history and ambient excerpt from "
+    "(default: none; only what the turn file carries).",
+)
 @config_option
 def render(
     turn_file: Path,
     bot_id: str | None,
     group_id: str | None,
     output_format: str,
+    store_path: Path | None,
     config_path: Path | None,
 ) -> None:
-    """Assemble one turn from TURN_FILE and print the system prompt, messages and trace."""
+    """Assemble one turn from TURN_FILE and print the system prompt, messages and trace.
+
+    Whatever the turn file leaves out (recent group messages, history, quoted bot text) is read
+    from --store as it stood at the message's time.
+    """
     try:
         turn = load_turn_file(turn_file)
     except TurnFileError as exc:
@@ -125,7 +161,10 @@ def render(
         turn = attrs.evolve(turn, bot=attrs.evolve(turn.bot, id=bot_id))
     if group_id is not None:
         turn = attrs.evolve(turn, group_id=group_id)
-    result = _runtime(config_path).render(turn)
+    stores = (
+        _open_store(store_path, config_path, create=False) if store_path else Stores.in_memory()
+    )
+    result = _runtime(config_path, stores).render(turn)
     if output_format == "json":
         _echo_json(result.to_json())
         return
@@ -135,6 +174,8 @@ def render(
     for message in result.messages:
         click.echo(f"--- {message.role} ---")
         click.echo(message.content)
+    if result.trace.get("degraded"):
+        click.echo(f"\n(degraded: {result.trace['degraded']})")
     click.echo("\n==== decision ====")
     click.echo(json.dumps(result.decision.trace(), ensure_ascii=False))
     click.echo("\n==== sections ====")
@@ -144,3 +185,87 @@ def render(
             f"{entry['id']:<20} {entry['status']:<9} {entry['chars']:>5} chars  "
             f"{entry['plugin']}{extra}"
         )
+
+
+@cli.group()
+def store() -> None:
+    """Load and inspect the conversational store (docs/store.md)."""
+
+
+store_option = click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="SQLite store file (default: [store] path of the config).",
+)
+
+
+def _store_path(store_path: Path | None, config_path: Path | None) -> Path:
+    if store_path is not None:
+        return store_path
+    config = _config(config_path)
+    return config.resolve_path(config.store.path)
+
+
+@store.command("import")
+@click.argument("events_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@store_option
+@click.option("--no-compress", is_flag=True, help="Do not compress long sessions while importing.")
+@config_option
+def store_import(
+    events_file: Path, store_path: Path | None, no_compress: bool, config_path: Path | None
+) -> None:
+    """Record the events of EVENTS_FILE (JSON Lines: message and bot_reply events)."""
+    path = _store_path(store_path, config_path)
+    runtime = _runtime(config_path, _open_store(path, config_path, create=True))
+    try:
+        with events_file.open(encoding="utf-8") as handle:
+            report = import_events(
+                runtime, handle, source=str(events_file), compress=not no_compress
+            )
+    except TurnFileError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    finally:
+        runtime.close()
+    click.echo(
+        f"{path}: {report.messages} messages, {report.replies} bot replies, "
+        f"{report.skipped} skipped, {report.summaries} summaries written"
+    )
+
+
+@store.command("stats")
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="Output JSON.")
+@config_option
+def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None) -> None:
+    """Count the rows of each conversational table and show the schema versions."""
+    path = _store_path(store_path, config_path)
+    database = _open_store(path, config_path, create=False).database
+    if database is None:
+        raise click.ClickException(f"store file {path} is not a SQLite store")
+    connection = database.connection()
+    tables = (
+        "group_messages",
+        "session_turns",
+        "session_summaries",
+        "bot_reply_context",
+        "feedback_phrases",
+    )
+    counts = {
+        table: connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables
+    }
+    versions = dict(
+        connection.execute(
+            "SELECT component, MAX(version) FROM schema_versions GROUP BY component"
+        ).fetchall()
+    )
+    if as_json:
+        _echo_json({"path": str(path), "tables": counts, "schema_versions": versions})
+        return
+    click.echo(str(path))
+    for table, count in counts.items():
+        click.echo(f"  {table:<20} {count:>10}")
+    for component, version in sorted(versions.items()):
+        click.echo(f"  schema {component}: v{version}")

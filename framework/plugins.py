@@ -49,6 +49,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "builtin_plugins.retrieval_sections",
     "builtin_plugins.turn_sections",
     "builtin_plugins.overrides_file",
+    "builtin_plugins.session_summary",
 )
 
 ENV_LOAD = "PROMPTWEAVE_LOAD_PLUGINS"
