@@ -105,13 +105,15 @@ def compress_session(
     if sessions is None:
         return _skipped("store_unavailable")
     scope = group_id or ""
-    if sessions.count_user_turns(bot_id, scope, user_id) < settings.summary_threshold:
+    # Count what existed at ``now``: a job that runs late must not act on later turns.
+    rows = sessions.user_turns(bot_id, scope, user_id, until=now, limit=settings.storage_window)
+    user_turns = sum(1 for row in rows if row.role == "user" and not row.is_summary)
+    if user_turns < settings.summary_threshold:
         return _skipped("below_threshold")
     if not sessions.claim_compaction(
         bot_id, scope, user_id, now=now, cooldown_s=settings.summary_cooldown_s
     ):
         return _skipped("cooldown")
-    rows = sessions.user_turns(bot_id, scope, user_id, until=now, limit=settings.storage_window)
     keep = max(4, min(settings.summary_keep, config.history.user_window))
     older, kept = rows[:-keep], rows[-keep:]
     conversation = [row for row in older if not row.is_summary]

@@ -167,9 +167,6 @@ class SessionStore(Protocol):
     ) -> list[SessionTurn]:
         """The newest ``limit`` conversation rows (no summaries) of all sessions of a group."""
 
-    def count_user_turns(self, bot_id: str, group_id: str, user_id: str) -> int:
-        """How many ``user`` conversation rows (summaries excluded) one session holds."""
-
     def claim_compaction(
         self, bot_id: str, group_id: str, user_id: str, *, now: dt.datetime, cooldown_s: float
     ) -> bool:

@@ -145,11 +145,6 @@ class MemorySessionStore:
             )
         return _window(merged, until, since, limit)
 
-    def count_user_turns(self, bot_id: str, group_id: str, user_id: str) -> int:
-        with self._lock:
-            rows = self._rows.get((bot_id, group_id, user_id), [])
-            return sum(1 for row in rows if row[2].role == "user" and not row[2].is_summary)
-
     def claim_compaction(
         self, bot_id: str, group_id: str, user_id: str, *, now: dt.datetime, cooldown_s: float
     ) -> bool:

@@ -321,15 +321,6 @@ class SQLiteSessionStore:
         )
         return [_turn(row) for row in reversed(rows)]
 
-    def count_user_turns(self, bot_id: str, group_id: str, user_id: str) -> int:
-        rows = _read(
-            self.database,
-            "SELECT COUNT(*) FROM session_turns WHERE bot_id = ? AND group_id = ?"
-            " AND user_id = ? AND role = 'user' AND kind = 'turn'",
-            (bot_id, group_id, user_id),
-        )
-        return int(rows[0][0])
-
     def claim_compaction(
         self, bot_id: str, group_id: str, user_id: str, *, now: dt.datetime, cooldown_s: float
     ) -> bool:
