@@ -117,15 +117,18 @@ def parse_message(
         kind = segment["type"]
         data: Mapping[str, Any] = segment.get("data") or {}
         if kind == "text":
-            parts.append(str(data.get("text", "")))
+            text = str(data.get("text", ""))
+            if parts and parts[-1].startswith("@") and text[:1] not in ("", " "):
+                parts.append(" ")  # keep a mention apart from the words after it
+            parts.append(text)
         elif kind == "at":
             target = str(data.get("qq", ""))
             if target == bot_id:
                 addressed = True
             elif target == "all":
-                parts.append(MENTION_ALL_TEXT + " ")
+                parts.append(MENTION_ALL_TEXT)
             elif target:
-                parts.append(f"@{data.get('name') or target} ")
+                parts.append(f"@{data.get('name') or target}")
         elif kind == "reply" and data.get("id") is not None:
             reply_to = str(data["id"])
         elif kind in ("image", "mface"):

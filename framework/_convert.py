@@ -36,9 +36,24 @@ def _structure_str(value: Any, _type: type) -> str:
     return str(value)
 
 
+def _structure_bool(value: Any, _type: type) -> bool:
+    # TOML and JSON have real booleans; "maybe" or 1 is a mistake, not True.
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
 converter.register_structure_hook(dt.datetime, _structure_datetime)
+converter.register_structure_hook(bool, _structure_bool)
 converter.register_unstructure_hook(dt.datetime, lambda value: value.isoformat())
 converter.register_structure_hook(str, _structure_str)
+
+
+def _format_exception(exc: BaseException, type_: Any) -> str:
+    # A validator's message names the field and the bound ("'window' must be >= 1: 0"); keep it.
+    if type(exc) is ValueError and exc.args:
+        return f"invalid value ({exc})"
+    return cattrs.v.format_exception(exc, type_)
 
 
 def structure(data: Any, cls: type[T], source: str, error: type[ConfigError] = ConfigError) -> T:
@@ -47,7 +62,7 @@ def structure(data: Any, cls: type[T], source: str, error: type[ConfigError] = C
         return converter.structure(data, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
         if isinstance(exc, cattrs.BaseValidationError):
-            problems = cattrs.transform_error(exc, path="$")
+            problems = cattrs.transform_error(exc, path="$", format_exception=_format_exception)
         else:
             problems = [str(exc)]
         raise error(source, problems) from exc
