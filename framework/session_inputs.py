@@ -19,7 +19,7 @@ from framework.ambient import AmbientExcerpt, render_ambient_excerpt, select_amb
 from framework.config import Config
 from framework.messages import HistoryRow, window_history
 from framework.persona import PersonaPack
-from framework.store.sessions import SessionTurn, group_scope
+from framework.store.sessions import SUMMARY_MARK, SessionTurn, group_scope
 from framework.store.sqlite import StoreUnavailableError
 from framework.store.stores import Stores
 from framework.timeline import timeline_limit
@@ -119,7 +119,12 @@ class SessionReader:
         if self.turn.history:
             self.sources["history"] = "turn"
             rows = [
-                HistoryRow(role=entry.role, content=entry.content) for entry in self.turn.history
+                HistoryRow(
+                    role=entry.role,
+                    content=entry.content,
+                    summary=entry.role == "user" and entry.content.startswith(SUMMARY_MARK),
+                )
+                for entry in self.turn.history
             ]
             return tuple(window_history(rows, window))
         sessions = self.stores.sessions

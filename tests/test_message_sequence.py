@@ -342,3 +342,38 @@ def test_turn_history_is_used_when_given(
     assert len(rendered.messages) == 19
     assert rendered.trace["messages"]["sources"]["history"] == "turn"
     assert attrs.asdict(rendered.messages[0])["content"] == f"{PREFIX}\n第12条"
+
+
+def test_summary_row_given_by_the_turn_stays_at_the_front(
+    memory_runtime: Promptweave, message: MessageFactory
+) -> None:
+    history = (
+        HistoryEntry(role="user", content="【此前对话摘要】\n对方在准备考研复试"),
+        *tuple(
+            HistoryEntry(role="user" if i % 2 == 0 else "assistant", content=f"第{i}条")
+            for i in range(20)
+        ),
+    )
+    rendered = render(memory_runtime, message("30022", "嗯"), trigger=None, history=history)
+    assert rendered.messages[0].source == "summary"
+    assert rendered.messages[0].content.endswith("对方在准备考研复试")
+    assert len(rendered.messages) == 19 and rendered.messages[1].content == "第3条"
+
+
+def test_quoted_bot_reply_shows_as_a_reply_in_the_timeline(
+    runtime: Promptweave, message: MessageFactory
+) -> None:
+    asked = message("30022", "@小织 周末去哪玩", sender_name="阿蒙", minute=0, addressed=True)
+    runtime.record_message(BOT.id, GROUP, asked)
+    runtime.record_bot_reply(
+        BOT.id,
+        GROUP,
+        "去植物园看银杏吧",
+        message_id="r1",
+        answering=asked,
+        quoted=True,
+        time=T0 + dt.timedelta(seconds=20),
+    )
+    current = message("30017", "我也想去", minute=1)
+    rendered = render(runtime, current, trigger=SpeakTrigger.AMBIENT)
+    assert "- 小织（回阿蒙的话）：去植物园看银杏吧" in rendered.system_prompt
