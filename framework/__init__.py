@@ -7,6 +7,8 @@ Plugin authors import everything they need from here::
 
 from __future__ import annotations
 
+from framework.ambient import AMBIENT_HEADER, AmbientEntry
+from framework.budget import BudgetReport, apply_budget
 from framework.config import Config
 from framework.context import RenderContext
 from framework.conversation import (
@@ -66,7 +68,7 @@ from framework.items import (
     TopicSummary,
     TurnPolicy,
 )
-from framework.messages import PromptMessage
+from framework.messages import PromptMessage, format_user_turn
 from framework.overrides import OverridesFile, load_overrides_file
 from framework.persona import PersonaPack
 from framework.prefix import PrefixReport, compare_request_prefix
@@ -133,6 +135,7 @@ from framework.sidecar import (
     substitute_api_content,
 )
 from framework.store import (
+    SUMMARY_MARK,
     BehaviorRecord,
     ExpressionPairRecord,
     KnowledgeDocument,
@@ -142,10 +145,21 @@ from framework.store import (
     RetrievalBatch,
     RetrievalStore,
     RhythmRecord,
+    SessionSummary,
+    SessionTurn,
+    StoreUnavailableError,
     SummaryRecord,
     TopicSummarySource,
 )
 from framework.store.stores import Stores
+from framework.summary import CompressionResult, CompressionStatus
+from framework.text_rules import (
+    INJECTION_PATTERNS,
+    RECOGNITION_QUESTION_WORDS,
+    InjectionDetector,
+    is_recognition_question,
+    is_short_social_turn,
+)
 from framework.timeline import TIMELINE_HEADER, GroupTimeline, build_group_timeline, speaker_label
 from framework.turn import (
     Bot,
@@ -160,13 +174,21 @@ from framework.turn_context import TurnContext, build_turn_context, collect_turn
 from framework.turnfile import load_turn_file
 
 __all__ = [
+    "AMBIENT_HEADER",
+    "INJECTION_PATTERNS",
     "KNOWLEDGE_QUESTION_WORDS",
+    "RECOGNITION_QUESTION_WORDS",
+    "SUMMARY_MARK",
     "TIMELINE_HEADER",
     "ActiveSystemPrompt",
+    "AmbientEntry",
     "BehaviorRecord",
     "BehaviorStrategy",
     "Bot",
+    "BudgetReport",
     "ChatMessage",
+    "CompressionResult",
+    "CompressionStatus",
     "Config",
     "ConfigError",
     "ConversationState",
@@ -186,6 +208,7 @@ __all__ = [
     "ImageLimits",
     "InMemorySystemPromptStore",
     "InMemoryTurnTranscript",
+    "InjectionDetector",
     "KnowledgeDocument",
     "KnowledgeItem",
     "LearningType",
@@ -240,9 +263,12 @@ __all__ = [
     "SectionListing",
     "SectionOverride",
     "SectionRenderError",
+    "SessionSummary",
+    "SessionTurn",
     "SkipReason",
     "SocialAction",
     "SpeakTrigger",
+    "StoreUnavailableError",
     "Stores",
     "SubmitResult",
     "SummaryRecord",
@@ -260,6 +286,7 @@ __all__ = [
     "Volatility",
     "allows_persistent_memory",
     "append_notes_to_multimodal_content",
+    "apply_budget",
     "build_group_timeline",
     "build_memory_context_block",
     "build_provider_request",
@@ -275,8 +302,11 @@ __all__ = [
     "estimate_request_tokens",
     "extract_api_content_sidecar",
     "fetch_image_default",
+    "format_user_turn",
     "hookimpl",
     "is_gentle_phrase",
+    "is_recognition_question",
+    "is_short_social_turn",
     "is_user_originated",
     "load_overrides_file",
     "load_turn_file",

@@ -46,7 +46,15 @@ def _structure_enum(value: Any, cls: type[enum.StrEnum]) -> enum.StrEnum:
         raise ValueError(f"expected one of {choices}, not {value!r}") from None
 
 
+def _structure_bool(value: Any, _type: type) -> bool:
+    # TOML and JSON have real booleans; "maybe" or 1 is a mistake, not True.
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
 converter.register_structure_hook(dt.datetime, _structure_datetime)
+converter.register_structure_hook(bool, _structure_bool)
 converter.register_unstructure_hook(dt.datetime, lambda value: value.isoformat())
 converter.register_structure_hook(str, _structure_str)
 # A StrEnum is also a str: without its own hook it would take the str hook and skip validation.

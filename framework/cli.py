@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,11 @@ from framework.prefix import canonical_json
 from framework.providers import ProviderRequest, ProviderSpec, build_provider_request
 from framework.routing.batch import confusion_table, decide_cases, load_route_file
 from framework.runtime import Promptweave, RenderedTurn
-from framework.store.retrieval_import import AUTO_KIND, KINDS, import_files
+from framework.store.retrieval_import import AUTO_KIND, KINDS, read_files
+from framework.store.sessions_sqlite import SESSION_MIGRATIONS
+from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
 from framework.store.stores import Stores
+from framework.store_import import import_events
 from framework.turn import Turn
 from framework.turn_context import TurnContext, build_turn_context
 from framework.turnfile import load_turn_file
@@ -43,13 +47,32 @@ def _config(config_path: Path | None, store: Path | None = None) -> Config:
 
 
 def _runtime(
-    config_path: Path | None, store: Path | None = None, seed: int | None = None
+    config_path: Path | None,
+    store: Path | None = None,
+    seed: int | None = None,
+    *,
+    render: bool = False,
 ) -> Promptweave:
+    """A runtime for one command. ``render``: open the store only if its file exists (or was
+    given with --store), so inspecting a turn never creates a store file."""
+    config = _config(config_path, store)
+    stores = _render_stores(config, explicit=store is not None) if render else None
     try:
         rng = None if seed is None else random.Random(seed)
-        return Promptweave.from_config(_config(config_path, store), rng=rng)
+        return Promptweave.from_config(config, rng=rng, stores=stores)
     except PromptweaveError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def _render_stores(config: Config, *, explicit: bool) -> Stores:
+    if config.store.backend == "memory" or not config.store.enabled:
+        return Stores.from_config(config)
+    path = config.resolve_path(config.store.path)
+    if not path.is_file():
+        if explicit:
+            raise click.ClickException(f"store file {path} does not exist")
+        return Stores.in_memory(config)
+    return Stores.from_config(config)
 
 
 #: ``render --format`` values that print a provider request body, and the API each names.
@@ -58,6 +81,25 @@ REQUEST_FORMATS = {
     "responses": "openai_responses",
     "anthropic": "anthropic",
 }
+
+
+def _with_stores(config_path: Path | None, stores: Stores) -> Promptweave:
+    try:
+        return Promptweave.from_config(_config(config_path), stores=stores)
+    except PromptweaveError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _open_store(path: Path, config_path: Path | None, *, create: bool) -> Stores:
+    """The SQLite stores of ``path``, migrated; an unusable file is a clean CLI error."""
+    if not create and not path.is_file():
+        raise click.ClickException(f"store file {path} does not exist")
+    database = SQLiteDatabase(path)
+    try:
+        database.migrate(SESSION_MIGRATIONS)
+    except (StoreUnavailableError, sqlite3.Error, OSError) as exc:
+        raise click.ClickException(f"cannot open store {path}: {exc}") from exc
+    return Stores.sqlite(database, _config(config_path))
 
 
 def _echo_json(data: Any) -> None:
@@ -178,7 +220,7 @@ def render(
 ) -> None:
     """Assemble one turn from TURN_FILE and print the system prompt, messages and trace."""
     turn = _load_turn(turn_file, bot_id, group_id)
-    runtime = _runtime(config_path, store, seed)
+    runtime = _runtime(config_path, store, seed, render=True)
     spec = ProviderSpec.from_config(
         runtime.config.provider, REQUEST_FORMATS.get(output_format, runtime.config.provider.api)
     )
@@ -207,6 +249,8 @@ def render(
     for message in result.messages:
         click.echo(f"--- {message.role} ---")
         click.echo(message.content)
+    if result.trace.get("degraded"):
+        click.echo(f"\n(degraded: {result.trace['degraded']})")
     click.echo("\n==== decision ====")
     click.echo(json.dumps(result.decision.trace(), ensure_ascii=False))
     _echo_route_trace(result.trace["route"])
@@ -323,15 +367,14 @@ def import_data(
         raise click.ClickException(
             "the configured store is in memory; give --store FILE to import into a SQLite file"
         )
-    stores = Stores.from_config(config)
     try:
-        written = import_files(
-            stores.retrieval, kind, list(files), bot_id=bot_id, group_id=group_id
-        )
+        # Validate every file before the store is opened: a bad file leaves no trace at all.
+        batch = read_files(kind, list(files), bot_id=bot_id, group_id=group_id)
+        written = Stores.from_config(config).retrieval.write(batch)
     except PromptweaveError as exc:
         raise click.ClickException(str(exc)) from exc
     path = config.resolve_path(config.store.path)
-    summary = ", ".join(f"{count} {name}" for name, count in written.items()) or "nothing"
+    summary = ", ".join(f"{count} {name}" for name, count in written.items() if count) or "nothing"
     click.echo(f"imported {summary} into {path}")
 
 
@@ -415,3 +458,87 @@ def route(
         )
     if confusion:
         click.echo(confusion_table(results), err=as_json)
+
+
+@cli.group()
+def store() -> None:
+    """Load and inspect the conversational store (docs/store.md)."""
+
+
+store_path_option = click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="SQLite store file (default: [store] path of the config).",
+)
+
+
+def _store_path(store_path: Path | None, config_path: Path | None) -> Path:
+    if store_path is not None:
+        return store_path
+    config = _config(config_path)
+    return config.resolve_path(config.store.path)
+
+
+@store.command("import")
+@click.argument("events_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@store_path_option
+@click.option("--no-compress", is_flag=True, help="Do not compress long sessions while importing.")
+@config_option
+def store_import(
+    events_file: Path, store_path: Path | None, no_compress: bool, config_path: Path | None
+) -> None:
+    """Record the events of EVENTS_FILE (JSON Lines: message and bot_reply events)."""
+    path = _store_path(store_path, config_path)
+    runtime = _with_stores(config_path, _open_store(path, config_path, create=True))
+    try:
+        with events_file.open(encoding="utf-8") as handle:
+            report = import_events(
+                runtime, handle, source=str(events_file), compress=not no_compress
+            )
+    except TurnFileError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    finally:
+        runtime.close()
+    click.echo(
+        f"{path}: {report.messages} messages, {report.replies} bot replies, "
+        f"{report.skipped} skipped, {report.summaries} summaries written"
+    )
+
+
+@store.command("stats")
+@store_path_option
+@click.option("--json", "as_json", is_flag=True, help="Output JSON.")
+@config_option
+def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None) -> None:
+    """Count the rows of each conversational table and show the schema versions."""
+    path = _store_path(store_path, config_path)
+    database = _open_store(path, config_path, create=False).database
+    if database is None:
+        raise click.ClickException(f"store file {path} is not a SQLite store")
+    connection = database.connection()
+    tables = (
+        "group_messages",
+        "session_turns",
+        "session_summaries",
+        "bot_reply_context",
+        "feedback_phrases",
+    )
+    counts = {
+        table: connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables
+    }
+    versions = dict(
+        connection.execute(
+            "SELECT component, MAX(version) FROM schema_versions GROUP BY component"
+        ).fetchall()
+    )
+    if as_json:
+        _echo_json({"path": str(path), "tables": counts, "schema_versions": versions})
+        return
+    click.echo(str(path))
+    for table, count in counts.items():
+        click.echo(f"  {table:<20} {count:>10}")
+    for component, version in sorted(versions.items()):
+        click.echo(f"  schema {component}: v{version}")

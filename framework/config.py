@@ -18,6 +18,7 @@ from framework._fields import one_of, str_tuple
 __all__ = [
     "CONFIG_ENV",
     "CONFIG_FILE_NAME",
+    "AmbientConfig",
     "BudgetConfig",
     "Config",
     "HistoryConfig",
@@ -25,6 +26,7 @@ __all__ = [
     "ProviderConfig",
     "RetrievalConfig",
     "RoutingConfig",
+    "SessionConfig",
     "StoreConfig",
     "TimelineConfig",
     "TurnContextConfig",
@@ -71,10 +73,71 @@ class StoreConfig:
 
     :param backend: ``sqlite`` (the default: one file, nothing to install) or ``memory``.
     :param path: the SQLite file, relative to the config file's directory.
+    :param enabled: ``false`` runs without conversational state: every turn sends only the
+        current message (seed 004, 运行态不可用时的退化).
     """
 
     backend: str = attrs.field(default="sqlite", validator=one_of("sqlite", "memory"))
     path: str = "promptweave.sqlite3"
+    enabled: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class SessionConfig:
+    """Session storage, summary compression and the bot-reply context (seed 004, 长会话压缩).
+
+    :param storage_window: session rows kept per user; older ones are deleted on append.
+    :param max_content_chars: cap of one stored turn and of one user message sent.
+    :param group_ttl_s: age after which a group session turn is no longer read; 0 keeps all.
+    :param private_ttl_s: the same for private chats (three days by default).
+    :param summary_enabled: compress long sessions into a summary row after delivery.
+    :param summary_threshold: user turns in a session that trigger compression (at least 8).
+    :param summary_keep: the newest rows kept verbatim after compression (at least 4).
+    :param summary_cooldown_s: seconds between two compressions of one (bot, group, user).
+    :param summary_max_chars: the longest summary text.
+    :param bot_reply_ttl_s: how long a delivered bot message can be looked up when quoted.
+    :param bot_reply_max_entries: how many delivered bot messages are remembered.
+    """
+
+    storage_window: int = attrs.field(default=200, validator=_positive)
+    max_content_chars: int = attrs.field(default=4000, validator=attrs.validators.ge(64))
+    group_ttl_s: int = attrs.field(default=0, validator=_non_negative)
+    private_ttl_s: int = attrs.field(default=259200, validator=_non_negative)
+    summary_enabled: bool = True
+    summary_threshold: int = attrs.field(default=24, validator=attrs.validators.ge(8))
+    summary_keep: int = attrs.field(default=16, validator=attrs.validators.ge(4))
+    summary_cooldown_s: int = attrs.field(default=600, validator=_non_negative)
+    summary_max_chars: int = attrs.field(default=120, validator=attrs.validators.ge(20))
+    bot_reply_ttl_s: int = attrs.field(default=600, validator=_positive)
+    bot_reply_max_entries: int = attrs.field(default=512, validator=_positive)
+
+    def __attrs_post_init__(self) -> None:
+        if self.summary_keep >= self.summary_threshold:
+            raise ValueError(
+                f"session.summary_keep ({self.summary_keep}) must be below "
+                f"session.summary_threshold ({self.summary_threshold})"
+            )
+        if self.summary_keep >= self.storage_window:
+            raise ValueError(
+                f"session.summary_keep ({self.summary_keep}) must be below "
+                f"session.storage_window ({self.storage_window})"
+            )
+
+
+@attrs.frozen(kw_only=True)
+class AmbientConfig:
+    """The ambient excerpt ``【群环境摘录】`` of the message sequence (seed 004, messages 序列).
+
+    :param enabled: ``false`` never sends the excerpt.
+    :param window: the group's latest session turns read for it.
+    :param line_chars: cap of one excerpt line.
+    :param block_chars: cap of the whole excerpt.
+    """
+
+    enabled: bool = True
+    window: int = attrs.field(default=8, validator=_positive)
+    line_chars: int = attrs.field(default=512, validator=_positive)
+    block_chars: int = attrs.field(default=4000, validator=_positive)
 
 
 _unit = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
@@ -282,6 +345,8 @@ class Config:
     provider: ProviderConfig = ProviderConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
     routing: RoutingConfig = RoutingConfig()
+    session: SessionConfig = SessionConfig()
+    ambient: AmbientConfig = AmbientConfig()
     base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
 
     @classmethod
@@ -325,3 +390,5 @@ class _FileConfig:
     provider: ProviderConfig = ProviderConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
     routing: RoutingConfig = RoutingConfig()
+    session: SessionConfig = SessionConfig()
+    ambient: AmbientConfig = AmbientConfig()

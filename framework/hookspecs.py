@@ -7,9 +7,9 @@ Each hook is mirrored in ``docs/plugin_hooks.md`` under a heading that is its ex
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
         Section,
         SectionOverride,
     )
+    from framework.store.sessions import SessionTurn
+    from framework.turn import ChatMessage
 
 __all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
 
@@ -138,6 +140,22 @@ def override_section(
     """
 
 
+@hookspec(firstresult=True)
+def measure_text(text: str) -> int | None:
+    """Measure text for the request budget (``[budget] chars``).
+
+    Runs for the system prompt and for every message of every turn, when the budget is applied.
+    The default measure is the number of characters; a plugin can count tokens instead (then set
+    the budget in tokens).
+
+    Stops at first non-None result.
+
+    :param text: the system prompt or one message's content.
+    :returns: the length of ``text`` in the budget's unit, or ``None`` to leave it to the next
+        plugin (and finally to ``len``).
+    """
+
+
 # -------------------------------------------------------------------------
 # Per turn: turn context, provider request, submission
 # -------------------------------------------------------------------------
@@ -237,4 +255,78 @@ def decide_with_model(context: RouteContext) -> str | None:
         reply-necessity score.
     :returns: the model's raw answer, or ``None`` when this plugin has no model to ask (the decide
         rules then decide).
+    """
+
+
+# -------------------------------------------------------------------------
+# Incoming: platform adapters
+# -------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | None:
+    """Turn a platform's incoming message into a :class:`framework.ChatMessage`.
+
+    Runs when a bot calls :meth:`framework.Promptweave.parse_incoming`. The ``onebot`` contrib
+    plugin handles ``platform="onebot"`` (OneBot v11 events, CQ-code strings, segment arrays).
+
+    Stops at first non-None result.
+
+    :param platform: the platform's name, for example ``"onebot"``.
+    :param payload: what the platform delivered (an event mapping, a string, a segment list).
+    :param bot_id: the receiving bot's account id (a mention of it addresses the bot).
+    :returns: the message, or ``None`` when this plugin does not handle ``platform``.
+    """
+
+
+# -------------------------------------------------------------------------
+# After delivery: session compression
+# -------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def summarize_session(
+    bot_id: str,
+    group_id: str | None,
+    user_id: str,
+    turns: Sequence[SessionTurn],
+    previous_summary: str | None,
+    max_chars: int,
+) -> str | None:
+    """Summarize the older turns of a long session into one short Chinese text.
+
+    Runs in the background after a delivered reply, when the user's session holds
+    ``[session] summary_threshold`` user turns and the cooldown has passed; the turns summarized are
+    then replaced by one ``【此前对话摘要】`` row. The built-in ``session_summary`` plugin is
+    ``trylast`` and works offline: an extractive summary with no LLM call.
+
+    Stops at first non-None result.
+
+    :param bot_id: the bot's account id.
+    :param group_id: the group's id; ``None`` for a private chat.
+    :param user_id: the user whose session it is.
+    :param turns: the turns being replaced, oldest first; image placeholders are already described
+        (see ``describe_image``) in their ``content``.
+    :param previous_summary: the text of the summary these turns follow, if any.
+    :param max_chars: the longest summary kept (longer text is cut).
+    :returns: the summary text, or ``None`` to leave it to the next plugin; a blank result or one
+        containing ``【此前对话摘要】`` is rejected and the session is left as it is.
+    """
+
+
+@hookspec(firstresult=True)
+def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
+    """Describe an image of the session history, only when a summary needs it.
+
+    Images in history are stored as placeholders with their URL; this runs for each such URL
+    while a session is being summarized. The built-in ``session_summary`` plugin is ``trylast`` and
+    returns the placeholder ``[图片]`` unchanged (nothing is downloaded).
+
+    Stops at first non-None result.
+
+    :param url: the image's URL.
+    :param bot_id: the bot's account id.
+    :param group_id: the group's id; ``None`` for a private chat.
+    :returns: a short description (shown as ``[图片：…]``), ``"[图片]"`` to keep the placeholder,
+        or ``None`` to leave it to the next plugin.
     """

@@ -54,6 +54,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "builtin_plugins.request_defaults",
     "builtin_plugins.routing_rules",
     "builtin_plugins.phrase_pools",
+    "builtin_plugins.session_summary",
 )
 
 ENV_LOAD = "PROMPTWEAVE_LOAD_PLUGINS"

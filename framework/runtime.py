@@ -23,18 +23,21 @@ from framework.conversation import ConversationState
 from framework.decision import Decision, DeliveryStyle
 from framework.errors import ConfigError, SectionRenderError
 from framework.items import ReplyShape, TurnPolicy
-from framework.messages import PromptMessage, build_messages, trim_to_budget
+from framework.messages import PromptMessage
 from framework.overrides import MAX_OVERRIDE_CONTENT_CHARS
 from framework.persona import PersonaPack
 from framework.plugins import PluginInfo, PluginManager, build_plugin_manager
+from framework.recording import BackgroundRunner, record_bot_reply, record_message
 from framework.records import Section, SectionOverride, Volatility
 from framework.registry import Registered, Registries, collect_registries
 from framework.retrieval import RetrievalOutcome, RetrievalQuery, RetrievalRunner
 from framework.routing import DEFAULT_DECISION, Delivery, Router, resolve_delivery
 from framework.sanitize import BLOCK_MAX_CHARS, sanitize_block
 from framework.store.stores import Stores
+from framework.summary import CompressionResult, compress_session
 from framework.timeline import build_group_timeline
 from framework.turn import Bot, ChatMessage, Turn
+from framework.turn_messages import build_turn_messages, read_session
 
 __all__ = ["Promptweave", "RenderedSection", "RenderedTurn", "SectionListing"]
 
@@ -157,6 +160,7 @@ class Promptweave:
     )
     rng: random.Random = attrs.field(factory=random.Random)
     clock: Callable[[], dt.datetime] = _utc_now
+    background: BackgroundRunner = attrs.field(factory=BackgroundRunner)
 
     @classmethod
     def from_config(
@@ -168,9 +172,14 @@ class Promptweave:
         environ: Mapping[str, str] | None = None,
         strict: bool | None = None,
         rng: random.Random | None = None,
+        stores: Stores | None = None,
         clock: Callable[[], dt.datetime] | None = None,
     ) -> Promptweave:
-        """Load the plugins and the persona pack; fail early on any configuration problem."""
+        """Load the plugins and the persona pack; fail early on any configuration problem.
+
+        :param stores: the stores to use instead of those of ``[store]``.
+        :param clock: the clock to use instead of the system's UTC time.
+        """
         config = config or Config()
         plugins = build_plugin_manager(
             contrib=[*config.plugins.contrib, *contrib],
@@ -186,7 +195,7 @@ class Promptweave:
             plugins=plugins,
             registries=registries,
             persona=persona,
-            stores=Stores.from_config(config),
+            stores=Stores.from_config(config) if stores is None else stores,
             strict=config.plugins.strict if strict is None else strict,
             rng=rng or random.Random(),
             clock=clock or _utc_now,
@@ -383,10 +392,6 @@ class Promptweave:
             tuple(self.registries.retrievers.values()), query, self.config.retrieval.timeouts
         )
 
-    def close(self) -> None:
-        """Release the retrieval worker threads."""
-        self.retrieval_runner.close()
-
     # -- one turn ----------------------------------------------------------------------------
 
     def render(self, turn: Turn, *, now: dt.datetime | None = None) -> RenderedTurn:
@@ -420,6 +425,14 @@ class Promptweave:
         """
         durations: dict[str, float] = {}
         start = time.perf_counter()
+        # The stored group log and bot replies fill the turn first, so routing, retrieval and
+        # the timeline all see the same recent group messages.
+        reader, turn = read_session(
+            self.stores, self.config, self.persona, turn, now or turn.message.time
+        )
+        durations["session"] = _ms(start)
+
+        start = time.perf_counter()
         decision = self.decide(turn, now)
         durations["route"] = _ms(start)
 
@@ -435,13 +448,7 @@ class Promptweave:
         durations["sections"] = _ms(start)
 
         start = time.perf_counter()
-        messages = build_messages(
-            self.persona,
-            turn.history,
-            turn.message.text,
-            user_window=self.config.history.user_window,
-        )
-        kept, dropped = trim_to_budget(messages, system_prompt, self.config.budget.chars)
+        built = build_turn_messages(reader, turn, context.timeline, system_prompt, self.measure)
         durations["messages"] = _ms(start)
 
         trace = {
@@ -460,21 +467,113 @@ class Promptweave:
             ],
             "section_warnings": list(self.registries.section_warnings),
             "retrieval": retrieval.trace(),
-            "budget": {
-                "budget_chars": self.config.budget.chars,
-                "total_chars": len(system_prompt) + sum(len(m.content) for m in kept),
-                "dropped_messages": dropped,
-            },
+            **built.trace,
         }
         return RenderedTurn(
             sections=sections,
             system_prompt=system_prompt,
-            messages=tuple(kept),
+            messages=built.messages,
             decision=decision,
             trace=trace,
             stage_durations_ms=durations,
-            vision_images=context.timeline.images,
+            vision_images=built.vision_images,
         )
+
+    def measure(self, text: str) -> int:
+        """The length of ``text`` for the budget: the ``measure_text`` hook, else characters."""
+        measured = self.plugins.pm.hook.measure_text(text=text)
+        return len(text) if measured is None else int(measured)
+
+    # -- recording -------------------------------------------------------------------------
+
+    def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
+        """Store an incoming group message (the group timeline reads it); never raises for a
+        failing store. See :func:`framework.recording.record_message`."""
+        return record_message(self.stores, bot_id, group_id, message)
+
+    def record_bot_reply(
+        self,
+        bot_id: str,
+        group_id: str | None,
+        text: str,
+        *,
+        message_id: str | None,
+        answering: ChatMessage | None = None,
+        quoted: bool = False,
+        time: dt.datetime | None = None,
+    ) -> bool:
+        """Store a delivered bot message, then compress the user's session in the background
+        if it grew long (seed 004, 长会话压缩). Never raises for a failing store.
+
+        :param message_id: the platform's id of the delivered message.
+        :param answering: the user message it answers; the pair enters that user's session.
+        :param quoted: the reply quoted ``answering``.
+        :param time: when it was delivered; the clock's time by default.
+        """
+        sent_at = time or self.clock()
+        stored = record_bot_reply(
+            self.stores,
+            self.config,
+            bot_id,
+            group_id,
+            text,
+            message_id=message_id,
+            time=sent_at,
+            answering=answering,
+            quoted=quoted,
+            bot_name=self.persona.labels.self_label,
+        )
+        if stored and answering is not None and self.config.session.summary_enabled:
+            user_id = answering.sender_id
+            self.background.submit(
+                ("compress", bot_id, group_id, user_id),
+                lambda: self.compress_session(bot_id, group_id, user_id, now=sent_at),
+            )
+        return stored
+
+    def compress_session(
+        self, bot_id: str, group_id: str | None, user_id: str, *, now: dt.datetime | None = None
+    ) -> CompressionResult:
+        """Compress one user's session now if it is long enough and the cooldown allows."""
+        return compress_session(
+            self.stores,
+            self.plugins,
+            self.config,
+            bot_id=bot_id,
+            group_id=group_id,
+            user_id=user_id,
+            now=now or self.clock(),
+        )
+
+    def wait_for_background(self, timeout: float | None = None) -> bool:
+        """Wait until the background work (session compression) is done.
+
+        :returns: ``True`` when everything finished within ``timeout`` seconds.
+        """
+        return self.background.wait(timeout)
+
+    def close(self) -> None:
+        """Finish the background work, release the retrieval worker threads and close this
+        thread's store connection."""
+        self.background.shutdown()
+        self.retrieval_runner.close()
+        self.stores.close()
+
+    def parse_incoming(self, platform: str, payload: Any, bot_id: str) -> ChatMessage:
+        """Turn a platform's incoming message into a :class:`ChatMessage` through the
+        ``parse_incoming`` hook (enable the ``contrib`` plugin ``onebot`` for OneBot v11).
+
+        :raises ValueError: no loaded plugin handles ``platform``.
+        """
+        message = self.plugins.pm.hook.parse_incoming(
+            platform=platform, payload=payload, bot_id=bot_id
+        )
+        if message is None:
+            raise ValueError(
+                f"no plugin parses messages of platform {platform!r}; "
+                "enable one (contrib plugin 'onebot' handles 'onebot')"
+            )
+        return message  # type: ignore[no-any-return]
 
     # -- inspection ------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import attrs
 from framework.config import TimelineConfig
 from framework.persona import PersonaPack
 from framework.sanitize import quote_user_text
+from framework.text_rules import is_recognition_question
 from framework.turn import Bot, ChatMessage, SpeakTrigger, Turn
 
 __all__ = [
@@ -36,11 +37,13 @@ class GroupTimeline:
     :param messages: the messages shown, oldest first.
     :param images: image URLs of the shown messages (at most the configured number, the most
         recent ones, in timeline order).
+    :param images_withheld: why the shown messages' images are not handed on, if they are not.
     """
 
     text: str = ""
     messages: tuple[ChatMessage, ...] = ()
     images: tuple[str, ...] = ()
+    images_withheld: str | None = None
 
 
 def speaker_label(sender_id: str, sender_name: str, bot: Bot, persona: PersonaPack) -> str:
@@ -123,4 +126,10 @@ def build_group_timeline(
                 images.append(url)
     kept = images[: config.max_images][::-1]
     text = "\n".join([TIMELINE_HEADER, *(line for _, line in rendered)])
+    if kept and turn.message.images and is_recognition_question(turn.message.text):
+        # Seed 004, 识别问句聚焦当前图: history images would pull the answer away from the
+        # image the user is asking about.
+        return GroupTimeline(
+            text=text, messages=shown, images=(), images_withheld="recognition_question"
+        )
     return GroupTimeline(text=text, messages=shown, images=tuple(kept))

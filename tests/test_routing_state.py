@@ -102,6 +102,6 @@ def test_stores_build_the_routing_state_of_the_configured_backend(tmp_path):
     )
     sqlite = Stores.from_config(Config(store=StoreConfig(path="r.sqlite3"), base_dir=tmp_path))
     assert isinstance(sqlite.routing, SQLiteRoutingState)
-    assert not (tmp_path / "r.sqlite3").exists()  # nothing is written until first use
-    sqlite.routing.note_phrase("b", "g", "嗯")
+    assert sqlite.database is not None and sqlite.database.schema_version("routing") == 0
+    sqlite.routing.note_phrase("b", "g", "嗯")  # the routing tables appear on first use
     assert sqlite.database is not None and sqlite.database.schema_version("routing") == 1

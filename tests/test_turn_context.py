@@ -280,7 +280,15 @@ def test_a_multimodal_turns_notes_part_is_replayed_with_the_message():
     )
     runtime.conversations.notes.push(conversation_key(turn), "[系统备注：首次对话]")
     first = build(runtime, turn)
-    second = build(runtime, example_turn("at_question_followup"))
+    # The stored history holds the image message as it was sent: with its [图片] mark.
+    followup = example_turn("at_question_followup")
+    history = tuple(
+        attrs.evolve(entry, content=f"[图片] {entry.content}")
+        if entry.content == turn.message.text
+        else entry
+        for entry in followup.history
+    )
+    second = build(runtime, attrs.evolve(followup, history=history))
     replayed = next(m for m in second.messages if m.content == first.user_message)
     assert replayed.parts == ("[系统备注：首次对话]",)
     assert second.current_message.parts == ()

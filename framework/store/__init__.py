@@ -24,11 +24,27 @@ from framework.store.retrieval import (
 )
 from framework.store.retrieval_memory import InMemoryRetrievalStore
 from framework.store.retrieval_sqlite import SQLiteRetrievalStore
+from framework.store.sessions import (
+    SUMMARY_MARK,
+    BotReplyContext,
+    FeedbackLedger,
+    GroupLog,
+    SessionStore,
+    SessionSummary,
+    SessionTurn,
+    SummaryStore,
+    TurnKind,
+    group_scope,
+)
 from framework.store.sqlite import Migration, SQLiteDatabase, StoreUnavailableError
 
 __all__ = [
+    "SUMMARY_MARK",
     "BehaviorRecord",
+    "BotReplyContext",
     "ExpressionPairRecord",
+    "FeedbackLedger",
+    "GroupLog",
     "InMemoryRetrievalStore",
     "KnowledgeChunk",
     "KnowledgeDocument",
@@ -42,7 +58,13 @@ __all__ = [
     "SQLiteDatabase",
     "SQLiteRetrievalStore",
     "Scored",
+    "SessionStore",
+    "SessionSummary",
+    "SessionTurn",
     "StoreUnavailableError",
     "SummaryRecord",
+    "SummaryStore",
     "TopicSummarySource",
+    "TurnKind",
+    "group_scope",
 ]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import sqlite3
+from collections.abc import Sequence
+
 import attrs
 
 from framework.config import Config
@@ -10,9 +14,63 @@ from framework.store.retrieval_memory import InMemoryRetrievalStore
 from framework.store.retrieval_sqlite import SQLiteRetrievalStore
 from framework.store.routing_state import MemoryRoutingState, RoutingState
 from framework.store.routing_state_sqlite import SQLiteRoutingState
-from framework.store.sqlite import SQLiteDatabase
+from framework.store.sessions import (
+    BotReplyContext,
+    FeedbackLedger,
+    GroupLog,
+    SessionStore,
+    SummaryStore,
+)
+from framework.store.sessions_memory import (
+    MemoryBotReplyContext,
+    MemoryFeedbackLedger,
+    MemoryGroupLog,
+    MemorySessionStore,
+    MemorySummaryStore,
+)
+from framework.store.sessions_sqlite import (
+    SESSION_MIGRATIONS,
+    SQLiteBotReplyContext,
+    SQLiteFeedbackLedger,
+    SQLiteGroupLog,
+    SQLiteSessionStore,
+    SQLiteSummaryStore,
+)
+from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
 
-__all__ = ["Stores"]
+__all__ = ["STORE_DISABLED", "Stores", "TopicSummaries"]
+
+log = logging.getLogger("promptweave.store")
+
+#: ``Stores.unavailable`` when ``[store] enabled = false``.
+STORE_DISABLED = "store_disabled"
+
+
+@attrs.frozen
+class TopicSummaries:
+    """Old topics (section ``mid_term``): the session summaries the bot wrote itself, newest
+    first, then imported ones (``promptweave import topic_summaries``)."""
+
+    sessions: SummaryStore | None
+    imported: TopicSummarySource
+
+    def list_summaries(
+        self, bot_id: str, group_id: str | None, user_id: str, limit: int
+    ) -> Sequence[str]:
+        texts: list[str] = []
+        if self.sessions is not None:
+            texts += [
+                summary.text
+                for summary in self.sessions.list_summaries(bot_id, group_id, user_id, limit)
+            ]
+        for text in self.imported.list_summaries(bot_id, group_id, user_id, limit):
+            if text not in texts:
+                texts.append(text)
+        return texts[:limit]
+
+
+def _topic_summaries(stores: Stores) -> TopicSummarySource:
+    return TopicSummaries(sessions=stores.summaries, imported=stores.retrieval)
 
 
 @attrs.define
@@ -20,29 +78,83 @@ class Stores:
     """The runtime's stores.
 
     :param database: the SQLite database, or ``None`` with the in-memory backend.
+    :param group_log: every group message the bot saw (feeds the group timeline).
+    :param sessions: per-user conversation turns and summary rows.
+    :param summaries: the archive of written summaries (feeds old-topic recall).
+    :param bot_replies: the texts of delivered bot messages (the quoted-bot-text block).
+    :param feedback: the negative-feedback phrase ledger.
+    :param unavailable: why the conversational stores are missing, when they are.
     :param retrieval: memories, knowledge, relationship notes, person facts, expression pairs,
         rhythm baselines and behavior strategies (``docs/retrieval.md``).
-    :param topic_summaries: where old topics (section ``mid_term``) come from; by default the
-        retrieval store's ``topic_summaries`` table. Plug a session store in here to recall the
-        summaries it writes.
     :param routing: per-group routing state (cooldowns, quote candidates, last phrase…).
+    :param topic_summaries: where old topics come from; by default :class:`TopicSummaries`
+        over ``summaries`` and ``retrieval``.
     """
 
     database: SQLiteDatabase | None = None
+    group_log: GroupLog | None = None
+    sessions: SessionStore | None = None
+    summaries: SummaryStore | None = None
+    bot_replies: BotReplyContext | None = None
+    feedback: FeedbackLedger | None = None
+    unavailable: str | None = None
     retrieval: RetrievalStore = attrs.field(factory=InMemoryRetrievalStore)
-    topic_summaries: TopicSummarySource = attrs.field(
-        default=attrs.Factory(lambda self: self.retrieval, takes_self=True)
-    )
     routing: RoutingState = attrs.field(factory=MemoryRoutingState)
+    topic_summaries: TopicSummarySource = attrs.field(
+        default=attrs.Factory(_topic_summaries, takes_self=True)
+    )
 
     @classmethod
     def from_config(cls, config: Config) -> Stores:
-        """Open the configured backend (SQLite files are created and migrated on first write)."""
+        """Open (and migrate) the configured backend.
+
+        Never raises for a store that cannot be opened: the result then has no conversational
+        stores and says why in ``unavailable``.
+        """
+        if not config.store.enabled:
+            return cls(unavailable=STORE_DISABLED)
         if config.store.backend == "memory":
-            return cls(database=None)
+            return cls.in_memory(config)
         database = SQLiteDatabase(config.resolve_path(config.store.path))
+        try:
+            database.migrate(SESSION_MIGRATIONS)
+        except (StoreUnavailableError, sqlite3.Error, OSError) as exc:
+            log.warning("conversational store unavailable, degrading: %s", exc)
+            return cls(unavailable=f"store_unavailable: {exc}")
+        return cls.sqlite(database, config)
+
+    @classmethod
+    def sqlite(cls, database: SQLiteDatabase, config: Config | None = None) -> Stores:
+        """The SQLite stores over an already migrated ``database``."""
+        session = (config or Config()).session
         return cls(
             database=database,
+            group_log=SQLiteGroupLog(database),
+            sessions=SQLiteSessionStore(database),
+            summaries=SQLiteSummaryStore(database),
+            bot_replies=SQLiteBotReplyContext(
+                database, ttl_s=session.bot_reply_ttl_s, max_entries=session.bot_reply_max_entries
+            ),
+            feedback=SQLiteFeedbackLedger(database),
             retrieval=SQLiteRetrievalStore(database),
             routing=SQLiteRoutingState(database),
         )
+
+    @classmethod
+    def in_memory(cls, config: Config | None = None) -> Stores:
+        """Fresh in-memory stores, owned by the returned object alone."""
+        session = (config or Config()).session
+        return cls(
+            group_log=MemoryGroupLog(),
+            sessions=MemorySessionStore(),
+            summaries=MemorySummaryStore(),
+            bot_replies=MemoryBotReplyContext(
+                ttl_s=session.bot_reply_ttl_s, max_entries=session.bot_reply_max_entries
+            ),
+            feedback=MemoryFeedbackLedger(),
+        )
+
+    def close(self) -> None:
+        """Close this thread's SQLite connection, if any."""
+        if self.database is not None:
+            self.database.close()

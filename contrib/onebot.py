@@ -1,0 +1,198 @@
+"""Contrib plugin ``onebot``: OneBot v11 messages as promptweave :class:`framework.ChatMessage`.
+
+Enable it by name (``[plugins] contrib = ["onebot"]``) and call
+``runtime.parse_incoming("onebot", event, bot_id)``, or use the functions directly::
+
+    from contrib.onebot import parse_event, parse_message
+
+A message is a CQ-code string (``[CQ:at,qq=10001] 你好``, with ``&amp; &#91; &#93;`` escaped in
+text and also ``&#44;`` in parameter values) or an array of segments (``{"type": "text",
+"data": {"text": "你好"}}``). Understood segments: ``text``; ``at`` (a mention of the bot sets
+``addressed`` and is left out of the text, others read ``@name``); ``reply`` (``reply_to``);
+``image`` and ``mface`` (their URLs go to ``images``; the timeline shows ``[图片]``); ``face``
+(``[表情]``). Other segments are kept only in ``raw``, which holds the message as received.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from framework import ChatMessage, hookimpl
+
+__all__ = [
+    "OneBotEvent",
+    "escape_cq",
+    "parse_cq_string",
+    "parse_event",
+    "parse_message",
+    "unescape_cq",
+]
+
+FACE_TEXT = "[表情]"
+MENTION_ALL_TEXT = "@全体成员"
+
+_CQ_CODE = re.compile(r"\[CQ:([A-Za-z0-9_.\-]+)((?:,[^,\]]*)*)\]")
+_TEXT_ESCAPES = (("&", "&amp;"), ("[", "&#91;"), ("]", "&#93;"))
+
+
+def escape_cq(text: str, *, in_param: bool = False) -> str:
+    """Escape text for a CQ-code string (``,`` too inside a parameter value)."""
+    for plain, escaped in _TEXT_ESCAPES:
+        text = text.replace(plain, escaped)
+    return text.replace(",", "&#44;") if in_param else text
+
+
+def unescape_cq(text: str) -> str:
+    """Undo :func:`escape_cq` (``&amp;`` last, so ``&amp;#91;`` reads ``&#91;``)."""
+    for plain, escaped in (*reversed(_TEXT_ESCAPES[1:]), (",", "&#44;"), _TEXT_ESCAPES[0]):
+        text = text.replace(escaped, plain)
+    return text
+
+
+def parse_cq_string(message: str) -> list[dict[str, Any]]:
+    """Split a CQ-code string into OneBot segments."""
+    segments: list[dict[str, Any]] = []
+    position = 0
+    for match in _CQ_CODE.finditer(message):
+        if match.start() > position:
+            segments.append(
+                {"type": "text", "data": {"text": unescape_cq(message[position : match.start()])}}
+            )
+        data: dict[str, str] = {}
+        for pair in filter(None, match.group(2).split(",")):
+            key, _, value = pair.partition("=")
+            data[key] = unescape_cq(value)
+        segments.append({"type": match.group(1), "data": data})
+        position = match.end()
+    if position < len(message):
+        segments.append({"type": "text", "data": {"text": unescape_cq(message[position:])}})
+    return segments
+
+
+def _segments(message: object) -> list[Mapping[str, Any]]:
+    if isinstance(message, str):
+        return list(parse_cq_string(message))
+    if not isinstance(message, list | tuple):
+        raise ValueError(
+            f"a OneBot message is a CQ-code string or a segment list, not {type(message).__name__}"
+        )
+    for index, segment in enumerate(message):
+        if not isinstance(segment, Mapping) or not isinstance(segment.get("type"), str):
+            raise ValueError(f"OneBot segment {index} has no 'type': {segment!r}")
+    return list(message)
+
+
+def _image_url(data: Mapping[str, Any]) -> str | None:
+    for key in ("url", "file"):
+        value = str(data.get(key) or "")
+        if value.startswith(("http://", "https://")):
+            return value
+    return None
+
+
+def parse_message(
+    message: str | Sequence[Mapping[str, Any]],
+    *,
+    bot_id: str,
+    sender_id: str,
+    time: dt.datetime,
+    message_id: str | None = None,
+    sender_name: str = "",
+) -> ChatMessage:
+    """Turn a OneBot v11 message (CQ-code string or segment array) into a :class:`ChatMessage`.
+
+    :param bot_id: the receiving bot; ``at`` segments naming it set ``addressed``.
+    :raises ValueError: the message is neither a string nor a list of segments.
+    """
+    parts: list[str] = []
+    images: list[str] = []
+    reply_to: str | None = None
+    addressed = False
+    for segment in _segments(message):
+        kind = segment["type"]
+        data: Mapping[str, Any] = segment.get("data") or {}
+        if kind == "text":
+            text = str(data.get("text", ""))
+            if parts and parts[-1].startswith("@") and text[:1] not in ("", " "):
+                parts.append(" ")  # keep a mention apart from the words after it
+            parts.append(text)
+        elif kind == "at":
+            target = str(data.get("qq", ""))
+            if target == bot_id:
+                addressed = True
+            elif target == "all":
+                parts.append(MENTION_ALL_TEXT)
+            elif target:
+                parts.append(f"@{data.get('name') or target}")
+        elif kind == "reply" and data.get("id") is not None:
+            reply_to = str(data["id"])
+        elif kind in ("image", "mface"):
+            url = _image_url(data)
+            if url is not None and url not in images:
+                images.append(url)
+        elif kind == "face":
+            parts.append(FACE_TEXT)
+    return ChatMessage(
+        id=message_id,
+        sender_id=sender_id,
+        sender_name=sender_name,
+        text="".join(parts).strip(),
+        time=time,
+        raw=message,
+        addressed=addressed,
+        reply_to=reply_to,
+        images=tuple(images),
+    )
+
+
+@attrs.frozen(kw_only=True)
+class OneBotEvent:
+    """A parsed OneBot v11 message event.
+
+    :param group_id: ``None`` for a private message.
+    """
+
+    bot_id: str
+    group_id: str | None
+    message: ChatMessage
+
+
+def parse_event(event: Mapping[str, Any], bot_id: str | None = None) -> OneBotEvent:
+    """Parse a OneBot v11 ``message`` event (``post_type == "message"``).
+
+    :param bot_id: the receiving bot; the event's ``self_id`` by default.
+    :raises ValueError: the event is not a message event or lacks a field.
+    """
+    if event.get("post_type") not in ("message", "message_sent"):
+        raise ValueError(f"not a OneBot message event: post_type={event.get('post_type')!r}")
+    missing = [key for key in ("user_id", "message", "time") if key not in event]
+    if missing:
+        raise ValueError(f"OneBot message event lacks {', '.join(missing)}")
+    receiver = bot_id if bot_id is not None else str(event.get("self_id", ""))
+    sender: Mapping[str, Any] = event.get("sender") or {}
+    group = event.get("group_id") if event.get("message_type") == "group" else None
+    message = parse_message(
+        event["message"],
+        bot_id=receiver,
+        sender_id=str(event["user_id"]),
+        sender_name=str(sender.get("card") or sender.get("nickname") or ""),
+        message_id=str(event["message_id"]) if event.get("message_id") is not None else None,
+        time=dt.datetime.fromtimestamp(float(event["time"]), dt.UTC),
+    )
+    return OneBotEvent(
+        bot_id=receiver, group_id=None if group is None else str(group), message=message
+    )
+
+
+@hookimpl
+def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | None:
+    if platform != "onebot":
+        return None
+    if not isinstance(payload, Mapping):
+        raise ValueError("the onebot plugin parses OneBot v11 event objects")
+    return parse_event(payload, bot_id).message

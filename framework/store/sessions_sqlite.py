@@ -1,0 +1,415 @@
+"""The SQLite implementations of the conversational stores (component ``sessions``).
+
+All tables live in the shared :class:`framework.store.SQLiteDatabase`. Times are stored as UTC
+epoch seconds plus the original UTC offset, so they sort correctly and read back as they were
+written. Every window read is an index range scan that stops after ``limit`` rows, so its cost does
+not grow with the table (``benchmarks/bench_store.py``). Schema: ``docs/store.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+
+from framework.store.sessions import (
+    SessionSummary,
+    SessionTurn,
+    TurnKind,
+)
+from framework.store.sessions_schema import SESSION_MIGRATIONS
+from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
+from framework.turn import ChatMessage
+
+__all__ = [
+    "FEEDBACK_MAX_PHRASES",
+    "SESSION_MIGRATIONS",
+    "SQLiteBotReplyContext",
+    "SQLiteFeedbackLedger",
+    "SQLiteGroupLog",
+    "SQLiteSessionStore",
+    "SQLiteSummaryStore",
+]
+
+#: The most phrases the ledger applies per (bot, group), newest first (seed 004 ledger caps).
+FEEDBACK_MAX_PHRASES = 32
+
+
+def _stamp(value: dt.datetime) -> tuple[float, int]:
+    offset = value.utcoffset() or dt.timedelta(0)
+    return value.timestamp(), int(offset.total_seconds())
+
+
+def _time(stamp: float, offset: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(stamp, dt.timezone(dt.timedelta(seconds=offset)))
+
+
+def _images(value: str) -> tuple[str, ...]:
+    return tuple(str(url) for url in json.loads(value))
+
+
+def _read(database: SQLiteDatabase, sql: str, params: Iterable[Any]) -> list[sqlite3.Row]:
+    try:
+        return database.connection().execute(sql, tuple(params)).fetchall()
+    except sqlite3.Error as exc:
+        raise StoreUnavailableError(f"cannot read SQLite store {database.path}: {exc}") from exc
+
+
+@contextmanager
+def _write(database: SQLiteDatabase) -> Iterator[sqlite3.Connection]:
+    """A write transaction whose SQLite errors become :class:`StoreUnavailableError`."""
+    try:
+        with database.transaction() as connection:
+            yield connection
+    except sqlite3.Error as exc:
+        raise StoreUnavailableError(f"cannot write SQLite store {database.path}: {exc}") from exc
+
+
+def _message(row: sqlite3.Row) -> ChatMessage:
+    return ChatMessage(
+        id=row["message_id"],
+        sender_id=row["sender_id"],
+        sender_name=row["sender_name"],
+        text=row["text"],
+        reply_to=row["reply_to"],
+        images=_images(row["images"]),
+        addressed=bool(row["addressed"]),
+        time=_time(row["time"], row["utc_offset"]),
+    )
+
+
+def _turn(row: sqlite3.Row) -> SessionTurn:
+    return SessionTurn(
+        bot_id=row["bot_id"],
+        group_id=row["group_id"],
+        user_id=row["user_id"],
+        role=row["role"],
+        kind=TurnKind(row["kind"]),
+        content=row["content"],
+        message_id=row["message_id"],
+        reply_to=row["reply_to"],
+        images=_images(row["images"]),
+        time=_time(row["time"], row["utc_offset"]),
+        key=row["seq"],
+    )
+
+
+@attrs.define
+class SQLiteGroupLog:
+    """:class:`framework.store.sessions.GroupLog` in table ``group_messages``."""
+
+    database: SQLiteDatabase
+
+    def append_group_message(self, bot_id: str, group_id: str, message: ChatMessage) -> bool:
+        stamp, offset = _stamp(message.time)
+        with _write(self.database) as connection:
+            cursor = connection.execute(
+                "INSERT OR IGNORE INTO group_messages (bot_id, group_id, message_id, sender_id,"
+                " sender_name, text, reply_to, images, addressed, time, utc_offset)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    bot_id,
+                    group_id,
+                    message.id,
+                    message.sender_id,
+                    message.sender_name,
+                    message.text,
+                    message.reply_to,
+                    json.dumps(list(message.images)),
+                    int(message.addressed),
+                    stamp,
+                    offset,
+                ),
+            )
+            return cursor.rowcount > 0
+
+    def recent_group_messages(
+        self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int
+    ) -> list[ChatMessage]:
+        rows = _read(
+            self.database,
+            "SELECT * FROM group_messages WHERE bot_id = ? AND group_id = ? AND time <= ?"
+            " ORDER BY time DESC, seq DESC LIMIT ?",
+            (bot_id, group_id, until.timestamp(), limit),
+        )
+        return [_message(row) for row in reversed(rows)]
+
+
+@attrs.define
+class SQLiteSessionStore:
+    """:class:`framework.store.sessions.SessionStore` in tables ``session_turns`` and
+    ``session_compactions``."""
+
+    database: SQLiteDatabase
+
+    def append_turns(self, turns: Sequence[SessionTurn], *, storage_window: int) -> int:
+        added = 0
+        scopes: set[tuple[str, str, str]] = set()
+        with _write(self.database) as connection:
+            for turn in turns:
+                stamp, offset = _stamp(turn.time)
+                cursor = connection.execute(
+                    "INSERT OR IGNORE INTO session_turns (bot_id, group_id, user_id, role, kind,"
+                    " content, message_id, reply_to, images, time, utc_offset)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        turn.bot_id,
+                        turn.group_id,
+                        turn.user_id,
+                        turn.role,
+                        turn.kind.value,
+                        turn.content,
+                        turn.message_id,
+                        turn.reply_to,
+                        json.dumps(list(turn.images)),
+                        stamp,
+                        offset,
+                    ),
+                )
+                added += cursor.rowcount
+                scopes.add((turn.bot_id, turn.group_id, turn.user_id))
+            for scope in scopes:
+                connection.execute(
+                    "DELETE FROM session_turns WHERE seq IN (SELECT seq FROM session_turns"
+                    " WHERE bot_id = ? AND group_id = ? AND user_id = ?"
+                    " ORDER BY time DESC, seq DESC LIMIT -1 OFFSET ?)",
+                    (*scope, storage_window),
+                )
+        return added
+
+    def user_turns(
+        self,
+        bot_id: str,
+        group_id: str,
+        user_id: str,
+        *,
+        until: dt.datetime,
+        limit: int,
+        since: dt.datetime | None = None,
+    ) -> list[SessionTurn]:
+        rows = _read(
+            self.database,
+            "SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND user_id = ?"
+            " AND time <= ? AND time >= ? ORDER BY time DESC, seq DESC LIMIT ?",
+            (bot_id, group_id, user_id, until.timestamp(), _since(since), limit),
+        )
+        return [_turn(row) for row in reversed(rows)]
+
+    def latest_summary(
+        self, bot_id: str, group_id: str, user_id: str, *, until: dt.datetime
+    ) -> SessionTurn | None:
+        rows = _read(
+            self.database,
+            "SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND user_id = ?"
+            " AND kind = 'summary' AND time <= ? ORDER BY time DESC LIMIT 1",
+            (bot_id, group_id, user_id, until.timestamp()),
+        )
+        return _turn(rows[0]) if rows else None
+
+    def group_turns(
+        self,
+        bot_id: str,
+        group_id: str,
+        *,
+        until: dt.datetime,
+        limit: int,
+        since: dt.datetime | None = None,
+    ) -> list[SessionTurn]:
+        rows = _read(
+            self.database,
+            "SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND kind = 'turn'"
+            " AND time <= ? AND time >= ? ORDER BY time DESC, seq DESC LIMIT ?",
+            (bot_id, group_id, until.timestamp(), _since(since), limit),
+        )
+        return [_turn(row) for row in reversed(rows)]
+
+    def claim_compaction(
+        self, bot_id: str, group_id: str, user_id: str, *, now: dt.datetime, cooldown_s: float
+    ) -> bool:
+        stamp = now.timestamp()
+        with _write(self.database) as connection:
+            row = connection.execute(
+                "SELECT started FROM session_compactions"
+                " WHERE bot_id = ? AND group_id = ? AND user_id = ?",
+                (bot_id, group_id, user_id),
+            ).fetchone()
+            if row is not None and stamp - row["started"] < cooldown_s:
+                return False
+            connection.execute(
+                "INSERT INTO session_compactions (bot_id, group_id, user_id, started)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (bot_id, group_id, user_id)"
+                " DO UPDATE SET started = excluded.started",
+                (bot_id, group_id, user_id, stamp),
+            )
+        return True
+
+    def replace_with_summary(
+        self,
+        bot_id: str,
+        group_id: str,
+        user_id: str,
+        *,
+        remove: Sequence[int],
+        summary: SessionTurn,
+    ) -> bool:
+        stamp, offset = _stamp(summary.time)
+        with _write(self.database) as connection:
+            removed = 0
+            for key in remove:
+                removed += connection.execute(
+                    "DELETE FROM session_turns WHERE seq = ? AND bot_id = ? AND group_id = ?"
+                    " AND user_id = ?",
+                    (key, bot_id, group_id, user_id),
+                ).rowcount
+            if removed == 0:
+                return False
+            connection.execute(
+                "INSERT INTO session_turns (bot_id, group_id, user_id, role, kind, content,"
+                " images, time, utc_offset) VALUES (?, ?, ?, 'user', 'summary', ?, '[]', ?, ?)",
+                (bot_id, group_id, user_id, summary.content, stamp, offset),
+            )
+        return True
+
+
+def _since(since: dt.datetime | None) -> float:
+    return since.timestamp() if since is not None else float("-inf")
+
+
+@attrs.define
+class SQLiteSummaryStore:
+    """:class:`framework.store.sessions.SummaryStore` in table ``session_summaries``."""
+
+    database: SQLiteDatabase
+
+    def add_summary(self, summary: SessionSummary) -> None:
+        stamp, offset = _stamp(summary.created)
+        with _write(self.database) as connection:
+            connection.execute(
+                "INSERT INTO session_summaries (bot_id, group_id, user_id, text, created,"
+                " utc_offset, turns_covered) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    summary.bot_id,
+                    summary.group_id,
+                    summary.user_id,
+                    summary.text,
+                    stamp,
+                    offset,
+                    summary.turns_covered,
+                ),
+            )
+
+    def list_summaries(
+        self, bot_id: str, group_id: str | None, user_id: str | None, limit: int
+    ) -> list[SessionSummary]:
+        if user_id is None:
+            sql = (
+                "SELECT * FROM session_summaries WHERE bot_id = ? AND group_id = ?"
+                " ORDER BY created DESC, id DESC LIMIT ?"
+            )
+            params: tuple[Any, ...] = (bot_id, group_id or "", limit)
+        else:
+            sql = (
+                "SELECT * FROM session_summaries WHERE bot_id = ? AND group_id = ?"
+                " AND user_id = ? ORDER BY created DESC, id DESC LIMIT ?"
+            )
+            params = (bot_id, group_id or "", user_id, limit)
+        return [
+            SessionSummary(
+                bot_id=row["bot_id"],
+                group_id=row["group_id"],
+                user_id=row["user_id"],
+                text=row["text"],
+                created=_time(row["created"], row["utc_offset"]),
+                turns_covered=row["turns_covered"],
+            )
+            for row in _read(self.database, sql, params)
+        ]
+
+
+@attrs.define
+class SQLiteBotReplyContext:
+    """:class:`framework.store.sessions.BotReplyContext` as table ``bot_reply_context``: rows
+    carry their expiry; beyond ``max_entries`` the oldest written are deleted."""
+
+    database: SQLiteDatabase
+    ttl_s: float = 600.0
+    max_entries: int = 512
+    text_chars: int = 500
+
+    def remember(
+        self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
+    ) -> None:
+        text = text.strip()[: self.text_chars]
+        if not message_id or not text:
+            return
+        stamp = now.timestamp()
+        with _write(self.database) as connection:
+            connection.execute("DELETE FROM bot_reply_context WHERE expires <= ?", (stamp,))
+            connection.execute(
+                "INSERT OR REPLACE INTO bot_reply_context (group_id, bot_id, message_id, text,"
+                " expires) VALUES (?, ?, ?, ?, ?)",
+                (group_id, bot_id, message_id, text, stamp + self.ttl_s),
+            )
+            connection.execute(
+                "DELETE FROM bot_reply_context WHERE seq <= (SELECT seq FROM bot_reply_context"
+                " ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+                (self.max_entries,),
+            )
+
+    def lookup(
+        self, group_id: str, bot_id: str, message_id: str, *, now: dt.datetime
+    ) -> str | None:
+        rows = _read(
+            self.database,
+            "SELECT text FROM bot_reply_context WHERE group_id = ? AND bot_id = ?"
+            " AND message_id = ? AND expires > ?",
+            (group_id, bot_id, message_id, now.timestamp()),
+        )
+        return str(rows[0]["text"]) if rows else None
+
+
+@attrs.define
+class SQLiteFeedbackLedger:
+    """:class:`framework.store.sessions.FeedbackLedger` in table ``feedback_phrases``."""
+
+    database: SQLiteDatabase
+
+    def record_outcome(
+        self,
+        bot_id: str,
+        group_id: str,
+        outcome_id: str,
+        phrases: Sequence[str],
+        *,
+        now: dt.datetime,
+    ) -> int:
+        added = 0
+        with _write(self.database) as connection:
+            for phrase in dict.fromkeys(p.strip() for p in phrases if p.strip()):
+                added += connection.execute(
+                    "INSERT OR IGNORE INTO feedback_phrases (bot_id, group_id, outcome_id,"
+                    " phrase, created) VALUES (?, ?, ?, ?, ?)",
+                    (bot_id, group_id, outcome_id, phrase, now.timestamp()),
+                ).rowcount
+        return added
+
+    def undo_outcome(self, bot_id: str, group_id: str, outcome_id: str) -> int:
+        with _write(self.database) as connection:
+            return connection.execute(
+                "DELETE FROM feedback_phrases WHERE bot_id = ? AND group_id = ? AND outcome_id = ?",
+                (bot_id, group_id, outcome_id),
+            ).rowcount
+
+    def blacklisted_phrases(self, bot_id: str, group_id: str) -> tuple[str, ...]:
+        rows = _read(
+            self.database,
+            "SELECT phrase FROM feedback_phrases WHERE bot_id = ? AND group_id = ?"
+            " ORDER BY seq DESC LIMIT ?",
+            (bot_id, group_id, FEEDBACK_MAX_PHRASES * 4),
+        )
+        return tuple(dict.fromkeys(str(row["phrase"]) for row in rows))[:FEEDBACK_MAX_PHRASES]

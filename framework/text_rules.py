@@ -1,0 +1,154 @@
+"""Word lists and patterns the message sequence and the timeline apply to user text.
+
+They are data, kept here in one place so a deployment can read, test and extend them: the
+prompt-injection patterns (Chinese and English) that add the "ignore instructions above" line to a
+user message, the recognition questions that keep history images away from the current image, and
+the obligation words that tell a short social remark from a short question.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from framework.sanitize import sanitize_literal
+
+__all__ = [
+    "INJECTION_PATTERNS",
+    "OBLIGATION_WORDS",
+    "RECOGNITION_QUESTION_WORDS",
+    "SHORT_SOCIAL_MAX_CHARS",
+    "InjectionDetector",
+    "has_reply_obligation",
+    "is_recognition_question",
+    "is_short_social_turn",
+]
+
+#: Regular expressions (case-insensitive) of likely prompt injection. ``{persona}`` stands for the
+#: persona's name, so "你现在是小织" is not an injection but "你现在是猫娘" is (seed 004, messages 序列).
+INJECTION_PATTERNS: tuple[str, ...] = (
+    r"ignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|preceding)\s+"
+    r"(?:instructions?|prompts?|rules?|messages?)",
+    r"disregard\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|system)\b",
+    r"forget\s+(?:all\s+)?(?:your|the)\s+(?:instructions?|rules?|prompt|persona)",
+    r"\byou\s+are\s+now\b",
+    r"\b(?:what|which)\s+(?:llm\s+|ai\s+|language\s+)?model\s+(?:are\s+you|is\s+this)",
+    r"\byour\s+(?:underlying\s+)?model\b",
+    r"(?:reveal|print|show|repeat|output|dump)\s+(?:me\s+)?(?:your|the)\s+"
+    r"(?:system\s+prompt|instructions|initial\s+prompt)",
+    r"\bsystem\s+prompt\b",
+    r"\bdeveloper\s+mode\b",
+    r"\bjailbreak",
+    r"\bDAN\s+mode\b",
+    r"忽略(?:掉)?(?:以上|上面|之前|前面|先前|所有|全部)(?:的|所有的)?(?:规则|指令|设定|提示|要求|内容)",
+    r"无视(?:掉)?(?:系统|以上|上面|之前|前面|所有)(?:的)?(?:提示|规则|指令|设定)",
+    r"切换(?:你的)?(?:角色|人格|身份|人设)",
+    r"(?:输出|打印|复述|告诉我|显示|发我|泄露)(?:一下)?(?:你的)?(?:系统提示|提示词|system\s*prompt|初始设定)",
+    r"你(?:是|用的是|背后是)(?:什么|哪个|哪家|啥)(?:大)?模型",
+    r"开发者模式|调试模式|越狱|DAN\s*模式",
+    r"忘(?:记|掉)(?:你的|之前的|所有的)?(?:设定|人设|规则|身份)",
+    r"(?:你现在是|从现在起你是|扮演)(?!{persona})",
+)
+
+#: Questions about what an image shows; when the current message carries an image and asks one,
+#: history images are not sent, so the model looks at the current image (seed 004, 识别问句).
+RECOGNITION_QUESTION_WORDS: tuple[str, ...] = (
+    "这是谁",
+    "这是什么",
+    "这是啥",
+    "这啥",
+    "这谁",
+    "是谁啊",
+    "谁啊这",
+    "啥梗",
+    "什么梗",
+    "哪个梗",
+    "出自哪",
+    "出处",
+    "哪部",
+    "叫什么名字",
+    "认识吗",
+    "识别一下",
+    "认一下",
+    "图里是",
+    "图上是",
+)
+
+#: Words that oblige a reply: a message with one is a request, not a short social remark
+#: (DESIGN.md §5, short social turn).
+OBLIGATION_WORDS: tuple[str, ...] = (
+    "?",
+    "？",
+    "怎么",
+    "如何",
+    "为什么",
+    "为啥",
+    "吗",
+    "么",
+    "能不能",
+    "可以吗",
+    "帮我",
+    "回我",
+    "快回",
+    "谁",
+    "什么",
+    "哪里",
+    "哪儿",
+    "哪",
+    "咋",
+    "怎样",
+    "多少",
+    "几",
+    "有没有",
+    "要不要",
+    "会不会",
+    "是不是",
+    "能否",
+    "继续",
+    "再说",
+    "刚才",
+    "等等",
+    "等下",
+    "补一句",
+    "先别",
+)
+
+#: The longest text that can be a short social turn.
+SHORT_SOCIAL_MAX_CHARS = 24
+
+INJECTION_SCAN_CHARS = 512
+
+
+class InjectionDetector:
+    """Tells whether user text looks like a prompt injection.
+
+    :param persona_name: the persona's name, filled into ``{persona}`` of the patterns.
+    :param patterns: the regular expressions; :data:`INJECTION_PATTERNS` by default.
+    """
+
+    def __init__(self, persona_name: str, patterns: Iterable[str] = INJECTION_PATTERNS) -> None:
+        name = re.escape(persona_name)
+        self.patterns = tuple(
+            re.compile(pattern.replace("{persona}", name), re.IGNORECASE) for pattern in patterns
+        )
+
+    def __call__(self, text: str) -> bool:
+        """``True`` when the first 512 characters of ``text`` (on one line) match a pattern."""
+        scanned = sanitize_literal(text, INJECTION_SCAN_CHARS)
+        return any(pattern.search(scanned) for pattern in self.patterns)
+
+
+def is_recognition_question(text: str) -> bool:
+    """``True`` when ``text`` asks what or who something (an image) is."""
+    return any(word in text for word in RECOGNITION_QUESTION_WORDS)
+
+
+def has_reply_obligation(text: str) -> bool:
+    """``True`` when ``text`` contains a question mark or a word that asks for an answer."""
+    return any(word in text for word in OBLIGATION_WORDS)
+
+
+def is_short_social_turn(text: str) -> bool:
+    """A short social turn: non-empty, at most 24 characters, and no question or request."""
+    stripped = text.strip()
+    return 0 < len(stripped) <= SHORT_SOCIAL_MAX_CHARS and not has_reply_obligation(stripped)

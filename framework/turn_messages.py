@@ -1,0 +1,101 @@
+"""One turn's message side: the session inputs, the sequence, the budget and the injection snapshot.
+
+:class:`framework.Promptweave` calls :func:`read_session` before the sections render (the timeline
+and the quoted bot text come from the store) and :func:`build_turn_messages` after (the budget needs
+the finished system prompt).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import attrs
+
+from framework.ambient import snapshot_from_timeline
+from framework.budget import Measure, apply_budget
+from framework.config import Config
+from framework.messages import PromptMessage, build_message_sequence
+from framework.persona import PersonaPack
+from framework.session_inputs import SessionReader
+from framework.store.sessions import group_scope
+from framework.store.stores import Stores
+from framework.timeline import GroupTimeline
+from framework.turn import Turn
+
+__all__ = ["TurnMessages", "build_turn_messages", "read_session"]
+
+
+@attrs.frozen(kw_only=True)
+class TurnMessages:
+    """The messages of a turn after the budget, and the trace entries that explain them."""
+
+    messages: tuple[PromptMessage, ...]
+    vision_images: tuple[str, ...]
+    trace: dict[str, Any]
+
+
+def read_session(
+    stores: Stores, config: Config, persona: PersonaPack, turn: Turn, now: dt.datetime
+) -> tuple[SessionReader, Turn]:
+    """Read what the turn leaves out from the stores; return the reader and the completed turn
+    (its ``recent_messages`` and ``quoted_bot_text`` filled in)."""
+    reader = SessionReader(stores=stores, config=config, persona=persona, turn=turn, now=now)
+    recent = reader.recent_messages()
+    quoted = reader.quoted_bot_text()
+    return reader, attrs.evolve(turn, recent_messages=recent, quoted_bot_text=quoted)
+
+
+def build_turn_messages(
+    reader: SessionReader,
+    turn: Turn,
+    timeline: GroupTimeline,
+    system_prompt: str,
+    measure: Measure,
+) -> TurnMessages:
+    """Build the sequence, apply the budget, and derive the injection snapshot from what
+    survived: the ambient excerpt's entries only when its message is still there (found by its
+    ``source_token``), else the timeline's entries when the timeline is in the system prompt."""
+    config = reader.config
+    history = reader.history()
+    sequence = build_message_sequence(
+        reader.persona,
+        config,
+        turn,
+        history=history,
+        timeline_present=bool(timeline.text),
+        ambient=reader.ambient,
+        degraded=reader.degraded,
+    )
+    kept, report = apply_budget(sequence.messages, system_prompt, config.budget.chars, measure)
+    tokens = {message.source_token for message in kept if message.source_token}
+    if sequence.ambient_token is not None and sequence.ambient_token in tokens:
+        snapshot_source, entries = "ambient_excerpt", sequence.ambient_entries
+    elif timeline.text and turn.group_id is not None:
+        snapshot_source = "timeline"
+        entries = snapshot_from_timeline(
+            timeline,
+            bot_id=turn.bot.id,
+            group_id=group_scope(turn.group_id),
+            line_chars=config.timeline.line_chars,
+        )
+    else:
+        snapshot_source, entries = "none", ()
+    trace: dict[str, Any] = {
+        "degraded": reader.degraded,
+        "messages": {
+            **sequence.notes,
+            "sources": dict(reader.sources),
+            "sent": [{"role": m.role, "source": m.source, "chars": len(m.content)} for m in kept],
+        },
+        "budget": report.trace(),
+        "injection_snapshot": {
+            "source": snapshot_source,
+            "ambient_turns": [entry.to_json() for entry in entries],
+        },
+        "vision": {
+            "images": list(timeline.images),
+            "withheld": timeline.images_withheld,
+        },
+    }
+    return TurnMessages(messages=tuple(kept), vision_images=timeline.images, trace=trace)

@@ -1,0 +1,116 @@
+"""``promptweave store import``, ``store stats`` and ``render --store``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from framework.cli import cli
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+LOG = EXAMPLES / "logs" / "lunch_chat.jsonl"
+TURN = EXAMPLES / "turns" / "from_store.json"
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_store_import_then_render_reads_timeline_history_and_quoted_text(tmp_path: Path) -> None:
+    store = str(tmp_path / "lunch.sqlite3")
+    code, out, _ = invoke("store", "import", str(LOG), "--store", store)
+    assert code == 0, out
+    assert "9 messages, 2 bot replies, 0 skipped" in out
+
+    code, out, _ = invoke("render", str(TURN), "--store", store, "--format", "json")
+    assert code == 0, out
+    rendered = json.loads(out)
+    prompt = rendered["system_prompt"]
+    assert "- 青柠汽水（回小织的话）：对，汤底是骨头熬的" in prompt
+    assert "- 青柠汽水：[图片] 楼下新开了家米线" in prompt
+    assert "【小织刚才说】\n青柠说的那家米线可以试试" in prompt
+    assert "哪一家？就是地铁站旁边那家吗" not in prompt
+    contents = [m["content"] for m in rendered["messages"]]
+    assert contents[0].endswith("@小织 你推荐一个")
+    assert contents[1] == "青柠说的那家米线可以试试，听说汤底是现熬的"
+    assert rendered["trace"]["messages"]["sources"] == {
+        "timeline": "store",
+        "quoted_bot_text": "bot_reply_context",
+        "history": "store",
+    }
+
+
+def test_importing_twice_skips_what_is_stored(tmp_path: Path) -> None:
+    store = str(tmp_path / "s.sqlite3")
+    invoke("store", "import", str(LOG), "--store", store)
+    code, out, _ = invoke("store", "import", str(LOG), "--store", store)
+    assert code == 0 and "0 messages" in out and "9 skipped" in out
+    code, out, _ = invoke("store", "stats", "--store", store, "--json")
+    assert json.loads(out)["tables"]["group_messages"] == 11
+    assert json.loads(out)["schema_versions"] == {"sessions": 1}
+
+
+def test_render_without_store_writes_no_file(tmp_path: Path) -> None:
+    code, _, _ = invoke("render", str(TURN))
+    assert code == 0
+    assert list(Path.cwd().glob("*.sqlite3")) == []
+
+
+def test_render_with_missing_store_is_an_error(tmp_path: Path) -> None:
+    code, _, err = invoke("render", str(TURN), "--store", str(tmp_path / "nope.sqlite3"))
+    assert code == 1 and "does not exist" in err
+
+
+def test_bad_import_line_names_file_and_line(tmp_path: Path) -> None:
+    events = tmp_path / "bad.jsonl"
+    events.write_text(
+        '{"event": "message", "bot_id": "1", "group_id": "2", "message": {"sender_id": "3", "text": "早", "time": "2026-11-29T08:00:00+08:00"}}\n'
+        '{"event": "bot_reply", "bot_id": "1", "group_id": "2", "text": "早", "time": "2026-11-29T08:00:05+08:00", "answering": "404"}\n',
+        encoding="utf-8",
+    )
+    code, _, err = invoke("store", "import", str(events), "--store", str(tmp_path / "s.db"))
+    assert code == 2
+    assert f"{events}:2: answering='404' names no earlier message event" in err
+
+
+def test_import_compresses_long_sessions(tmp_path: Path) -> None:
+    lines = []
+    for number in range(24):
+        minute = f"{number:02d}"
+        lines.append(
+            {
+                "event": "message",
+                "bot_id": "1",
+                "group_id": "2",
+                "message": {
+                    "id": f"m{number}",
+                    "sender_id": "3",
+                    "text": f"我在学吉他第{number}天",
+                    "time": f"2026-11-29T08:{minute}:00+08:00",
+                },
+            }
+        )
+        lines.append(
+            {
+                "event": "bot_reply",
+                "bot_id": "1",
+                "group_id": "2",
+                "text": "坚持住",
+                "message_id": f"r{number}",
+                "time": f"2026-11-29T08:{minute}:10+08:00",
+                "answering": f"m{number}",
+            }
+        )
+    events = tmp_path / "long.jsonl"
+    events.write_text(
+        "\n".join(json.dumps(line, ensure_ascii=False) for line in lines), encoding="utf-8"
+    )
+    code, out, _ = invoke("store", "import", str(events), "--store", str(tmp_path / "s.db"))
+    assert code == 0 and "1 summaries written" in out
+    code, out, _ = invoke(
+        "store", "import", str(events), "--store", str(tmp_path / "t.db"), "--no-compress"
+    )
+    assert "0 summaries written" in out

@@ -1,0 +1,136 @@
+"""The contrib plugin ``onebot``: OneBot v11 messages as ChatMessage."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from contrib.onebot import escape_cq, parse_cq_string, parse_event, parse_message, unescape_cq
+from framework import Config, Promptweave, Stores
+from framework.errors import PluginImportError
+
+TIME = dt.datetime(2026, 11, 29, 4, 15, 48, tzinfo=dt.UTC)
+
+
+def parse(message: object) -> object:
+    return parse_message(message, bot_id="10001", sender_id="30022", time=TIME)  # type: ignore[arg-type]
+
+
+def test_cq_string_with_reply_at_and_escaped_text() -> None:
+    found = parse("[CQ:reply,id=9309][CQ:at,qq=10001] 哪一家&#91;笑&#93;？A&amp;B")
+    assert found.text == "哪一家[笑]？A&B"
+    assert found.reply_to == "9309"
+    assert found.addressed is True
+    assert found.raw == "[CQ:reply,id=9309][CQ:at,qq=10001] 哪一家&#91;笑&#93;？A&amp;B"
+
+
+def test_cq_parameter_values_unescape_commas() -> None:
+    segments = parse_cq_string("[CQ:image,file=a.jpg,url=https://img.example/a.jpg?w=1&#44;h=2]")
+    assert segments == [
+        {"type": "image", "data": {"file": "a.jpg", "url": "https://img.example/a.jpg?w=1,h=2"}}
+    ]
+
+
+def test_escape_round_trips() -> None:
+    text = "a,[b]&#91;&"
+    assert unescape_cq(escape_cq(text, in_param=True)) == text
+    assert escape_cq("[x]&") == "&#91;x&#93;&amp;"
+
+
+def test_segment_array_with_every_supported_type() -> None:
+    found = parse(
+        [
+            {"type": "reply", "data": {"id": 9309}},
+            {"type": "at", "data": {"qq": "30017", "name": "青柠汽水"}},
+            {"type": "text", "data": {"text": "你看"}},
+            {"type": "face", "data": {"id": "178"}},
+            {"type": "image", "data": {"file": "abc.image", "url": "https://img.example/a.jpg"}},
+            {
+                "type": "mface",
+                "data": {"url": "https://img.example/sticker.gif", "summary": "[摸摸头]"},
+            },
+            {"type": "at", "data": {"qq": "all"}},
+            {"type": "record", "data": {"file": "voice.amr"}},
+        ]
+    )
+    assert found.text == "@青柠汽水 你看[表情]@全体成员"
+    assert found.images == ("https://img.example/a.jpg", "https://img.example/sticker.gif")
+    assert found.reply_to == "9309"
+    assert found.addressed is False
+
+
+def test_at_someone_else_by_id_reads_at_id() -> None:
+    assert parse("[CQ:at,qq=30017] 你好").text == "@30017 你好"
+
+
+def test_image_without_http_url_is_not_a_vision_input() -> None:
+    assert parse("[CQ:image,file=local.image]").images == ()
+
+
+def test_bad_message_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="CQ-code string or a segment list"):
+        parse(42)
+    with pytest.raises(ValueError, match="segment 0 has no 'type'"):
+        parse([{"data": {}}])
+
+
+def test_group_event_becomes_message_with_group_and_sender_card() -> None:
+    event = {
+        "post_type": "message",
+        "message_type": "group",
+        "time": 1795925748,
+        "self_id": 10001,
+        "group_id": 20001,
+        "user_id": 30022,
+        "message_id": 9311,
+        "message": "[CQ:at,qq=10001] 在吗",
+        "sender": {"user_id": 30022, "nickname": "amon", "card": "阿蒙"},
+    }
+    parsed = parse_event(event)
+    assert (parsed.bot_id, parsed.group_id) == ("10001", "20001")
+    message = parsed.message
+    assert (message.id, message.sender_id, message.sender_name) == ("9311", "30022", "阿蒙")
+    assert message.text == "在吗" and message.addressed
+    assert message.time == dt.datetime.fromtimestamp(1795925748, dt.UTC)
+
+
+def test_private_event_has_no_group() -> None:
+    event = {
+        "post_type": "message",
+        "message_type": "private",
+        "time": 1,
+        "user_id": 3,
+        "message": "hi",
+        "self_id": 1,
+    }
+    assert parse_event(event).group_id is None
+
+
+def test_non_message_event_is_refused() -> None:
+    with pytest.raises(ValueError, match="post_type='notice'"):
+        parse_event({"post_type": "notice"})
+
+
+def test_hook_parse_incoming() -> None:
+    runtime = Promptweave.from_config(Config(), contrib=["onebot"], stores=Stores.in_memory())
+    event = {
+        "post_type": "message",
+        "message_type": "group",
+        "group_id": 1,
+        "time": 0,
+        "user_id": 5,
+        "message": [{"type": "text", "data": {"text": "早"}}],
+    }
+    assert runtime.parse_incoming("onebot", event, "10001").text == "早"
+    with pytest.raises(ValueError, match="no plugin parses messages of platform 'telegram'"):
+        runtime.parse_incoming("telegram", {}, "10001")
+
+
+def test_onebot_is_off_unless_enabled() -> None:
+    runtime = Promptweave.from_config(Config(), stores=Stores.in_memory())
+    with pytest.raises(ValueError, match="onebot"):
+        runtime.parse_incoming("onebot", {}, "10001")
+    assert "onebot" not in runtime.plugins.infos
+    with pytest.raises(PluginImportError):
+        Promptweave.from_config(Config(), contrib=["one_bot"])
