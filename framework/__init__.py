@@ -158,7 +158,6 @@ from framework.text_rules import (
     RECOGNITION_QUESTION_WORDS,
     InjectionDetector,
     is_recognition_question,
-    is_short_social_turn,
 )
 from framework.timeline import TIMELINE_HEADER, GroupTimeline, build_group_timeline, speaker_label
 from framework.turn import (
@@ -306,7 +305,6 @@ __all__ = [
     "hookimpl",
     "is_gentle_phrase",
     "is_recognition_question",
-    "is_short_social_turn",
     "is_user_originated",
     "load_overrides_file",
     "load_turn_file",

@@ -19,8 +19,8 @@ from framework.ambient import AmbientEntry, AmbientExcerpt
 from framework.config import Config
 from framework.persona import PersonaPack
 from framework.sanitize import sanitize_block, sanitize_literal
-from framework.text_rules import InjectionDetector, is_short_social_turn
-from framework.turn import SpeakTrigger, Turn
+from framework.text_rules import InjectionDetector
+from framework.turn import Turn
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
@@ -31,7 +31,6 @@ __all__ = [
     "build_message_sequence",
     "format_assistant_turn",
     "format_user_turn",
-    "is_recent_pair_turn",
     "window_history",
 ]
 
@@ -131,21 +130,6 @@ def window_history(rows: Sequence[HistoryRow], limit: int) -> list[HistoryRow]:
     return [older[-1], *window[1:]] if limit > 1 else [older[-1]]
 
 
-def is_recent_pair_turn(turn: Turn, history: Sequence[HistoryRow]) -> bool:
-    """A short social remark addressed to the bot right after it answered this user.
-
-    Such a turn keeps the user's whole bounded history (so chains like 漂亮小织 → 看看 → 不给看
-    keep their anchor) but gets no ambient excerpt (seed 004, 短社交话的上下文裁剪).
-    """
-    addressed = turn.message.addressed or turn.trigger in (
-        SpeakTrigger.MENTION,
-        SpeakTrigger.ALIAS,
-        SpeakTrigger.FOLLOWUP,
-    )
-    answered = bool(history) and history[-1].role == "assistant"
-    return addressed and answered and is_short_social_turn(turn.message.text)
-
-
 def _current_text(turn: Turn) -> str:
     text = turn.message.text.strip()
     if turn.message.images:
@@ -162,6 +146,7 @@ def build_message_sequence(
     timeline_present: bool,
     ambient: Callable[[], tuple[AmbientExcerpt | None, dict[str, Any]]] | None = None,
     degraded: str | None = None,
+    include_ambient_excerpt: bool = True,
 ) -> MessageSequence:
     """Build the sequence of ``turn``.
 
@@ -170,6 +155,9 @@ def build_message_sequence(
     :param ambient: builds the excerpt on demand: ``() -> (excerpt or None, trace notes)``; only
         called when the excerpt belongs in this turn.
     :param degraded: why the session state is unavailable; then only the current message is sent.
+    :param include_ambient_excerpt: the turn's memory policy allows the excerpt; a short social
+        remark in an exchange the bot is part of has none (seed 004, 短社交话的上下文裁剪), but
+        keeps the user's whole bounded history window.
     """
     max_len = config.session.max_content_chars
     current_text = format_user_turn(persona, _current_text(turn), max_len=max_len)
@@ -189,16 +177,14 @@ def build_message_sequence(
     messages: list[PromptMessage] = []
     entries: tuple[AmbientEntry, ...] = ()
     token: str | None = None
-    recent_pair = is_recent_pair_turn(turn, history)
-    notes["short_social_recent_pair"] = recent_pair
     if turn.is_private:
         notes["ambient"] = "private_chat"
     elif not config.ambient.enabled:
         notes["ambient"] = "disabled"
     elif timeline_present:
         notes["ambient"] = "timeline_present"
-    elif recent_pair:
-        notes["ambient"] = "short_social_recent_pair"
+    elif not include_ambient_excerpt:
+        notes["ambient"] = "memory_policy"
     elif ambient is None:
         notes["ambient"] = "no_source"
     else:

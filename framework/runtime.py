@@ -10,6 +10,7 @@ import asyncio
 import datetime as dt
 import logging
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -33,6 +34,7 @@ from framework.registry import Registered, Registries, collect_registries
 from framework.retrieval import RetrievalOutcome, RetrievalQuery, RetrievalRunner
 from framework.routing import DEFAULT_DECISION, Delivery, Router, resolve_delivery
 from framework.sanitize import BLOCK_MAX_CHARS, sanitize_block
+from framework.store.sqlite import StoreUnavailableError
 from framework.store.stores import Stores
 from framework.summary import CompressionResult, compress_session
 from framework.timeline import build_group_timeline
@@ -231,17 +233,21 @@ class Promptweave:
     ) -> None:
         """Record a delivered reply: it counts as recent bot presence, starts the group's reply
         cooldown (``[routing] reply_cooldown_s``) and, for a quote, the quote cooldown."""
-        group_id = turn.group_id
+        quoted = delivery.reply_message_id if delivery.style is DeliveryStyle.QUOTE else None
+        self._note_routing_delivery(turn.bot.id, turn.group_id, at or self.clock(), quoted)
+
+    def _note_routing_delivery(
+        self, bot_id: str, group_id: str | None, at: dt.datetime, quoted_message_id: str | None
+    ) -> None:
         if group_id is None:
             return
-        at = at or self.clock()
-        state, bot_id = self.stores.routing, turn.bot.id
+        state = self.stores.routing
         state.note_bot_reply(bot_id, group_id, at)
         cooldown = self.config.routing.reply_cooldown_s
         if cooldown > 0:
             state.start_cooldown(bot_id, group_id, at + dt.timedelta(seconds=cooldown))
-        if delivery.style is DeliveryStyle.QUOTE and delivery.reply_message_id is not None:
-            state.note_quote_delivered(bot_id, group_id, delivery.reply_message_id, at)
+        if quoted_message_id is not None:
+            state.note_quote_delivered(bot_id, group_id, quoted_message_id, at)
 
     # -- assembly --------------------------------------------------------------------------
 
@@ -448,7 +454,14 @@ class Promptweave:
         durations["sections"] = _ms(start)
 
         start = time.perf_counter()
-        built = build_turn_messages(reader, turn, context.timeline, system_prompt, self.measure)
+        built = build_turn_messages(
+            reader,
+            turn,
+            context.timeline,
+            system_prompt,
+            self.measure,
+            include_ambient_excerpt=decision.memory_policy.include_ambient_excerpt,
+        )
         durations["messages"] = _ms(start)
 
         trace = {
@@ -502,8 +515,9 @@ class Promptweave:
         quoted: bool = False,
         time: dt.datetime | None = None,
     ) -> bool:
-        """Store a delivered bot message, then compress the user's session in the background
-        if it grew long (seed 004, 长会话压缩). Never raises for a failing store.
+        """Store a delivered bot message, note it in the routing state (bot presence, reply and
+        quote cooldowns, as :meth:`note_delivered`), then compress the user's session in the
+        background if it grew long (seed 004, 长会话压缩). Never raises for a failing store.
 
         :param message_id: the platform's id of the delivered message.
         :param answering: the user message it answers; the pair enters that user's session.
@@ -511,6 +525,13 @@ class Promptweave:
         :param time: when it was delivered; the clock's time by default.
         """
         sent_at = time or self.clock()
+        # The routing state learns of the delivery too: bot presence, reply cooldown, and the
+        # quote cooldown, which counts from the quote actually delivered (seed 004).
+        quoted_id = answering.id if quoted and answering is not None else None
+        try:
+            self._note_routing_delivery(bot_id, group_id, sent_at, quoted_id)
+        except (StoreUnavailableError, sqlite3.Error) as exc:
+            log.warning("routing state not updated for a delivered reply: %s", exc)
         stored = record_bot_reply(
             self.stores,
             self.config,

@@ -2,8 +2,8 @@
 
 They are data, kept here in one place so a deployment can read, test and extend them: the
 prompt-injection patterns (Chinese and English) that add the "ignore instructions above" line to a
-user message, the recognition questions that keep history images away from the current image, and
-the obligation words that tell a short social remark from a short question.
+user message, and the recognition questions that keep history images away from the current image.
+Whether a turn is a short social remark is routing's call (``framework.routing.text_signals``).
 """
 
 from __future__ import annotations
@@ -15,13 +15,9 @@ from framework.sanitize import sanitize_literal
 
 __all__ = [
     "INJECTION_PATTERNS",
-    "OBLIGATION_WORDS",
     "RECOGNITION_QUESTION_WORDS",
-    "SHORT_SOCIAL_MAX_CHARS",
     "InjectionDetector",
-    "has_reply_obligation",
     "is_recognition_question",
-    "is_short_social_turn",
 ]
 
 #: Regular expressions (case-insensitive) of likely prompt injection. ``{persona}`` stands for the
@@ -75,46 +71,7 @@ RECOGNITION_QUESTION_WORDS: tuple[str, ...] = (
 )
 
 #: Words that oblige a reply: a message with one is a request, not a short social remark
-#: (DESIGN.md §5, short social turn).
-OBLIGATION_WORDS: tuple[str, ...] = (
-    "?",
-    "？",
-    "怎么",
-    "如何",
-    "为什么",
-    "为啥",
-    "吗",
-    "么",
-    "能不能",
-    "可以吗",
-    "帮我",
-    "回我",
-    "快回",
-    "谁",
-    "什么",
-    "哪里",
-    "哪儿",
-    "哪",
-    "咋",
-    "怎样",
-    "多少",
-    "几",
-    "有没有",
-    "要不要",
-    "会不会",
-    "是不是",
-    "能否",
-    "继续",
-    "再说",
-    "刚才",
-    "等等",
-    "等下",
-    "补一句",
-    "先别",
-)
 
-#: The longest text that can be a short social turn.
-SHORT_SOCIAL_MAX_CHARS = 24
 
 INJECTION_SCAN_CHARS = 512
 
@@ -141,14 +98,3 @@ class InjectionDetector:
 def is_recognition_question(text: str) -> bool:
     """``True`` when ``text`` asks what or who something (an image) is."""
     return any(word in text for word in RECOGNITION_QUESTION_WORDS)
-
-
-def has_reply_obligation(text: str) -> bool:
-    """``True`` when ``text`` contains a question mark or a word that asks for an answer."""
-    return any(word in text for word in OBLIGATION_WORDS)
-
-
-def is_short_social_turn(text: str) -> bool:
-    """A short social turn: non-empty, at most 24 characters, and no question or request."""
-    stripped = text.strip()
-    return 0 < len(stripped) <= SHORT_SOCIAL_MAX_CHARS and not has_reply_obligation(stripped)

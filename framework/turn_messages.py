@@ -52,6 +52,8 @@ def build_turn_messages(
     timeline: GroupTimeline,
     system_prompt: str,
     measure: Measure,
+    *,
+    include_ambient_excerpt: bool = True,
 ) -> TurnMessages:
     """Build the sequence, apply the budget, and derive the injection snapshot from what
     survived: the ambient excerpt's entries only when its message is still there (found by its
@@ -66,6 +68,7 @@ def build_turn_messages(
         timeline_present=bool(timeline.text),
         ambient=reader.ambient,
         degraded=reader.degraded,
+        include_ambient_excerpt=include_ambient_excerpt,
     )
     kept, report = apply_budget(sequence.messages, system_prompt, config.budget.chars, measure)
     tokens = {message.source_token for message in kept if message.source_token}

@@ -224,3 +224,15 @@ def test_timeline_reads_nothing_newer_than_the_message(
     record(runtime, message("30017", "之前", minute=4), current, message("30017", "之后", minute=6))
     text = timeline_of(runtime, current)
     assert "之前" in text and "之后" not in text
+
+
+def test_recording_a_quoted_reply_starts_the_quote_cooldown(
+    runtime: Promptweave, message: MessageFactory, clock
+) -> None:
+    asked = message("30022", "这家米线好吃吗", minute=0)
+    runtime.record_message(BOT.id, GROUP, asked)
+    assert runtime.stores.routing.last_quote_at(BOT.id, GROUP) is None
+    runtime.record_bot_reply(
+        BOT.id, GROUP, "汤底不错", message_id="9901", answering=asked, quoted=True
+    )
+    assert runtime.stores.routing.last_quote_at(BOT.id, GROUP) == clock.now
