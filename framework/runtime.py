@@ -400,7 +400,9 @@ class Promptweave:
 
     # -- one turn ----------------------------------------------------------------------------
 
-    def render(self, turn: Turn, *, now: dt.datetime | None = None) -> RenderedTurn:
+    def render(
+        self, turn: Turn, *, now: dt.datetime | None = None, decision: Decision | None = None
+    ) -> RenderedTurn:
         """Route, retrieve and assemble one turn: the system prompt, the messages, the decision,
         the trace.
 
@@ -410,7 +412,7 @@ class Promptweave:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arender(turn, now=now))
+            return asyncio.run(self.arender(turn, now=now, decision=decision))
         raise RuntimeError(
             "Promptweave.render() cannot run inside a running event loop; "
             "use 'await Promptweave.arender(turn)' instead"
@@ -422,10 +424,14 @@ class Promptweave:
         *,
         now: dt.datetime | None = None,
         allow_persistent_memory: bool | None = None,
+        decision: Decision | None = None,
     ) -> RenderedTurn:
         """Like :meth:`render`, for async callers: the retrievers run concurrently on the
         caller's event loop, then the sections are assembled.
 
+        :param decision: the turn's decision when the bot already routed it with :meth:`decide`
+            (routing updates the routing state, so a turn must be routed once); ``None`` routes
+            it here.
         :param allow_persistent_memory: ``None`` decides with
             :func:`framework.routing.allows_persistent_memory` of the decision.
         """
@@ -439,7 +445,8 @@ class Promptweave:
         durations["session"] = _ms(start)
 
         start = time.perf_counter()
-        decision = self.decide(turn, now)
+        if decision is None:
+            decision = self.decide(turn, now)
         durations["route"] = _ms(start)
 
         retrieval = await self.retrieve(

@@ -236,3 +236,21 @@ def test_recording_a_quoted_reply_starts_the_quote_cooldown(
         BOT.id, GROUP, "汤底不错", message_id="9901", answering=asked, quoted=True
     )
     assert runtime.stores.routing.last_quote_at(BOT.id, GROUP) == clock.now
+
+
+def test_render_with_a_given_decision_does_not_route_again(
+    runtime: Promptweave, message: MessageFactory, monkeypatch
+) -> None:
+    current = message("30022", "@小织 今晚几点开始？", minute=1, addressed=True)
+    turn = Turn(bot=BOT, group_id=GROUP, message=current, trigger=SpeakTrigger.MENTION)
+    decision = runtime.decide(turn)
+    routed = []
+    original = Promptweave.decide
+    monkeypatch.setattr(
+        Promptweave, "decide", lambda self, *a, **k: routed.append(1) or original(self, *a, **k)
+    )
+    rendered = runtime.render(turn, decision=decision)
+    assert rendered.decision is decision
+    assert routed == []
+    runtime.render(turn)
+    assert routed == [1]
