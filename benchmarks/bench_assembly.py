@@ -3,9 +3,11 @@
 The turn fills all fifteen built-in sections (about 200 characters each where the data allows),
 carries 18 history messages and a current message, and stays under the 12000-character budget.
 
-- promptweave: ``Promptweave.from_config(...)`` once, then ``runtime.render(turn)`` per iteration:
-  routing, rendering the fifteen sections from the turn's data, overrides, sanitizing, the message
-  sequence and the budget trim.
+- promptweave: ``Promptweave.from_config(...)`` once (in-memory stores), then
+  ``runtime.render(turn)`` per iteration: the whole turn, that is reading the session stores,
+  routing (gates, reply necessity, decide rules), the seven built-in retrievers, rendering the
+  fifteen sections from the turn's data, overrides, sanitizing, the complete message sequence
+  (prefix lines, injection check, history window) and the budget.
 - langchain-core: a ``ChatPromptTemplate`` (a system template with the fifteen section texts as
   variables, a ``MessagesPlaceholder("history")`` and the human message) built once, then per
   iteration ``format_messages(...)`` and ``trim_messages(..., max_tokens=12000, strategy="last",
@@ -316,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         missing = [s.id for s in rendered.sections if s.status != "rendered"]
         raise SystemExit(f"the benchmark turn must fill all fifteen sections; missing: {missing}")
     budget = rendered.trace["budget"]
-    if budget["dropped_messages"] or budget["total_chars"] > BUDGET_CHARS:
+    if budget["dropped_messages"] or budget["total"] > BUDGET_CHARS:
         raise SystemExit(f"the benchmark turn must fit the budget: {budget}")
 
     prompt = build_langchain_prompt([s.id for s in sections])
@@ -351,12 +353,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"turn: 15 sections ({sizes})")
     print(
         f"      system prompt {len(rendered.system_prompt)} chars, "
-        f"{len(rendered.messages)} messages, {budget['total_chars']} of {BUDGET_CHARS} chars"
+        f"{len(rendered.messages)} messages, {budget['total']} of {BUDGET_CHARS} chars"
     )
     print(
         f"timing: median of {args.repeats} repeats x {args.iterations} turns "
         f"after {args.warmup} warm-up turns (Python {sys.version.split()[0]})"
     )
+    stages = ", ".join(
+        f"{name} {ms * 1000:.0f}"
+        for name, ms in runtime.render(turn).stage_durations_ms.items()
+        if "." not in name
+    )
+    print(f"promptweave stages (us, one turn): {stages}")
     print(f"promptweave    {promptweave_us:10.1f} us/turn")
     print(f"langchain-core {langchain_us:10.1f} us/turn")
     print(f"ratio (promptweave / langchain) {ratio:.2f}")

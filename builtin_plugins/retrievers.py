@@ -297,30 +297,30 @@ def retrieve_behavior_reference(query: RetrievalQuery) -> RetrievalResult:
     return RetrievalResult(items=items, hits=hits)
 
 
+def _reads_disk(query: RetrievalQuery) -> bool:
+    """The built-in retrievers block only on a SQLite store; over memory they are pure
+    computation and run on the event loop (see ``Retriever.blocking``)."""
+    return query.stores.database is not None
+
+
 @hookimpl
 def register_retrievers(register: Callable[[Retriever], None]) -> None:
-    register(Retriever(name="memory", feeds="memory", retrieve=retrieve_memory))
-    register(
-        Retriever(
-            name="knowledge", feeds="knowledge", retrieve=retrieve_knowledge, persistent=False
+    # Persistent: skipped on short social turns (seed 004, 短社交话的上下文裁剪).
+    for name, retrieve, persistent in (
+        ("memory", retrieve_memory, True),
+        ("knowledge", retrieve_knowledge, False),
+        ("relationship", retrieve_relationship, True),
+        ("person_facts", retrieve_person_facts, True),
+        ("mid_term", retrieve_mid_term, True),
+        ("group_expression", retrieve_group_expression, False),
+        ("behavior_reference", retrieve_behavior_reference, False),
+    ):
+        register(
+            Retriever(
+                name=name,
+                feeds=name,
+                retrieve=retrieve,
+                persistent=persistent,
+                blocking=_reads_disk,
+            )
         )
-    )
-    register(Retriever(name="relationship", feeds="relationship", retrieve=retrieve_relationship))
-    register(Retriever(name="person_facts", feeds="person_facts", retrieve=retrieve_person_facts))
-    register(Retriever(name="mid_term", feeds="mid_term", retrieve=retrieve_mid_term))
-    register(
-        Retriever(
-            name="group_expression",
-            feeds="group_expression",
-            retrieve=retrieve_group_expression,
-            persistent=False,
-        )
-    )
-    register(
-        Retriever(
-            name="behavior_reference",
-            feeds="behavior_reference",
-            retrieve=retrieve_behavior_reference,
-            persistent=False,
-        )
-    )

@@ -122,6 +122,11 @@ class Retriever:
     :param retrieve: ``retrieve(query)``, sync or async, returning an iterable of items.
     :param timeout_s: the longest the runtime waits for it; a late retriever is left out and traced.
     :param persistent: ``True`` when it reads persistent memory (skipped on short social turns).
+    :param blocking: whether a synchronous ``retrieve`` may block (disk, network): such a call runs
+        in a worker thread, so its timeout can be enforced. A non-blocking one (pure computation
+        over memory) runs on the event loop, which saves a thread hop and GIL contention; its
+        timeout is checked when it returns. A callable decides per query (``blocking(query)``).
+        Async retrievers ignore it.
     """
 
     name: str = attrs.field(validator=_check_id("retriever"))
@@ -129,6 +134,7 @@ class Retriever:
     retrieve: Callable[..., Any]
     timeout_s: float = attrs.field(default=2.0, validator=attrs.validators.gt(0))
     persistent: bool = True
+    blocking: bool | Callable[..., bool] = True
 
 
 #: The order of a rule that gives none (a replacement takes the replaced rule's order instead).

@@ -11,6 +11,7 @@ import datetime as dt
 import logging
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -160,6 +161,7 @@ class Promptweave:
     _static_renders: dict[tuple[str, Bot, str | None], str] = attrs.field(
         factory=dict, init=False, repr=False
     )
+    _loops: threading.local = attrs.field(factory=threading.local, init=False, repr=False)
     rng: random.Random = attrs.field(factory=random.Random)
     clock: Callable[[], dt.datetime] = _utc_now
     background: BackgroundRunner = attrs.field(factory=BackgroundRunner)
@@ -412,7 +414,12 @@ class Promptweave:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arender(turn, now=now, decision=decision))
+            # One event loop per thread, reused turn after turn: a new loop per turn would cost
+            # more than assembling the turn.
+            loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
+            if loop is None or loop.is_closed():
+                loop = self._loops.loop = asyncio.new_event_loop()
+            return loop.run_until_complete(self.arender(turn, now=now, decision=decision))
         raise RuntimeError(
             "Promptweave.render() cannot run inside a running event loop; "
             "use 'await Promptweave.arender(turn)' instead"
@@ -586,6 +593,10 @@ class Promptweave:
         self.background.shutdown()
         self.retrieval_runner.close()
         self.stores.close()
+        loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
+        if loop is not None:
+            loop.close()
+            self._loops.loop = None
 
     def parse_incoming(self, platform: str, payload: Any, bot_id: str) -> ChatMessage:
         """Turn a platform's incoming message into a :class:`ChatMessage` through the

@@ -194,6 +194,14 @@ class RetrievalRunner:
         deadline = time.monotonic() + timeout
         if _is_async(retriever.retrieve):
             return await asyncio.wait_for(retriever.retrieve(query), timeout)
+        blocking = retriever.blocking(query) if callable(retriever.blocking) else retriever.blocking
+        if not blocking:
+            found = retriever.retrieve(query)
+            if time.monotonic() > deadline:
+                raise TimeoutError
+            if inspect.isawaitable(found):
+                found = await asyncio.wait_for(found, max(0.0, deadline - time.monotonic()))
+            return found
         loop = asyncio.get_running_loop()
         call = functools.partial(contextvars.copy_context().run, retriever.retrieve, query)
         found = await asyncio.wait_for(loop.run_in_executor(self._executor(), call), timeout)
