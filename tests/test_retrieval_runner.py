@@ -183,3 +183,46 @@ def test_async_callable_objects_are_awaited():
 def test_a_string_is_not_taken_for_an_iterable_of_items(value):
     outcome = run([entry("bad", lambda query: value)])
     assert outcome.traces[0].reason == "error"
+
+
+def test_non_blocking_sync_retrievers_run_on_the_event_loop_thread():
+    def where(query):
+        return [memory(threading.current_thread().name)]
+
+    outcome = run(
+        [
+            entry("inline", where, blocking=False),
+            entry("threaded", where),
+            entry("decided", where, blocking=lambda query: query.text == QUESTION),
+        ]
+    )
+    names = [item.text for item in outcome.items["memory"]]
+    assert names[0] == threading.current_thread().name
+    assert names[1].startswith("promptweave-retriever")
+    assert names[2].startswith("promptweave-retriever")
+
+
+def test_a_late_non_blocking_retriever_is_discarded_as_a_timeout():
+    def slow(query):
+        time.sleep(0.05)
+        return [memory("late")]
+
+    outcome = run([entry("slow", slow, blocking=False, timeout_s=0.01)])
+    assert outcome.items == {}
+    assert outcome.traces[0].reason == SkipReason.TIMEOUT.value
+
+
+def test_builtin_retrievers_block_only_on_a_sqlite_store(tmp_path):
+    from framework import Config, Promptweave, Stores
+    from framework.config import StoreConfig
+    from framework.testing import TEST_ENVIRON
+
+    memory_runtime = Promptweave.from_config(
+        Config(store=StoreConfig(backend="memory")), environ=TEST_ENVIRON
+    )
+    sqlite_stores = Stores.from_config(Config(store=StoreConfig(path=str(tmp_path / "s.db"))))
+    for entry_ in memory_runtime.registries.retrievers.values():
+        blocking = entry_.item.blocking
+        assert callable(blocking)
+        assert blocking(make_query(QUESTION, stores=memory_runtime.stores)) is False
+        assert blocking(make_query(QUESTION, stores=sqlite_stores)) is True
