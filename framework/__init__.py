@@ -101,6 +101,7 @@ from framework.records import (
     SectionOverride,
     Volatility,
 )
+from framework.rendered import RenderedSection, RenderedTurn, SectionListing
 from framework.retrieval import (
     KNOWLEDGE_QUESTION_WORDS,
     RetrievalHit,
@@ -123,7 +124,7 @@ from framework.routing import (
     quote_allowed,
 )
 from framework.routing.text_signals import is_gentle_phrase
-from framework.runtime import Promptweave, RenderedSection, RenderedTurn, SectionListing
+from framework.runtime import Promptweave
 from framework.sanitize import quote_user_text, sanitize_block, sanitize_literal
 from framework.sidecar import (
     append_notes_to_multimodal_content,

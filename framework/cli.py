@@ -19,8 +19,9 @@ from framework.conversation import conversation_key
 from framework.errors import PromptweaveError, TurnFileError
 from framework.prefix import canonical_json
 from framework.providers import ProviderRequest, ProviderSpec, build_provider_request
+from framework.rendered import RenderedTurn
 from framework.routing.batch import confusion_table, decide_cases, load_route_file
-from framework.runtime import Promptweave, RenderedTurn
+from framework.runtime import Promptweave
 from framework.store.retrieval_import import AUTO_KIND, KINDS, read_files
 from framework.store.sessions_sqlite import SESSION_MIGRATIONS
 from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError

@@ -19,22 +19,20 @@ from typing import Any
 
 import attrs
 
+from framework.assembly import SectionAssembler
 from framework.config import Config
 from framework.context import RenderContext
 from framework.conversation import ConversationState
 from framework.decision import Decision, DeliveryStyle
-from framework.errors import ConfigError, SectionRenderError
+from framework.errors import ConfigError
 from framework.items import ReplyShape, TurnPolicy
-from framework.messages import PromptMessage
-from framework.overrides import MAX_OVERRIDE_CONTENT_CHARS
 from framework.persona import PersonaPack
 from framework.plugins import PluginInfo, PluginManager, build_plugin_manager
 from framework.recording import BackgroundRunner, record_bot_reply, record_message
-from framework.records import Section, SectionOverride, Volatility
-from framework.registry import Registered, Registries, collect_registries
+from framework.registry import Registries, collect_registries
+from framework.rendered import RenderedSection, RenderedTurn, SectionListing
 from framework.retrieval import RetrievalOutcome, RetrievalQuery, RetrievalRunner
 from framework.routing import DEFAULT_DECISION, Delivery, Router, resolve_delivery
-from framework.sanitize import BLOCK_MAX_CHARS, sanitize_block
 from framework.store.sqlite import StoreUnavailableError
 from framework.store.stores import Stores
 from framework.summary import CompressionResult, compress_session
@@ -42,91 +40,13 @@ from framework.timeline import build_group_timeline
 from framework.turn import Bot, ChatMessage, Turn
 from framework.turn_messages import build_turn_messages, read_session
 
-__all__ = ["Promptweave", "RenderedSection", "RenderedTurn", "SectionListing"]
+__all__ = ["Promptweave"]
 
 log = logging.getLogger("promptweave")
-
-#: Rendered static sections kept per runtime; bounded so many groups cannot grow it forever.
-STATIC_CACHE_ENTRIES = 4096
 
 
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-
-
-@attrs.frozen(kw_only=True)
-class RenderedSection:
-    """One section as it went into the system prompt.
-
-    :param status: ``rendered``, ``empty``, ``duplicate``, ``disabled`` or ``error``.
-    :param override: the override mode in force, if any.
-    """
-
-    id: str
-    title: str
-    plugin: str
-    volatility: str
-    text: str
-    status: str
-    override: str | None = None
-    error: str | None = None
-
-    @property
-    def chars(self) -> int:
-        return len(self.text)
-
-
-@attrs.frozen(kw_only=True)
-class RenderedTurn:
-    """The result of one turn: what the LLM receives, the decision, and why."""
-
-    sections: tuple[RenderedSection, ...]
-    system_prompt: str
-    messages: tuple[PromptMessage, ...]
-    decision: Decision
-    trace: Mapping[str, Any]
-    stage_durations_ms: Mapping[str, float]
-    vision_images: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "sections": [
-                {
-                    "id": s.id,
-                    "plugin": s.plugin,
-                    "title": s.title,
-                    "volatility": s.volatility,
-                    "text": s.text,
-                    "chars": s.chars,
-                    "status": s.status,
-                    "override": s.override,
-                }
-                for s in self.sections
-                if s.status == "rendered"
-            ],
-            "system_prompt": self.system_prompt,
-            "messages": [{"role": m.role, "content": m.content} for m in self.messages],
-            "decision": self.decision.trace(),
-            **(
-                {"low_engagement_phrase": self.decision.low_engagement_phrase}
-                if self.decision.low_engagement_phrase
-                else {}
-            ),
-            "trace": dict(self.trace),
-            "stage_durations_ms": dict(self.stage_durations_ms),
-        }
-
-
-@attrs.frozen(kw_only=True)
-class SectionListing:
-    """One row of ``promptweave sections``."""
-
-    id: str
-    title: str
-    plugin: str
-    volatility: str
-    override: str | None
-    error: str | None = None
 
 
 def _ms(start: float) -> float:
@@ -158,8 +78,10 @@ class Promptweave:
             lambda self: RetrievalRunner(threads=self.config.retrieval.threads), takes_self=True
         )
     )
-    _static_renders: dict[tuple[str, Bot, str | None], str] = attrs.field(
-        factory=dict, init=False, repr=False
+    assembler: SectionAssembler = attrs.field(
+        default=attrs.Factory(
+            lambda self: SectionAssembler(pm=self.plugins.pm, strict=self.strict), takes_self=True
+        )
     )
     _loops: threading.local = attrs.field(factory=threading.local, init=False, repr=False)
     rng: random.Random = attrs.field(factory=random.Random)
@@ -282,96 +204,10 @@ class Promptweave:
             retrieved=dict(turn.retrieved_items()) if retrieved is None else retrieved,
         )
 
-    def _override(
-        self, section_id: str, text: str, context: RenderContext
-    ) -> tuple[SectionOverride | None, str | None]:
-        group_id = context.turn.group_id
-        if group_id is None:
-            return None, None  # private chats never get overrides
-        try:
-            found = self.plugins.pm.hook.override_section(
-                section_id=section_id,
-                text=text,
-                bot_id=context.turn.bot.id,
-                group_id=group_id,
-                context=context,
-            )
-        except ConfigError as exc:
-            return None, str(exc)
-        except Exception as exc:
-            if self.strict:
-                raise
-            return None, f"override_section raised {type(exc).__name__}: {exc}"
-        return found, None
-
-    def _render_one(
-        self, entry: Registered[Section], context: RenderContext
-    ) -> tuple[str, str | None]:
-        static_key = None
-        if entry.item.volatility is Volatility.STATIC:
-            # Static sections depend only on the persona pack, the config and the scope, so
-            # they are rendered once per (bot, group) and reused: the cacheable prefix stays
-            # byte-identical and costs nothing per turn.
-            static_key = (entry.item.id, context.turn.bot, context.turn.group_id)
-            cached = self._static_renders.get(static_key)
-            if cached is not None:
-                return cached, None
-        try:
-            text = entry.item.render(context) or ""
-        except Exception as exc:
-            if self.strict:
-                raise SectionRenderError(
-                    f"section {entry.item.id!r} of plugin {entry.plugin!r} raised "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            log.exception("section %r of plugin %r raised", entry.item.id, entry.plugin)
-            return "", f"{type(exc).__name__}: {exc}"
-        if static_key is not None:
-            if len(self._static_renders) >= STATIC_CACHE_ENTRIES:
-                self._static_renders.clear()
-            self._static_renders[static_key] = text
-        return text, None
-
     def assemble(self, context: RenderContext) -> tuple[tuple[RenderedSection, ...], str]:
         """Render every section in order, apply overrides, sanitize, skip empty and duplicates,
-        and join with a blank line."""
-        rendered: list[RenderedSection] = []
-        emitted: list[str] = []
-        seen: set[str] = set()
-        for entry in self.registries.sections:
-            section = entry.item
-            text, error = self._render_one(entry, context)
-            override, override_error = self._override(section.id, text, context)
-            if override is not None:
-                # Whoever supplied it, override content is sanitized and capped like a section.
-                content = sanitize_block(override.content, MAX_OVERRIDE_CONTENT_CHARS)
-                text = attrs.evolve(override, content=content).apply(text)
-            text = sanitize_block(text, BLOCK_MAX_CHARS)
-            if error is not None:
-                status = "error"
-            elif override is not None and override.mode.value == "disable":
-                status = "disabled"
-            elif not text:
-                status = "empty"
-            elif text in seen:
-                status = "duplicate"
-            else:
-                status = "rendered"
-                emitted.append(text)
-                seen.add(text)
-            rendered.append(
-                RenderedSection(
-                    id=section.id,
-                    title=section.title,
-                    plugin=entry.plugin,
-                    volatility=section.volatility.value,
-                    text=text if status == "rendered" else "",
-                    status=status,
-                    override=override.mode.value if override else None,
-                    error=error or override_error,
-                )
-            )
-        return tuple(rendered), "\n\n".join(emitted)
+        and join with a blank line (``docs/sections.md``)."""
+        return self.assembler.assemble(self.registries.sections, context)
 
     # -- retrieval -------------------------------------------------------------------------
 
@@ -626,7 +462,7 @@ class Promptweave:
         context = self.context_for(preview)
         rows = []
         for entry in self.registries.sections:
-            override, error = self._override(entry.item.id, "", context)
+            override, error = self.assembler.override(entry.item.id, "", context)
             rows.append(
                 SectionListing(
                     id=entry.item.id,
@@ -653,7 +489,7 @@ class Promptweave:
         try:
             self.plugins.pm.check_pending()
             self.registries = collect_registries(self.plugins.pm)
-            self._static_renders.clear()
+            self.assembler.forget_static()
         except Exception:
             self.plugins.pm.unregister(name=registered)
             raise
@@ -667,7 +503,7 @@ class Promptweave:
         self.plugins.pm.unregister(name=name)
         self.plugins.infos.pop(name, None)
         self.registries = collect_registries(self.plugins.pm)
-        self._static_renders.clear()
+        self.assembler.forget_static()
 
 
 def _merge(

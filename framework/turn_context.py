@@ -37,7 +37,8 @@ from framework.sidecar import (
 )
 
 if TYPE_CHECKING:
-    from framework.runtime import Promptweave, RenderedSection, RenderedTurn
+    from framework.rendered import RenderedSection, RenderedTurn
+    from framework.runtime import Promptweave
     from framework.turn import Turn
 
 __all__ = ["STABLE_VOLATILITIES", "TurnContext", "build_turn_context", "collect_turn_notes"]
