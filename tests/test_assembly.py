@@ -169,3 +169,27 @@ def test_turn_sections_render_every_turn(register_plugin, rich_turn):
     runtime.render(rich_turn)
     runtime.render(rich_turn)
     assert len(calls) == 2
+
+
+def test_render_runs_from_several_threads_each_on_its_own_loop(promptweave_runtime, rich_turn):
+    import concurrent.futures
+
+    expected = promptweave_runtime.render(rich_turn).system_prompt
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        prompts = list(
+            pool.map(lambda _: promptweave_runtime.render(rich_turn).system_prompt, range(8))
+        )
+    assert prompts == [expected] * 8
+
+
+def test_render_refuses_to_run_inside_a_running_loop(promptweave_runtime, rich_turn):
+    import asyncio
+
+    async def inside():
+        with pytest.raises(RuntimeError, match="use 'await Promptweave.arender"):
+            promptweave_runtime.render(rich_turn)
+        return await promptweave_runtime.arender(rich_turn)
+
+    assert (
+        asyncio.run(inside()).system_prompt == promptweave_runtime.render(rich_turn).system_prompt
+    )
