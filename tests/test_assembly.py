@@ -186,7 +186,7 @@ def test_render_refuses_to_run_inside_a_running_loop(promptweave_runtime, rich_t
     import asyncio
 
     async def inside():
-        with pytest.raises(RuntimeError, match="use 'await Promptweave.arender"):
+        with pytest.raises(RuntimeError, match=r"use 'await Promptweave\.arender"):
             promptweave_runtime.render(rich_turn)
         return await promptweave_runtime.arender(rich_turn)
 
