@@ -23,6 +23,7 @@ from framework.rendered import RenderedTurn
 from framework.routing.batch import confusion_table, decide_cases, load_route_file
 from framework.runtime import Promptweave
 from framework.store.retrieval_import import AUTO_KIND, KINDS, read_files
+from framework.store.routing_state import MemoryRoutingState
 from framework.store.sessions_sqlite import SESSION_MIGRATIONS
 from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
 from framework.store.stores import Stores
@@ -54,10 +55,13 @@ def _runtime(
     *,
     render: bool = False,
 ) -> Promptweave:
-    """A runtime for one command. ``render``: open the store only if its file exists (or was
-    given with --store), so inspecting a turn never creates a store file."""
+    """A runtime for one command; no command but ``store`` and ``import`` writes a store.
+
+    ``render`` reads the configured store if its file exists (or the --store file), keeping the
+    routing state in memory; every other command works on empty in-memory stores.
+    """
     config = _config(config_path, store)
-    stores = _render_stores(config, explicit=store is not None) if render else None
+    stores = _render_stores(config, explicit=store is not None) if render else Stores.in_memory()
     try:
         rng = None if seed is None else random.Random(seed)
         return Promptweave.from_config(config, rng=rng, stores=stores)
@@ -73,7 +77,9 @@ def _render_stores(config: Config, *, explicit: bool) -> Stores:
         if explicit:
             raise click.ClickException(f"store file {path} does not exist")
         return Stores.in_memory(config)
-    return Stores.from_config(config)
+    # Inspecting a turn must not change the deployment's routing state (quote candidates,
+    # cooldowns, the last canned phrase): routing runs on a scratch state.
+    return attrs.evolve(Stores.from_config(config), routing=MemoryRoutingState())
 
 
 #: ``render --format`` values that print a provider request body, and the API each names.
@@ -364,6 +370,8 @@ def import_data(
     (memories.jsonl, knowledge/*.md…); a directory imports every file in it.
     """
     config = _config(config_path, store)
+    if not config.store.enabled:
+        raise click.ClickException("the store is disabled ([store] enabled = false)")
     if config.store.backend != "sqlite":
         raise click.ClickException(
             "the configured store is in memory; give --store FILE to import into a SQLite file"

@@ -332,6 +332,7 @@ class Config:
     :param persona_pack: a pack name registered through ``register_persona_packs``, or a path.
     :param overrides_file: TOML file of per-bot, per-group section overrides (relative paths are
         resolved against the config file's directory).
+    :param source: the file the settings came from, for error messages.
     """
 
     persona_pack: str = "default"
@@ -348,13 +349,16 @@ class Config:
     session: SessionConfig = SessionConfig()
     ambient: AmbientConfig = AmbientConfig()
     base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
+    source: str = attrs.field(default=CONFIG_FILE_NAME, eq=False)
 
     @classmethod
     def from_file(cls, path: Path) -> Config:
         """Load a config file; problems raise :class:`framework.errors.ConfigError`."""
         data: dict[str, Any] = load_toml(path)
         loaded = structure(data, _FileConfig, str(path))
-        return cls(**attrs.asdict(loaded, recurse=False), base_dir=path.parent.resolve())
+        return cls(
+            **attrs.asdict(loaded, recurse=False), base_dir=path.parent.resolve(), source=str(path)
+        )
 
     @classmethod
     def discover(cls, explicit: Path | None = None) -> Config:

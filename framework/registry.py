@@ -41,8 +41,9 @@ class Registries:
     pools: dict[str, Registered[PhrasePool]]
     persona_packs: dict[str, Registered[Path]]
 
-    def rules_for(self, stage: RuleStage) -> tuple[Registered[DecisionRule], ...]:
+    def rules_for(self, stage: RuleStage | str) -> tuple[Registered[DecisionRule], ...]:
         """The rules of one stage, by ascending ``order``, registration order breaking ties."""
+        stage = RuleStage(stage)
         found = [rule for rule in self.decision_rules.values() if rule.item.stage is stage]
         return tuple(sorted(found, key=lambda rule: rule.item.effective_order))
 

@@ -537,6 +537,6 @@ def _pack_path(config: Config, registries: Registries) -> Path:
         return config.resolve_path(name)
     known = ", ".join(sorted(registries.persona_packs)) or "none"
     raise ConfigError(
-        "promptweave.toml",
+        config.source,
         [f"unknown persona pack {name!r} @ $.persona_pack (registered packs: {known})"],
     )

@@ -1,6 +1,6 @@
 """What one turn is made of: the bot, the current message, the group around it, and its inputs.
 
-These records are what a bot hands to :func:`framework.runtime.render_turn`, and what a turn file
+These records are what a bot hands to :meth:`framework.Promptweave.render`, and what a turn file
 (``docs/turn_file.md``) describes in JSON.
 """
 

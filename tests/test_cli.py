@@ -157,3 +157,38 @@ def _with_extra(module):
         return build_plugin_manager(**{**kwargs, "extra_plugins": [module]})
 
     return build
+
+
+def test_inspection_commands_create_no_store_file(run, tmp_path):
+    for args in (
+        ["plugins", "--all"],
+        ["sections"],
+        ["render", str(EXAMPLES / "at_question.json")],
+    ):
+        assert run(*args).exit_code == 0
+    assert list(tmp_path.glob("*.sqlite3")) == []
+
+
+def test_render_with_a_store_leaves_its_routing_state_alone(run, tmp_path):
+    from framework import Config, Stores
+    from framework.config import StoreConfig
+
+    config = Config(store=StoreConfig(path=str(tmp_path / "s.sqlite3")))
+    Stores.from_config(config)  # an existing, migrated store
+    result = run(
+        "render", str(EXAMPLES / "at_question.json"), "--store", str(tmp_path / "s.sqlite3")
+    )
+    assert result.exit_code == 0
+    assert Stores.from_config(config).routing.candidates("10001", "20001") == ()
+
+
+def test_import_into_a_disabled_store_is_an_error(tmp_path):
+    (tmp_path / "promptweave.toml").write_text("[store]\nenabled = false\n", encoding="utf-8")
+    (tmp_path / "m.jsonl").write_text(
+        '{"kind": "teaching", "text": "七点开始"}\n', encoding="utf-8"
+    )
+    result = CliRunner().invoke(
+        cli, ["import", "memories", str(tmp_path / "m.jsonl"), "--bot", "1", "--group", "2"]
+    )
+    assert result.exit_code == 1
+    assert "the store is disabled" in result.output

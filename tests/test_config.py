@@ -155,3 +155,9 @@ def test_store_backend_error_is_readable(tmp_path):
         r"'redis' @ \$\.store",
     ):
         Config.from_file(path)
+
+
+def test_unknown_pack_error_names_the_config_file_it_came_from(tmp_path):
+    path = _write(tmp_path / "bot-a.toml", 'persona_pack = "nope"\n')
+    with pytest.raises(ConfigError, match=r"bot-a\.toml: unknown persona pack 'nope'"):
+        Promptweave.from_config(Config.from_file(path), environ=TEST_ENVIRON)

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from framework import Bot, ChatMessage, Promptweave, RenderContext, Turn
+from framework import Bot, ChatMessage, Config, Promptweave, RenderContext, Turn
+from framework.config import StoreConfig
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "contrib" / "examples" / "promptweave-festival"
@@ -264,7 +265,10 @@ def test_festival_table_holds_each_festival_once_a_year_in_date_order() -> None:
 
 @pytest.fixture(scope="module")
 def runtime() -> Iterator[Promptweave]:
-    yield Promptweave.from_config(environ={"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    yield Promptweave.from_config(
+        Config(store=StoreConfig(backend="memory")),
+        environ={"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
 
 
 def context_at(runtime: Promptweave, now: dt.datetime, timezone: str) -> RenderContext:

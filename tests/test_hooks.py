@@ -103,6 +103,7 @@ def test_hook_register_decision_rules(register_plugin, rich_turn):
         "late",
     ]
     assert runtime.render(rich_turn).decision.reason == "acme_tool"
+    assert runtime.registries.rules_for("decide") == runtime.registries.rules_for(RuleStage.DECIDE)
     with pytest.raises(DuplicateRegistrationError, match="decision rule 'late'"):
         register_plugin(_Contributes(rules=[late]), name="again")
 
