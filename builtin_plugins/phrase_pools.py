@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from framework import ExpressionPair, PhrasePool, PoolQuery, hookimpl, is_gentle_phrase
+from framework import PhrasePool, PoolQuery, hookimpl, is_gentle_phrase
 
 #: Soft, all-purpose acknowledgements.
 GENTLE_POOL = (
@@ -33,15 +33,7 @@ GROUP_PHRASES_MAX = 16
 
 def group_phrases(query: PoolQuery) -> list[str]:
     """The group's own short replies, from its learned expression pairs, fit to send as is."""
-    expression = query.turn.retrieved.group_expression
-    if expression is None:
-        return []
-    found: list[str] = []
-    for pair in expression.pairs:
-        if isinstance(pair, ExpressionPair):
-            reply = pair.reply.strip()
-            if is_gentle_phrase(reply) and reply not in found:
-                found.append(reply)
+    found = [reply for reply in query.learned_replies if is_gentle_phrase(reply)]
     return found[:GROUP_PHRASES_MAX]
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import random
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -261,6 +262,8 @@ class RouteContext:
     :param recent_bot_replies: the bot's replies among the group's recent messages (0–6).
     :param rng: the runtime's random source; draw from it only, so a replay is exact.
     :param necessity: the reply-necessity score (``decide`` stage only).
+    :param learned_replies: the group's learned short replies (its stored expression pairs),
+        read only when asked for (the low-engagement exit's ``group_phrases`` pool does).
     """
 
     turn: Turn
@@ -272,6 +275,7 @@ class RouteContext:
     recent_bot_replies: int = 0
     rng: random.Random = attrs.field(factory=random.Random)
     necessity: NecessityScore | None = None
+    learned_replies: Callable[[], Sequence[str]] = tuple
 
     @property
     def bot_id(self) -> str:

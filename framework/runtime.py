@@ -45,6 +45,10 @@ __all__ = ["Promptweave"]
 log = logging.getLogger("promptweave")
 
 
+#: How many of a group's stored expression pairs the low-engagement exit reads for its phrases.
+LEARNED_REPLIES_READ = 64
+
+
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -142,8 +146,13 @@ class Promptweave:
             state=self.stores.routing,
             rng=self.rng,
             model_hook=self.plugins.pm.hook.decide_with_model,
+            learned_replies=self._learned_replies,
         )
         return router.route(turn, now or turn.message.time)
+
+    def _learned_replies(self, bot_id: str, group_id: str) -> list[str]:
+        pairs = self.stores.retrieval.expression_pairs(bot_id, group_id, limit=LEARNED_REPLIES_READ)
+        return [pair.reply for pair in pairs]
 
     def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
         """How to deliver a decided reply: a QUOTE goes out plain when its target is no longer

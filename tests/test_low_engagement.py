@@ -22,6 +22,7 @@ from framework import (
 from framework._convert import structure
 from framework.registry import Registered
 from framework.routing import emit_probability, pick_phrase
+from framework.store import ExpressionPairRecord, RetrievalBatch
 
 # Named and followed up: past the score, then passed by the rule (not addressed, low value).
 FOLLOW = {"trigger": "followup", "sender": "阿蒙"}
@@ -165,7 +166,14 @@ def test_the_groups_own_short_phrases_are_offered():
     expression = structure({"pairs": pairs}, GroupExpression, "test")
     turn = attrs.evolve(_pass_turn(), retrieved=TurnRetrieved(group_expression=expression))
     pool = make_runtime().registries.pools["group_phrases"].item
-    query = PoolQuery(text="x", emotion=False, bot_id="10001", group_id="20001", turn=turn)
+    query = PoolQuery(
+        text="x",
+        emotion=False,
+        bot_id="10001",
+        group_id="20001",
+        turn=turn,
+        learned_replies=tuple(pair["reply"] for pair in pairs),
+    )
     assert pool.phrases_for is not None
     # "冲冲冲！" has an exclamation mark: not gentle, left out.
     assert list(pool.phrases_for(query)) == ["出门带伞", "去睡吧你"]
@@ -239,3 +247,33 @@ def test_the_pools_are_deterministic_for_one_seed():
     first = [make_runtime(7).decide(_pass_turn()).low_engagement_phrase for _ in range(3)]
     assert len(set(first)) == 1
     assert random.Random(7).random() < 0.35
+
+
+def test_the_exit_offers_the_groups_stored_replies_and_the_turns_own():
+    seen = []
+
+    class Spy:
+        @hookimpl
+        def register_low_engagement_pools(self, register):
+            register(PhrasePool(name="spy", phrases=(), phrases_for=seen.append))
+
+    runtime = make_runtime(extra_plugins=(Spy(),), low_engagement_probabilities=(1, 1, 1, 1))
+    runtime.stores.retrieval.write(
+        RetrievalBatch(
+            expression_pairs=(
+                ExpressionPairRecord(
+                    bot_id="10001", group_id="20001", trigger="好困", reply="去睡吧你"
+                ),
+                ExpressionPairRecord(
+                    bot_id="10001", group_id="20099", trigger="好困", reply="别的群的话"
+                ),
+            )
+        )
+    )
+    expression = structure(
+        {"pairs": [{"trigger": "下雨", "reply": "出门带伞"}]}, GroupExpression, "test"
+    )
+    turn = attrs.evolve(_pass_turn(), retrieved=TurnRetrieved(group_expression=expression))
+    decision = runtime.decide(turn)
+    assert decision.low_engagement_phrase is not None
+    assert seen and seen[-1].learned_replies == ("出门带伞", "去睡吧你")

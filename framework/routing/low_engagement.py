@@ -32,7 +32,9 @@ class PoolQuery:
     :param emotion: the message carries emotion words (``难绷``, ``破防``, ``麻了``, ``烦``…).
     :param bot_id: the bot.
     :param group_id: the group (``None`` in a private chat).
-    :param turn: the whole turn, for pools that read more (the group's learned expressions).
+    :param turn: the whole turn, for pools that read more.
+    :param learned_replies: the group's learned short replies: those of the expression pairs the
+        turn carries, then the stored ones.
     """
 
     text: str
@@ -40,6 +42,7 @@ class PoolQuery:
     bot_id: str
     group_id: str | None
     turn: Turn
+    learned_replies: tuple[str, ...] = ()
 
 
 def emit_probability(recent_bot_replies: int, table: Sequence[float]) -> float:
@@ -118,6 +121,7 @@ def low_engagement_exit(
         bot_id=context.bot_id,
         group_id=group_id,
         turn=context.turn,
+        learned_replies=_learned_replies(context),
     )
     last = None if group_id is None else context.state.last_phrase(context.bot_id, group_id)
     choices = pick_phrase(
@@ -129,3 +133,15 @@ def low_engagement_exit(
     if group_id is not None:
         context.state.note_phrase(context.bot_id, group_id, phrase)
     return attrs.evolve(outcome, phrase=phrase, pool=pool)
+
+
+def _learned_replies(context: RouteContext) -> tuple[str, ...]:
+    expression = context.turn.retrieved.group_expression
+    given = [pair.reply for pair in expression.pairs] if expression is not None else []
+    try:
+        stored = list(context.learned_replies())
+    except Exception:
+        # The exit is a nicety: a store that fails here must not cost the turn its decision.
+        log.warning("learned replies unavailable for the low-engagement exit", exc_info=True)
+        stored = []
+    return tuple(dict.fromkeys(reply.strip() for reply in [*given, *stored] if reply.strip()))

@@ -9,9 +9,10 @@ returns the wrong type is left out and noted in the decision; the turn goes on.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -99,6 +100,8 @@ class Router:
 
     :param model_hook: the ``decide_with_model`` hook caller, used when
         ``[routing] model_decision`` is on.
+    :param learned_replies: ``learned_replies(bot_id, group_id)``: the group's stored short
+        replies, for the low-engagement exit.
     """
 
     registries: Registries
@@ -106,6 +109,13 @@ class Router:
     state: RoutingState
     rng: random.Random
     model_hook: ModelHook | None = None
+    learned_replies: Callable[[str, str], Sequence[str]] | None = None
+
+    def _learned_replies(self, turn: Turn) -> Callable[[], Sequence[str]]:
+        group_id, source = turn.group_id, self.learned_replies
+        if group_id is None or source is None:
+            return tuple
+        return functools.partial(source, turn.bot.id, group_id)
 
     def route(self, turn: Turn, now: dt.datetime) -> Decision:
         """Decide what to do with ``turn``'s message at ``now``."""
@@ -121,6 +131,7 @@ class Router:
             candidates=candidates,
             recent_bot_replies=recent_bot_replies(turn, self.state, self.config, now),
             rng=self.rng,
+            learned_replies=self._learned_replies(turn),
         )
         notes: list[str] = []
         decision = self._gate(context, notes)
