@@ -7,7 +7,7 @@ never resolved silently: the error names both plugins.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -77,13 +77,18 @@ def _collect_named(
     pm: pluggy.PluginManager,
     hook_name: str,
     kind: str,
-    name_of: Callable[[Any], str],
+    record: type[Retriever] | type[PhrasePool],
 ) -> dict[str, Registered[Any]]:
     collected: dict[str, Registered[Any]] = {}
     for plugin_name, caller in _per_plugin(pm, hook_name):
 
         def register(item: Any, _plugin: str = plugin_name) -> None:
-            name = name_of(item)
+            if not isinstance(item, record):
+                raise TypeError(
+                    f"plugin {_plugin!r} registered {item!r}, which is not a "
+                    f"framework.{record.__name__}"
+                )
+            name = item.name
             if name in collected:
                 raise DuplicateRegistrationError(
                     f"{kind} {name!r} registered by plugin {_plugin!r} is already registered "
@@ -206,9 +211,9 @@ def collect_registries(pm: pluggy.PluginManager) -> Registries:
     return Registries(
         sections=sections,
         section_warnings=warnings,
-        retrievers=_collect_named(pm, "register_retrievers", "retriever", lambda r: r.name),
+        retrievers=_collect_named(pm, "register_retrievers", "retriever", Retriever),
         decision_rules=_collect_rules(pm),
-        pools=_collect_named(pm, "register_low_engagement_pools", "phrase pool", lambda p: p.name),
+        pools=_collect_named(pm, "register_low_engagement_pools", "phrase pool", PhrasePool),
         persona_packs=_collect_named_packs(pm),
     )
 

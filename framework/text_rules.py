@@ -70,9 +70,6 @@ RECOGNITION_QUESTION_WORDS: tuple[str, ...] = (
     "图上是",
 )
 
-#: Words that oblige a reply: a message with one is a request, not a short social remark
-
-
 INJECTION_SCAN_CHARS = 512
 
 
@@ -84,10 +81,16 @@ class InjectionDetector:
     """
 
     def __init__(self, persona_name: str, patterns: Iterable[str] = INJECTION_PATTERNS) -> None:
+        # "(?!{persona})" exempts the persona's own name; with no name there is nothing to exempt
+        # (an empty lookahead would never match and hide every role switch).
         name = re.escape(persona_name)
+        exempt = f"(?!{name})" if name else ""
         # One alternation scans the text once instead of once per pattern.
         self.pattern = re.compile(
-            "|".join(f"(?:{pattern.replace('{persona}', name)})" for pattern in patterns),
+            "|".join(
+                f"(?:{pattern.replace('(?!{persona})', exempt).replace('{persona}', name)})"
+                for pattern in patterns
+            ),
             re.IGNORECASE,
         )
 

@@ -126,7 +126,10 @@ def build_group_timeline(
                 images.append(url)
     kept = images[: config.max_images][::-1]
     text = "\n".join([TIMELINE_HEADER, *(line for _, line in rendered)])
-    if kept and turn.message.images and is_recognition_question(turn.message.text):
+    # The current image is the message's own or the one of the message it quotes (seed 004,
+    # 当前/被引用的图片); asking what it is must not pull history images in.
+    current_image = bool(turn.message.images or turn.quoted_message_images)
+    if kept and current_image and is_recognition_question(turn.message.text):
         # Seed 004, 识别问句聚焦当前图: history images would pull the answer away from the
         # image the user is asking about.
         return GroupTimeline(

@@ -130,3 +130,9 @@ def test_hook_register_persona_packs(register_plugin, tmp_path: Path):
     assert runtime.registries.persona_packs["default"].plugin == "persona_packs"
     with pytest.raises(DuplicateRegistrationError, match="persona pack 'default'"):
         register_plugin(_Contributes(packs=[("default", tmp_path / "x.toml")]), name="clash")
+
+
+@pytest.mark.parametrize("family", ["retrievers", "pools"])
+def test_retrievers_and_pools_must_be_their_records(register_plugin, family):
+    with pytest.raises(TypeError, match=r"plugin 'odd' registered \{'name': 'x'\}, which is not"):
+        register_plugin(_Contributes(**{family: [{"name": "x"}]}), name="odd")

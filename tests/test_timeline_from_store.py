@@ -169,6 +169,23 @@ def test_recognition_question_about_current_image_gets_no_history_images(
     assert plain.vision_images == ("https://img.example/old.jpg",)
 
 
+def test_recognition_question_about_a_quoted_image_gets_no_history_images(
+    runtime: Promptweave, message: MessageFactory
+) -> None:
+    record(runtime, message("30017", "表情包", minute=0, images=("https://img.example/old.jpg",)))
+    asking = message("30022", "这是谁啊", minute=1, reply_to="1234")
+    turn = Turn(
+        bot=BOT,
+        group_id=GROUP,
+        message=asking,
+        trigger=SpeakTrigger.MENTION,
+        quoted_message_images=("https://img.example/quoted.jpg",),
+    )
+    rendered = runtime.render(turn)
+    assert rendered.vision_images == ()
+    assert rendered.trace["vision"]["withheld"] == "recognition_question"
+
+
 def test_reply_to_bot_message_shows_what_the_bot_just_said(
     runtime: Promptweave, message: MessageFactory
 ) -> None:
