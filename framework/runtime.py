@@ -33,6 +33,8 @@ from framework.registry import Registries, collect_registries
 from framework.rendered import RenderedSection, RenderedTurn, SectionListing
 from framework.retrieval import RetrievalOutcome, RetrievalQuery, RetrievalRunner
 from framework.routing import DEFAULT_DECISION, Delivery, Router, resolve_delivery
+from framework.session_inputs import SessionReader
+from framework.store.routing_state import MemoryRoutingState
 from framework.store.sqlite import StoreUnavailableError
 from framework.store.stores import Stores
 from framework.summary import CompressionResult, compress_session
@@ -44,6 +46,9 @@ __all__ = ["Promptweave"]
 
 log = logging.getLogger("promptweave")
 
+
+#: Store failures a turn survives (traced, never raised to the bot).
+_STORE_ERRORS = (StoreUnavailableError, sqlite3.Error)
 
 #: How many of a group's stored expression pairs the low-engagement exit reads for its phrases.
 LEARNED_REPLIES_READ = 64
@@ -136,10 +141,19 @@ class Promptweave:
     def decide(self, turn: Turn, now: dt.datetime | None = None) -> Decision:
         """Route the turn: gates, reply necessity, then the decide rules (``docs/routing.md``).
 
-        ``now`` defaults to the message's time. Routing updates the routing state (quote
-        candidates, kept messages, silences, the last canned phrase), so replaying the same events
-        with the same seeded ``rng`` gives the same decisions.
+        ``now`` defaults to the message's time. What the turn leaves out (recent group messages,
+        the quoted bot text) is read from the store first, exactly as :meth:`render` does, so a
+        decision made here is the one ``render(turn, decision=...)`` would make. Routing updates
+        the routing state (quote candidates, kept messages, silences, the last canned phrase), so
+        replaying the same events with the same seeded ``rng`` gives the same decisions.
         """
+        _reader, completed = self._read_session(turn, now)
+        return self._route(completed, now)
+
+    def _read_session(self, turn: Turn, now: dt.datetime | None) -> tuple[SessionReader, Turn]:
+        return read_session(self.stores, self.config, self.persona, turn, now or turn.message.time)
+
+    def _route(self, turn: Turn, now: dt.datetime | None) -> Decision:
         router = Router(
             registries=self.registries,
             config=self.config,
@@ -148,7 +162,17 @@ class Promptweave:
             model_hook=self.plugins.pm.hook.decide_with_model,
             learned_replies=self._learned_replies,
         )
-        return router.route(turn, now or turn.message.time)
+        at = now or turn.message.time
+        try:
+            return router.route(turn, at)
+        except _STORE_ERRORS as exc:
+            # A failing routing store must not cost the bot its turn: route on a scratch state
+            # (no cooldowns or quote history known) and say so in the trace.
+            log.warning("routing state unavailable, routing without it: %s", exc)
+            scratch = attrs.evolve(router, state=MemoryRoutingState())
+            decision = scratch.route(turn, at)
+            note = f"routing_state_unavailable: {exc}"
+            return attrs.evolve(decision, notes=(*decision.notes, note))
 
     def _learned_replies(self, bot_id: str, group_id: str) -> list[str]:
         pairs = self.stores.retrieval.expression_pairs(bot_id, group_id, limit=LEARNED_REPLIES_READ)
@@ -156,10 +180,15 @@ class Promptweave:
 
     def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
         """How to deliver a decided reply: a QUOTE goes out plain when its target is no longer
-        one of the group's candidates (seed 004, 引用的原生引用)."""
-        return resolve_delivery(
-            self.stores.routing, bot_id=turn.bot.id, group_id=turn.group_id, decision=decision
-        )
+        one of the group's candidates (seed 004, 引用的原生引用), or when the routing state
+        cannot be read."""
+        try:
+            return resolve_delivery(
+                self.stores.routing, bot_id=turn.bot.id, group_id=turn.group_id, decision=decision
+            )
+        except _STORE_ERRORS as exc:
+            log.warning("routing state unavailable, delivering plainly: %s", exc)
+            return Delivery(style=DeliveryStyle.PLAIN, reason="routing_state_unavailable")
 
     def note_delivered(
         self, turn: Turn, delivery: Delivery, *, at: dt.datetime | None = None
@@ -167,7 +196,10 @@ class Promptweave:
         """Record a delivered reply: it counts as recent bot presence, starts the group's reply
         cooldown (``[routing] reply_cooldown_s``) and, for a quote, the quote cooldown."""
         quoted = delivery.reply_message_id if delivery.style is DeliveryStyle.QUOTE else None
-        self._note_routing_delivery(turn.bot.id, turn.group_id, at or self.clock(), quoted)
+        try:
+            self._note_routing_delivery(turn.bot.id, turn.group_id, at or self.clock(), quoted)
+        except _STORE_ERRORS as exc:
+            log.warning("routing state not updated for a delivered reply: %s", exc)
 
     def _note_routing_delivery(
         self, bot_id: str, group_id: str | None, at: dt.datetime, quoted_message_id: str | None
@@ -291,14 +323,12 @@ class Promptweave:
         start = time.perf_counter()
         # The stored group log and bot replies fill the turn first, so routing, retrieval and
         # the timeline all see the same recent group messages.
-        reader, turn = read_session(
-            self.stores, self.config, self.persona, turn, now or turn.message.time
-        )
+        reader, turn = self._read_session(turn, now)
         durations["session"] = _ms(start)
 
         start = time.perf_counter()
         if decision is None:
-            decision = self.decide(turn, now)
+            decision = self._route(turn, now)
         durations["route"] = _ms(start)
 
         retrieval = await self.retrieve(
@@ -389,7 +419,7 @@ class Promptweave:
         quoted_id = answering.id if quoted and answering is not None else None
         try:
             self._note_routing_delivery(bot_id, group_id, sent_at, quoted_id)
-        except (StoreUnavailableError, sqlite3.Error) as exc:
+        except _STORE_ERRORS as exc:
             log.warning("routing state not updated for a delivered reply: %s", exc)
         stored = record_bot_reply(
             self.stores,

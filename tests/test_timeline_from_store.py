@@ -262,12 +262,46 @@ def test_render_with_a_given_decision_does_not_route_again(
     turn = Turn(bot=BOT, group_id=GROUP, message=current, trigger=SpeakTrigger.MENTION)
     decision = runtime.decide(turn)
     routed = []
-    original = Promptweave.decide
+    original = Promptweave._route
     monkeypatch.setattr(
-        Promptweave, "decide", lambda self, *a, **k: routed.append(1) or original(self, *a, **k)
+        Promptweave, "_route", lambda self, *a, **k: routed.append(1) or original(self, *a, **k)
     )
     rendered = runtime.render(turn, decision=decision)
     assert rendered.decision is decision
     assert routed == []
     runtime.render(turn)
     assert routed == [1]
+
+
+def test_decide_reads_the_store_like_render_does(runtime: Promptweave, message: MessageFactory):
+    # "那个怎么弄" has its antecedent only in the stored group log: without reading it, routing
+    # would ask a follow-up question; with it, it answers.
+    record(runtime, message("30017", "新买的桌游说明书全是英文", minute=0))
+    asking = message("30022", "@小织 那个怎么弄", minute=1, addressed=True)
+    turn = Turn(bot=BOT, group_id=GROUP, message=asking, trigger=SpeakTrigger.MENTION)
+    decided = runtime.decide(turn)
+    rendered = runtime.render(turn)
+    assert decided.trace() == rendered.decision.trace()
+    assert decided.action.value != "follow_up"
+
+
+def test_a_failing_routing_store_still_gives_a_decision(
+    sqlite_runtime: Promptweave, message: MessageFactory, monkeypatch
+) -> None:
+    from framework.store import StoreUnavailableError
+
+    runtime = sqlite_runtime
+
+    def broken(*args, **kwargs):
+        raise StoreUnavailableError("database is locked")
+
+    monkeypatch.setattr(type(runtime.stores.routing), "record_candidates", broken)
+    asking = message("30022", "@小织 今晚几点开始？", minute=1, addressed=True)
+    turn = Turn(bot=BOT, group_id=GROUP, message=asking, trigger=SpeakTrigger.MENTION)
+    rendered = runtime.render(turn)
+    assert rendered.decision.action.value == "reply"
+    assert any("routing_state_unavailable" in note for note in rendered.trace["route"]["notes"])
+    monkeypatch.setattr(type(runtime.stores.routing), "candidates", broken)
+    quoting = attrs.evolve(rendered.decision, delivery_style="quote", reply_message_id="1")
+    delivery = runtime.resolve_delivery(turn, quoting)
+    assert (delivery.style.value, delivery.reason) == ("plain", "routing_state_unavailable")
