@@ -104,11 +104,14 @@ class ActiveSystemPrompt:
     :param sections: ``(section_id, text)`` of each section in ``text``, in order.
     :param static_fingerprint: hash of the static sections; a change (a persona edit, an override)
         rebuilds the prompt.
+    :param profile_fingerprint: hash of the profile sections (recalled per message); a change
+        rebuilds the prompt too.
     """
 
     text: str
     sections: tuple[tuple[str, str], ...]
     static_fingerprint: str
+    profile_fingerprint: str = ""
 
 
 @runtime_checkable

@@ -71,7 +71,8 @@ class TurnContext:
         the turn has none.
     :param notes: the notes delivered this turn, in order.
     :param timeline_images: the timeline's image URLs, for providers with image support.
-    :param system_prompt_status: ``built``, ``reused``, ``rebuilt_static_changed`` or
+    :param system_prompt_status: ``built``, ``reused``, ``rebuilt_static_changed``,
+        ``rebuilt_profile_changed`` or
         ``rebuilt_after_compression``.
     :param preflight: what the preflight compression did.
     :param trace: notes failures, the sidecar decision and the above, for the turn's trace.
@@ -118,16 +119,21 @@ def _split_sections(
     return shown[:cut], shown[cut:]
 
 
-def _active_prompt(stable: Sequence[RenderedSection]) -> ActiveSystemPrompt:
+def _fingerprint(sections: Sequence[RenderedSection], volatility: Volatility) -> str:
     digest = hashlib.sha256()
-    for section in stable:
-        if section.volatility == Volatility.STATIC.value:
+    for section in sections:
+        if section.volatility == volatility.value:
             digest.update(f"{section.id}\0{section.text}\0".encode())
+    return digest.hexdigest()
+
+
+def _active_prompt(stable: Sequence[RenderedSection]) -> ActiveSystemPrompt:
     pieces = tuple((s.id, s.text) for s in stable)
     return ActiveSystemPrompt(
         text=SECTION_SEPARATOR.join(text for _, text in pieces),
         sections=pieces,
-        static_fingerprint=digest.hexdigest(),
+        static_fingerprint=_fingerprint(stable, Volatility.STATIC),
+        profile_fingerprint=_fingerprint(stable, Volatility.PROFILE),
     )
 
 
@@ -233,6 +239,11 @@ def build_turn_context(
         active, status = fresh, "built"
     elif active.static_fingerprint != fresh.static_fingerprint:
         active, status = fresh, "rebuilt_static_changed"
+    elif active.profile_fingerprint != fresh.profile_fingerprint:
+        # Expression pairs and strategies are recalled for each message: reusing the first
+        # turn's would show the model examples for a message it is not answering. The static
+        # sections in front stay byte-identical, so a prefix cache still covers them.
+        active, status = fresh, "rebuilt_profile_changed"
     else:
         status = "reused"
     state.system_prompts.put(key, active)

@@ -78,7 +78,7 @@ def test_current_turn_user_idx_points_at_the_current_message():
 # -- the active system prompt -------------------------------------------------------------------
 
 
-def test_active_system_prompt_is_built_once_and_reused_byte_for_byte():
+def test_active_system_prompt_is_reused_byte_for_byte_until_its_sections_change():
     runtime = make_runtime()
     turn = example_turn()
     first = build(runtime, turn)
@@ -95,9 +95,13 @@ def test_active_system_prompt_is_built_once_and_reused_byte_for_byte():
         retrieved=attrs.evolve(turn.retrieved, group_expression=None, behavior_reference=()),
     )
     second = build(runtime, changed)
-    # Only profile sections changed: the session keeps its prompt.
-    assert second.system_prompt_status == "reused"
-    assert second.active_system_prompt == first.active_system_prompt
+    # Only profile sections changed: the prompt is rebuilt with them, its static part unchanged.
+    assert second.system_prompt_status == "rebuilt_profile_changed"
+    assert "【群表达指导】" not in second.active_system_prompt.text
+    static = first.active_system_prompt.text.split("\n\n【群表达指导】")[0]
+    assert second.active_system_prompt.text.startswith(static)
+    third = build(runtime, changed)
+    assert third.system_prompt_status == "reused"
 
 
 def test_a_changed_static_section_rebuilds_the_prompt():
