@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from framework.context import RenderContext
 from framework.decision import Decision
 from framework.messages import PromptMessage
 
@@ -37,7 +38,11 @@ class RenderedSection:
 
 @attrs.frozen(kw_only=True)
 class RenderedTurn:
-    """The result of one turn: what the LLM receives, the decision, and why."""
+    """The result of one turn: what the LLM receives, the decision, and why.
+
+    :param context: the render context the sections saw (the turn completed from the store, the
+        retrieved items), for the later stages of the turn such as the notes hook.
+    """
 
     sections: tuple[RenderedSection, ...]
     system_prompt: str
@@ -46,6 +51,7 @@ class RenderedTurn:
     trace: Mapping[str, Any]
     stage_durations_ms: Mapping[str, float]
     vision_images: tuple[str, ...] = ()
+    context: RenderContext | None = attrs.field(default=None, eq=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -379,6 +379,7 @@ class Promptweave:
             trace=trace,
             stage_durations_ms=durations,
             vision_images=built.vision_images,
+            context=context,
         )
 
     def measure(self, text: str) -> int:

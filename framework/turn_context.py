@@ -249,7 +249,9 @@ def build_turn_context(
     state.system_prompts.put(key, active)
     turn_pieces = tuple((s.id, s.text) for s in tail)
 
-    render_context = context or runtime.context_for(turn, decision=rendered.decision)
+    render_context = (
+        context or rendered.context or runtime.context_for(turn, decision=rendered.decision)
+    )
     notes, note_failures = collect_turn_notes(runtime, render_context, key)
 
     messages = [*history, *([current] if current is not None else [])]

@@ -305,3 +305,24 @@ def test_a_failing_routing_store_still_gives_a_decision(
     quoting = attrs.evolve(rendered.decision, delivery_style="quote", reply_message_id="1")
     delivery = runtime.resolve_delivery(turn, quoting)
     assert (delivery.style.value, delivery.reason) == ("plain", "routing_state_unavailable")
+
+
+def test_the_notes_hook_sees_what_the_sections_saw(
+    runtime: Promptweave, message: MessageFactory
+) -> None:
+    from framework import build_turn_context, hookimpl
+
+    seen = []
+
+    class Notes:
+        @hookimpl
+        def collect_turn_notes(self, context):
+            seen.append(context.timeline.text)
+            return None
+
+    runtime.add_plugin(Notes(), name="notes_probe")
+    record(runtime, message("30017", "周六七点老地方", minute=0))
+    asking = message("30022", "@小织 几点来着", minute=1, addressed=True)
+    turn = Turn(bot=BOT, group_id=GROUP, message=asking, trigger=SpeakTrigger.MENTION)
+    build_turn_context(runtime, turn, runtime.render(turn))
+    assert seen and "周六七点老地方" in seen[0]
