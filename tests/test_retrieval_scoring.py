@@ -56,3 +56,11 @@ def test_indexed_terms_match_whole_bigram_tokens_through_the_trigram_tokenizer()
 
 def test_fts_query_escapes_double_quotes():
     assert fts_query(['a"b', "桌游"]) == '" a""b " OR "桌游#"'
+
+
+def test_query_text_drops_cq_codes_and_bot_mentions_but_keeps_glued_questions():
+    from framework.retrieval import normalize_query
+
+    assert normalize_query("@小织今晚的桌游局几点开始？", ("小织",)) == "今晚的桌游局几点开始？"
+    assert normalize_query("[CQ:image,file=a.jpg,url=https://x] @阿蒙 这是啥") == "这是啥"
+    assert normalize_query("@织织 @小织 规则在哪", ("小织", "织织")) == "规则在哪"

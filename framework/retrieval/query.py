@@ -83,7 +83,7 @@ class RetrievalQuery:
             bot_id=turn.bot.id,
             group_id=turn.group_id,
             user_id=turn.message.sender_id,
-            text=normalize_query(turn.message.text),
+            text=normalize_query(turn.message.text, (turn.bot.name, *turn.bot.aliases)),
             turn=turn,
             decision=decision,
             allow_persistent_memory=allow_persistent_memory,

@@ -59,12 +59,19 @@ STOP_TERMS: frozenset[str] = frozenset(
 # ASCII runs become words; runs of other letters (CJK…) become bigrams.
 _RUNS = re.compile(r"[0-9a-z]+|[^\W0-9a-z_]+")
 # A mention (``@小织``) names the addressee, not the topic.
-_MENTION = re.compile(r"@\S+")
+_MENTION = re.compile(r"@\S+(?=\s)")
+_CQ_CODE = re.compile(r"\[CQ:[^\]]*\]")
 
 
-def normalize_query(text: str) -> str:
-    """The message as a search query: mentions removed, whitespace collapsed."""
-    return " ".join(_MENTION.sub(" ", text).split())
+def normalize_query(text: str, self_names: Iterable[str] = ()) -> str:
+    """The message as a search query: CQ codes and @-mentions of the bot (``self_names``)
+    removed, whitespace collapsed. Other ``@name`` words are removed only when a space ends
+    them: Chinese has no word boundary, so ``@小织今晚几点`` keeps its question."""
+    query = _CQ_CODE.sub(" ", text)
+    for name in sorted(self_names, key=len, reverse=True):
+        if name:
+            query = query.replace(f"@{name}", " ")
+    return " ".join(_MENTION.sub(" ", query).split())
 
 
 def _terms(text: str) -> Iterable[str]:
