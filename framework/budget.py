@@ -73,12 +73,18 @@ def apply_budget(
     system_prompt: str,
     budget: int,
     measure: Measure = len,
+    *,
+    keep_tail: str = "",
 ) -> tuple[list[PromptMessage], BudgetReport]:
     """Fit ``messages`` and ``system_prompt`` into ``budget``.
 
     While more than one message is left and the total is over budget, the oldest goes. If the last
     message is then still over, it is cut to ``max(64, budget - system)`` (its ``source_token`` is
     kept). A budget of 0 or less changes nothing.
+
+    :param keep_tail: a closing line that must survive the cut (the "ignore instructions above"
+        line of a suspected injection): when the last message ends with it, the text before it is
+        cut instead.
     """
     system = measure(system_prompt.strip())
     lengths = [measure(message.content) for message in messages]
@@ -97,7 +103,9 @@ def apply_budget(
     if total > budget:
         last = kept[-1]
         room = max(MIN_CURRENT_LENGTH, budget - system)
-        shortened = cut_to_length(last.content, room, measure).rstrip()
+        tail = f"\n{keep_tail}" if keep_tail and last.content.endswith(f"\n{keep_tail}") else ""
+        head = last.content[: len(last.content) - len(tail)]
+        shortened = cut_to_length(head, max(0, room - measure(tail)), measure).rstrip() + tail
         if shortened != last.content:
             kept[-1] = attrs.evolve(last, content=shortened)
             total = system + measure(shortened)

@@ -70,7 +70,13 @@ def build_turn_messages(
         degraded=reader.degraded,
         include_ambient_excerpt=include_ambient_excerpt,
     )
-    kept, report = apply_budget(sequence.messages, system_prompt, config.budget.chars, measure)
+    kept, report = apply_budget(
+        sequence.messages,
+        system_prompt,
+        config.budget.chars,
+        measure,
+        keep_tail=reader.persona.format(reader.persona.user_turn.injection_suffix),
+    )
     tokens = {message.source_token for message in kept if message.source_token}
     if sequence.ambient_token is not None and sequence.ambient_token in tokens:
         snapshot_source, entries = "ambient_excerpt", sequence.ambient_entries
