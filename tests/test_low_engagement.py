@@ -277,3 +277,18 @@ def test_the_exit_offers_the_groups_stored_replies_and_the_turns_own():
     decision = runtime.decide(turn)
     assert decision.low_engagement_phrase is not None
     assert seen and seen[-1].learned_replies == ("出门带伞", "去睡吧你")
+
+
+@pytest.mark.parametrize("phrase", ["傻逼吧你", "滚你妈的", "SB一个", "你个废物"])
+def test_insults_never_enter_a_pool(phrase):
+    assert not is_gentle_phrase(phrase)
+    pool = make_runtime().registries.pools["group_phrases"].item
+    query = PoolQuery(
+        text="x",
+        emotion=False,
+        bot_id="1",
+        group_id="2",
+        turn=_pass_turn(),
+        learned_replies=(phrase, "确实"),
+    )
+    assert list(pool.phrases_for(query)) == ["确实"]

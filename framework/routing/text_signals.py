@@ -251,11 +251,23 @@ def is_deictic_question(text: str) -> bool:
     return bool(_DEICTIC.match(_PUNCT_TAIL.sub("", text)))
 
 
+#: Insults and swearing: a learned reply containing one never enters a phrase pool (seed 004,
+#: 脏样本不进池), however often the group says it.
+ABUSIVE_WORDS: tuple[str, ...] = (
+    "傻逼", "煞笔", "沙比", "傻b", "sb", "妈的", "他妈", "tmd", "你妈", "尼玛", "cnm", "nmsl",
+    "草泥马", "操你", "滚", "智障", "脑残", "弱智", "废物", "去死", "贱", "狗东西",
+)  # fmt: skip
+
+
 def is_gentle_phrase(phrase: str, max_chars: int = 12) -> bool:
-    """A canned phrase fit to send: short, no question or exclamation, no questioning particle."""
+    """A canned phrase fit to send: short, no question or exclamation, no questioning particle,
+    no insult."""
     stripped = phrase.strip()
     if not stripped or len(stripped) > max_chars:
         return False
     if any(mark in stripped for mark in GENTLE_FORBIDDEN):
+        return False
+    folded = stripped.casefold()
+    if any(word in folded for word in ABUSIVE_WORDS):
         return False
     return not _QUESTION_PARTICLES.search(stripped)
