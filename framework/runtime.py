@@ -161,6 +161,7 @@ class Promptweave:
             rng=self.rng,
             model_hook=self.plugins.pm.hook.decide_with_model,
             learned_replies=self._learned_replies,
+            rhythm_share=self._rhythm_share,
         )
         at = now or turn.message.time
         try:
@@ -173,6 +174,14 @@ class Promptweave:
             decision = scratch.route(turn, at)
             note = f"routing_state_unavailable: {exc}"
             return attrs.evolve(decision, notes=(*decision.notes, note))
+
+    def _rhythm_share(self, bot_id: str, group_id: str) -> float | None:
+        try:
+            baseline = self.stores.retrieval.rhythm_baseline(bot_id, group_id)
+        except _STORE_ERRORS as exc:
+            log.warning("rhythm baseline unavailable for the reply shape: %s", exc)
+            return None
+        return None if baseline is None else baseline.single_bubble_share
 
     def _learned_replies(self, bot_id: str, group_id: str) -> list[str]:
         pairs = self.stores.retrieval.expression_pairs(bot_id, group_id, limit=LEARNED_REPLIES_READ)

@@ -150,6 +150,29 @@ def test_the_rhythm_profile_comes_from_the_routing_state():
     assert (decision.reply_shape.preferred_bubbles, decision.reply_shape.rhythm) == (3, "multi")
 
 
+def test_the_stored_rhythm_baseline_shapes_the_reply_like_section_4_shows_it():
+    from framework.store import RetrievalBatch, RhythmRecord
+
+    runtime = make_runtime()
+    runtime.stores.retrieval.write(
+        RetrievalBatch(
+            rhythms=(
+                RhythmRecord(
+                    bot_id="10001",
+                    group_id="20001",
+                    single_bubble_share=0.1,
+                    median_segment_chars=6,
+                ),
+            )
+        )
+    )
+    result = runtime.render(make_turn("@小织 晚安", addressed=True))
+    assert "常连发多条气泡（单条占比约 10%）" in _section(result, "group_expression")
+    assert result.decision.reply_shape is not None
+    assert result.decision.reply_shape.rhythm == "multi"
+    assert "节奏偏多条连发" in _section(result, "reply_shape")
+
+
 def test_the_resolved_shape_and_policy_feed_sections_12_and_13():
     runtime = make_runtime()
     profile = RhythmProfile(bubble_count_p50=2, bubble_count_p90=4, multi_weight=1)

@@ -102,6 +102,8 @@ class Router:
         ``[routing] model_decision`` is on.
     :param learned_replies: ``learned_replies(bot_id, group_id)``: the group's stored short
         replies, for the low-engagement exit.
+    :param rhythm_share: ``rhythm_share(bot_id, group_id)``: the group's stored single-bubble
+        share, for the reply shape when nothing closer is known.
     """
 
     registries: Registries
@@ -110,6 +112,7 @@ class Router:
     rng: random.Random
     model_hook: ModelHook | None = None
     learned_replies: Callable[[str, str], Sequence[str]] | None = None
+    rhythm_share: Callable[[str, str], float | None] | None = None
 
     def _learned_replies(self, turn: Turn) -> Callable[[], Sequence[str]]:
         group_id, source = turn.group_id, self.learned_replies
@@ -268,7 +271,9 @@ class Router:
             kept = self.state.take_kept_messages(turn.bot.id, turn.group_id)
         scene = turn.route_hints.scene or infer_scene(decision, signals, routing)
         policy = resolve_turn_policy(decision, signals, scene)
-        shape = resolve_reply_shape(policy, rhythm_for(turn, self.state), context.rng)
+        shape = resolve_reply_shape(
+            policy, rhythm_for(turn, self.state, self.rhythm_share), context.rng
+        )
         return attrs.evolve(
             decision,
             memory_policy=memory_policy_for(decision, signals, turn),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 
 from framework.config import RoutingConfig
 from framework.decision import Decision, SocialAction, TurnAction
@@ -89,24 +90,35 @@ def resolve_turn_policy(decision: Decision, signals: MessageSignals, scene: str)
     )
 
 
-def rhythm_for(turn: Turn, state: RoutingState) -> RhythmProfile | None:
-    """The group's rhythm: from the turn, else the routing state, else the expression baseline."""
+def rhythm_for(
+    turn: Turn,
+    state: RoutingState,
+    stored_share: Callable[[str, str], float | None] | None = None,
+) -> RhythmProfile | None:
+    """The group's rhythm: from the turn's hints, else the routing state, else the rhythm
+    baseline the turn carries, else the stored baseline (``stored_share(bot_id, group_id)``, the
+    same one section ``group_expression`` shows)."""
     if turn.route_hints.rhythm is not None:
         return turn.route_hints.rhythm
-    if turn.group_id is not None:
-        stored = state.rhythm(turn.bot.id, turn.group_id)
-        if stored is not None:
-            return stored
+    if turn.group_id is None:
+        return None
+    stored = state.rhythm(turn.bot.id, turn.group_id)
+    if stored is not None:
+        return stored
     expression = turn.retrieved.group_expression
     if expression is not None and expression.baseline is not None:
-        share = expression.baseline.single_bubble_share
-        # A group whose replies are mostly one bubble has a median of one bubble.
-        return RhythmProfile(
-            bubble_count_p50=1.0 if share >= 0.5 else 2.0,
-            single_weight=share,
-            multi_weight=1.0 - share,
-        )
-    return None
+        return _from_share(expression.baseline.single_bubble_share)
+    share = stored_share(turn.bot.id, turn.group_id) if stored_share is not None else None
+    return None if share is None else _from_share(share)
+
+
+def _from_share(share: float) -> RhythmProfile:
+    # A group whose replies are mostly one bubble has a median of one bubble.
+    return RhythmProfile(
+        bubble_count_p50=1.0 if share >= 0.5 else 2.0,
+        single_weight=share,
+        multi_weight=1.0 - share,
+    )
 
 
 def _finite(value: float | None) -> float | None:
