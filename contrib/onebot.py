@@ -84,6 +84,9 @@ def _segments(message: object) -> list[Mapping[str, Any]]:
     for index, segment in enumerate(message):
         if not isinstance(segment, Mapping) or not isinstance(segment.get("type"), str):
             raise ValueError(f"OneBot segment {index} has no 'type': {segment!r}")
+        data = segment.get("data")
+        if data is not None and not isinstance(data, Mapping):
+            raise ValueError(f"OneBot segment {index} has 'data' that is not an object: {data!r}")
     return list(message)
 
 
@@ -182,11 +185,20 @@ def parse_event(event: Mapping[str, Any], bot_id: str | None = None) -> OneBotEv
         sender_id=str(event["user_id"]),
         sender_name=str(sender.get("card") or sender.get("nickname") or ""),
         message_id=str(event["message_id"]) if event.get("message_id") is not None else None,
-        time=dt.datetime.fromtimestamp(float(event["time"]), dt.UTC),
+        time=_event_time(event["time"]),
     )
     return OneBotEvent(
         bot_id=receiver, group_id=None if group is None else str(group), message=message
     )
+
+
+def _event_time(value: object) -> dt.datetime:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"OneBot event time must be a Unix timestamp, not {value!r}")
+    try:
+        return dt.datetime.fromtimestamp(float(value), dt.UTC)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise ValueError(f"OneBot event time {value!r} is not a valid Unix timestamp") from exc
 
 
 @hookimpl

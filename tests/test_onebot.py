@@ -134,3 +134,28 @@ def test_onebot_is_off_unless_enabled() -> None:
     assert "onebot" not in runtime.plugins.infos
     with pytest.raises(PluginImportError):
         Promptweave.from_config(Config(), contrib=["one_bot"])
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"time": None}, "Unix timestamp"),
+        ({"time": 1e20}, "not a valid Unix timestamp"),
+        ({"time": "soon"}, "not a valid Unix timestamp"),
+        ({"message": [{"type": "text", "data": "hi"}]}, "'data' that is not an object"),
+        ({"message": 42}, "CQ-code string or a segment list"),
+    ],
+)
+def test_malformed_events_raise_value_errors_that_say_why(change, problem):
+    event = {
+        "post_type": "message",
+        "message_type": "group",
+        "group_id": 20001,
+        "user_id": 30017,
+        "self_id": 10001,
+        "time": 1764400000,
+        "message": "你好",
+        **change,
+    }
+    with pytest.raises(ValueError, match=problem):
+        parse_event(event)
