@@ -17,15 +17,14 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from framework import InjectionDetector, SessionTurn, hookimpl
+from framework import IMAGE_MARK, InjectionDetector, SessionTurn, hookimpl
 
-IMAGE_PLACEHOLDER = "[图片]"
 CLAUSE_MAX_CHARS = 40
 CLAUSE_MIN_CHARS = 4
 SIMILAR_CLAUSE_OVERLAP = 0.5
 
 _CLAUSE_SPLIT = re.compile(r"[。！？!?；;\n]+|(?<=[，,])\s*")
-_IMAGE_MARK = re.compile(r"\[图片\]")
+_IMAGE_MARK = re.compile(re.escape(IMAGE_MARK))
 _WORD_CHARS = re.compile(r"[\w\u4e00-\u9fff]")
 
 #: Small talk that carries no topic.
@@ -158,4 +157,4 @@ def summarize_session(
 
 @hookimpl(trylast=True)
 def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
-    return IMAGE_PLACEHOLDER
+    return IMAGE_MARK

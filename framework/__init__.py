@@ -155,6 +155,7 @@ from framework.store import (
 from framework.store.stores import Stores
 from framework.summary import CompressionResult, CompressionStatus
 from framework.text_rules import (
+    IMAGE_MARK,
     INJECTION_PATTERNS,
     RECOGNITION_QUESTION_WORDS,
     InjectionDetector,
@@ -175,6 +176,7 @@ from framework.turnfile import load_turn_file
 
 __all__ = [
     "AMBIENT_HEADER",
+    "IMAGE_MARK",
     "INJECTION_PATTERNS",
     "KNOWLEDGE_QUESTION_WORDS",
     "RECOGNITION_QUESTION_WORDS",

@@ -20,6 +20,7 @@ from framework.config import AmbientConfig
 from framework.persona import PersonaPack
 from framework.sanitize import quote_user_text
 from framework.store.sessions import SessionTurn
+from framework.text_rules import IMAGE_MARK
 from framework.timeline import GroupTimeline
 
 __all__ = [
@@ -190,7 +191,7 @@ def snapshot_from_timeline(
         raw = message.text.strip()
         role = "assistant" if message.sender_id == bot_id else "user"
         digest = _sha(raw)
-        preview = quote_user_text(raw, line_chars) or ("[图片]" if message.images else "")
+        preview = quote_user_text(raw, line_chars) or (IMAGE_MARK if message.images else "")
         entries.append(
             AmbientEntry(
                 turn_id=_turn_id(

@@ -19,11 +19,10 @@ from framework.ambient import AmbientEntry, AmbientExcerpt
 from framework.config import Config
 from framework.persona import PersonaPack
 from framework.sanitize import sanitize_block, sanitize_literal
-from framework.text_rules import InjectionDetector
+from framework.text_rules import IMAGE_MARK, InjectionDetector
 from framework.turn import Turn
 
 __all__ = [
-    "IMAGE_PLACEHOLDER",
     "USER_MESSAGE_MAX_CHARS",
     "HistoryRow",
     "MessageSequence",
@@ -35,7 +34,6 @@ __all__ = [
 ]
 
 USER_MESSAGE_MAX_CHARS = 4000
-IMAGE_PLACEHOLDER = "[图片]"
 
 
 @attrs.frozen(kw_only=True)
@@ -133,7 +131,7 @@ def window_history(rows: Sequence[HistoryRow], limit: int) -> list[HistoryRow]:
 def _current_text(turn: Turn) -> str:
     text = turn.message.text.strip()
     if turn.message.images:
-        return f"{IMAGE_PLACEHOLDER} {text}".strip()
+        return f"{IMAGE_MARK} {text}".strip()
     return text
 
 

@@ -14,9 +14,9 @@ import attrs
 
 from framework.messages import PromptMessage
 from framework.sidecar import rewrite_content, sent_text
+from framework.text_rules import IMAGE_MARK
 
 __all__ = [
-    "IMAGE_MARK",
     "USER_ORIGINATED_SOURCES",
     "Compressor",
     "PreflightPass",
@@ -31,7 +31,6 @@ __all__ = [
     "should_run_preflight_estimate",
 ]
 
-IMAGE_MARK = "[图片]"
 #: Sources of rows a user actually wrote; every other source (an ambient excerpt, a summary, a
 #: vision message) is synthetic and never becomes the current turn's anchor.
 USER_ORIGINATED_SOURCES = frozenset({"history", "current"})

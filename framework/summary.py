@@ -22,10 +22,10 @@ from framework.plugins import PluginManager
 from framework.sanitize import sanitize_block
 from framework.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind
 from framework.store.stores import Stores
+from framework.text_rules import IMAGE_MARK
 
 __all__ = ["CompressionResult", "CompressionStatus", "clean_summary", "compress_session"]
 
-IMAGE_PLACEHOLDER = "[图片]"
 _WHITESPACE = re.compile(r"\s+")
 # The summary row sorts just before the oldest kept row.
 _BEFORE_OLDEST = dt.timedelta(milliseconds=1)
@@ -67,7 +67,7 @@ def _described(
     marks = []
     for url in turn.images:
         description = plugins.pm.hook.describe_image(url=url, bot_id=bot_id, group_id=group_id)
-        text = sanitize_block(description or IMAGE_PLACEHOLDER, 200).replace("\n", " ")
+        text = sanitize_block(description or IMAGE_MARK, 200).replace("\n", " ")
         marks.append(text if text.startswith("[") else f"[图片：{text}]")
     content = " ".join([*dict.fromkeys(marks), turn.content]).strip()
     return attrs.evolve(turn, content=content, images=())

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from framework.sanitize import sanitize_literal
 
 __all__ = [
+    "IMAGE_MARK",
     "INJECTION_PATTERNS",
     "RECOGNITION_QUESTION_WORDS",
     "InjectionDetector",
@@ -69,6 +70,9 @@ RECOGNITION_QUESTION_WORDS: tuple[str, ...] = (
     "图里是",
     "图上是",
 )
+
+#: How an image is shown wherever text stands for it: timeline lines, messages, summaries.
+IMAGE_MARK = "[图片]"
 
 INJECTION_SCAN_CHARS = 512
 

@@ -13,7 +13,7 @@ import attrs
 from framework.config import TimelineConfig
 from framework.persona import PersonaPack
 from framework.sanitize import quote_user_text
-from framework.text_rules import is_recognition_question
+from framework.text_rules import IMAGE_MARK, is_recognition_question
 from framework.turn import Bot, ChatMessage, SpeakTrigger, Turn
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
 ]
 
 TIMELINE_HEADER = "【刚才的群聊】"
-IMAGE_MARK = "[图片]"
 SPEAKER_NAME_CHARS = 40
 
 

@@ -35,6 +35,7 @@ from framework.sidecar import (
     compose_user_api_content,
     is_multimodal,
 )
+from framework.text_rules import IMAGE_MARK
 
 if TYPE_CHECKING:
     from framework.rendered import RenderedSection, RenderedTurn
@@ -48,7 +49,6 @@ log = logging.getLogger("promptweave")
 #: Sections of these volatilities, at the front of the prompt, form the cached stable prefix.
 STABLE_VOLATILITIES = frozenset({Volatility.STATIC.value, Volatility.PROFILE.value})
 SECTION_SEPARATOR = "\n\n"
-IMAGE_ONLY_TEXT = "[图片]"
 
 
 @attrs.frozen(kw_only=True)
@@ -185,7 +185,7 @@ def _current_message(
         # An image-only message renders no text; it is still the turn's user message.
         current = PromptMessage(
             role="user",
-            content=format_user_turn(runtime.persona, IMAGE_ONLY_TEXT),
+            content=format_user_turn(runtime.persona, IMAGE_MARK),
             source="current",
         )
     else:

@@ -14,8 +14,8 @@ import attrs
 
 from framework.images import FetchedImage
 from framework.messages import PromptMessage
-from framework.preflight import IMAGE_MARK
 from framework.sidecar import substitute_api_content
+from framework.text_rules import IMAGE_MARK
 from framework.turn_context import TurnContext
 
 __all__ = [
