@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from framework.text_rules import IMAGE_MARK
 from framework.turn import ChatMessage
 
 __all__ = [
@@ -89,7 +90,7 @@ class SessionTurn:
     def is_summary(self) -> bool:
         return self.kind is TurnKind.SUMMARY
 
-    def display_text(self, image_text: str = "[图片]") -> str:
+    def display_text(self, image_text: str = IMAGE_MARK) -> str:
         """The content with one image mark in front when the turn carried images."""
         if not self.images:
             return self.content
