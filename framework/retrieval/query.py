@@ -18,6 +18,7 @@ import attrs
 from framework.config import RetrievalConfig
 from framework.decision import Decision
 from framework.retrieval.scoring import normalize_query
+from framework.routing.memory import allows_persistent_memory
 from framework.turn import Turn
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class RetrievalQuery:
         """The query of ``turn``; ``allow_persistent_memory`` defaults to the decision's memory
         policy (:func:`framework.routing.allows_persistent_memory`)."""
         if allow_persistent_memory is None:
-            allow_persistent_memory = decision.memory_policy.read_persistent_memory
+            allow_persistent_memory = allows_persistent_memory(decision)
         return cls(
             bot_id=turn.bot.id,
             group_id=turn.group_id,

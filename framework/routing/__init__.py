@@ -19,7 +19,6 @@ from framework.routing.model import (
 )
 from framework.routing.quoting import (
     Delivery,
-    note_quote_delivered,
     quote_allowed,
     resolve_delivery,
 )
@@ -48,7 +47,6 @@ __all__ = [
     "infer_scene",
     "memory_policy_for",
     "mention_ids",
-    "note_quote_delivered",
     "parse_model_answer",
     "pick_phrase",
     "quote_allowed",

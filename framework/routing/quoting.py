@@ -7,14 +7,12 @@ must still be a candidate; otherwise the reply goes out plain.
 
 from __future__ import annotations
 
-import datetime as dt
-
 import attrs
 
 from framework.decision import Decision, DeliveryStyle, RouteContext
 from framework.store.routing_state import RoutingState
 
-__all__ = ["Delivery", "note_quote_delivered", "quote_allowed", "resolve_delivery"]
+__all__ = ["Delivery", "quote_allowed", "resolve_delivery"]
 
 
 def quote_allowed(context: RouteContext) -> bool:
@@ -61,9 +59,3 @@ def resolve_delivery(
         style=DeliveryStyle.QUOTE, reply_message_id=target, reason="quote_target_candidate"
     )
 
-
-def note_quote_delivered(
-    state: RoutingState, *, bot_id: str, group_id: str, message_id: str, at: dt.datetime
-) -> None:
-    """Start the group's quote cooldown: a quote was delivered at ``at``."""
-    state.note_quote_delivered(bot_id, group_id, message_id, at)
