@@ -311,3 +311,30 @@ def test_window_reads_are_index_range_scans(tmp_path: Path, sql: str, index: str
     )
     assert f"USING INDEX {index}" in plan
     assert "TEMP B-TREE" not in plan  # no sort over the matching rows
+
+
+def test_the_in_memory_group_log_keeps_a_bounded_window_per_group() -> None:
+    from framework.store.sessions_memory import MemoryGroupLog
+
+    log = MemoryGroupLog(max_per_group=20)
+    start = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+    for index in range(50):
+        log.append_group_message(
+            "b",
+            "g",
+            ChatMessage(
+                id=str(index),
+                sender_id="u",
+                text=f"第{index}条",
+                time=start + dt.timedelta(seconds=index),
+            ),
+        )
+    kept = log.recent_group_messages("b", "g", until=start + dt.timedelta(hours=1), limit=100)
+    assert [m.id for m in kept] == [str(index) for index in range(30, 50)]
+    # An id that left the window may be recorded again; one inside it is still a duplicate.
+    assert log.append_group_message(
+        "b", "g", ChatMessage(id="3", sender_id="u", text="x", time=start)
+    )
+    assert not log.append_group_message(
+        "b", "g", ChatMessage(id="49", sender_id="u", text="x", time=start)
+    )

@@ -58,4 +58,3 @@ def resolve_delivery(
     return Delivery(
         style=DeliveryStyle.QUOTE, reply_message_id=target, reason="quote_target_candidate"
     )
-

@@ -49,8 +49,13 @@ def _window(
 
 @attrs.define
 class MemoryGroupLog:
-    """:class:`framework.store.sessions.GroupLog` in memory."""
+    """:class:`framework.store.sessions.GroupLog` in memory.
 
+    :param max_per_group: messages kept per bot and group; the oldest go first, so a long-running
+        bot on the in-memory backend does not grow without bound (the timeline reads at most 16).
+    """
+
+    max_per_group: int = attrs.field(default=1000, validator=attrs.validators.ge(16))
     _rows: dict[_Scope, list[tuple[float, int, ChatMessage]]] = attrs.field(factory=dict)
     _ids: dict[_Scope, set[str]] = attrs.field(factory=dict)
     _counter: itertools.count[int] = attrs.field(factory=itertools.count)
@@ -65,7 +70,13 @@ class MemoryGroupLog:
                     return False
                 seen.add(message.id)
             row = (message.time.timestamp(), next(self._counter), message)
-            bisect.insort(self._rows.setdefault(scope, []), row, key=_order)
+            rows = self._rows.setdefault(scope, [])
+            bisect.insort(rows, row, key=_order)
+            if len(rows) > self.max_per_group:
+                for _time, _order_key, dropped in rows[: len(rows) - self.max_per_group]:
+                    if dropped.id is not None:
+                        seen.discard(dropped.id)
+                del rows[: len(rows) - self.max_per_group]
         return True
 
     def recent_group_messages(
