@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from framework import RenderContext, SectionOverride, hookimpl, load_overrides_file
 
+EXTRAS_KEY = "overrides_file"
+
 
 @hookimpl(trylast=True)
 def override_section(
@@ -19,5 +21,10 @@ def override_section(
     name = context.config.overrides_file
     if not name:
         return None
-    overrides = load_overrides_file(context.config.resolve_path(name))
+    # Read (or stat) the file once per turn, not once per section.
+    overrides = context.extras.get(EXTRAS_KEY)
+    if overrides is None:
+        overrides = context.extras[EXTRAS_KEY] = load_overrides_file(
+            context.config.resolve_path(name)
+        )
     return overrides.lookup(bot_id, group_id, section_id)

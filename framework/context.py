@@ -33,7 +33,8 @@ class RenderContext:
     :param turn_policy: the resolved turn policy.
     :param timeline: the group timeline of this turn (empty when none is shown).
     :param retrieved: items per section id, from the turn and from the retrievers.
-    :param extras: free room for plugins to pass data between their own hooks.
+    :param extras: free room for plugins to keep data for the rest of the turn (one dict per
+        turn; key it by your plugin's name).
     """
 
     turn: Turn
@@ -45,7 +46,7 @@ class RenderContext:
     turn_policy: TurnPolicy
     timeline: GroupTimeline = attrs.field(factory=GroupTimeline)
     retrieved: Mapping[str, tuple[Any, ...]] = attrs.field(factory=dict)
-    extras: Mapping[str, Any] = attrs.field(factory=dict)
+    extras: dict[str, Any] = attrs.field(factory=dict)
 
     @property
     def tool_context(self) -> ToolContext | None:

@@ -175,3 +175,18 @@ def test_sections_listing_shows_overrides_in_force(tmp_path):
     assert rows["memory"].override is None
     private = _runtime(tmp_path).list_sections("10001", None)
     assert all(r.override is None for r in private)
+
+
+def test_the_overrides_file_is_read_once_per_turn(tmp_path, rich_turn, monkeypatch):
+    import builtin_plugins.overrides_file as plugin
+
+    calls = []
+    original = plugin.load_overrides_file
+    monkeypatch.setattr(
+        plugin, "load_overrides_file", lambda path: calls.append(path) or original(path)
+    )
+    runtime = _runtime(tmp_path)
+    runtime.render(rich_turn)
+    assert len(calls) == 1
+    runtime.render(rich_turn)
+    assert len(calls) == 2
