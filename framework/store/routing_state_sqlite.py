@@ -195,6 +195,17 @@ class SQLiteRoutingState(RoutingState):
             )
 
     def take_kept_messages(self, bot_id: str, group_id: str) -> tuple[ChatMessage, ...]:
+        # Most turns find nothing kept: look before taking the write lock.
+        anything = (
+            self.database.connection()
+            .execute(
+                "SELECT 1 FROM routing_kept_messages WHERE bot_id = ? AND group_id = ? LIMIT 1",
+                (bot_id, group_id),
+            )
+            .fetchone()
+        )
+        if anything is None:
+            return ()
         with self.database.transaction() as connection:
             rows = connection.execute(
                 "SELECT payload FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?"
@@ -213,13 +224,15 @@ class SQLiteRoutingState(RoutingState):
         if not candidates:
             return
         with self.database.transaction() as connection:
+            newest = connection.execute(
+                "SELECT MAX(time) FROM routing_candidates WHERE bot_id = ? AND group_id = ?",
+                (bot_id, group_id),
+            ).fetchone()[0]
             for candidate in candidates:
-                newest = connection.execute(
-                    "SELECT MAX(time) FROM routing_candidates WHERE bot_id = ? AND group_id = ?",
-                    (bot_id, group_id),
-                ).fetchone()[0]
-                if newest is not None and _epoch(candidate.time) < newest:
+                at = _epoch(candidate.time)
+                if newest is not None and at < newest:
                     continue
+                newest = at if newest is None else max(newest, at)
                 connection.execute(
                     "INSERT OR IGNORE INTO routing_candidates"
                     " (bot_id, group_id, message_id, sender_id, text, time)"
