@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,73 +12,26 @@ import attrs
 import click
 
 from framework._convert import load_json
-from framework.config import Config
+from framework.cli_common import (
+    EchoHandler,
+    build_runtime,
+    config_option,
+    echo_json,
+    store_option,
+)
+from framework.cli_data import import_data, store
 from framework.conversation import conversation_key
-from framework.errors import PromptweaveError, TurnFileError
+from framework.errors import TurnFileError
 from framework.prefix import canonical_json
 from framework.providers import ProviderRequest, ProviderSpec, build_provider_request
 from framework.rendered import RenderedTurn
 from framework.routing.batch import confusion_table, decide_cases, load_route_file
 from framework.runtime import Promptweave
-from framework.store.retrieval_import import AUTO_KIND, KINDS, read_files
-from framework.store.routing_state import MemoryRoutingState
-from framework.store.sessions_sqlite import SESSION_MIGRATIONS
-from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
-from framework.store.stores import Stores
-from framework.store_import import import_events
 from framework.turn import Turn
 from framework.turn_context import TurnContext, build_turn_context
 from framework.turnfile import load_turn_file
 
 __all__ = ["cli"]
-
-
-def _config(config_path: Path | None, store: Path | None = None) -> Config:
-    """The config in force; ``store`` replaces its store with that SQLite file."""
-    try:
-        config = Config.discover(config_path)
-    except PromptweaveError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if store is not None:
-        config = attrs.evolve(
-            config, store=attrs.evolve(config.store, backend="sqlite", path=str(store.resolve()))
-        )
-    return config
-
-
-def _runtime(
-    config_path: Path | None,
-    store: Path | None = None,
-    seed: int | None = None,
-    *,
-    render: bool = False,
-) -> Promptweave:
-    """A runtime for one command; no command but ``store`` and ``import`` writes a store.
-
-    ``render`` reads the configured store if its file exists (or the --store file), keeping the
-    routing state in memory; every other command works on empty in-memory stores.
-    """
-    config = _config(config_path, store)
-    stores = _render_stores(config, explicit=store is not None) if render else Stores.in_memory()
-    try:
-        rng = None if seed is None else random.Random(seed)
-        return Promptweave.from_config(config, rng=rng, stores=stores)
-    except PromptweaveError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _render_stores(config: Config, *, explicit: bool) -> Stores:
-    if config.store.backend == "memory" or not config.store.enabled:
-        return Stores.from_config(config)
-    path = config.resolve_path(config.store.path)
-    if not path.is_file():
-        if explicit:
-            raise click.ClickException(f"store file {path} does not exist")
-        return Stores.in_memory(config)
-    # Inspecting a turn must not change the deployment's routing state (quote candidates,
-    # cooldowns, the last canned phrase): routing runs on a scratch state.
-    return attrs.evolve(Stores.from_config(config), routing=MemoryRoutingState())
-
 
 #: ``render --format`` values that print a provider request body, and the API each names.
 REQUEST_FORMATS = {
@@ -90,55 +41,13 @@ REQUEST_FORMATS = {
 }
 
 
-def _with_stores(config_path: Path | None, stores: Stores) -> Promptweave:
-    try:
-        return Promptweave.from_config(_config(config_path), stores=stores)
-    except PromptweaveError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _open_store(path: Path, config_path: Path | None, *, create: bool) -> Stores:
-    """The SQLite stores of ``path``, migrated; an unusable file is a clean CLI error."""
-    if not create and not path.is_file():
-        raise click.ClickException(f"store file {path} does not exist")
-    database = SQLiteDatabase(path)
-    try:
-        database.migrate(SESSION_MIGRATIONS)
-    except (StoreUnavailableError, sqlite3.Error, OSError) as exc:
-        raise click.ClickException(f"cannot open store {path}: {exc}") from exc
-    return Stores.sqlite(database, _config(config_path))
-
-
-def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
-
-
-class _EchoHandler(logging.Handler):
-    def emit(self, record: logging.LogRecord) -> None:
-        click.echo(f"{record.levelname.lower()}: {record.getMessage()}", err=True)
-
-
-store_option = click.option(
-    "--store",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="SQLite store file to use instead of [store] of the config.",
-)
-
-config_option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="promptweave.toml to use (default: $PROMPTWEAVE_CONFIG, else ./promptweave.toml).",
-)
-
-
 @click.group()
 @click.version_option(package_name="promptweave")
 def cli() -> None:
     """Decide whether a chat bot answers, and weave exactly what the LLM receives."""
     # Library warnings (volatility inversions, sections that raised) go to stderr, once.
     logger = logging.getLogger("promptweave")
-    logger.handlers = [_EchoHandler()]
+    logger.handlers = [EchoHandler()]
     logger.propagate = False
 
 
@@ -151,7 +60,7 @@ def plugins(
     show_all: bool, hooks: tuple[str, ...], as_json: bool, config_path: Path | None
 ) -> None:
     """List the loaded plugins and the hooks they implement."""
-    runtime = _runtime(config_path)
+    runtime = build_runtime(config_path)
     rows = []
     for info in runtime.plugins.infos.values():
         implemented = runtime.plugins.hooks_of(info.name)
@@ -161,7 +70,7 @@ def plugins(
             continue
         rows.append({**attrs.asdict(info), "hooks": implemented})
     if as_json:
-        _echo_json(rows)
+        echo_json(rows)
         return
     for row in rows:
         version = f"{row['distribution']} {row['version'] or ''}".strip()
@@ -176,13 +85,13 @@ def plugins(
 @config_option
 def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path | None) -> None:
     """Show the effective section order for a bot and group, with overrides in force."""
-    runtime = _runtime(config_path)
+    runtime = build_runtime(config_path)
     rows = [attrs.asdict(row) for row in runtime.list_sections(bot_id, group_id)]
     errors = sorted({error for row in rows if (error := row.pop("error"))})
     for problem in errors:
         click.echo(f"warning: overrides not applied: {problem}", err=True)
     if as_json:
-        _echo_json(rows)
+        echo_json(rows)
         return
     for number, row in enumerate(rows, 1):
         override = f"  override: {row['override']}" if row["override"] else ""
@@ -227,7 +136,7 @@ def render(
 ) -> None:
     """Assemble one turn from TURN_FILE and print the system prompt, messages and trace."""
     turn = _load_turn(turn_file, bot_id, group_id)
-    runtime = _runtime(config_path, store, seed, render=True)
+    runtime = build_runtime(config_path, store, seed, render=True)
     spec = ProviderSpec.from_config(
         runtime.config.provider, REQUEST_FORMATS.get(output_format, runtime.config.provider.api)
     )
@@ -242,7 +151,7 @@ def render(
             click.echo(f"prefix: {json.dumps(request.prefix.to_json())}", err=True)
         return
     if output_format == "json":
-        _echo_json(
+        echo_json(
             {
                 **result.to_json(),
                 "turn_context": dict(context.trace),
@@ -344,49 +253,6 @@ def _replay_previous(
     )
 
 
-@cli.command(name="import")
-@click.argument("kind", type=click.Choice([*KINDS, AUTO_KIND]))
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@store_option
-@click.option("--bot", "bot_id", default=None, help="Bot id of records that name none.")
-@click.option(
-    "--group",
-    "group_id",
-    default=None,
-    help="Group id of records that name none ('' for the private-chat scope).",
-)
-@config_option
-def import_data(
-    kind: str,
-    files: tuple[Path, ...],
-    store: Path | None,
-    bot_id: str | None,
-    group_id: str | None,
-    config_path: Path | None,
-) -> None:
-    """Load retrieval data of KIND from FILES into the store, all or nothing.
-
-    KIND is one of the data kinds, or 'auto' to tell each file's kind from its name
-    (memories.jsonl, knowledge/*.md…); a directory imports every file in it.
-    """
-    config = _config(config_path, store)
-    if not config.store.enabled:
-        raise click.ClickException("the store is disabled ([store] enabled = false)")
-    if config.store.backend != "sqlite":
-        raise click.ClickException(
-            "the configured store is in memory; give --store FILE to import into a SQLite file"
-        )
-    try:
-        # Validate every file before the store is opened: a bad file leaves no trace at all.
-        batch = read_files(kind, list(files), bot_id=bot_id, group_id=group_id)
-        written = Stores.from_config(config).retrieval.write(batch)
-    except PromptweaveError as exc:
-        raise click.ClickException(str(exc)) from exc
-    path = config.resolve_path(config.store.path)
-    summary = ", ".join(f"{count} {name}" for name, count in written.items() if count) or "nothing"
-    click.echo(f"imported {summary} into {path}")
-
-
 def _echo_route_trace(route: dict[str, Any]) -> None:
     """The routing details under the compact decision: stage, necessity terms, exits, policy."""
     click.echo(f"stage: {route['stage']}")
@@ -445,7 +311,7 @@ def route(
     except TurnFileError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
-    results = decide_cases(_runtime(config_path), cases, seed=seed, stream=stream)
+    results = decide_cases(build_runtime(config_path), cases, seed=seed, stream=stream)
     for result in results:
         if as_json:
             click.echo(json.dumps(result.to_json(), ensure_ascii=False))
@@ -469,85 +335,5 @@ def route(
         click.echo(confusion_table(results), err=as_json)
 
 
-@cli.group()
-def store() -> None:
-    """Load and inspect the conversational store (docs/store.md)."""
-
-
-store_path_option = click.option(
-    "--store",
-    "store_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="SQLite store file (default: [store] path of the config).",
-)
-
-
-def _store_path(store_path: Path | None, config_path: Path | None) -> Path:
-    if store_path is not None:
-        return store_path
-    config = _config(config_path)
-    return config.resolve_path(config.store.path)
-
-
-@store.command("import")
-@click.argument("events_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@store_path_option
-@click.option("--no-compress", is_flag=True, help="Do not compress long sessions while importing.")
-@config_option
-def store_import(
-    events_file: Path, store_path: Path | None, no_compress: bool, config_path: Path | None
-) -> None:
-    """Record the events of EVENTS_FILE (JSON Lines: message and bot_reply events)."""
-    path = _store_path(store_path, config_path)
-    runtime = _with_stores(config_path, _open_store(path, config_path, create=True))
-    try:
-        with events_file.open(encoding="utf-8") as handle:
-            report = import_events(
-                runtime, handle, source=str(events_file), compress=not no_compress
-            )
-    except TurnFileError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
-    finally:
-        runtime.close()
-    click.echo(
-        f"{path}: {report.messages} messages, {report.replies} bot replies, "
-        f"{report.skipped} skipped, {report.summaries} summaries written"
-    )
-
-
-@store.command("stats")
-@store_path_option
-@click.option("--json", "as_json", is_flag=True, help="Output JSON.")
-@config_option
-def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None) -> None:
-    """Count the rows of each conversational table and show the schema versions."""
-    path = _store_path(store_path, config_path)
-    database = _open_store(path, config_path, create=False).database
-    if database is None:
-        raise click.ClickException(f"store file {path} is not a SQLite store")
-    connection = database.connection()
-    tables = (
-        "group_messages",
-        "session_turns",
-        "session_summaries",
-        "bot_reply_context",
-        "feedback_phrases",
-    )
-    counts = {
-        table: connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables
-    }
-    versions = dict(
-        connection.execute(
-            "SELECT component, MAX(version) FROM schema_versions GROUP BY component"
-        ).fetchall()
-    )
-    if as_json:
-        _echo_json({"path": str(path), "tables": counts, "schema_versions": versions})
-        return
-    click.echo(str(path))
-    for table, count in counts.items():
-        click.echo(f"  {table:<20} {count:>10}")
-    for component, version in sorted(versions.items()):
-        click.echo(f"  schema {component}: v{version}")
+cli.add_command(import_data)
+cli.add_command(store)
