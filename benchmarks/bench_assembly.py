@@ -359,12 +359,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"timing: median of {args.repeats} repeats x {args.iterations} turns "
         f"after {args.warmup} warm-up turns (Python {sys.version.split()[0]})"
     )
+    samples = [runtime.render(turn).stage_durations_ms for _ in range(args.iterations)]
     stages = ", ".join(
-        f"{name} {ms * 1000:.0f}"
-        for name, ms in runtime.render(turn).stage_durations_ms.items()
+        f"{name} {statistics.median(sample[name] for sample in samples) * 1000:.0f}"
+        for name in samples[0]
         if "." not in name
     )
-    print(f"promptweave stages (us, one turn): {stages}")
+    print(f"promptweave stages (median us over {args.iterations} turns): {stages}")
     print(f"promptweave    {promptweave_us:10.1f} us/turn")
     print(f"langchain-core {langchain_us:10.1f} us/turn")
     print(f"ratio (promptweave / langchain) {ratio:.2f}")
