@@ -393,7 +393,10 @@ class Promptweave:
 
     def measure(self, text: str) -> int:
         """The length of ``text`` for the budget: the ``measure_text`` hook, else characters."""
-        measured = self.plugins.pm.hook.measure_text(text=text)
+        hook = self.plugins.pm.hook.measure_text
+        if not hook.get_hookimpls():
+            return len(text)  # no plugin measures: skip a hook call per message
+        measured = hook(text=text)
         return len(text) if measured is None else int(measured)
 
     # -- recording -------------------------------------------------------------------------
