@@ -68,11 +68,13 @@ class HistoryRow:
     """One turn of the current user's history, from the store or the turn.
 
     :param summary: the row is a ``【此前对话摘要】`` summary of older turns.
+    :param message_id: the platform's id of the message, when known.
     """
 
     role: str
     content: str
     summary: bool = False
+    message_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -40,7 +40,7 @@ from framework.store.stores import Stores
 from framework.summary import CompressionResult, compress_session
 from framework.timeline import build_group_timeline
 from framework.turn import Bot, ChatMessage, Turn
-from framework.turn_messages import build_turn_messages, read_session
+from framework.turn_messages import build_turn_messages, carried_by_history, read_session
 
 __all__ = ["Promptweave"]
 
@@ -232,11 +232,14 @@ class Promptweave:
         now: dt.datetime | None = None,
         decision: Decision | None = None,
         retrieved: Mapping[str, tuple[Any, ...]] | None = None,
+        hidden_in_timeline: Callable[[ChatMessage], bool] | None = None,
     ) -> RenderContext:
         """The render context of ``turn``; ``now`` defaults to the message's time.
 
         The reply shape and turn policy are the turn's own when it gives them, else the decision's.
-        Messages kept during a cooldown join the timeline, so they are not lost.
+        Messages kept during a cooldown join the timeline, so they are not lost; messages for
+        which ``hidden_in_timeline`` is true are left out of it (the message sequence carries
+        them).
         """
         decision = decision or DEFAULT_DECISION
         timeline_messages = _with_kept(turn, decision)
@@ -249,7 +252,7 @@ class Promptweave:
             reply_shape=turn.reply_shape or decision.reply_shape or ReplyShape(),
             turn_policy=turn.turn_policy or decision.turn_policy or TurnPolicy(),
             timeline=build_group_timeline(
-                turn, self.persona, self.config.timeline, timeline_messages
+                turn, self.persona, self.config.timeline, timeline_messages, hidden_in_timeline
             ),
             retrieved=dict(turn.retrieved_items()) if retrieved is None else retrieved,
         )
@@ -347,7 +350,13 @@ class Promptweave:
         retrieved = _merge(turn.retrieved_items(), retrieval.items)
 
         start = time.perf_counter()
-        context = self.context_for(turn, now=now, decision=decision, retrieved=retrieved)
+        context = self.context_for(
+            turn,
+            now=now,
+            decision=decision,
+            retrieved=retrieved,
+            hidden_in_timeline=carried_by_history(reader.history(), turn),
+        )
         sections, system_prompt = self.assemble(context)
         durations["sections"] = _ms(start)
 
@@ -378,6 +387,10 @@ class Promptweave:
             ],
             "section_warnings": list(self.registries.section_warnings),
             "retrieval": retrieval.trace(),
+            "timeline": {
+                "lines": len(context.timeline.messages),
+                "hidden_in_history": context.timeline.hidden,
+            },
             **built.trace,
         }
         return RenderedTurn(

@@ -56,6 +56,7 @@ class SessionReader:
     now: dt.datetime
     degraded: str | None = attrs.field(init=False, default=None)
     sources: dict[str, str] = attrs.field(init=False, factory=dict)
+    _history: tuple[HistoryRow, ...] | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         if self.stores.sessions is None:
@@ -112,7 +113,12 @@ class SessionReader:
 
     def history(self) -> tuple[HistoryRow, ...]:
         """The user's history: the turn's own, else the store's newest rows with the summary kept
-        at the front; nothing once degraded."""
+        at the front; nothing once degraded. Read once per turn."""
+        if self._history is None:
+            self._history = self._read_history()
+        return self._history
+
+    def _read_history(self) -> tuple[HistoryRow, ...]:
         window = self.config.history.user_window
         if self.degraded is not None:
             return ()
@@ -145,7 +151,10 @@ class SessionReader:
         if summary is not None and window > 1:
             turns = [summary, *turns[-(window - 1) :]]
         return tuple(
-            HistoryRow(role=t.role, content=t.display_text(), summary=t.is_summary) for t in turns
+            HistoryRow(
+                role=t.role, content=t.display_text(), summary=t.is_summary, message_id=t.message_id
+            )
+            for t in turns
         )
 
     def _is_current(self, turn: SessionTurn) -> bool:

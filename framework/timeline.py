@@ -6,7 +6,7 @@ become vision inputs of the request.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -36,6 +36,8 @@ class GroupTimeline:
     :param messages: the messages shown, oldest first.
     :param images: image URLs of the shown messages (at most the configured number, the most
         recent ones, in timeline order).
+    :param hidden: how many messages of the window were left out because the message sequence
+        already carries them (the current user's own exchange with the bot).
     :param images_withheld: why the shown messages' images are not handed on, if they are not.
     """
 
@@ -43,6 +45,7 @@ class GroupTimeline:
     messages: tuple[ChatMessage, ...] = ()
     images: tuple[str, ...] = ()
     images_withheld: str | None = None
+    hidden: int = 0
 
 
 def speaker_label(sender_id: str, sender_name: str, bot: Bot, persona: PersonaPack) -> str:
@@ -87,12 +90,15 @@ def build_group_timeline(
     persona: PersonaPack,
     config: TimelineConfig,
     messages: Sequence[ChatMessage] | None = None,
+    hidden: Callable[[ChatMessage], bool] | None = None,
 ) -> GroupTimeline:
     """Render the timeline of ``turn`` from ``messages`` (default: ``turn.recent_messages``).
 
     The current message is excluded; a reply to a message inside the window reads ``（回X的话）``;
     lines are cut at ``line_chars`` and, when the block exceeds ``block_chars``, the oldest lines go
-    first so the newest context survives.
+    first so the newest context survives. Messages for which ``hidden`` is true are not shown
+    (the message sequence carries them); a reply to one still reads ``（回X的话）`` and its images
+    still count.
     """
     limit = timeline_limit(turn, config)
     if limit == 0:
@@ -105,7 +111,10 @@ def build_group_timeline(
         if m.id is not None
     }
     rendered: list[tuple[ChatMessage, str]] = []
+    left_out = [m for m in window if hidden is not None and hidden(m)]
     for message in window:
+        if message in left_out:
+            continue
         speaker = speaker_label(message.sender_id, message.sender_name, turn.bot, persona)
         replied = labels.get(message.reply_to) if message.reply_to is not None else None
         tail = f"（回{replied}的话）" if replied else ""
@@ -116,10 +125,11 @@ def build_group_timeline(
     while rendered and sum(len(line) + 1 for _, line in rendered) > budget:
         rendered.pop(0)
     if not rendered:
-        return GroupTimeline()
+        return GroupTimeline(hidden=len(left_out))
     shown = tuple(message for message, _ in rendered)
+    oldest_shown = window.index(shown[0])
     images: list[str] = []
-    for message in reversed(shown):
+    for message in reversed(window[oldest_shown:]):
         for url in reversed(message.images):
             if url.lower() not in (seen.lower() for seen in images):
                 images.append(url)
@@ -132,6 +142,10 @@ def build_group_timeline(
         # Seed 004, 识别问句聚焦当前图: history images would pull the answer away from the
         # image the user is asking about.
         return GroupTimeline(
-            text=text, messages=shown, images=(), images_withheld="recognition_question"
+            text=text,
+            messages=shown,
+            images=(),
+            images_withheld="recognition_question",
+            hidden=len(left_out),
         )
-    return GroupTimeline(text=text, messages=shown, images=tuple(kept))
+    return GroupTimeline(text=text, messages=shown, images=tuple(kept), hidden=len(left_out))

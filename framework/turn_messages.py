@@ -8,6 +8,7 @@ the finished system prompt).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -15,15 +16,20 @@ import attrs
 from framework.ambient import snapshot_from_timeline
 from framework.budget import Measure, apply_budget
 from framework.config import Config
-from framework.messages import PromptMessage, build_message_sequence
+from framework.messages import HistoryRow, PromptMessage, build_message_sequence
 from framework.persona import PersonaPack
 from framework.session_inputs import SessionReader
 from framework.store.sessions import group_scope
 from framework.store.stores import Stores
 from framework.timeline import GroupTimeline
-from framework.turn import Turn
+from framework.turn import ChatMessage, Turn
 
-__all__ = ["TurnMessages", "build_turn_messages", "read_session"]
+__all__ = [
+    "TurnMessages",
+    "build_turn_messages",
+    "carried_by_history",
+    "read_session",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -108,3 +114,31 @@ def build_turn_messages(
         },
     }
     return TurnMessages(messages=tuple(kept), vision_images=timeline.images, trace=trace)
+
+
+def carried_by_history(
+    history: Sequence[HistoryRow], turn: Turn
+) -> Callable[[ChatMessage], bool]:
+    """Whether a group message is already in the user's history rows, so the timeline need not
+    show it again (the message sequence never repeats what the system prompt carries). Matched by
+    message id when the row has one, else by speaker and text: the user's own lines and the bot's.
+    """
+    ids = {row.message_id for row in history if row.message_id is not None and not row.summary}
+    texts = {
+        (row.role, row.content.strip())
+        for row in history
+        if row.message_id is None and not row.summary
+    }
+
+    def carried(message: ChatMessage) -> bool:
+        if message.id is not None and message.id in ids:
+            return True
+        if message.sender_id == turn.bot.id:
+            role = "assistant"
+        elif message.sender_id == turn.message.sender_id:
+            role = "user"
+        else:
+            return False
+        return (role, message.text.strip()) in texts
+
+    return carried

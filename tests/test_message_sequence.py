@@ -16,6 +16,7 @@ from framework import (
     Promptweave,
     RenderedTurn,
     SpeakTrigger,
+    Stores,
     Turn,
 )
 from framework.messages import HistoryRow, build_message_sequence
@@ -407,3 +408,39 @@ def test_memory_policy_without_ambient_excerpt_drops_it() -> None:
     )
     assert sequence.notes["ambient"] == "memory_policy"
     assert [m.source for m in sequence.messages] == ["history", "history", "current"]
+
+
+def _history_bodies(rendered: RenderedTurn) -> list[str]:
+    return [m.content.split("\n", 1)[-1] for m in rendered.messages if m.source == "history"]
+
+
+def test_the_timeline_leaves_out_what_the_history_carries_from_a_turn_file() -> None:
+    from framework import load_turn_file
+    from framework.testing import TEST_ENVIRON
+
+    runtime = Promptweave.from_config(Config(), stores=Stores.in_memory(), environ=TEST_ENVIRON)
+    rendered = runtime.render(load_turn_file(ROOT / "examples" / "turns" / "reply_to_bot.json"))
+    timeline = next(s.text for s in rendered.sections if s.id == "group_timeline")
+    bodies = _history_bodies(rendered)
+    assert "@小织 你推荐一个" in bodies
+    assert (
+        "你推荐一个" not in timeline and "汤底是现熬的\n" not in timeline.split("【小织刚才说】")[0]
+    )
+    assert "- 阿蒙：中午吃什么好纠结" in timeline
+    assert rendered.trace["timeline"]["hidden_in_history"] == 2
+
+
+def test_the_timeline_leaves_out_what_the_stored_history_carries(
+    runtime: Promptweave, message: MessageFactory
+) -> None:
+    runtime.record_message(BOT.id, GROUP, message("30017", "楼下新开了家米线", minute=0))
+    exchange(runtime, message, "30022", "@小织 你推荐一个", "米线可以试试", 1)
+    current = message("30022", "@小织 哪一家", minute=3, addressed=True)
+    rendered = render(runtime, current, trigger=SpeakTrigger.MENTION)
+    timeline = next(s.text for s in rendered.sections if s.id == "group_timeline")
+    assert "楼下新开了家米线" in timeline
+    assert "你推荐一个" not in timeline and "米线可以试试" not in timeline
+    assert any(body.endswith("你推荐一个") for body in _history_bodies(rendered))
+    # Nothing the message sequence sends is in the system prompt already.
+    for body in _history_bodies(rendered):
+        assert body not in rendered.system_prompt
