@@ -15,6 +15,7 @@ Requires ``httpx`` (``pip install 'promptweave[openai]'``).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -48,9 +49,11 @@ def _reply_text(api: ProviderApi, data: Mapping[str, Any]) -> str | None:
     return "".join(texts) if texts else None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.define(kw_only=True, eq=False)
 class OpenAICompatClient:
     """A client for one OpenAI-compatible endpoint; also a plugin (register an instance).
+
+    It keeps one ``httpx.Client`` (its connection pool) for all its requests.
 
     :param base_url: the API's base URL, for example ``https://api.openai.com/v1``.
     :param api_key: the bearer key; ``""`` sends no ``Authorization`` header.
@@ -62,6 +65,18 @@ class OpenAICompatClient:
     api_key: str = attrs.field(default="", repr=False)
     timeout_s: float = 60.0
     transport: httpx.BaseTransport | None = None
+    _http: httpx.Client | None = attrs.field(default=None, init=False, repr=False)
+
+    def _client(self) -> httpx.Client:
+        if self._http is None:
+            self._http = httpx.Client(timeout=self.timeout_s, transport=self.transport)
+        return self._http
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        if self._http is not None:
+            self._http.close()
+            self._http = None
 
     @classmethod
     def from_config(
@@ -97,10 +112,9 @@ class OpenAICompatClient:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         try:
-            with httpx.Client(timeout=self.timeout_s, transport=self.transport) as client:
-                response = client.post(
-                    self.base_url + request.path, content=request.body_bytes(), headers=headers
-                )
+            response = self._client().post(
+                self.base_url + request.path, content=request.body_bytes(), headers=headers
+            )
         except httpx.HTTPError as exc:
             return SubmitResult(sent=False, status="error", detail=f"{type(exc).__name__}: {exc}")
         if response.status_code >= 400:
@@ -129,4 +143,12 @@ def submit_request(request: ProviderRequest, config: Config) -> SubmitResult | N
     """Send OpenAI-format requests to the configured endpoint; leave others to other plugins."""
     if request.api not in HANDLED:
         return None
-    return OpenAICompatClient.from_config(config).submit(request)
+    described = OpenAICompatClient.from_config(config)
+    client = _shared_client(described.base_url, described.api_key, described.timeout_s)
+    return client.submit(request)
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_client(base_url: str, api_key: str, timeout_s: float) -> OpenAICompatClient:
+    # One client (one connection pool) per endpoint, so requests reuse connections and TLS.
+    return OpenAICompatClient(base_url=base_url, api_key=api_key, timeout_s=timeout_s)

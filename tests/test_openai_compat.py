@@ -145,3 +145,12 @@ def test_enabled_by_name_it_reads_the_config(monkeypatch):
     result = submit_request(runtime, _request(runtime))
     assert result.text == "好"
     assert posted == [("http://127.0.0.1:9/v1", "qwen-plus")]
+
+
+def test_the_module_plugin_reuses_one_client_per_endpoint():
+    import contrib.openai_compat as compat
+
+    compat._shared_client.cache_clear()
+    first = compat._shared_client("https://llm.example/v1", "k", 30.0)
+    assert compat._shared_client("https://llm.example/v1", "k", 30.0) is first
+    assert compat._shared_client("https://other.example/v1", "k", 30.0) is not first
