@@ -116,9 +116,7 @@ def build_turn_messages(
     return TurnMessages(messages=tuple(kept), vision_images=timeline.images, trace=trace)
 
 
-def carried_by_history(
-    history: Sequence[HistoryRow], turn: Turn
-) -> Callable[[ChatMessage], bool]:
+def carried_by_history(history: Sequence[HistoryRow], turn: Turn) -> Callable[[ChatMessage], bool]:
     """Whether a group message is already in the user's history rows, so the timeline need not
     show it again (the message sequence never repeats what the system prompt carries). Matched by
     message id when the row has one, else by speaker and text: the user's own lines and the bot's.
