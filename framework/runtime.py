@@ -10,7 +10,6 @@ import asyncio
 import datetime as dt
 import logging
 import random
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -23,21 +22,20 @@ from framework.assembly import SectionAssembler
 from framework.config import Config
 from framework.context import RenderContext
 from framework.conversation import ConversationState
-from framework.decision import Decision, DeliveryStyle
+from framework.conversation_io import STORE_ERRORS, ConversationIO
+from framework.decision import Decision
 from framework.errors import ConfigError
 from framework.items import ReplyShape, TurnPolicy
 from framework.persona import PersonaPack
 from framework.plugins import PluginInfo, PluginManager, build_plugin_manager
-from framework.recording import BackgroundRunner, record_bot_reply, record_message
+from framework.recording import BackgroundRunner
 from framework.registry import Registries, collect_registries
 from framework.rendered import RenderedSection, RenderedTurn, SectionListing
 from framework.retrieval import RetrievalOutcome, RetrievalQuery, RetrievalRunner
-from framework.routing import DEFAULT_DECISION, Delivery, Router, resolve_delivery
+from framework.routing import DEFAULT_DECISION, Router
 from framework.session_inputs import SessionReader
 from framework.store.routing_state import MemoryRoutingState
-from framework.store.sqlite import StoreUnavailableError
 from framework.store.stores import Stores
-from framework.summary import CompressionResult, compress_session
 from framework.timeline import build_group_timeline
 from framework.turn import Bot, ChatMessage, Turn
 from framework.turn_messages import build_turn_messages, carried_by_history, read_session
@@ -46,9 +44,6 @@ __all__ = ["Promptweave"]
 
 log = logging.getLogger("promptweave")
 
-
-#: Store failures a turn survives (traced, never raised to the bot).
-_STORE_ERRORS = (StoreUnavailableError, sqlite3.Error)
 
 #: How many of a group's stored expression pairs the low-engagement exit reads for its phrases.
 LEARNED_REPLIES_READ = 64
@@ -63,7 +58,7 @@ def _ms(start: float) -> float:
 
 
 @attrs.define
-class Promptweave:
+class Promptweave(ConversationIO):
     """Routes and assembles turns with the loaded plugins.
 
     :param strict: raise :class:`framework.errors.SectionRenderError` when a section's ``render``
@@ -166,7 +161,7 @@ class Promptweave:
         at = now or turn.message.time
         try:
             return router.route(turn, at)
-        except _STORE_ERRORS as exc:
+        except STORE_ERRORS as exc:
             # A failing routing store must not cost the bot its turn: route on a scratch state
             # (no cooldowns or quote history known) and say so in the trace.
             log.warning("routing state unavailable, routing without it: %s", exc)
@@ -178,7 +173,7 @@ class Promptweave:
     def _rhythm_share(self, bot_id: str, group_id: str) -> float | None:
         try:
             baseline = self.stores.retrieval.rhythm_baseline(bot_id, group_id)
-        except _STORE_ERRORS as exc:
+        except STORE_ERRORS as exc:
             log.warning("rhythm baseline unavailable for the reply shape: %s", exc)
             return None
         return None if baseline is None else baseline.single_bubble_share
@@ -186,42 +181,6 @@ class Promptweave:
     def _learned_replies(self, bot_id: str, group_id: str) -> list[str]:
         pairs = self.stores.retrieval.expression_pairs(bot_id, group_id, limit=LEARNED_REPLIES_READ)
         return [pair.reply for pair in pairs]
-
-    def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
-        """How to deliver a decided reply: a QUOTE goes out plain when its target is no longer
-        one of the group's candidates (seed 004, 引用的原生引用), or when the routing state
-        cannot be read."""
-        try:
-            return resolve_delivery(
-                self.stores.routing, bot_id=turn.bot.id, group_id=turn.group_id, decision=decision
-            )
-        except _STORE_ERRORS as exc:
-            log.warning("routing state unavailable, delivering plainly: %s", exc)
-            return Delivery(style=DeliveryStyle.PLAIN, reason="routing_state_unavailable")
-
-    def note_delivered(
-        self, turn: Turn, delivery: Delivery, *, at: dt.datetime | None = None
-    ) -> None:
-        """Record a delivered reply: it counts as recent bot presence, starts the group's reply
-        cooldown (``[routing] reply_cooldown_s``) and, for a quote, the quote cooldown."""
-        quoted = delivery.reply_message_id if delivery.style is DeliveryStyle.QUOTE else None
-        try:
-            self._note_routing_delivery(turn.bot.id, turn.group_id, at or self.clock(), quoted)
-        except _STORE_ERRORS as exc:
-            log.warning("routing state not updated for a delivered reply: %s", exc)
-
-    def _note_routing_delivery(
-        self, bot_id: str, group_id: str | None, at: dt.datetime, quoted_message_id: str | None
-    ) -> None:
-        if group_id is None:
-            return
-        state = self.stores.routing
-        state.note_bot_reply(bot_id, group_id, at)
-        cooldown = self.config.routing.reply_cooldown_s
-        if cooldown > 0:
-            state.start_cooldown(bot_id, group_id, at + dt.timedelta(seconds=cooldown))
-        if quoted_message_id is not None:
-            state.note_quote_delivered(bot_id, group_id, quoted_message_id, at)
 
     # -- assembly --------------------------------------------------------------------------
 
@@ -412,82 +371,6 @@ class Promptweave:
         measured = hook(text=text)
         return len(text) if measured is None else int(measured)
 
-    # -- recording -------------------------------------------------------------------------
-
-    def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
-        """Store an incoming group message (the group timeline reads it); never raises for a
-        failing store. See :func:`framework.recording.record_message`."""
-        return record_message(self.stores, bot_id, group_id, message)
-
-    def record_bot_reply(
-        self,
-        bot_id: str,
-        group_id: str | None,
-        text: str,
-        *,
-        message_id: str | None,
-        answering: ChatMessage | None = None,
-        quoted: bool = False,
-        time: dt.datetime | None = None,
-    ) -> bool:
-        """Store a delivered bot message, note it in the routing state (bot presence, reply and
-        quote cooldowns, as :meth:`note_delivered`), then compress the user's session in the
-        background if it grew long (seed 004, 长会话压缩). Never raises for a failing store.
-
-        :param message_id: the platform's id of the delivered message.
-        :param answering: the user message it answers; the pair enters that user's session.
-        :param quoted: the reply quoted ``answering``.
-        :param time: when it was delivered; the clock's time by default.
-        """
-        sent_at = time or self.clock()
-        # The routing state learns of the delivery too: bot presence, reply cooldown, and the
-        # quote cooldown, which counts from the quote actually delivered (seed 004).
-        quoted_id = answering.id if quoted and answering is not None else None
-        try:
-            self._note_routing_delivery(bot_id, group_id, sent_at, quoted_id)
-        except _STORE_ERRORS as exc:
-            log.warning("routing state not updated for a delivered reply: %s", exc)
-        stored = record_bot_reply(
-            self.stores,
-            self.config,
-            bot_id,
-            group_id,
-            text,
-            message_id=message_id,
-            time=sent_at,
-            answering=answering,
-            quoted=quoted,
-            bot_name=self.persona.labels.self_label,
-        )
-        if stored and answering is not None and self.config.session.summary_enabled:
-            user_id = answering.sender_id
-            self.background.submit(
-                ("compress", bot_id, group_id, user_id),
-                lambda: self.compress_session(bot_id, group_id, user_id, now=sent_at),
-            )
-        return stored
-
-    def compress_session(
-        self, bot_id: str, group_id: str | None, user_id: str, *, now: dt.datetime | None = None
-    ) -> CompressionResult:
-        """Compress one user's session now if it is long enough and the cooldown allows."""
-        return compress_session(
-            self.stores,
-            self.plugins,
-            self.config,
-            bot_id=bot_id,
-            group_id=group_id,
-            user_id=user_id,
-            now=now or self.clock(),
-        )
-
-    def wait_for_background(self, timeout: float | None = None) -> bool:
-        """Wait until the background work (session compression) is done.
-
-        :returns: ``True`` when everything finished within ``timeout`` seconds.
-        """
-        return self.background.wait(timeout)
-
     def close(self) -> None:
         """Finish the background work, release the retrieval worker threads and close this
         thread's store connection."""
@@ -498,22 +381,6 @@ class Promptweave:
         if loop is not None:
             loop.close()
             self._loops.loop = None
-
-    def parse_incoming(self, platform: str, payload: Any, bot_id: str) -> ChatMessage:
-        """Turn a platform's incoming message into a :class:`ChatMessage` through the
-        ``parse_incoming`` hook (enable the ``contrib`` plugin ``onebot`` for OneBot v11).
-
-        :raises ValueError: no loaded plugin handles ``platform``.
-        """
-        message = self.plugins.pm.hook.parse_incoming(
-            platform=platform, payload=payload, bot_id=bot_id
-        )
-        if message is None:
-            raise ValueError(
-                f"no plugin parses messages of platform {platform!r}; "
-                "enable one (contrib plugin 'onebot' handles 'onebot')"
-            )
-        return message  # type: ignore[no-any-return]
 
     # -- inspection ------------------------------------------------------------------------
 
