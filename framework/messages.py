@@ -134,6 +134,10 @@ def _current_text(turn: Turn) -> str:
     text = turn.message.text.strip()
     if turn.message.images:
         return f"{IMAGE_MARK} {text}".strip()
+    if not text and turn.message.addressed:
+        # A bare @-mention (adapters strip the mention from the text) is a summons: the model
+        # must still see that it was called, or the request has no user message at all.
+        return f"@{turn.bot.name}"
     return text
 
 

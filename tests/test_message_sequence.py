@@ -444,3 +444,14 @@ def test_the_timeline_leaves_out_what_the_stored_history_carries(
     # Nothing the message sequence sends is in the system prompt already.
     for body in _history_bodies(rendered):
         assert body not in rendered.system_prompt
+
+
+def test_a_bare_mention_still_sends_a_current_message(
+    runtime: Promptweave, message: MessageFactory
+) -> None:
+    # OneBot adapters strip "@bot" from the text: a bare summons arrives as an empty text.
+    current = message("30022", "", minute=1, addressed=True)
+    rendered = render(runtime, current, trigger=SpeakTrigger.MENTION)
+    assert rendered.decision.action.value == "reply"
+    assert rendered.messages[-1].source == "current"
+    assert rendered.messages[-1].content.endswith("\n@小织")
