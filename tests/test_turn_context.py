@@ -207,6 +207,8 @@ def test_notes_are_sanitized_cut_and_deduplicated():
 def test_notes_wait_for_a_turn_with_a_user_message():
     runtime = make_runtime()
     turn = later(example_turn(), 0, text="")
+    # Empty and not addressed (an addressed empty message is a summons and gets "@小织").
+    turn = attrs.evolve(turn, message=attrs.evolve(turn.message, addressed=False))
     key = conversation_key(turn)
     runtime.conversations.notes.push(key, "[系统备注：首次对话]")
     context = build(runtime, turn)
