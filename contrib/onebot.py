@@ -36,7 +36,7 @@ __all__ = [
 FACE_TEXT = "[表情]"
 MENTION_ALL_TEXT = "@全体成员"
 
-_CQ_CODE = re.compile(r"\[CQ:([A-Za-z0-9_.\-]+)((?:,[^,\]]*)*)\]")
+_CQ_CODE = re.compile(r"\[CQ:([A-Za-z0-9_.\-]+)((?:,[^,\[\]]*)*)\]")
 _TEXT_ESCAPES = (("&", "&amp;"), ("[", "&#91;"), ("]", "&#93;"))
 
 

@@ -60,7 +60,7 @@ STOP_TERMS: frozenset[str] = frozenset(
 _RUNS = re.compile(r"[0-9a-z]+|[^\W0-9a-z_]+")
 # A mention (``@小织``) names the addressee, not the topic.
 _MENTION = re.compile(r"@\S+(?=\s)")
-_CQ_CODE = re.compile(r"\[CQ:[^\]]*\]")
+_CQ_CODE = re.compile(r"\[CQ:[^\[\]]*\]")
 
 
 def normalize_query(text: str, self_names: Iterable[str] = ()) -> str:

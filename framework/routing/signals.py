@@ -59,6 +59,10 @@ def _raw_text(message: ChatMessage) -> str:
     )
 
 
+#: The part of a message routing reads.
+ROUTING_TEXT_CHARS = 4000
+
+
 @attrs.frozen(kw_only=True)
 class MessageSignals:
     """Facts about the current message, for the routing rules (``docs/routing.md``).
@@ -115,7 +119,10 @@ class MessageSignals:
         now: dt.datetime,
     ) -> MessageSignals:
         """Read the signals of ``turn``'s message."""
-        message, bot = turn.message, turn.bot
+        bot = turn.bot
+        # Routing reads the head of a message: what decides it is there, and word lists over a
+        # megabyte of text would only cost time (seed 004's decision input holds 4000).
+        message = attrs.evolve(turn.message, text=turn.message.text[:ROUTING_TEXT_CHARS])
         self_names = tuple(name for name in (bot.name, *bot.aliases) if name)
         text = _without_call(ts.focus_text(message.text, self_names), self_names)
         ids = mention_ids(message)

@@ -97,12 +97,13 @@ SPAM_WORDS: tuple[str, ...] = (
 #: Characters a gentle canned phrase may not contain anywhere.
 GENTLE_FORBIDDEN: tuple[str, ...] = ("？", "?", "！", "!", "。", ".", "[CQ:")
 
-_CQ = re.compile(r"\[CQ:[^\]]*\]")
-_CQ_AT = re.compile(r"\[CQ:at,qq=([^,\]]+)[^\]]*\]")
-_CQ_FACE = re.compile(r"\[CQ:(?:face|mface|sface|bface)[^\]]*\]")
+# "[^\[\]]" keeps each match from scanning past the next "[": linear even on "[CQ:[CQ:…".
+_CQ = re.compile(r"\[CQ:[^\[\]]*\]")
+_CQ_AT = re.compile(r"\[CQ:at,qq=([^,\[\]]+)[^\[\]]*\]")
+_CQ_FACE = re.compile(r"\[CQ:(?:face|mface|sface|bface)[^\[\]]*\]")
 _BRACKET_FACE = re.compile(r"\[(?!图片\])[^\[\]\s]{1,6}\]")
 _TEXT_MENTION = re.compile(r"@([^\s@，,：:。！!？?]+)")
-_PUNCT_TAIL = re.compile(r"[\s,，。.!！?？~～…、]+$")
+_TAIL_MARKS = frozenset(",，。.!！?？~～…、")
 _VENT = re.compile("(?:" + "|".join(map(re.escape, VENT_ENDINGS)) + r")[\s。！!？?~～…，,]*$")
 _LAUGH = re.compile(r"^(?:[哈h呵嘿嘻w]{2,}|2{1}3{2,}|6{1,}|六{2,}|1{1,})$")
 _KEY_MASH = ("asdf", "sdfg", "dfgh", "qwer", "wert", "zxcv", "hjkl", "jkl", "uiop")
@@ -121,8 +122,17 @@ _DEICTIC = re.compile(
 _QUESTION_PARTICLES = re.compile(r"[吗呢嘛吧呀]+$")
 
 
+def _strip_tail(text: str) -> str:
+    """``text`` without trailing whitespace and punctuation (a loop, not a ``[…]+$`` regex,
+    which backtracks quadratically on long runs of punctuation)."""
+    end = len(text)
+    while end and (text[end - 1].isspace() or text[end - 1] in _TAIL_MARKS):
+        end -= 1
+    return text[:end]
+
+
 def strip_trailing_punctuation(text: str) -> str:
-    return _PUNCT_TAIL.sub("", text)
+    return _strip_tail(text)
 
 
 def mentioned_names(text: str) -> tuple[str, ...]:
@@ -179,7 +189,7 @@ def is_incomplete(text: str) -> bool:
     """An utterance that trails off (``然后``, ``因为，``) or a bare ``我是``-style fragment."""
     if "?" in text or "？" in text:
         return False
-    core = _PUNCT_TAIL.sub("", text)
+    core = _strip_tail(text)
     if not core:
         return False
     for tail in INCOMPLETE_TAILS:
@@ -219,7 +229,7 @@ def has_emotion_words(text: str) -> bool:
 
 def is_short_reaction(text: str) -> bool:
     """A high-frequency short reaction: ``哈哈哈``, ``草``, ``666``, ``确实``, ``绷不住了``."""
-    compact = _PUNCT_TAIL.sub("", "".join(text.split())).lower()
+    compact = _strip_tail("".join(text.split())).lower()
     if not compact or len(compact) > 8:
         return False
     return compact in SHORT_REACTIONS or bool(_LAUGH.match(compact))
@@ -240,7 +250,7 @@ def is_shut_up(text: str) -> bool:
 
 def is_bare_request(text: str) -> bool:
     """A request with nothing to act on: ``帮我查一下``, ``你帮我``, ``帮个忙``."""
-    core = _PUNCT_TAIL.sub("", text)
+    core = _strip_tail(text)
     if core in _BARE_REQUEST_PHRASES:
         return True
     return bool(core) and has_request_words(core) and bool(_BARE_REQUEST.match(core))
@@ -248,7 +258,7 @@ def is_bare_request(text: str) -> bool:
 
 def is_deictic_question(text: str) -> bool:
     """A question about ``那个``/``这个``/``它`` and nothing else: ``那个怎么弄``."""
-    return bool(_DEICTIC.match(_PUNCT_TAIL.sub("", text)))
+    return bool(_DEICTIC.match(_strip_tail(text)))
 
 
 #: Insults and swearing: a learned reply containing one never enters a phrase pool (seed 004,
