@@ -26,6 +26,13 @@ from framework import (
 # -- stage gate: skip in silence ------------------------------------------------------------
 
 
+def gate_own_message(context: RouteContext) -> GateSkip | None:
+    # The bot never answers itself: a platform echoing the bot's own message must not start a
+    # loop of replies.
+    turn = context.turn
+    return GateSkip(reason="own_message") if turn.message.sender_id == turn.bot.id else None
+
+
 def gate_shut_up(context: RouteContext) -> GateSkip | None:
     if not context.signals.shut_up:
         return None
@@ -82,6 +89,7 @@ def gate_cooldown(context: RouteContext) -> GateSkip | None:
 
 
 GATES: tuple[tuple[str, int, Callable[[RouteContext], GateSkip | None]], ...] = (
+    ("own_message", 900, gate_own_message),
     ("shut_up", 1000, gate_shut_up),
     ("face", 1100, gate_face),
     ("noise", 1200, gate_noise),

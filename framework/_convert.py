@@ -57,6 +57,17 @@ converter.register_structure_hook(dt.datetime, _structure_datetime)
 converter.register_structure_hook(bool, _structure_bool)
 converter.register_unstructure_hook(dt.datetime, lambda value: value.isoformat())
 converter.register_structure_hook(str, _structure_str)
+
+
+def _structure_str_tuple(value: Any, _type: type) -> tuple[str, ...]:
+    # cattrs would iterate a bare string into its characters: "images": "https://…" must be an
+    # error, not 40 one-letter URLs.
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ValueError(f"expected a list of strings, not {value!r}")
+    return tuple(_structure_str(item, str) for item in value)
+
+
+converter.register_structure_hook_func(lambda cls: cls == tuple[str, ...], _structure_str_tuple)
 # A StrEnum is also a str: without its own hook it would take the str hook and skip validation.
 converter.register_structure_hook(enum.StrEnum, _structure_enum)
 
@@ -68,6 +79,8 @@ def format_exception(exc: BaseException, type_: type | None) -> str:
         return str(exc)
     if isinstance(exc, ValueError) and isinstance(type_, type) and issubclass(type_, enum.Enum):
         return str(exc)
+    if isinstance(exc, ValueError) and str(exc).startswith("expected "):
+        return str(exc)  # the project's own hooks say what they expected
     return cattrs.v.format_exception(exc, type_)
 
 

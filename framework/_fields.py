@@ -11,7 +11,12 @@ __all__ = ["one_of", "str_tuple"]
 
 
 def str_tuple(values: Iterable[str]) -> tuple[str, ...]:
-    """Freeze an iterable of strings (lists from JSON/TOML become tuples)."""
+    """Freeze an iterable of strings (lists from JSON/TOML become tuples).
+
+    A bare string is refused: it would silently become a tuple of its characters.
+    """
+    if isinstance(values, str):
+        raise ValueError(f"expected a list of strings, not the string {values!r}")
     return tuple(values)
 
 

@@ -85,11 +85,17 @@ def estimate_messages_tokens_rough(
 
 
 def estimate_request_tokens(
-    system_prompt: str, messages: Sequence[PromptMessage], image_token_cost: int = 1500
+    system_prompt: str,
+    messages: Sequence[PromptMessage],
+    image_token_cost: int = 1500,
+    extra_images: int = 0,
 ) -> int:
-    """The full estimate of a request: the system prompt plus the messages."""
-    return (len(system_prompt) + 3) // 4 + estimate_messages_tokens_rough(
-        messages, image_token_cost
+    """The full estimate of a request: the system prompt, the messages, and images the request
+    adds besides the messages' own (``extra_images``: the group timeline's)."""
+    return (
+        (len(system_prompt) + 3) // 4
+        + estimate_messages_tokens_rough(messages, image_token_cost)
+        + extra_images * image_token_cost
     )
 
 
@@ -99,6 +105,7 @@ def should_run_preflight_estimate(
     protect_last: int,
     threshold_tokens: int,
     image_token_cost: int = 1500,
+    extra_images: int = 0,
 ) -> bool:
     """Whether the full estimate is worth running.
 
@@ -108,7 +115,8 @@ def should_run_preflight_estimate(
     """
     if len(messages) > protect_first + protect_last + 1:
         return True
-    return estimate_messages_tokens_rough(messages, image_token_cost) >= threshold_tokens
+    rough = estimate_messages_tokens_rough(messages, image_token_cost)
+    return rough + extra_images * image_token_cost >= threshold_tokens
 
 
 def compression_made_progress(
@@ -176,6 +184,7 @@ def run_preflight(
     threshold_tokens: int,
     max_passes: int = 3,
     image_token_cost: int = 1500,
+    extra_images: int = 0,
 ) -> tuple[list[PromptMessage], PreflightResult]:
     """Compress ``messages`` until the request is under ``threshold_tokens``.
 
@@ -186,10 +195,10 @@ def run_preflight(
     """
     current = list(messages)
     if not should_run_preflight_estimate(
-        current, protect_first, protect_last, threshold_tokens, image_token_cost
+        current, protect_first, protect_last, threshold_tokens, image_token_cost, extra_images
     ):
         return current, PreflightResult()
-    tokens = estimate_request_tokens(system_prompt, current, image_token_cost)
+    tokens = estimate_request_tokens(system_prompt, current, image_token_cost, extra_images)
     if tokens < threshold_tokens:
         return current, PreflightResult(estimated=True, tokens=tokens, outcome="under_threshold")
     passes: list[PreflightPass] = []
@@ -197,7 +206,9 @@ def run_preflight(
     before_tokens = tokens
     for number in range(1, max_passes + 1):
         compressed = list(compress(current, number))
-        after_tokens = estimate_request_tokens(system_prompt, compressed, image_token_cost)
+        after_tokens = estimate_request_tokens(
+            system_prompt, compressed, image_token_cost, extra_images
+        )
         progress = compression_made_progress(
             len(current), len(compressed), before_tokens, after_tokens
         )

@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable
 import attrs
 
 from framework.config import Config
+from framework.sanitize import strip_lone_surrogates
 from framework.store.sessions import SessionTurn, group_scope
 from framework.store.sqlite import StoreUnavailableError
 from framework.store.stores import Stores
@@ -42,6 +43,9 @@ def record_message(stores: Stores, bot_id: str, group_id: str | None, message: C
         is disabled or failing (logged).
     """
     if group_id is None or stores.group_log is None:
+        return False
+    if not group_id.strip():
+        log.warning("not recording a message with a blank group id")
         return False
     try:
         return stores.group_log.append_group_message(bot_id, group_id, message)
@@ -84,7 +88,11 @@ def record_bot_reply(
     :param quoted: the reply was delivered quoting ``answering`` (the timeline then shows it).
     :returns: ``True`` when everything was stored; ``False`` when a store is disabled or failing.
     """
+    text = strip_lone_surrogates(text)
     if stores.sessions is None:
+        return False
+    if group_id is not None and not group_id.strip():
+        log.warning("not recording a bot reply with a blank group id")
         return False
     session = config.session
     sent = ChatMessage(

@@ -28,6 +28,7 @@ from framework.items import (
     TopicSummary,
     TurnPolicy,
 )
+from framework.sanitize import strip_lone_surrogates
 
 __all__ = [
     "Bot",
@@ -38,6 +39,12 @@ __all__ = [
     "Turn",
     "TurnRetrieved",
 ]
+
+
+def _group_id(_instance: Any, _attribute: Any, value: str | None) -> None:
+    # "" must not pass for a group: stores file it under the private-chat scope.
+    if value is not None and not value.strip():
+        raise ValueError("group_id must be a group's id, or null for a private chat")
 
 
 def _aware(value: dt.datetime) -> dt.datetime:
@@ -87,10 +94,11 @@ class ChatMessage:
     """
 
     sender_id: str
-    text: str
+    # Lone surrogates are dropped on arrival: no store, hash or provider accepts them.
+    text: str = attrs.field(converter=strip_lone_surrogates)
     time: dt.datetime = attrs.field(validator=lambda _i, _a, v: _aware(v))
     id: str | None = None
-    sender_name: str = ""
+    sender_name: str = attrs.field(default="", converter=strip_lone_surrogates)
     raw: Any = None
     addressed: bool = False
     reply_to: str | None = None
@@ -103,7 +111,7 @@ class HistoryEntry:
     """One turn of the current user's conversation with the bot."""
 
     role: str = attrs.field(validator=one_of("user", "assistant"))
-    content: str
+    content: str = attrs.field(converter=strip_lone_surrogates)
 
 
 @attrs.frozen(kw_only=True)
@@ -164,7 +172,7 @@ class Turn:
 
     bot: Bot
     message: ChatMessage
-    group_id: str | None = None
+    group_id: str | None = attrs.field(default=None, validator=_group_id)
     trigger: SpeakTrigger | None = None
     recent_messages: tuple[ChatMessage, ...] = ()
     history: tuple[HistoryEntry, ...] = ()

@@ -285,6 +285,8 @@ def build_turn_context(
         threshold_tokens=settings.threshold_tokens,
         max_passes=settings.max_passes,
         image_token_cost=settings.image_token_cost,
+        # The group timeline's images ride in a message of their own, added to the request.
+        extra_images=len(rendered.vision_images),
     )
     conversation_history: tuple[PromptMessage, ...] | None = tuple(history)
     if preflight.compressed:

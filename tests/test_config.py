@@ -99,7 +99,7 @@ def test_malformed_pack_names_file_and_key(tmp_path):
     )
     with pytest.raises(
         ConfigError,
-        match=r"p\.toml: invalid value for type, expected str @ "
+        match=r"p\.toml: expected a string, got list @ "
         r"\$\.labels\.self_label",
     ):
         PersonaPack.from_file(broken)

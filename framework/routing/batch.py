@@ -220,7 +220,11 @@ def _parse_line(data: dict[str, Any], line: int, source: str) -> RouteCase:
         label = str(extras.get("id") or turn.message.id or f"line {line}")
         return RouteCase(line=line, id=label, turn=turn, state=state, seed=seed, expect=expect)
     case = structure(data, CompactCase, where, TurnFileError)
-    turn = case.to_turn(line)
+    try:
+        turn = case.to_turn(line)
+    except (ValueError, OverflowError) as exc:
+        # Times without an offset, or offsets that leave the calendar.
+        raise TurnFileError(where, [f"invalid value ({exc})"]) from exc
     return RouteCase(
         line=line,
         id=case.id or f"line {line}",
@@ -235,9 +239,12 @@ def load_route_file(path: Path) -> list[RouteCase]:
     """Read a route file; a bad line raises :class:`framework.errors.TurnFileError` naming the
     file, the line and the key path."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # Only "\n" ends a line: str.splitlines() would also split on U+2028 inside a string.
+        lines = path.read_text(encoding="utf-8").split("\n")
     except OSError as exc:
         raise TurnFileError(str(path), [f"cannot read: {exc.strerror or exc}"]) from exc
+    except UnicodeDecodeError as exc:
+        raise TurnFileError(str(path), [f"not UTF-8: {exc}"]) from exc
     cases = []
     for number, text in enumerate(lines, 1):
         if not text.strip() or text.lstrip().startswith("#"):

@@ -16,6 +16,7 @@ import cattrs
 
 from framework._convert import converter, format_exception
 from framework.errors import PromptweaveError
+from framework.sanitize import strip_lone_surrogates
 from framework.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
@@ -78,13 +79,16 @@ def _json_array(text: str) -> Iterator[tuple[int, Any]]:
     position = _skip_space(text, position + 1)
     if text[position : position + 1] == "]":
         return
+    # Lines are counted as the reader moves on, so a large array stays linear to read.
+    line, counted = 1, 0
     while True:
-        line = text.count("\n", 0, position) + 1
+        line += text.count("\n", counted, position)
+        counted = position
         try:
             element, position = decoder.raw_decode(text, position)
         except json.JSONDecodeError as exc:
             raise ValueError(f"line {exc.lineno}: invalid JSON: {exc.msg}") from exc
-        yield line, element
+        yield line, _clean(element)
         position = _skip_space(text, position)
         mark = text[position : position + 1]
         if mark == "]":
@@ -101,12 +105,24 @@ def _skip_space(text: str, position: int) -> int:
     return position
 
 
+def _clean(value: Any) -> Any:
+    """Drop lone surrogates (JSON may spell them as escapes) from every string of ``value``."""
+    if isinstance(value, str):
+        return strip_lone_surrogates(value)
+    if isinstance(value, list):
+        return [_clean(item) for item in value]
+    if isinstance(value, dict):
+        return {_clean(key): _clean(item) for key, item in value.items()}
+    return value
+
+
 def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
-    for number, line in enumerate(text.splitlines(), 1):
+    # Only "\n" ends a line: str.splitlines() would also split on U+2028 inside a JSON string.
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            yield number, _clean(json.loads(line))
         except json.JSONDecodeError as exc:
             raise ValueError(
                 f"line {number}: invalid JSON at column {exc.colno}: {exc.msg}"
