@@ -93,6 +93,7 @@ class ConversationIO:
         message_id: str | None,
         answering: ChatMessage | None = None,
         quoted: bool = False,
+        quote_of: str | None = None,
         time: dt.datetime | None = None,
     ) -> bool:
         """Store a delivered bot message, note it in the routing state (bot presence, reply and
@@ -102,12 +103,15 @@ class ConversationIO:
         :param message_id: the platform's id of the delivered message.
         :param answering: the user message it answers; the pair enters that user's session.
         :param quoted: the reply quoted ``answering``.
+        :param quote_of: the id of the message the reply quoted, when it is not ``answering``
+            (a QUOTE decision quotes the message the user replied to:
+            ``delivery.reply_message_id``).
         :param time: when it was delivered; the clock's time by default.
         """
         sent_at = time or self.clock()
         # The routing state learns of the delivery too: bot presence, reply cooldown, and the
         # quote cooldown, which counts from the quote actually delivered (seed 004).
-        quoted_id = answering.id if quoted and answering is not None else None
+        quoted_id = quote_of or (answering.id if quoted and answering is not None else None)
         try:
             self._note_routing_delivery(bot_id, group_id, sent_at, quoted_id)
         except STORE_ERRORS as exc:
@@ -121,7 +125,7 @@ class ConversationIO:
             message_id=message_id,
             time=sent_at,
             answering=answering,
-            quoted=quoted,
+            quote_of=quoted_id,
             bot_name=self.persona.labels.self_label,
         )
         if stored and answering is not None and self.config.session.summary_enabled:

@@ -78,14 +78,15 @@ def record_bot_reply(
     message_id: str | None,
     time: dt.datetime,
     answering: ChatMessage | None = None,
-    quoted: bool = False,
+    quote_of: str | None = None,
     bot_name: str = "",
 ) -> bool:
     """Store a delivered bot message.
 
     :param message_id: the platform's id of the delivered message.
     :param answering: the user message it answers; with it, the pair enters that user's session.
-    :param quoted: the reply was delivered quoting ``answering`` (the timeline then shows it).
+    :param quote_of: the id of the message the reply was delivered quoting (the timeline then
+        shows it).
     :returns: ``True`` when everything was stored; ``False`` when a store is disabled or failing.
     """
     text = strip_lone_surrogates(text)
@@ -101,7 +102,7 @@ def record_bot_reply(
         sender_name=bot_name,
         text=text,
         time=time,
-        reply_to=answering.id if quoted and answering is not None else None,
+        reply_to=quote_of,
     )
     try:
         if group_id is not None and stores.group_log is not None:

@@ -100,7 +100,7 @@ def import_events(
                 reply.text,
                 message_id=reply.message_id,
                 answering=answering,
-                quoted=reply.quoted,
+                quote_of=answering.id if reply.quoted and answering is not None else None,
                 time=reply.time,
                 bot_name=runtime.persona.labels.self_label,
             )

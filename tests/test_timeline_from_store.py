@@ -326,3 +326,20 @@ def test_the_notes_hook_sees_what_the_sections_saw(
     turn = Turn(bot=BOT, group_id=GROUP, message=asking, trigger=SpeakTrigger.MENTION)
     build_turn_context(runtime, turn, runtime.render(turn))
     assert seen and "周六七点老地方" in seen[0]
+
+
+def test_a_quote_of_another_message_is_recorded_with_that_message(
+    runtime: Promptweave, message: MessageFactory, clock
+) -> None:
+    quoted = message("30017", "楼下那家米线好吃", minute=0)
+    asking = message("30022", "真的吗", minute=1, reply_to=quoted.id)
+    runtime.record_message(BOT.id, GROUP, quoted)
+    runtime.record_message(BOT.id, GROUP, asking)
+    runtime.record_bot_reply(
+        BOT.id, GROUP, "真的，汤底是现熬的", message_id="9902", answering=asking, quote_of=quoted.id
+    )
+    assert runtime.stores.routing.last_quote_at(BOT.id, GROUP) == clock.now
+    logged = runtime.stores.group_log.recent_group_messages(
+        BOT.id, GROUP, until=clock.now + dt.timedelta(hours=1), limit=5
+    )
+    assert next(m for m in logged if m.id == "9902").reply_to == quoted.id
