@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -13,6 +14,8 @@ from framework import (
     hookimpl,
     quote_user_text,
 )
+
+log = logging.getLogger("promptweave")
 
 REPLY_SHAPE_HEADER = "【回复形状与输出契约】"
 TURN_POLICY_HEADER = "【本轮策略】"
@@ -104,6 +107,11 @@ def render_current_time(context: RenderContext) -> str:
     try:
         zone = ZoneInfo(zone_name)
     except (ZoneInfoNotFoundError, ValueError):
+        log.warning(
+            "unknown time zone %r of bot %s; current time shown in UTC",
+            zone_name,
+            context.turn.bot.id,
+        )
         zone, zone_name = ZoneInfo("UTC"), "UTC"
     local = context.now.astimezone(zone)
     return "\n".join(

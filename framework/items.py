@@ -8,6 +8,7 @@ items of their own: the context hands a section whatever its retrievers returned
 from __future__ import annotations
 
 import enum
+import math
 
 import attrs
 
@@ -33,7 +34,10 @@ __all__ = [
 
 
 def _clamp_unit(value: float) -> float:
-    return max(-1.0, min(1.0, float(value)))
+    number = float(value)
+    if math.isnan(number):
+        raise ValueError("affinity must be a number from -1 to 1, not NaN")
+    return max(-1.0, min(1.0, number))
 
 
 def _bubble_cap(value: int) -> int:
@@ -148,8 +152,14 @@ class ReplyShape:
 
     max_bubbles: int = attrs.field(default=2, converter=_bubble_cap)
     preferred_bubbles: int = attrs.field(default=1, converter=_at_least_one)
-    min_chars: int = 4
-    max_chars: int = 18
+    min_chars: int = attrs.field(default=4, validator=attrs.validators.ge(0))
+    max_chars: int = attrs.field(default=18)
+
+    @max_chars.validator
+    def _max_not_below_min(self, _attribute: attrs.Attribute[int], value: int) -> None:
+        if value < self.min_chars:
+            raise ValueError(f"max_chars ({value}) is below min_chars ({self.min_chars})")
+
     rhythm: str = "single"
     band: str = "short"
 

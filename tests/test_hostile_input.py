@@ -162,3 +162,24 @@ def test_the_preflight_counts_the_timeline_images():
         extra_images=3,
     )
     assert result.estimated and result.tokens >= 3 * 1500
+
+
+def test_nan_affinity_and_inverted_lengths_are_refused():
+    from framework import RelationshipNote, ReplyShape
+
+    with pytest.raises(ValueError, match="NaN"):
+        RelationshipNote(affinity=float("nan"))
+    with pytest.raises(ValueError, match="max_chars \\(2\\) is below min_chars \\(50\\)"):
+        ReplyShape(min_chars=50, max_chars=2)
+
+
+def test_an_unknown_time_zone_is_logged(caplog):
+    import attrs
+
+    runtime = Promptweave.from_config(
+        Config(store=StoreConfig(backend="memory")), environ=TEST_ENVIRON
+    )
+    turn = _turn("@小织 几点了")
+    turn = attrs.evolve(turn, bot=attrs.evolve(turn.bot, timezone="Mars/Olympus"))
+    runtime.render(turn)
+    assert "unknown time zone 'Mars/Olympus'" in caplog.text
