@@ -73,7 +73,12 @@ class SessionReader:
     def _since(self) -> dt.datetime | None:
         session = self.config.session
         ttl = session.private_ttl_s if self.turn.is_private else session.group_ttl_s
-        return self.now - dt.timedelta(seconds=ttl) if ttl > 0 else None
+        if ttl <= 0:
+            return None
+        try:
+            return self.now - dt.timedelta(seconds=ttl)
+        except OverflowError:  # a time near the start of the calendar: nothing is older
+            return None
 
     def recent_messages(self) -> tuple[ChatMessage, ...]:
         """The group's latest messages for the timeline: the turn's own, else the group log's."""

@@ -183,3 +183,22 @@ def test_an_unknown_time_zone_is_logged(caplog):
     turn = attrs.evolve(turn, bot=attrs.evolve(turn.bot, timezone="Mars/Olympus"))
     runtime.render(turn)
     assert "unknown time zone 'Mars/Olympus'" in caplog.text
+
+
+def test_importing_a_directory_without_data_files_is_an_error(tmp_path):
+    from framework.store.retrieval_import import RetrievalImportError
+
+    (tmp_path / "notes.csv").write_text("a,b\n", encoding="utf-8")
+    with pytest.raises(RetrievalImportError, match="no file to import"):
+        read_files("auto", [tmp_path], bot_id="1", group_id="2")
+
+
+def test_a_turn_at_the_start_of_the_calendar_renders():
+    runtime = Promptweave.from_config(
+        Config(store=StoreConfig(backend="memory")), environ=TEST_ENVIRON
+    )
+    early = dt.datetime(1, 1, 1, 0, 0, tzinfo=dt.timezone(dt.timedelta(hours=14)))
+    turn = Turn(
+        bot=BOT, group_id=None, message=ChatMessage(id="m", sender_id="u", text="你好", time=early)
+    )
+    assert runtime.render(turn).messages

@@ -225,7 +225,16 @@ def read_files(
     }
     problems: list[str] = []
     fields: dict[str, list[Any]] = {field: [] for _record, field in KINDS.values()}
-    for path in _expand(paths):
+    expanded = list(_expand(paths))
+    if not expanded:
+        names = ", ".join(str(path) for path in paths)
+        raise RetrievalImportError(
+            [
+                f"{names}: no file to import (directories are searched for "
+                f"{', '.join((*DATA_SUFFIXES, *DOCUMENT_SUFFIXES))} files)"
+            ]
+        )
+    for path in expanded:
         file_kind = _kind_of(path) if kind == AUTO_KIND else kind
         if file_kind is None:
             problems.append(
