@@ -106,6 +106,9 @@ def store_import(
     except TurnFileError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
+    except UnicodeDecodeError as exc:
+        click.echo(f"Error: {events_file}: not UTF-8: {exc}", err=True)
+        sys.exit(2)
     finally:
         runtime.close()
     click.echo(

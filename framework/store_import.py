@@ -30,6 +30,11 @@ from framework.turn import ChatMessage
 __all__ = ["ImportReport", "import_events"]
 
 
+def _aware(value: dt.datetime) -> None:
+    if value.tzinfo is None:
+        raise ValueError(f"time {value.isoformat()} has no UTC offset")
+
+
 @attrs.frozen(kw_only=True)
 class _MessageEvent:
     bot_id: str
@@ -43,7 +48,7 @@ class _ReplyEvent:
     bot_id: str
     group_id: str | None
     text: str
-    time: dt.datetime
+    time: dt.datetime = attrs.field(validator=lambda _i, _a, value: _aware(value))
     message_id: str | None = None
     answering: str | None = None
     quoted: bool = False

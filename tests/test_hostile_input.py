@@ -202,3 +202,34 @@ def test_a_turn_at_the_start_of_the_calendar_renders():
         bot=BOT, group_id=None, message=ChatMessage(id="m", sender_id="u", text="你好", time=early)
     )
     assert runtime.render(turn).messages
+
+
+def test_store_import_names_bad_bytes_and_naive_times(tmp_path):
+    from click.testing import CliRunner
+
+    from framework.cli import cli
+
+    binary = tmp_path / "events.jsonl"
+    binary.write_bytes(b'{"event": "message"}\n\xff\xfe\n')
+    result = CliRunner().invoke(
+        cli, ["store", "import", str(binary), "--store", str(tmp_path / "s.sqlite3")]
+    )
+    assert result.exit_code == 2 and "not UTF-8" in result.output
+    naive = tmp_path / "naive.jsonl"
+    naive.write_text(
+        json.dumps(
+            {
+                "event": "bot_reply",
+                "bot_id": "1",
+                "group_id": "2",
+                "text": "好",
+                "time": "2026-11-29T12:00:00",
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(
+        cli, ["store", "import", str(naive), "--store", str(tmp_path / "s.sqlite3")]
+    )
+    assert result.exit_code == 2 and "no UTC offset" in result.output
