@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from framework.errors import PromptweaveError
 from framework.runtime import Promptweave
 from framework.store.routing_state import MemoryRoutingState
 from framework.store.sessions_sqlite import SESSION_MIGRATIONS
-from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
+from framework.store.sqlite import STORE_ERRORS, SQLiteDatabase
 from framework.store.stores import Stores
 
 __all__ = [
@@ -95,7 +94,7 @@ def open_store(path: Path, config_path: Path | None, *, create: bool) -> Stores:
     database = SQLiteDatabase(path)
     try:
         database.migrate(SESSION_MIGRATIONS)
-    except (StoreUnavailableError, sqlite3.Error, OSError) as exc:
+    except STORE_ERRORS as exc:
         raise click.ClickException(f"cannot open store {path}: {exc}") from exc
     return Stores.sqlite(database, load_config(config_path))
 

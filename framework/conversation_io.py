@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +18,7 @@ from framework.persona import PersonaPack
 from framework.plugins import PluginManager
 from framework.recording import BackgroundRunner, record_bot_reply, record_message
 from framework.routing import Delivery, resolve_delivery
-from framework.store.sqlite import StoreUnavailableError
+from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.summary import CompressionResult, compress_session
 from framework.turn import ChatMessage, Turn
@@ -27,9 +26,6 @@ from framework.turn import ChatMessage, Turn
 __all__ = ["ConversationIO"]
 
 log = logging.getLogger("promptweave")
-
-#: Store failures the conversation I/O survives (logged, never raised to the bot).
-STORE_ERRORS = (StoreUnavailableError, sqlite3.Error)
 
 
 class ConversationIO:

@@ -135,15 +135,12 @@ class MemoryPolicy:
         relationship notes, person facts or old topics.
     :param include_ambient_excerpt: ``False`` when a short social turn continues an exchange the
         bot just had with the same user.
-    :param keep_recent_window: the user's bounded history window is kept, short social turns
-        included, so chains of short exchanges keep their anchor.
     :param reason: ``short_social_turn``, ``silent`` (PASS: nothing is retrieved) or
         ``substantive``.
     """
 
     read_persistent_memory: bool = True
     include_ambient_excerpt: bool = True
-    keep_recent_window: bool = True
     reason: str = "substantive"
 
 

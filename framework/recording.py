@@ -12,7 +12,6 @@ from __future__ import annotations
 import concurrent.futures
 import datetime as dt
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -22,15 +21,13 @@ import attrs
 from framework.config import Config
 from framework.sanitize import strip_lone_surrogates
 from framework.store.sessions import SessionTurn, group_scope
-from framework.store.sqlite import StoreUnavailableError
+from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.turn import ChatMessage
 
 __all__ = ["BackgroundRunner", "record_bot_reply", "record_message"]
 
 log = logging.getLogger("promptweave.store")
-
-_STORE_ERRORS = (StoreUnavailableError, sqlite3.Error, OSError)
 
 
 def record_message(stores: Stores, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
@@ -49,7 +46,7 @@ def record_message(stores: Stores, bot_id: str, group_id: str | None, message: C
         return False
     try:
         return stores.group_log.append_group_message(bot_id, group_id, message)
-    except _STORE_ERRORS as exc:
+    except STORE_ERRORS as exc:
         log.warning("recording a message of group %s failed: %s", group_id, exc)
         return False
 
@@ -124,7 +121,7 @@ def record_bot_reply(
                 [_user_turn(bot_id, group_id, answering), reply],
                 storage_window=session.storage_window,
             )
-    except _STORE_ERRORS as exc:
+    except STORE_ERRORS as exc:
         log.warning("recording a reply of bot %s failed: %s", bot_id, exc)
         return False
     return True

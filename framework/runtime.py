@@ -22,7 +22,7 @@ from framework.assembly import SectionAssembler
 from framework.config import Config
 from framework.context import RenderContext
 from framework.conversation import ConversationState
-from framework.conversation_io import STORE_ERRORS, ConversationIO
+from framework.conversation_io import ConversationIO
 from framework.decision import Decision
 from framework.errors import ConfigError
 from framework.items import ReplyShape, TurnPolicy
@@ -35,6 +35,7 @@ from framework.retrieval import RetrievalOutcome, RetrievalQuery, RetrievalRunne
 from framework.routing import DEFAULT_DECISION, Router
 from framework.session_inputs import SessionReader
 from framework.store.routing_state import MemoryRoutingState
+from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.timeline import build_group_timeline
 from framework.turn import Bot, ChatMessage, Turn

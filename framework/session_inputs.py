@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import sqlite3
 from typing import Any
 
 import attrs
@@ -20,7 +19,7 @@ from framework.config import Config
 from framework.messages import HistoryRow, window_history
 from framework.persona import PersonaPack
 from framework.store.sessions import SUMMARY_MARK, SessionTurn, group_scope
-from framework.store.sqlite import StoreUnavailableError
+from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.timeline import timeline_limit
 from framework.turn import ChatMessage, Turn
@@ -28,8 +27,6 @@ from framework.turn import ChatMessage, Turn
 __all__ = ["SessionReader"]
 
 log = logging.getLogger("promptweave.store")
-
-_STORE_ERRORS = (StoreUnavailableError, sqlite3.Error, OSError)
 
 
 def _same_message(message: ChatMessage, current: ChatMessage) -> bool:
@@ -93,7 +90,7 @@ class SessionReader:
             found = log_store.recent_group_messages(
                 self.turn.bot.id, self._scope, until=self.now, limit=limit + 1
             )
-        except _STORE_ERRORS as exc:
+        except STORE_ERRORS as exc:
             self._failed("the group log", exc)
             return ()
         self.sources["timeline"] = "store"
@@ -109,7 +106,7 @@ class SessionReader:
             return None
         try:
             found = context.lookup(self.turn.group_id, self.turn.bot.id, reply_to, now=self.now)
-        except _STORE_ERRORS as exc:
+        except STORE_ERRORS as exc:
             log.warning("bot-reply context lookup failed: %s", exc)
             return None
         if found is not None:
@@ -149,7 +146,7 @@ class SessionReader:
             summary = None
             if turns and not any(t.is_summary for t in turns):
                 summary = sessions.latest_summary(bot_id, self._scope, user_id, until=turns[0].time)
-        except _STORE_ERRORS as exc:
+        except STORE_ERRORS as exc:
             self._failed("the session history", exc)
             return ()
         self.sources["history"] = "store"
@@ -180,7 +177,7 @@ class SessionReader:
                 limit=settings.window + 1,
                 since=self._since(),
             )
-        except _STORE_ERRORS as exc:
+        except STORE_ERRORS as exc:
             log.warning("reading the ambient excerpt failed: %s", exc)
             return None, {"ambient_error": str(exc)}
         window = [t for t in window if not self._is_current(t)][-settings.window :]

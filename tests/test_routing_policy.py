@@ -31,7 +31,6 @@ def test_short_social_turns_read_no_persistent_memory(text):
     assert decision.action is TurnAction.REPLY
     assert not allows_persistent_memory(decision)
     assert decision.memory_policy.reason == "short_social_turn"
-    assert decision.memory_policy.keep_recent_window
 
 
 @pytest.mark.parametrize(
@@ -49,7 +48,6 @@ def test_a_short_social_turn_right_after_the_bot_answered_drops_the_ambient_exce
     policy = decision.memory_policy
     assert not policy.read_persistent_memory
     assert not policy.include_ambient_excerpt
-    assert policy.keep_recent_window
 
 
 def test_a_pass_reads_nothing():

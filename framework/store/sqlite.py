@@ -19,13 +19,17 @@ import attrs
 
 from framework.errors import PromptweaveError
 
-__all__ = ["Migration", "SQLiteDatabase", "StoreUnavailableError"]
+__all__ = ["STORE_ERRORS", "Migration", "SQLiteDatabase", "StoreUnavailableError"]
 
 BUSY_TIMEOUT_MS = 10_000
 
 
 class StoreUnavailableError(PromptweaveError):
     """The store cannot be read or written (missing directory, locked, corrupt, disabled)."""
+
+
+#: What a failing store raises: callers on the bot's path catch these, log them and go on.
+STORE_ERRORS = (StoreUnavailableError, sqlite3.Error, OSError)
 
 
 @attrs.frozen(kw_only=True)

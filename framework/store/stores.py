@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Sequence
 
 import attrs
@@ -36,7 +35,7 @@ from framework.store.sessions_sqlite import (
     SQLiteSessionStore,
     SQLiteSummaryStore,
 )
-from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
+from framework.store.sqlite import STORE_ERRORS, SQLiteDatabase
 
 __all__ = ["STORE_DISABLED", "Stores", "TopicSummaries"]
 
@@ -118,7 +117,7 @@ class Stores:
         database = SQLiteDatabase(config.resolve_path(config.store.path))
         try:
             database.migrate(SESSION_MIGRATIONS)
-        except (StoreUnavailableError, sqlite3.Error, OSError) as exc:
+        except STORE_ERRORS as exc:
             log.warning("conversational store unavailable, degrading: %s", exc)
             return cls(unavailable=f"store_unavailable: {exc}")
         return cls.sqlite(database, config)
