@@ -159,6 +159,7 @@ from framework.text_rules import (
     INJECTION_PATTERNS,
     RECOGNITION_QUESTION_WORDS,
     InjectionDetector,
+    first_chars,
     is_recognition_question,
 )
 from framework.timeline import TIMELINE_HEADER, GroupTimeline, build_group_timeline, speaker_label
@@ -304,6 +305,7 @@ __all__ = [
     "estimate_request_tokens",
     "extract_api_content_sidecar",
     "fetch_image_default",
+    "first_chars",
     "format_user_turn",
     "hookimpl",
     "is_gentle_phrase",

@@ -9,7 +9,8 @@ Whether a turn is a short social remark is routing's call (``framework.routing.t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from framework.sanitize import sanitize_literal
 
@@ -18,6 +19,7 @@ __all__ = [
     "INJECTION_PATTERNS",
     "RECOGNITION_QUESTION_WORDS",
     "InjectionDetector",
+    "first_chars",
     "is_recognition_question",
 ]
 
@@ -90,17 +92,107 @@ class InjectionDetector:
         name = re.escape(persona_name)
         exempt = f"(?!{name})" if name else ""
         # One alternation scans the text once instead of once per pattern.
-        self.pattern = re.compile(
-            "|".join(
-                f"(?:{pattern.replace('(?!{persona})', exempt).replace('{persona}', name)})"
-                for pattern in patterns
-            ),
-            re.IGNORECASE,
+        alternation = "|".join(
+            f"(?:{pattern.replace('(?!{persona})', exempt).replace('{persona}', name)})"
+            for pattern in patterns
         )
+        # A match can only start at a few characters ("i" of "ignore", "忽" of "忽略", ...); a
+        # lookahead on them lets the engine pass every other position without trying each
+        # alternative there, about ten times faster on ordinary chat text.
+        starts = first_chars(alternation, re.IGNORECASE)
+        if starts:
+            members = "".join(re.escape(char) for char in sorted(starts))
+            alternation = f"(?=[{members}])(?:{alternation})"
+        self.pattern = re.compile(alternation, re.IGNORECASE)
 
     def __call__(self, text: str) -> bool:
         """``True`` when the first 512 characters of ``text`` (on one line) match a pattern."""
         return self.pattern.search(sanitize_literal(text, INJECTION_SCAN_CHARS)) is not None
+
+
+#: Ranges wider than this in a leading character class give up the first-character analysis.
+_MAX_RANGE = 512
+
+
+def first_chars(pattern: str, flags: int = 0) -> frozenset[str] | None:
+    """The characters a match of ``pattern`` can start with, or ``None`` when that cannot be told
+    (a leading ``\\d``, ``.``, a negated class, a pattern that can match the empty string, ...).
+
+    Zero-width assertions (``\\b``, lookaheads) are passed over, so the set may be larger than
+    needed but never smaller. Under ``re.IGNORECASE`` the set holds the characters as written;
+    a class built from it must be compiled with the same flag.
+    """
+    try:
+        from re import _constants, _parser  # the standard library's own pattern parser
+
+        parsed = _parser.parse(pattern, flags)
+    except (ImportError, re.error):
+        return None
+    found, nullable = _Starts(_constants).sequence(list(parsed))
+    if found is None or nullable or not found:
+        return None
+    return frozenset(found)
+
+
+class _Starts:
+    """First-character analysis over the parse tree of :mod:`re`'s parser."""
+
+    def __init__(self, constants: Any) -> None:
+        self.c = constants
+        self.zero_width = (constants.AT, constants.ASSERT, constants.ASSERT_NOT)
+        self.repeats = tuple(
+            getattr(constants, name)
+            for name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+            if hasattr(constants, name)
+        )
+
+    def sequence(self, items: Sequence[tuple[Any, Any]]) -> tuple[set[str] | None, bool]:
+        """``(first characters, can match empty)`` of a sequence of parsed items."""
+        found: set[str] = set()
+        for op, av in items:
+            if op in self.zero_width:
+                continue
+            chars, nullable = self.item(op, av)
+            if chars is None:
+                return None, False
+            found |= chars
+            if not nullable:
+                return found, False
+        return found, True
+
+    def item(self, op: Any, av: Any) -> tuple[set[str] | None, bool]:
+        c = self.c
+        if op is c.LITERAL:
+            return {chr(av)}, False
+        if op is c.IN:
+            chars: set[str] = set()
+            for kind, value in av:
+                if kind is c.LITERAL:
+                    chars.add(chr(value))
+                elif kind is c.RANGE and value[1] - value[0] < _MAX_RANGE:
+                    chars.update(map(chr, range(value[0], value[1] + 1)))
+                else:  # a negation or a category such as \s
+                    return None, False
+            return chars, False
+        if op is c.BRANCH:
+            union: set[str] = set()
+            any_nullable = False
+            for branch in av[1]:
+                branch_chars, nullable = self.sequence(branch)
+                if branch_chars is None:
+                    return None, False
+                union |= branch_chars
+                any_nullable = any_nullable or nullable
+            return union, any_nullable
+        if op is c.SUBPATTERN:
+            return self.sequence(av[-1])
+        if op in self.repeats:
+            low, _high, inner = av
+            chars_inner, nullable = self.sequence(inner)
+            return chars_inner, nullable or low == 0
+        if op is getattr(c, "ATOMIC_GROUP", None):
+            return self.sequence(av)
+        return None, False  # ANY, NOT_LITERAL, GROUPREF, conditionals: anything may start a match
 
 
 def is_recognition_question(text: str) -> bool:
