@@ -121,6 +121,12 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     help="The conversation's previous turn (a turn file) or request body (JSON); report how much "
     "of this request is a byte-identical prefix of it.",
 )
+@click.option(
+    "--no-retrieval",
+    "no_retrieval",
+    is_flag=True,
+    help="Run no retriever: the sections get only the items the turn file carries.",
+)
 @store_option
 @click.option("--seed", type=int, default=None, help="Seed the random source (quote, shape).")
 @config_option
@@ -130,6 +136,7 @@ def render(
     group_id: str | None,
     output_format: str,
     previous_file: Path | None,
+    no_retrieval: bool,
     store: Path | None,
     seed: int | None,
     config_path: Path | None,
@@ -141,8 +148,8 @@ def render(
         runtime.config.provider, REQUEST_FORMATS.get(output_format, runtime.config.provider.api)
     )
     if previous_file is not None:
-        _replay_previous(runtime, previous_file, turn, spec, bot_id, group_id)
-    result = runtime.render(turn)
+        _replay_previous(runtime, previous_file, turn, spec, bot_id, group_id, not no_retrieval)
+    result = runtime.render(turn, retrieve=not no_retrieval)
     context = build_turn_context(runtime, turn, result)
     request = build_provider_request(runtime, context, spec)
     if output_format in REQUEST_FORMATS:
@@ -189,6 +196,10 @@ def render(
 
 def _echo_retrieval(result: RenderedTurn) -> None:
     retrieval = result.trace["retrieval"]
+    if retrieval.get("skipped"):
+        click.echo("\n==== retrieval ====")
+        click.echo("skipped (--no-retrieval): the sections show the turn file's own items")
+        return
     memory = "allowed" if retrieval["allow_persistent_memory"] else "skipped (short social turn)"
     click.echo("\n==== retrieval ====")
     click.echo(f"query: {retrieval['query']}")
@@ -226,6 +237,7 @@ def _replay_previous(
     spec: ProviderSpec,
     bot_id: str | None,
     group_id: str | None,
+    retrieve: bool,
 ) -> None:
     """Make ``path`` the conversation's previous request: render it if it is a turn file (so the
     conversation's system prompt and sent messages carry over), else take it as a body."""
@@ -236,7 +248,9 @@ def _replay_previous(
         sys.exit(2)
     if isinstance(data, dict) and "bot" in data and "message" in data:
         previous = _load_turn(path, bot_id, group_id)
-        context: TurnContext = build_turn_context(runtime, previous, runtime.render(previous))
+        context: TurnContext = build_turn_context(
+            runtime, previous, runtime.render(previous, retrieve=retrieve)
+        )
         request: ProviderRequest = build_provider_request(runtime, context, spec)
         if context.conversation_key != conversation_key(turn):
             click.echo(

@@ -252,14 +252,24 @@ class Promptweave(ConversationIO):
     # -- one turn ----------------------------------------------------------------------------
 
     def render(
-        self, turn: Turn, *, now: dt.datetime | None = None, decision: Decision | None = None
+        self,
+        turn: Turn,
+        *,
+        now: dt.datetime | None = None,
+        decision: Decision | None = None,
+        retrieve: bool = True,
     ) -> RenderedTurn:
         """Route, retrieve and assemble one turn: the system prompt, the messages, the decision,
         the trace.
 
-        This is the synchronous entry point: it runs :meth:`arender` in a new event loop, so it
-        cannot be called from inside a running loop; async code awaits :meth:`arender`.
+        This is the synchronous entry point: with retrieval it runs :meth:`arender` on an event
+        loop of its own, so it cannot be called from inside a running loop; async code awaits
+        :meth:`arender`. Without retrieval (``retrieve=False``) nothing is awaited and no loop
+        is used.
         """
+        if not retrieve:
+            reader, turn, decision, durations = self._begin(turn, now, decision)
+            return self._finish(reader, turn, decision, None, now, durations)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -281,6 +291,7 @@ class Promptweave(ConversationIO):
         now: dt.datetime | None = None,
         allow_persistent_memory: bool | None = None,
         decision: Decision | None = None,
+        retrieve: bool = True,
     ) -> RenderedTurn:
         """Like :meth:`render`, for async callers: the retrievers run concurrently on the
         caller's event loop, then the sections are assembled.
@@ -290,7 +301,22 @@ class Promptweave(ConversationIO):
             it here.
         :param allow_persistent_memory: ``None`` decides with
             :func:`framework.routing.allows_persistent_memory` of the decision.
+        :param retrieve: ``False`` runs no retriever: the sections get only the items the turn
+            carries (``Turn.retrieved``), for a caller that retrieved them itself or a replay.
         """
+        reader, turn, decision, durations = self._begin(turn, now, decision)
+        retrieval = None
+        if retrieve:
+            retrieval = await self.retrieve(
+                turn, decision=decision, now=now, allow_persistent_memory=allow_persistent_memory
+            )
+            durations.update(retrieval.durations())
+        return self._finish(reader, turn, decision, retrieval, now, durations)
+
+    def _begin(
+        self, turn: Turn, now: dt.datetime | None, decision: Decision | None
+    ) -> tuple[SessionReader, Turn, Decision, dict[str, float]]:
+        """Read the session, then route the turn unless it comes with its decision."""
         durations: dict[str, float] = {}
         start = time.perf_counter()
         # The stored group log and bot replies fill the turn first, so routing, retrieval and
@@ -302,19 +328,25 @@ class Promptweave(ConversationIO):
         if decision is None:
             decision = self._route(turn, now)
         durations["route"] = _ms(start)
+        return reader, turn, decision, durations
 
-        retrieval = await self.retrieve(
-            turn, decision=decision, now=now, allow_persistent_memory=allow_persistent_memory
-        )
-        durations.update(retrieval.durations())
-        retrieved = _merge(turn.retrieved_items(), retrieval.items)
-
+    def _finish(
+        self,
+        reader: SessionReader,
+        turn: Turn,
+        decision: Decision,
+        retrieval: RetrievalOutcome | None,
+        now: dt.datetime | None,
+        durations: dict[str, float],
+    ) -> RenderedTurn:
+        """Assemble the sections and the message sequence, and write the trace."""
         start = time.perf_counter()
+        given = turn.retrieved_items()
         context = self.context_for(
             turn,
             now=now,
             decision=decision,
-            retrieved=retrieved,
+            retrieved=dict(given) if retrieval is None else _merge(given, retrieval.items),
             hidden_in_timeline=carried_by_history(reader.history(), turn),
         )
         sections, system_prompt = self.assemble(context)
@@ -346,7 +378,12 @@ class Promptweave(ConversationIO):
                 for s in sections
             ],
             "section_warnings": list(self.registries.section_warnings),
-            "retrieval": retrieval.trace(),
+            "retrieval": (
+                # retrieve=False: the sections got the turn's own items only
+                {"skipped": True, "query": None, "allow_persistent_memory": None, "sections": {}}
+                if retrieval is None
+                else retrieval.trace()
+            ),
             "timeline": {
                 "lines": len(context.timeline.messages),
                 "hidden_in_history": context.timeline.hidden,

@@ -8,6 +8,7 @@ Whether a turn is a short social remark is routing's call (``framework.routing.t
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -123,12 +124,13 @@ def first_chars(pattern: str, flags: int = 0) -> frozenset[str] | None:
     a class built from it must be compiled with the same flag.
     """
     try:
-        from re import _constants, _parser  # the standard library's own pattern parser
-
-        parsed = _parser.parse(pattern, flags)
+        # The standard library's own pattern parser, the one re.compile uses.
+        parser = importlib.import_module("re._parser")
+        constants = importlib.import_module("re._constants")
+        parsed = parser.parse(pattern, flags)
     except (ImportError, re.error):
         return None
-    found, nullable = _Starts(_constants).sequence(list(parsed))
+    found, nullable = _Starts(constants).sequence(list(parsed))
     if found is None or nullable or not found:
         return None
     return frozenset(found)

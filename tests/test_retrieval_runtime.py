@@ -238,3 +238,53 @@ def test_retrieval_settings_and_timeouts_are_read_from_the_config_file(tmp_path)
     path.write_text("[retrieval.timeouts]\nmemory = 0\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="timeout of 'memory' must be positive"):
         Config.from_file(path)
+
+
+def test_render_without_retrieval_uses_only_the_turns_own_items():
+    pw = runtime()
+    remember(pw, "桌游局一般在周六晚上七点开始")
+    given = MemoryItem(kind="group_event", text="上周桌游局换到了社区活动室")
+    turn = make_turn(QUESTION, retrieved=TurnRetrieved(memory=(given,)))
+    decision = pw.decide(turn)
+    result = pw.render(turn, decision=decision, retrieve=False)
+    assert "上周桌游局换到了社区活动室" in result.system_prompt
+    assert "周六晚上七点开始" not in result.system_prompt  # the store's memory was not retrieved
+    assert result.trace["retrieval"] == {
+        "skipped": True,
+        "query": None,
+        "allow_persistent_memory": None,
+        "sections": {},
+    }
+    assert not any(name.startswith("retrieval") for name in result.stage_durations_ms)
+    # With retrieval the stored memory joins the turn's own.
+    retrieved = pw.render(turn, decision=decision)
+    assert "周六晚上七点开始" in retrieved.system_prompt
+    assert "上周桌游局换到了社区活动室" in retrieved.system_prompt
+
+
+def test_render_without_retrieval_needs_no_event_loop():
+    pw = runtime()
+    turn = make_turn(QUESTION)
+    decision = pw.decide(turn)  # routing draws from the rng: decide once, render twice
+
+    async def inside_a_loop():
+        return pw.render(turn, decision=decision, retrieve=False)
+
+    # render() with retrieval refuses to run inside a running loop; without it there is nothing
+    # to await, so it runs anywhere.
+    result = asyncio.run(inside_a_loop())
+    assert result.trace["retrieval"]["skipped"] is True
+    again = asyncio.run(pw.arender(turn, decision=decision, retrieve=False))
+    assert again.system_prompt == result.system_prompt
+
+
+def test_cli_render_no_retrieval(example_store):
+    turn = str(EXAMPLES / "turns" / "at_question_store.json")
+    args = ["render", turn, "--store", str(example_store), "--no-retrieval"]
+    text = CliRunner().invoke(cli, args, env=NO_AUTOLOAD)
+    assert text.exit_code == 0, text.output
+    assert "skipped (--no-retrieval)" in text.output
+    data = json.loads(CliRunner().invoke(cli, [*args, "--format", "json"], env=NO_AUTOLOAD).output)
+    assert data["trace"]["retrieval"]["skipped"] is True
+    status = {s["id"]: s["status"] for s in data["trace"]["sections"]}
+    assert status["knowledge"] == "empty"  # the store has knowledge; the turn file carries none
