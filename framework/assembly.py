@@ -73,6 +73,28 @@ class SectionAssembler:
             return None, f"override_section raised {type(exc).__name__}: {exc}"
         return found, None
 
+    def overrides_possible(self, context: RenderContext) -> bool:
+        """Whether any ``override_section`` implementation may answer for this turn.
+
+        ``False`` in a private chat, when no plugin implements the hook, or when every
+        implementing plugin defines ``has_overrides(context)`` and it returns ``False`` (the
+        built-in file plugin does when the file has no entry for the bot and group): then the
+        hook is not called for each section. A ``has_overrides`` that raises counts as ``True``,
+        so the hook itself reports the problem.
+        """
+        if context.turn.group_id is None:
+            return False
+        for impl in self.pm.hook.override_section.get_hookimpls():
+            probe = getattr(impl.plugin, "has_overrides", None)
+            if not callable(probe):
+                return True
+            try:
+                if probe(context):
+                    return True
+            except Exception:
+                return True
+        return False
+
     def render_one(
         self, entry: Registered[Section], context: RenderContext
     ) -> tuple[str, str | None]:
@@ -109,10 +131,14 @@ class SectionAssembler:
         rendered: list[RenderedSection] = []
         emitted: list[str] = []
         seen: set[str] = set()
+        consult_overrides = self.overrides_possible(context)
+        override: SectionOverride | None = None
+        override_error: str | None = None
         for entry in sections:
             section = entry.item
             text, error = self.render_one(entry, context)
-            override, override_error = self.override(section.id, text, context)
+            if consult_overrides:
+                override, override_error = self.override(section.id, text, context)
             if override is not None:
                 # Whoever supplied it, override content is sanitized and capped like a section.
                 content = sanitize_block(override.content, MAX_OVERRIDE_CONTENT_CHARS)

@@ -125,8 +125,10 @@ def override_section(
     """Override one section's text for one bot in one group.
 
     Runs for every section of every group-chat turn, after the section rendered and before it is
-    sanitized. Never runs for a private chat. The built-in implementation reads the overrides file
-    of ``promptweave.toml`` and is ``trylast``, so any other plugin's answer wins.
+    sanitized. Never runs for a private chat, nor for a turn when every implementing plugin also
+    defines ``has_overrides(context)`` and it returns ``False`` (``docs/plugin_hooks.md``). The
+    built-in implementation reads the overrides file of ``promptweave.toml`` and is ``trylast``,
+    so any other plugin's answer wins.
 
     Stops at first non-None result.
 

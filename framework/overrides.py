@@ -54,6 +54,12 @@ class OverridesFile:
         """Parse ``path``; raise :class:`framework.errors.ConfigError` when it is malformed."""
         return structure(load_toml(path), cls, str(path))
 
+    def covers(self, bot_id: str, group_id: str) -> bool:
+        """Whether the file overrides any section of ``bot_id`` in ``group_id``."""
+        bot = self.bots.get(bot_id)
+        group = bot.groups.get(group_id) if bot is not None else None
+        return group is not None and bool(group.sections)
+
     def lookup(self, bot_id: str, group_id: str, section_id: str) -> SectionOverride | None:
         """The override for one section in one scope, content sanitized; ``None`` when absent."""
         bot = self.bots.get(bot_id)

@@ -190,3 +190,73 @@ def test_the_overrides_file_is_read_once_per_turn(tmp_path, rich_turn, monkeypat
     assert len(calls) == 1
     runtime.render(rich_turn)
     assert len(calls) == 2
+
+
+class _CountingOverrides:
+    """An override source that counts the hook calls and says when it has something."""
+
+    def __init__(self, active) -> None:
+        self.active = active
+        self.calls = 0
+
+    def has_overrides(self, context):
+        if isinstance(self.active, Exception):
+            raise self.active
+        return self.active
+
+    @hookimpl
+    def override_section(self, section_id, text, bot_id, group_id, context):
+        self.calls += 1
+        return SectionOverride(mode="append", content="- 计数") if section_id == "persona" else None
+
+
+def _bare_runtime(**config) -> Promptweave:
+    return Promptweave.from_config(
+        Config(store=StoreConfig(backend="memory"), **config), environ=TEST_ENVIRON
+    )
+
+
+def test_the_hook_is_not_called_when_no_plugin_has_overrides_for_the_turn(rich_turn):
+    runtime = _bare_runtime()
+    counting = _CountingOverrides(active=False)
+    runtime.add_plugin(counting, name="counting")
+    result = runtime.render(rich_turn)
+    assert counting.calls == 0
+    assert _sections(result)["persona"].override is None
+
+
+@pytest.mark.parametrize("active", [True, RuntimeError("probe failed")])
+def test_the_hook_is_called_for_every_section_when_a_plugin_may_have_overrides(rich_turn, active):
+    runtime = _bare_runtime()
+    counting = _CountingOverrides(active=active)
+    runtime.add_plugin(counting, name="counting")
+    result = runtime.render(rich_turn)
+    assert counting.calls == len(runtime.registries.sections)
+    assert _sections(result)["persona"].text.endswith("- 计数")
+
+
+def test_a_plugin_without_has_overrides_is_always_asked(rich_turn):
+    runtime = _bare_runtime()
+    runtime.add_plugin(_DictOverrides({("10001", "20001", "persona"): ("disable", "")}), "dict")
+    assert _sections(runtime.render(rich_turn))["persona"].status == "disabled"
+
+
+def test_the_file_plugin_is_not_asked_for_a_group_the_file_does_not_name(
+    tmp_path, rich_turn, monkeypatch
+):
+    asked = []
+    original = OverridesFile.lookup
+    monkeypatch.setattr(
+        OverridesFile,
+        "lookup",
+        lambda self, bot_id, group_id, section_id: (
+            asked.append(section_id) or original(self, bot_id, group_id, section_id)
+        ),
+    )
+    runtime = _runtime(tmp_path)
+    runtime.render(attrs.evolve(rich_turn, group_id="20002"))  # no entry for this group
+    assert asked == []
+    runtime.render(rich_turn)  # group 20001 has entries: every section is asked
+    assert len(asked) == len(runtime.registries.sections)
+    bare = _bare_runtime()  # no file configured at all
+    assert not bare.assembler.overrides_possible(bare.context_for(rich_turn))
