@@ -69,7 +69,10 @@ def sanitize_literal(text: str | None, max_len: int = LITERAL_MAX_CHARS) -> str:
         return ""
     if not text.isprintable():
         text = _LINE_BREAK_RUNS.sub(" ", _DELETED.sub("", text))
-    return _cut(text.strip(), max_len)
+    text = text.strip()
+    if 0 <= max_len < len(text):
+        return text[:max_len].rstrip()
+    return text
 
 
 def quote_user_text(text: str | None, max_len: int = LITERAL_MAX_CHARS) -> str:
@@ -78,7 +81,15 @@ def quote_user_text(text: str | None, max_len: int = LITERAL_MAX_CHARS) -> str:
     The text is flattened to one line (so it cannot start a line of its own) and its ``【`` ``】``
     become ``〔`` ``〕`` (so it cannot open a section header). Everything else is kept verbatim.
     """
-    quoted = sanitize_literal(text, max_len)
+    if not text:
+        return ""
+    if text.isprintable():
+        # The common case, inlined: nothing to delete, no line break to flatten.
+        quoted = text.strip()
+        if 0 <= max_len < len(quoted):
+            quoted = quoted[:max_len].rstrip()
+    else:
+        quoted = sanitize_literal(text, max_len)
     if "【" in quoted or "】" in quoted:
         return quoted.translate(_HEADER_BRACKETS)
     return quoted

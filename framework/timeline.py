@@ -105,17 +105,16 @@ def build_group_timeline(
         return GroupTimeline()
     source = turn.recent_messages if messages is None else messages
     window = [m for m in source if m.id is None or m.id != turn.message.id][-limit:]
+    speakers = [speaker_label(m.sender_id, m.sender_name, turn.bot, persona) for m in window]
     labels = {
-        m.id: speaker_label(m.sender_id, m.sender_name, turn.bot, persona)
-        for m in window
-        if m.id is not None
+        m.id: speaker for m, speaker in zip(window, speakers, strict=True) if m.id is not None
     }
     rendered: list[tuple[ChatMessage, str]] = []
-    left_out = [m for m in window if hidden is not None and hidden(m)]
-    for message in window:
-        if message in left_out:
+    shown_flags = [hidden is None or not hidden(m) for m in window]
+    left_out = shown_flags.count(False)
+    for message, speaker, shown_flag in zip(window, speakers, shown_flags, strict=True):
+        if not shown_flag:
             continue
-        speaker = speaker_label(message.sender_id, message.sender_name, turn.bot, persona)
         replied = labels.get(message.reply_to) if message.reply_to is not None else None
         tail = f"（回{replied}的话）" if replied else ""
         line = _line(message, speaker, tail, config.line_chars)
@@ -125,7 +124,7 @@ def build_group_timeline(
     while rendered and sum(len(line) + 1 for _, line in rendered) > budget:
         rendered.pop(0)
     if not rendered:
-        return GroupTimeline(hidden=len(left_out))
+        return GroupTimeline(hidden=left_out)
     shown = tuple(message for message, _ in rendered)
     oldest_shown = window.index(shown[0])
     images: list[str] = []
@@ -146,6 +145,6 @@ def build_group_timeline(
             messages=shown,
             images=(),
             images_withheld="recognition_question",
-            hidden=len(left_out),
+            hidden=left_out,
         )
-    return GroupTimeline(text=text, messages=shown, images=tuple(kept), hidden=len(left_out))
+    return GroupTimeline(text=text, messages=shown, images=tuple(kept), hidden=left_out)

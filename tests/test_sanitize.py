@@ -79,6 +79,8 @@ def test_fast_paths_agree_with_the_rules_on_random_text() -> None:
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
         assert sanitize_block(text, 16) == _reference_block(text, 16), repr(text)
         assert sanitize_literal(text, 16) == _reference_literal(text, 16), repr(text)
+        quoted = _reference_literal(text, 16).replace("【", "〔").replace("】", "〕")
+        assert quote_user_text(text, 16) == quoted, repr(text)
 
 
 def test_injection_detector_without_a_persona_name_still_sees_role_switches() -> None:
