@@ -41,7 +41,6 @@ from framework import (
     TopicSummary,
     hookimpl,
     looks_like_knowledge_question,
-    query_terms,
     reads_as_event,
     score_text,
     text_terms,
@@ -65,7 +64,7 @@ def _echo(text: str, query: str) -> bool:
 
 def retrieve_memory(query: RetrievalQuery) -> RetrievalResult:
     limits = query.limits
-    terms = query_terms(query.text)
+    terms = query.terms
     found = query.stores.retrieval.search_memories(
         query.bot_id, query.scope_group, terms, limit=limits.memory_limit * 2
     )
@@ -138,7 +137,7 @@ def retrieve_knowledge(query: RetrievalQuery) -> RetrievalResult:
         return RetrievalResult.skip(SkipReason.NOT_A_KNOWLEDGE_QUESTION)
     limits = query.limits
     found = query.stores.retrieval.search_knowledge(
-        query.bot_id, query.scope_group, query_terms(query.text), limit=limits.knowledge_limit * 2
+        query.bot_id, query.scope_group, query.terms, limit=limits.knowledge_limit * 2
     )
     kept = [hit for hit in found if hit.score >= limits.knowledge_min_score]
     kept = kept[: limits.knowledge_limit]
@@ -188,7 +187,7 @@ def retrieve_person_facts(query: RetrievalQuery) -> RetrievalResult:
     records = query.stores.retrieval.person_facts(
         query.bot_id, query.group_id, query.user_id, limit=query.limits.person_facts_limit
     )
-    terms = query_terms(query.text)
+    terms = query.terms
     # Every stable preference applies; those touching the message come first.
     facts = [
         PersonFact(text=record.text, score=score_text(terms, text_terms(record.text))[0])
@@ -203,7 +202,7 @@ def retrieve_mid_term(query: RetrievalQuery) -> RetrievalResult:
     summaries = query.stores.topic_summaries.list_summaries(
         query.bot_id, query.group_id, query.user_id, limits.mid_term_scan
     )
-    terms = query_terms(query.text)
+    terms = query.terms
     scored = []
     for summary in summaries:
         text = summary.strip().removeprefix(SUMMARY_MARK).strip()
@@ -263,7 +262,7 @@ def retrieve_behavior_reference(query: RetrievalQuery) -> RetrievalResult:
     records = query.stores.retrieval.behavior_strategies(
         query.bot_id, query.group_id, limit=STRATEGY_SCAN
     )
-    terms = query_terms(query.text)
+    terms = query.terms
     items: list[BehaviorStrategy] = []
     hits = []
     for learning_type in LearningType:

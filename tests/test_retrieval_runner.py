@@ -226,3 +226,41 @@ def test_builtin_retrievers_block_only_on_a_sqlite_store(tmp_path):
         assert callable(blocking)
         assert blocking(make_query(QUESTION, stores=memory_runtime.stores)) is False
         assert blocking(make_query(QUESTION, stores=sqlite_stores)) is True
+
+
+def test_unhashable_callable_retrievers_are_still_told_apart():
+    class AsyncSearcher:
+        __hash__ = None  # an attrs or dataclass object with eq is unhashable
+
+        async def __call__(self, query):
+            return [memory("awaited")]
+
+    class SyncSearcher:
+        __hash__ = None
+
+        def __call__(self, query):
+            return [memory(threading.current_thread().name)]
+
+    outcome = run([entry("async", AsyncSearcher()), entry("sync", SyncSearcher())])
+    texts = [item.text for item in outcome.items["memory"]]
+    assert texts[0] == "awaited"
+    assert texts[1].startswith("promptweave-retriever")
+
+
+def test_waiting_retrievers_start_before_the_inline_ones_run():
+    started = threading.Event()
+
+    def threaded(query):
+        started.set()
+        time.sleep(0.05)
+        return [memory("threaded")]
+
+    def inline(query):
+        # The threaded retriever registered after this one is already running.
+        return [memory(f"saw threaded start: {started.wait(2)}")]
+
+    outcome = run([entry("inline", inline, blocking=False), entry("threaded", threaded)])
+    assert [item.text for item in outcome.items["memory"]] == [
+        "saw threaded start: True",
+        "threaded",
+    ]

@@ -9,6 +9,7 @@ can share them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from framework.retrieval.scoring import normalize_query
@@ -52,6 +53,9 @@ def looks_like_knowledge_question(
     return len(text) >= 2 and _contains_any(text, words)
 
 
+_EVENT_WORD = re.compile("|".join(re.escape(word.casefold()) for word in EVENT_WORDS))
+
+
 def reads_as_event(text: str) -> bool:
     """``True`` when a group line reads as an event: long enough and naming a time or a plan."""
-    return len(text.strip()) >= EVENT_MIN_CHARS and _contains_any(text, EVENT_WORDS)
+    return len(text.strip()) >= EVENT_MIN_CHARS and bool(_EVENT_WORD.search(text.casefold()))

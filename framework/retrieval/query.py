@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import functools
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ import attrs
 
 from framework.config import RetrievalConfig
 from framework.decision import Decision
-from framework.retrieval.scoring import normalize_query
+from framework.retrieval.scoring import normalize_query, query_terms
 from framework.routing.memory import allows_persistent_memory
 from framework.turn import Turn
 
@@ -92,6 +93,12 @@ class RetrievalQuery:
             stores=stores,
             now=now or turn.message.time,
         )
+
+    @functools.cached_property
+    def terms(self) -> tuple[str, ...]:
+        """The search terms of ``text`` (:func:`framework.query_terms`), computed once per turn
+        however many retrievers ask."""
+        return query_terms(self.text)
 
     @property
     def is_private(self) -> bool:

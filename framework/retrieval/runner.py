@@ -15,7 +15,7 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -133,9 +133,37 @@ def _normalize(found: Any) -> RetrievalResult:
 
 
 def _is_async(function: Any) -> bool:
+    try:
+        return _is_async_cached(function)
+    except TypeError:  # an unhashable callable object
+        return _inspect_async(function)
+
+
+def _inspect_async(function: Any) -> bool:
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
         getattr(function, "__call__", None)  # noqa: B004 - a callable object's async __call__
     )
+
+
+# A retriever's function does not change, so it is inspected once, not on every turn.
+_is_async_cached = functools.lru_cache(maxsize=1024)(_inspect_async)
+
+
+def _runs_inline(retriever: Retriever, query: RetrievalQuery) -> bool:
+    """Whether the retriever runs on the loop's thread without waiting: it is skipped for this
+    turn, or it is a sync function that says it does not block. A ``blocking`` callable that
+    raises counts as waiting, so the error is traced where the retriever runs."""
+    if retriever.persistent and not query.allow_persistent_memory:
+        return True
+    if _is_async(retriever.retrieve):
+        return False
+    blocking = retriever.blocking
+    if not callable(blocking):
+        return not blocking
+    try:
+        return not blocking(query)
+    except Exception:
+        return False
 
 
 @attrs.define
@@ -173,12 +201,24 @@ class RetrievalRunner:
         """
         start = time.perf_counter()
         timeouts = timeouts or {}
-        traced = await asyncio.gather(
-            *(
-                self._run_one(entry, query, timeouts.get(entry.item.name, entry.item.timeout_s))
-                for entry in retrievers
-            )
-        )
+
+        def one(entry: Registered[Retriever]) -> Awaitable[tuple[RetrieverTrace, tuple[Any, ...]]]:
+            return self._run_one(entry, query, timeouts.get(entry.item.name, entry.item.timeout_s))
+
+        # Retrievers that wait (async ones, sync ones in worker threads) become tasks and start
+        # first; the inline ones then run one after the other on this thread, awaited directly:
+        # no task and no turn of the event loop each.
+        waiting = {
+            index: asyncio.ensure_future(one(entry))
+            for index, entry in enumerate(retrievers)
+            if not _runs_inline(entry.item, query)
+        }
+        if waiting:
+            await asyncio.sleep(0)  # let them start before the inline ones take the thread
+        traced = [
+            await (waiting[index] if index in waiting else one(entry))
+            for index, entry in enumerate(retrievers)
+        ]
         items: dict[str, tuple[Any, ...]] = {}
         for trace, found in traced:
             if found:
