@@ -7,6 +7,7 @@ never resolved silently: the error names both plugins.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -43,9 +44,16 @@ class Registries:
 
     def rules_for(self, stage: RuleStage | str) -> tuple[Registered[DecisionRule], ...]:
         """The rules of one stage, by ascending ``order``, registration order breaking ties."""
-        stage = RuleStage(stage)
-        found = [rule for rule in self.decision_rules.values() if rule.item.stage is stage]
-        return tuple(sorted(found, key=lambda rule: rule.item.effective_order))
+        return self._rules_by_stage.get(RuleStage(stage), ())
+
+    @functools.cached_property
+    def _rules_by_stage(self) -> dict[RuleStage, tuple[Registered[DecisionRule], ...]]:
+        # The registries never change once collected, so each stage is sorted once.
+        ordered = sorted(self.decision_rules.values(), key=lambda rule: rule.item.effective_order)
+        by_stage: dict[RuleStage, tuple[Registered[DecisionRule], ...]] = {}
+        for stage in RuleStage:
+            by_stage[stage] = tuple(rule for rule in ordered if rule.item.stage is stage)
+        return by_stage
 
     def section(self, section_id: str) -> Registered[Section] | None:
         return next((entry for entry in self.sections if entry.item.id == section_id), None)

@@ -88,8 +88,9 @@ def _candidates(turn: Turn, state: RoutingState, config: Config) -> tuple[QuoteC
     found = [c for c in (QuoteCandidate.of(m) for m in incoming) if c is not None]
     state.record_candidates(bot_id, turn.group_id, found, config.routing.quote_candidates)
     current = turn.message.id
+    # Stored candidates are never current; only the current message's needs a new record.
     return tuple(
-        attrs.evolve(c, is_current=c.message_id == current)
+        attrs.evolve(c, is_current=True) if c.message_id == current else c
         for c in state.candidates(bot_id, turn.group_id)
     )
 

@@ -122,7 +122,9 @@ class MessageSignals:
         bot = turn.bot
         # Routing reads the head of a message: what decides it is there, and word lists over a
         # megabyte of text would only cost time (seed 004's decision input holds 4000).
-        message = attrs.evolve(turn.message, text=turn.message.text[:ROUTING_TEXT_CHARS])
+        message = turn.message
+        if len(message.text) > ROUTING_TEXT_CHARS:
+            message = attrs.evolve(message, text=message.text[:ROUTING_TEXT_CHARS])
         self_names = tuple(name for name in (bot.name, *bot.aliases) if name)
         text = _without_call(ts.focus_text(message.text, self_names), self_names)
         ids = mention_ids(message)

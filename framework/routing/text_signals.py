@@ -207,7 +207,8 @@ def has_reply_obligation(text: str) -> bool:
 
 
 def has_request_words(text: str) -> bool:
-    return any(word in text.lower() for word in REQUEST_WORDS)
+    lowered = text.lower()
+    return any(word in lowered for word in REQUEST_WORDS)
 
 
 def is_low_value_social(text: str, max_chars: int = 24) -> bool:

@@ -236,7 +236,9 @@ class MemoryRoutingState(RoutingState):
                     continue
                 if kept and candidate.time < kept[-1].time:
                     continue
-                kept.append(attrs.evolve(candidate, is_current=False))
+                kept.append(
+                    attrs.evolve(candidate, is_current=False) if candidate.is_current else candidate
+                )
             del kept[: max(0, len(kept) - limit)]
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
