@@ -103,7 +103,7 @@ REQUIRE_REDIS_ENV = "PROMPTWEAVE_REQUIRE_REDIS"
 def _no_redis(reason: str) -> NoReturn:
     if os.environ.get(REQUIRE_REDIS_ENV) == "1":
         pytest.fail(f"{REQUIRE_REDIS_ENV}=1 but {reason}", pytrace=False)
-    pytest.skip(f"{reason} (set {REDIS_URL_ENV}, for example redis://localhost:6379/15)")
+    pytest.skip(f"{reason}: the Redis tests need a server (for example redis://localhost:6379/15)")
 
 
 @pytest.fixture(scope="session")
