@@ -12,6 +12,7 @@ import multiprocessing
 import random
 import socket
 import sys
+import threading
 from pathlib import Path
 
 import attrs
@@ -36,6 +37,7 @@ from framework import (
     ConfigError,
     Promptweave,
     SessionTurn,
+    SpeakTrigger,
     Stores,
     Turn,
     load_turn_file,
@@ -63,6 +65,60 @@ def said(number: int, text: str = "在吗", sender: str = "30022") -> ChatMessag
 
 def keys_of(namespace: RedisNamespace) -> list[str]:
     return sorted(namespace.client.scan_iter(match=f"{namespace.prefix}*"))
+
+
+class Outage:
+    """A TCP relay to the test server that can be cut and restored, as a network outage would."""
+
+    def __init__(self, url: str) -> None:
+        options = connect(url).get_connection_kwargs()
+        self.upstream = (options.get("host", "localhost"), options.get("port", 6379))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/{options.get('db', 0)}"
+        self.cut_off = False
+        self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _address = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                if self.cut_off:
+                    client.close()
+                    continue
+                server = socket.create_connection(self.upstream)
+                self.sockets += [client, server]
+            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        for end in (source, target):
+            end.close()
+
+    def cut(self) -> None:
+        with self.lock:
+            self.cut_off = True
+            for end in self.sockets:
+                end.close()
+            self.sockets.clear()
+
+    def restore(self) -> None:
+        with self.lock:
+            self.cut_off = False
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
 
 
 def closed_port() -> int:
@@ -404,3 +460,28 @@ def test_redis_failing_mid_turn_degrades_and_routes_on_a_scratch_state(
         stores.routing.note_phrase(BOT.id, GROUP, "嗯")
     runtime.close()
     namespace.client.close()
+
+
+def test_turns_degrade_while_redis_is_cut_off_and_recover_after(
+    redis_url: str, redis_prefix: str, message: MessageFactory
+) -> None:
+    outage = Outage(redis_url)
+    runtime = Promptweave.from_config(redis_config(outage.url, redis_prefix))
+    assert runtime.record_message(BOT.id, GROUP, message("30017", "楼下新开了家米线"))
+    turn = Turn(
+        bot=BOT,
+        group_id=GROUP,
+        message=message("30022", "小织哪家", minute=1),
+        trigger=SpeakTrigger.MENTION,
+    )
+    outage.cut()
+    degraded = runtime.render(turn)
+    assert str(degraded.trace["degraded"]).startswith("store_unavailable: Redis store 127.0.0.1:")
+    assert "楼下新开了家米线" not in degraded.system_prompt
+    assert runtime.record_message(BOT.id, GROUP, message("30017", "断线时说的")) is False
+    outage.restore()
+    recovered = runtime.render(turn)
+    assert recovered.trace["degraded"] is None
+    assert "楼下新开了家米线" in recovered.system_prompt
+    runtime.close()
+    outage.close()
