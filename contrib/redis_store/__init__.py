@@ -22,9 +22,10 @@ import logging
 import redis
 
 from contrib.redis_store._namespace import DEFAULT_PREFIX, RedisNamespace
+from contrib.redis_store.archive import RedisSummaryStore
 from contrib.redis_store.replies import RedisBotReplyContext, RedisFeedbackLedger
 from contrib.redis_store.routing import RedisRoutingState
-from contrib.redis_store.sessions import RedisGroupLog, RedisSessionStore, RedisSummaryStore
+from contrib.redis_store.sessions import RedisGroupLog, RedisSessionStore
 from framework.config import Config
 from framework.store.retrieval_sqlite import SQLiteRetrievalStore
 from framework.store.sqlite import SQLiteDatabase
