@@ -70,6 +70,9 @@ def build_runtime(
 def render_stores(config: Config, *, explicit: bool) -> Stores:
     if config.store.backend == "memory" or not config.store.enabled:
         return Stores.from_config(config)
+    if config.store.backend == "redis":
+        # The shared state is read, never changed: routing runs on a scratch state.
+        return attrs.evolve(Stores.from_config(config), routing=MemoryRoutingState())
     path = config.resolve_path(config.store.path)
     if not path.is_file():
         if explicit:

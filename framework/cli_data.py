@@ -51,7 +51,8 @@ def import_data(
     config = load_config(config_path, store)
     if not config.store.enabled:
         raise click.ClickException("the store is disabled ([store] enabled = false)")
-    if config.store.backend != "sqlite":
+    if config.store.backend == "memory":
+        # With "redis" the retrieval data stays in the SQLite file at [store] path.
         raise click.ClickException(
             "the configured store is in memory; give --store FILE to import into a SQLite file"
         )

@@ -37,6 +37,18 @@ CONFIG_ENV = "PROMPTWEAVE_CONFIG"
 
 _positive = attrs.validators.ge(1)
 _non_negative = attrs.validators.ge(0)
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _redis_url(_instance: object, _attribute: object, value: str) -> None:
+    if not value.startswith(_REDIS_SCHEMES):
+        schemes = ", ".join(_REDIS_SCHEMES)
+        raise ValueError(f"url must start with one of {schemes}, not {value!r}")
+
+
+def _key_prefix(_instance: object, _attribute: object, value: str) -> None:
+    if "{" in value or "}" in value:
+        raise ValueError(f"prefix cannot contain braces (Redis hash tags), not {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -71,14 +83,23 @@ class HistoryConfig:
 class StoreConfig:
     """Where conversational and retrieval state lives.
 
-    :param backend: ``sqlite`` (the default: one file, nothing to install) or ``memory``.
-    :param path: the SQLite file, relative to the config file's directory.
+    :param backend: ``sqlite`` (the default: one file, nothing to install), ``memory``, or
+        ``redis`` (the conversational and routing state in a Redis server shared by several bot
+        processes; needs ``pip install 'promptweave[redis]'``).
+    :param path: the SQLite file, relative to the config file's directory; with ``redis`` it
+        holds the retrieval data only.
+    :param url: the Redis server of the ``redis`` backend (``redis://``, ``rediss://`` or
+        ``unix://``; query options such as ``?socket_timeout=1`` are passed to the client).
+    :param prefix: the start of every Redis key, so deployments can share one server; no braces
+        (keys carry their own ``{bot:group}`` Cluster hash tag).
     :param enabled: ``false`` runs without conversational state: every turn sends only the
         current message (seed 004, 运行态不可用时的退化).
     """
 
-    backend: str = attrs.field(default="sqlite", validator=one_of("sqlite", "memory"))
+    backend: str = attrs.field(default="sqlite", validator=one_of("sqlite", "memory", "redis"))
     path: str = "promptweave.sqlite3"
+    url: str = attrs.field(default="redis://localhost:6379/0", validator=_redis_url)
+    prefix: str = attrs.field(default="promptweave:", validator=_key_prefix)
     enabled: bool = True
 
 

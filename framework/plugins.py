@@ -41,6 +41,9 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "promptweave"
 CONTRIB_PACKAGE = "contrib"
+#: Modules of ``contrib`` that are not plugins: the example packages, and the Redis store, which
+#: ``[store] backend = "redis"`` selects.
+CONTRIB_NOT_PLUGINS = frozenset({"examples", "redis_store"})
 
 #: The built-in plugins, by dotted module name; each registers under its last name component.
 DEFAULT_PLUGINS: tuple[str, ...] = (
@@ -126,7 +129,7 @@ def available_contrib_plugins() -> list[str]:
     return sorted(
         info.name
         for info in pkgutil.iter_modules(package.__path__)
-        if not info.name.startswith("_") and info.name != "examples"
+        if not info.name.startswith("_") and info.name not in CONTRIB_NOT_PLUGINS
     )
 
 

@@ -1,18 +1,30 @@
 """Shared fixtures: isolation from the developer's environment, example turns, a fixed clock,
-runtimes on in-memory and SQLite stores, message builders."""
+runtimes on in-memory, SQLite and Redis stores, message builders.
+
+The Redis tests use the server at ``$PROMPTWEAVE_TEST_REDIS_URL``, each under a key prefix of its
+own that is deleted afterwards. Without the variable they are skipped, unless
+``PROMPTWEAVE_REQUIRE_REDIS=1`` (CI): then a missing or unreachable server fails them.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import itertools
+import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import attrs
 import pytest
 
 from framework import Bot, ChatMessage, Config, Promptweave, Stores, Turn, load_turn_file
 from framework.config import StoreConfig
+
+if TYPE_CHECKING:
+    from contrib.redis_store import RedisNamespace
 
 pytest_plugins = ["framework.testing"]
 
@@ -84,7 +96,75 @@ def memory_runtime(clock: Clock) -> Iterator[Promptweave]:
     runtime.close()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+REDIS_URL_ENV = "PROMPTWEAVE_TEST_REDIS_URL"
+REQUIRE_REDIS_ENV = "PROMPTWEAVE_REQUIRE_REDIS"
+
+
+def _no_redis(reason: str) -> NoReturn:
+    if os.environ.get(REQUIRE_REDIS_ENV) == "1":
+        pytest.fail(f"{REQUIRE_REDIS_ENV}=1 but {reason}", pytrace=False)
+    pytest.skip(f"{reason}: the Redis tests need a server (for example redis://localhost:6379/15)")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The test Redis server's URL, checked once to answer ``PING``."""
+    url = os.environ.get(REDIS_URL_ENV, "")
+    if not url:
+        _no_redis(f"{REDIS_URL_ENV} is not set")
+    try:
+        redis = importlib.import_module("redis")
+    except ImportError:
+        _no_redis("the redis client is not installed")
+    client = redis.Redis.from_url(url, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"the Redis server at {REDIS_URL_ENV}={url} does not answer: {exc}")
+    finally:
+        client.close()
+    return url
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix of this test's own; its keys are deleted afterwards."""
+    from contrib.redis_store import connect
+
+    prefix = f"pwtest:{uuid.uuid4().hex}:"
+    yield prefix
+    client = connect(redis_url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=500))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def redis_namespace(redis_url: str, redis_prefix: str) -> Iterator[RedisNamespace]:
+    from contrib.redis_store import RedisNamespace, connect
+
+    client = connect(redis_url)
+    yield RedisNamespace(client, redis_prefix)
+    client.close()
+
+
+def redis_config(url: str, prefix: str, **sections: object) -> Config:
+    store = StoreConfig(backend="redis", url=url, prefix=prefix)
+    return attrs.evolve(Config(), store=store, **sections)
+
+
+@pytest.fixture
+def redis_runtime(redis_url: str, redis_prefix: str, clock: Clock) -> Iterator[Promptweave]:
+    runtime = Promptweave.from_config(redis_config(redis_url, redis_prefix), clock=clock)
+    assert runtime.stores.unavailable is None
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def runtime(request: pytest.FixtureRequest) -> Promptweave:
     """A runtime on each backend: the behaviour must not depend on the store."""
     return request.getfixturevalue(f"{request.param}_runtime")

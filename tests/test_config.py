@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from framework import Config, ConfigError, PersonaPack, Promptweave, TurnFileError, load_turn_file
+from framework.config import StoreConfig
 from framework.testing import TEST_ENVIRON
 from tests.conftest import EXAMPLES, ROOT
 
@@ -148,13 +149,32 @@ def test_pack_without_guard_rules_renders_no_guard_header(tmp_path, rich_turn):
 
 
 def test_store_backend_error_is_readable(tmp_path):
-    path = _write(tmp_path / "promptweave.toml", '[store]\nbackend = "redis"\n')
+    path = _write(tmp_path / "promptweave.toml", '[store]\nbackend = "postgres"\n')
     with pytest.raises(
         ConfigError,
-        match=r"backend must be one of 'sqlite', 'memory', not "
-        r"'redis' @ \$\.store",
+        match=r"backend must be one of 'sqlite', 'memory', 'redis', not "
+        r"'postgres' @ \$\.store",
     ):
         Config.from_file(path)
+
+
+def test_redis_store_settings_are_read_and_checked(tmp_path):
+    path = _write(
+        tmp_path / "promptweave.toml",
+        '[store]\nbackend = "redis"\nurl = "redis://cache:6380/2"\nprefix = "bots:"\n',
+    )
+    store = Config.from_file(path).store
+    assert (store.backend, store.url, store.prefix) == ("redis", "redis://cache:6380/2", "bots:")
+    assert StoreConfig().url == "redis://localhost:6379/0"
+    assert StoreConfig().prefix == "promptweave:"
+    bad_url = _write(tmp_path / "url.toml", '[store]\nurl = "http://cache:6379"\n')
+    with pytest.raises(
+        ConfigError, match=r"url must start with one of redis://, rediss://, unix://"
+    ):
+        Config.from_file(bad_url)
+    bad_prefix = _write(tmp_path / "prefix.toml", '[store]\nprefix = "{bots}:"\n')
+    with pytest.raises(ConfigError, match=r"prefix cannot contain braces"):
+        Config.from_file(bad_prefix)
 
 
 def test_unknown_pack_error_names_the_config_file_it_came_from(tmp_path):

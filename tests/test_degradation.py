@@ -123,9 +123,15 @@ def test_timeline_given_by_the_turn_still_shows_when_degraded(message: MessageFa
     assert [m.source for m in rendered.messages] == ["current"]
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
-def test_working_store_is_not_degraded(backend: str, tmp_path: Path) -> None:
-    config = attrs.evolve(Config(), store=StoreConfig(backend=backend, path=str(tmp_path / "s.db")))
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "redis"])
+def test_working_store_is_not_degraded(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    store = StoreConfig(backend=backend, path=str(tmp_path / "s.db"))
+    if backend == "redis":
+        url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
+        store = attrs.evolve(store, url=url, prefix=prefix)
+    config = attrs.evolve(Config(), store=store)
     runtime = Promptweave.from_config(config)
     message = ChatMessage(sender_id="30022", text="在吗", time=T0 + dt.timedelta(minutes=1))
     rendered = runtime.render(Turn(bot=BOT, group_id=GROUP, message=message))

@@ -1,4 +1,5 @@
-"""The routing state store: the same behaviour in memory and in SQLite, scoped by bot and group."""
+"""The routing state store: the same behaviour in memory, in SQLite and in Redis, scoped by bot and
+group."""
 
 from __future__ import annotations
 
@@ -16,10 +17,14 @@ from framework.store.stores import Stores
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def state(request, tmp_path):
     if request.param == "memory":
         return MemoryRoutingState()
+    if request.param == "redis":
+        from contrib.redis_store import RedisRoutingState
+
+        return RedisRoutingState(request.getfixturevalue("redis_namespace"))
     return SQLiteRoutingState(SQLiteDatabase(tmp_path / "routing.sqlite3"))
 
 

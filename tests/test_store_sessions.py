@@ -1,4 +1,4 @@
-"""The conversational stores behave the same on SQLite and in memory."""
+"""The conversational stores behave the same in memory, on SQLite and on Redis."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from framework import ChatMessage, SessionSummary, SessionTurn, Stores
+from framework import ChatMessage, Config, SessionSummary, SessionTurn, Stores
 from framework.store import (
     BotReplyContext,
     FeedbackLedger,
@@ -18,14 +18,20 @@ from framework.store import (
     SummaryStore,
     TurnKind,
 )
+from framework.store.sessions_memory import MemoryGroupLog
 from framework.store.sessions_sqlite import FEEDBACK_MAX_PHRASES, SESSION_MIGRATIONS
 from tests.conftest import T0
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
     if request.param == "memory":
         yield Stores.in_memory()
+        return
+    if request.param == "redis":
+        from contrib.redis_store import redis_stores
+
+        yield redis_stores(Config(), request.getfixturevalue("redis_namespace"))
         return
     database = SQLiteDatabase(tmp_path / "store.sqlite3")
     database.migrate(SESSION_MIGRATIONS)
@@ -218,22 +224,29 @@ def test_bot_reply_context_ignores_blank_text_and_id(stores: Stores) -> None:
     assert context.lookup("20001", "10001", "1", now=at(0)) is None
 
 
-def test_bot_reply_context_evicts_beyond_max_entries(tmp_path: Path) -> None:
-    database = SQLiteDatabase(tmp_path / "s.sqlite3")
-    database.migrate(SESSION_MIGRATIONS)
-    for found in (Stores.in_memory(), Stores.sqlite(database)):
-        context = found.bot_replies
-        assert context is not None
-        context.max_entries = 3  # type: ignore[attr-defined]
-        for number in range(5):
-            context.remember("20001", "10001", str(number), f"第{number}条", now=at(0))
-        assert context.lookup("20001", "10001", "1", now=at(1)) is None
-        assert context.lookup("20001", "10001", "2", now=at(1)) == "第2条"
-        assert context.lookup("20001", "10001", "4", now=at(1)) == "第4条"
+def test_bot_reply_context_evicts_beyond_max_entries(stores: Stores) -> None:
+    context = stores.bot_replies
+    assert context is not None
+    context.max_entries = 3  # type: ignore[attr-defined]
+    for number in range(5):
+        context.remember("20001", "10001", str(number), f"第{number}条", now=at(0))
+    assert context.lookup("20001", "10001", "1", now=at(1)) is None
+    assert context.lookup("20001", "10001", "2", now=at(1)) == "第2条"
+    assert context.lookup("20001", "10001", "4", now=at(1)) == "第4条"
 
 
-def test_memory_bot_reply_context_refreshes_recency_on_lookup() -> None:
-    context = Stores.in_memory().bot_replies
+@pytest.fixture(params=["memory", "redis"])
+def lru_stores(request: pytest.FixtureRequest) -> Stores:
+    """The backends whose bot-reply context is an LRU (SQLite evicts the oldest written)."""
+    if request.param == "redis":
+        from contrib.redis_store import redis_stores
+
+        return redis_stores(Config(), request.getfixturevalue("redis_namespace"))
+    return Stores.in_memory()
+
+
+def test_bot_reply_context_refreshes_recency_on_lookup(lru_stores: Stores) -> None:
+    context = lru_stores.bot_replies
     assert context is not None
     context.max_entries = 2  # type: ignore[attr-defined]
     context.remember("20001", "10001", "a", "甲", now=at(0))
@@ -313,10 +326,18 @@ def test_window_reads_are_index_range_scans(tmp_path: Path, sql: str, index: str
     assert "TEMP B-TREE" not in plan  # no sort over the matching rows
 
 
-def test_the_in_memory_group_log_keeps_a_bounded_window_per_group() -> None:
-    from framework.store.sessions_memory import MemoryGroupLog
+@pytest.fixture(params=["memory", "redis"])
+def bounded_log(request: pytest.FixtureRequest) -> GroupLog:
+    """A group log keeping 20 messages per group, on the backends that bound the log."""
+    if request.param == "redis":
+        from contrib.redis_store import RedisGroupLog
 
-    log = MemoryGroupLog(max_per_group=20)
+        return RedisGroupLog(request.getfixturevalue("redis_namespace"), max_per_group=20)
+    return MemoryGroupLog(max_per_group=20)
+
+
+def test_the_group_log_keeps_a_bounded_window_per_group(bounded_log: GroupLog) -> None:
+    log = bounded_log
     start = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
     for index in range(50):
         log.append_group_message(

@@ -28,7 +28,9 @@ class StoreUnavailableError(PromptweaveError):
     """The store cannot be read or written (missing directory, locked, corrupt, disabled)."""
 
 
-#: What a failing store raises: callers on the bot's path catch these, log them and go on.
+#: What a failing store raises: callers on the bot's path catch these, log them and go on. Stores
+#: over another engine turn its errors into :class:`StoreUnavailableError` (the Redis store does),
+#: so this tuple never needs an optional dependency.
 STORE_ERRORS = (StoreUnavailableError, sqlite3.Error, OSError)
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
 from framework.config import Config
+from framework.errors import ConfigError
 from framework.store.retrieval import RetrievalStore, TopicSummarySource
 from framework.store.retrieval_memory import InMemoryRetrievalStore
 from framework.store.retrieval_sqlite import SQLiteRetrievalStore
@@ -44,6 +46,9 @@ log = logging.getLogger("promptweave.store")
 #: ``Stores.unavailable`` when ``[store] enabled = false``.
 STORE_DISABLED = "store_disabled"
 
+#: The module of ``[store] backend = "redis"``, imported by name only when configured.
+REDIS_STORE_MODULE = "contrib.redis_store"
+
 
 @attrs.frozen
 class TopicSummaries:
@@ -76,7 +81,8 @@ def _topic_summaries(stores: Stores) -> TopicSummarySource:
 class Stores:
     """The runtime's stores.
 
-    :param database: the SQLite database, or ``None`` with the in-memory backend.
+    :param database: the SQLite database, or ``None`` with the in-memory backend; with the Redis
+        backend it holds the retrieval data only.
     :param group_log: every group message the bot saw (feeds the group timeline).
     :param sessions: per-user conversation turns and summary rows.
     :param summaries: the archive of written summaries (feeds old-topic recall).
@@ -88,6 +94,7 @@ class Stores:
     :param routing: per-group routing state (cooldowns, quote candidates, last phrase…).
     :param topic_summaries: where old topics come from; by default :class:`TopicSummaries`
         over ``summaries`` and ``retrieval``.
+    :param closers: called by :meth:`close` (the Redis backend closes its connection pool).
     """
 
     database: SQLiteDatabase | None = None
@@ -102,6 +109,7 @@ class Stores:
     topic_summaries: TopicSummarySource = attrs.field(
         default=attrs.Factory(_topic_summaries, takes_self=True)
     )
+    closers: tuple[Callable[[], None], ...] = ()
 
     @classmethod
     def from_config(cls, config: Config) -> Stores:
@@ -114,6 +122,8 @@ class Stores:
             return cls(unavailable=STORE_DISABLED)
         if config.store.backend == "memory":
             return cls.in_memory(config)
+        if config.store.backend == "redis":
+            return _redis_stores(config)
         database = SQLiteDatabase(config.resolve_path(config.store.path))
         try:
             database.migrate(SESSION_MIGRATIONS)
@@ -154,6 +164,27 @@ class Stores:
         )
 
     def close(self) -> None:
-        """Close this thread's SQLite connection, if any."""
+        """Close this thread's SQLite connection, if any, and run the :attr:`closers`."""
         if self.database is not None:
             self.database.close()
+        for close in self.closers:
+            close()
+
+
+def _redis_stores(config: Config) -> Stores:
+    """The Redis stores of :mod:`contrib.redis_store`, imported by name (``framework`` never
+    imports ``contrib``); a missing ``redis`` client is a configuration error."""
+    try:
+        module = importlib.import_module(REDIS_STORE_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.partition(".")[0] != "redis":
+            raise
+        raise ConfigError(
+            config.source,
+            [
+                "backend 'redis' needs the redis client: pip install 'promptweave[redis]'"
+                " @ $.store.backend"
+            ],
+        ) from exc
+    stores: Stores = module.redis_stores(config)
+    return stores

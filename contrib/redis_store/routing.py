@@ -1,0 +1,201 @@
+"""The routing state in Redis: one hash of small values per bot and group, and lists for the
+messages kept during a cooldown, the quote candidates and the recent bot replies."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+from redis.commands.core import Script
+
+from contrib.redis_store._namespace import (
+    RedisNamespace,
+    decode_message,
+    decode_time,
+    dumps,
+    encode_message,
+    encode_time,
+)
+from framework.items import RhythmProfile
+from framework.store.routing_state import REPLY_LOG_MAX, GroupMute, QuoteCandidate, RoutingState
+from framework.turn import ChatMessage
+
+__all__ = ["RedisRoutingState"]
+
+# KEYS: kept messages. ARGV: has id, id, message, limit.
+_KEEP_MESSAGE = """
+local known = false
+if ARGV[1] == '1' then
+    for _, kept in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+        if cjson.decode(kept)['id'] == ARGV[2] then
+            known = true
+            break
+        end
+    end
+end
+if not known then
+    redis.call('RPUSH', KEYS[1], ARGV[3])
+end
+local limit = tonumber(ARGV[4])
+if limit <= 0 then
+    redis.call('DEL', KEYS[1])
+else
+    redis.call('LTRIM', KEYS[1], -limit, -1)
+end
+"""
+
+# KEYS: candidates. ARGV: limit, then per candidate: message id, epoch, candidate.
+_RECORD_CANDIDATES = """
+local known, newest = {}, nil
+for _, kept in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+    local candidate = cjson.decode(kept)
+    known[candidate['message_id']] = true
+    newest = candidate['time'][1]
+end
+for index = 2, #ARGV, 3 do
+    local at = tonumber(ARGV[index + 1])
+    if not known[ARGV[index]] and (newest == nil or at >= newest) then
+        redis.call('RPUSH', KEYS[1], ARGV[index + 2])
+        known[ARGV[index]] = true
+        newest = at
+    end
+end
+local limit = tonumber(ARGV[1])
+if limit <= 0 then
+    redis.call('DEL', KEYS[1])
+else
+    redis.call('LTRIM', KEYS[1], -limit, -1)
+end
+"""
+
+
+def _time(value: str | bytes | None) -> dt.datetime | None:
+    return None if value is None else decode_time(json.loads(value))
+
+
+@attrs.define
+class RedisRoutingState(RoutingState):
+    """:class:`framework.store.routing_state.RoutingState` in Redis, with the behaviour of
+    :class:`framework.store.routing_state.MemoryRoutingState`; times read back with the UTC offset
+    they were written with."""
+
+    namespace: RedisNamespace
+    _keep: Script = attrs.field(init=False, repr=False)
+    _record: Script = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._keep = self.namespace.script(_KEEP_MESSAGE)
+        self._record = self.namespace.script(_RECORD_CANDIDATES)
+
+    def _key(self, bot_id: str, group_id: str, name: str = "routing") -> str:
+        return self.namespace.key(bot_id, group_id, name)
+
+    def _set(self, bot_id: str, group_id: str, field: str, value: str) -> None:
+        with self.namespace.reached():
+            self.namespace.client.hset(self._key(bot_id, group_id), field, value)
+
+    def _get(self, bot_id: str, group_id: str, field: str) -> str | None:
+        with self.namespace.reached():
+            value = self.namespace.client.hget(self._key(bot_id, group_id), field)
+        return None if value is None else str(value)
+
+    def mute(self, bot_id: str, group_id: str) -> GroupMute:
+        fields = ("disabled", "cooldown_until", "silence_until")
+        with self.namespace.reached():
+            disabled, cooldown, silence = self.namespace.client.hmget(
+                self._key(bot_id, group_id), fields
+            )
+        return GroupMute(
+            disabled=disabled == "1", cooldown_until=_time(cooldown), silence_until=_time(silence)
+        )
+
+    def set_disabled(self, bot_id: str, group_id: str, disabled: bool) -> None:
+        self._set(bot_id, group_id, "disabled", "1" if disabled else "0")
+
+    def start_cooldown(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
+        self._set(bot_id, group_id, "cooldown_until", dumps(encode_time(until)))
+
+    def start_silence(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
+        self._set(bot_id, group_id, "silence_until", dumps(encode_time(until)))
+
+    def keep_message(self, bot_id: str, group_id: str, message: ChatMessage, limit: int) -> None:
+        has_id = "0" if message.id is None else "1"
+        with self.namespace.reached():
+            self._keep(
+                keys=[self._key(bot_id, group_id, "routing:kept")],
+                args=[has_id, message.id or "", encode_message(message), limit],
+            )
+
+    def take_kept_messages(self, bot_id: str, group_id: str) -> tuple[ChatMessage, ...]:
+        key = self._key(bot_id, group_id, "routing:kept")
+        with self.namespace.reached():
+            transaction = self.namespace.client.pipeline(transaction=True)
+            transaction.lrange(key, 0, -1)
+            transaction.delete(key)
+            rows, _deleted = transaction.execute()
+        return tuple(decode_message(json.loads(row)) for row in rows)
+
+    def record_candidates(
+        self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
+    ) -> None:
+        args: list[Any] = [limit]
+        for candidate in candidates:
+            row = {
+                "message_id": candidate.message_id,
+                "sender_id": candidate.sender_id,
+                "text": candidate.text,
+                "time": encode_time(candidate.time),
+            }
+            args += [candidate.message_id, repr(candidate.time.timestamp()), dumps(row)]
+        with self.namespace.reached():
+            self._record(keys=[self._key(bot_id, group_id, "routing:candidates")], args=args)
+
+    def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
+        with self.namespace.reached():
+            rows = self.namespace.client.lrange(
+                self._key(bot_id, group_id, "routing:candidates"), 0, -1
+            )
+        found = []
+        for row in rows:
+            data = json.loads(row)
+            found.append(QuoteCandidate(**{**data, "time": decode_time(data["time"])}))
+        return tuple(found)
+
+    def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
+        return _time(self._get(bot_id, group_id, "last_quote_at"))
+
+    def note_quote_delivered(
+        self, bot_id: str, group_id: str, message_id: str, at: dt.datetime
+    ) -> None:
+        self._set(bot_id, group_id, "last_quote_at", dumps(encode_time(at)))
+
+    def last_phrase(self, bot_id: str, group_id: str) -> str | None:
+        return self._get(bot_id, group_id, "last_phrase")
+
+    def note_phrase(self, bot_id: str, group_id: str, phrase: str) -> None:
+        self._set(bot_id, group_id, "last_phrase", phrase)
+
+    def note_bot_reply(self, bot_id: str, group_id: str, at: dt.datetime) -> None:
+        key = self._key(bot_id, group_id, "routing:replies")
+        with self.namespace.reached():
+            transaction = self.namespace.client.pipeline(transaction=True)
+            transaction.rpush(key, repr(at.timestamp()))
+            transaction.ltrim(key, -REPLY_LOG_MAX, -1)
+            transaction.execute()
+
+    def bot_replies_since(self, bot_id: str, group_id: str, since: dt.datetime) -> int:
+        with self.namespace.reached():
+            stamps = self.namespace.client.lrange(
+                self._key(bot_id, group_id, "routing:replies"), 0, -1
+            )
+        return sum(1 for stamp in stamps if float(stamp) >= since.timestamp())
+
+    def rhythm(self, bot_id: str, group_id: str) -> RhythmProfile | None:
+        value = self._get(bot_id, group_id, "rhythm")
+        return None if value is None else RhythmProfile(**json.loads(value))
+
+    def set_rhythm(self, bot_id: str, group_id: str, profile: RhythmProfile) -> None:
+        self._set(bot_id, group_id, "rhythm", dumps(attrs.asdict(profile)))

@@ -1,0 +1,352 @@
+"""The group log and the sessions in Redis.
+
+Rows live in a hash (row key → JSON) beside sorted sets that index them by time; the row keys come
+from one counter per bot and group and are zero-padded, so rows of equal time keep their insertion
+order, like the SQLite ``seq`` column. Every write that checks before it changes (a duplicate
+message id, the storage window, the compaction cooldown) is one Lua script, so bot processes
+sharing a Redis stay correct without locks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+from redis.commands.core import Script
+
+from contrib.redis_store._namespace import (
+    RedisNamespace,
+    decode_message,
+    decode_time,
+    dumps,
+    encode_message,
+    encode_time,
+    row_key,
+)
+from framework.store.sessions import SessionTurn, TurnKind
+from framework.turn import ChatMessage
+
+__all__ = ["RedisGroupLog", "RedisSessionStore"]
+
+# KEYS: index, rows, ids, counter. ARGV: has id, id, time, row, max rows.
+_APPEND_MESSAGE = """
+if ARGV[1] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
+    return 0
+end
+local row = string.format('%016d', redis.call('INCR', KEYS[4]))
+redis.call('ZADD', KEYS[1], ARGV[3], row)
+redis.call('HSET', KEYS[2], row, ARGV[4])
+if ARGV[1] == '1' then
+    redis.call('HSET', KEYS[3], ARGV[2], row)
+end
+local excess = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[5])
+if excess > 0 then
+    for _, old in ipairs(redis.call('ZRANGE', KEYS[1], 0, excess - 1)) do
+        local id = cjson.decode(redis.call('HGET', KEYS[2], old))['id']
+        if type(id) == 'string' then
+            redis.call('HDEL', KEYS[3], id)
+        end
+        redis.call('HDEL', KEYS[2], old)
+    end
+    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, excess - 1)
+end
+return 1
+"""
+
+# Forget one session row: KEYS as in _APPEND_TURNS, ``slot`` the user's first key.
+_FORGET_ROW = """
+local function forget(slot, row)
+    local stored = redis.call('HGET', KEYS[2], row)
+    if not stored then
+        return
+    end
+    local turn = cjson.decode(stored)
+    if type(turn['message_id']) == 'string' then
+        local field = turn['role'] .. ':' .. turn['message_id']
+        if redis.call('HGET', KEYS[slot + 1], field) == row then
+            redis.call('HDEL', KEYS[slot + 1], field)
+        end
+    end
+    redis.call('HDEL', KEYS[2], row)
+    redis.call('ZREM', KEYS[3], row)
+    redis.call('ZREM', KEYS[slot], row)
+    redis.call('ZREM', KEYS[slot + 2], row)
+end
+"""
+
+# KEYS: counter, rows, group turns, then per user: session, ids, summaries.
+# ARGV: storage window, then per turn: user number, kind, has id, role:id, time, row.
+_APPEND_TURNS = (
+    _FORGET_ROW
+    + """
+local window = tonumber(ARGV[1])
+local added = 0
+local touched = {}
+for index = 2, #ARGV, 6 do
+    local slot = 4 + 3 * tonumber(ARGV[index])
+    local has_id, field = ARGV[index + 2] == '1', ARGV[index + 3]
+    if not has_id or redis.call('HEXISTS', KEYS[slot + 1], field) == 0 then
+        local row = string.format('%016d', redis.call('INCR', KEYS[1]))
+        redis.call('HSET', KEYS[2], row, ARGV[index + 5])
+        redis.call('ZADD', KEYS[slot], ARGV[index + 4], row)
+        if ARGV[index + 1] == 'summary' then
+            redis.call('ZADD', KEYS[slot + 2], ARGV[index + 4], row)
+        else
+            redis.call('ZADD', KEYS[3], ARGV[index + 4], row)
+        end
+        if has_id then
+            redis.call('HSET', KEYS[slot + 1], field, row)
+        end
+        added = added + 1
+        touched[slot] = true
+    end
+end
+for slot in pairs(touched) do
+    local excess = redis.call('ZCARD', KEYS[slot]) - window
+    if excess > 0 then
+        for _, old in ipairs(redis.call('ZRANGE', KEYS[slot], 0, excess - 1)) do
+            forget(slot, old)
+        end
+    end
+end
+return added
+"""
+)
+
+# KEYS: counter, rows, group turns, session, ids, summaries.
+# ARGV: has id, role:id, time, summary row, then the row keys to remove.
+_REPLACE_WITH_SUMMARY = (
+    _FORGET_ROW
+    + """
+local removed = 0
+for index = 5, #ARGV do
+    if redis.call('ZSCORE', KEYS[4], ARGV[index]) then
+        forget(4, ARGV[index])
+        removed = removed + 1
+    end
+end
+if removed == 0 then
+    return 0
+end
+local row = string.format('%016d', redis.call('INCR', KEYS[1]))
+redis.call('HSET', KEYS[2], row, ARGV[4])
+redis.call('ZADD', KEYS[4], ARGV[3], row)
+redis.call('ZADD', KEYS[6], ARGV[3], row)
+if ARGV[1] == '1' then
+    redis.call('HSET', KEYS[5], ARGV[2], row)
+end
+return 1
+"""
+)
+
+# KEYS: compactions. ARGV: user, now, cooldown.
+_CLAIM_COMPACTION = """
+local started = redis.call('HGET', KEYS[1], ARGV[1])
+if started and tonumber(ARGV[2]) - tonumber(started) < tonumber(ARGV[3]) then
+    return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+
+def _turn_row(turn: SessionTurn) -> str:
+    return dumps(
+        {
+            "user_id": turn.user_id,
+            "role": turn.role,
+            "kind": turn.kind.value,
+            "content": turn.content,
+            "message_id": turn.message_id,
+            "reply_to": turn.reply_to,
+            "images": list(turn.images),
+            "time": encode_time(turn.time),
+        }
+    )
+
+
+def _turn(bot_id: str, group_id: str, key: str, row: dict[str, Any]) -> SessionTurn:
+    return SessionTurn(
+        bot_id=bot_id,
+        group_id=group_id,
+        **{**row, "time": decode_time(row["time"])},
+        key=int(key),
+    )
+
+
+def _id_field(turn: SessionTurn) -> tuple[str, str]:
+    """``(has id, "role:id")``: the duplicate check of a session row."""
+    if turn.message_id is None:
+        return "0", ""
+    return "1", f"{turn.role}:{turn.message_id}"
+
+
+@attrs.define
+class RedisGroupLog:
+    """:class:`framework.store.sessions.GroupLog` in Redis.
+
+    :param max_per_group: messages kept per bot and group; the oldest go first (and their ids may
+        be recorded again), exactly like :class:`framework.store.sessions_memory.MemoryGroupLog`,
+        so the log's memory stays bounded (the timeline reads at most 16).
+    """
+
+    namespace: RedisNamespace
+    max_per_group: int = attrs.field(default=1000, validator=attrs.validators.ge(16))
+    _append: Script = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._append = self.namespace.script(_APPEND_MESSAGE)
+
+    def _keys(self, bot_id: str, group_id: str) -> list[str]:
+        key = self.namespace.key
+        return [
+            key(bot_id, group_id, "log"),
+            key(bot_id, group_id, "log:rows"),
+            key(bot_id, group_id, "log:ids"),
+            key(bot_id, group_id, "seq"),
+        ]
+
+    def append_group_message(self, bot_id: str, group_id: str, message: ChatMessage) -> bool:
+        has_id = "0" if message.id is None else "1"
+        args = [has_id, message.id or "", repr(message.time.timestamp())]
+        with self.namespace.reached():
+            added = self._append(
+                keys=self._keys(bot_id, group_id),
+                args=[*args, encode_message(message), self.max_per_group],
+            )
+        return bool(added)
+
+    def recent_group_messages(
+        self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int
+    ) -> list[ChatMessage]:
+        index, rows = self._keys(bot_id, group_id)[:2]
+        return [
+            decode_message(row)
+            for _key, row in self.namespace.window(index, rows, until=until, limit=limit)
+        ]
+
+
+@attrs.define
+class RedisSessionStore:
+    """:class:`framework.store.sessions.SessionStore` in Redis.
+
+    Appends are atomic per bot and group (one script per bot and group of the batch).
+    """
+
+    namespace: RedisNamespace
+    _append: Script = attrs.field(init=False, repr=False)
+    _replace: Script = attrs.field(init=False, repr=False)
+    _claim: Script = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._append = self.namespace.script(_APPEND_TURNS)
+        self._replace = self.namespace.script(_REPLACE_WITH_SUMMARY)
+        self._claim = self.namespace.script(_CLAIM_COMPACTION)
+
+    def _group_keys(self, bot_id: str, group_id: str) -> list[str]:
+        key = self.namespace.key
+        return [
+            key(bot_id, group_id, "seq"),
+            key(bot_id, group_id, "turns:rows"),
+            key(bot_id, group_id, "turns"),
+        ]
+
+    def _user_keys(self, bot_id: str, group_id: str, user_id: str) -> list[str]:
+        key = self.namespace.key
+        return [
+            key(bot_id, group_id, "turns:user", user_id),
+            key(bot_id, group_id, "turns:ids", user_id),
+            key(bot_id, group_id, "turns:summaries", user_id),
+        ]
+
+    def append_turns(self, turns: Sequence[SessionTurn], *, storage_window: int) -> int:
+        batches: dict[tuple[str, str], list[SessionTurn]] = {}
+        for turn in turns:
+            batches.setdefault((turn.bot_id, turn.group_id), []).append(turn)
+        added = 0
+        for (bot_id, group_id), batch in batches.items():
+            users = list(dict.fromkeys(turn.user_id for turn in batch))
+            keys = self._group_keys(bot_id, group_id)
+            for user_id in users:
+                keys += self._user_keys(bot_id, group_id, user_id)
+            args: list[Any] = [storage_window]
+            for turn in batch:
+                has_id, field = _id_field(turn)
+                args += [
+                    users.index(turn.user_id),
+                    turn.kind.value,
+                    has_id,
+                    field,
+                    repr(turn.time.timestamp()),
+                    _turn_row(turn),
+                ]
+            with self.namespace.reached():
+                added += int(self._append(keys=keys, args=args))
+        return added
+
+    def user_turns(
+        self,
+        bot_id: str,
+        group_id: str,
+        user_id: str,
+        *,
+        until: dt.datetime,
+        limit: int,
+        since: dt.datetime | None = None,
+    ) -> list[SessionTurn]:
+        index = self._user_keys(bot_id, group_id, user_id)[0]
+        rows = self._group_keys(bot_id, group_id)[1]
+        found = self.namespace.window(index, rows, until=until, since=since, limit=limit)
+        return [_turn(bot_id, group_id, key, row) for key, row in found]
+
+    def latest_summary(
+        self, bot_id: str, group_id: str, user_id: str, *, until: dt.datetime
+    ) -> SessionTurn | None:
+        index = self._user_keys(bot_id, group_id, user_id)[2]
+        rows = self._group_keys(bot_id, group_id)[1]
+        found = self.namespace.window(index, rows, until=until, limit=1)
+        return _turn(bot_id, group_id, *found[0]) if found else None
+
+    def group_turns(
+        self,
+        bot_id: str,
+        group_id: str,
+        *,
+        until: dt.datetime,
+        limit: int,
+        since: dt.datetime | None = None,
+    ) -> list[SessionTurn]:
+        _counter, rows, index = self._group_keys(bot_id, group_id)
+        found = self.namespace.window(index, rows, until=until, since=since, limit=limit)
+        return [_turn(bot_id, group_id, key, row) for key, row in found]
+
+    def claim_compaction(
+        self, bot_id: str, group_id: str, user_id: str, *, now: dt.datetime, cooldown_s: float
+    ) -> bool:
+        with self.namespace.reached():
+            claimed = self._claim(
+                keys=[self.namespace.key(bot_id, group_id, "compactions")],
+                args=[user_id, repr(now.timestamp()), repr(float(cooldown_s))],
+            )
+        return bool(claimed)
+
+    def replace_with_summary(
+        self,
+        bot_id: str,
+        group_id: str,
+        user_id: str,
+        *,
+        remove: Sequence[int],
+        summary: SessionTurn,
+    ) -> bool:
+        stored = attrs.evolve(
+            summary, user_id=user_id, kind=TurnKind.SUMMARY, role="user", key=None
+        )
+        has_id, field = _id_field(stored)
+        keys = self._group_keys(bot_id, group_id) + self._user_keys(bot_id, group_id, user_id)
+        args = [has_id, field, repr(stored.time.timestamp()), _turn_row(stored)]
+        with self.namespace.reached():
+            replaced = self._replace(keys=keys, args=[*args, *map(row_key, remove)])
+        return bool(replaced)
