@@ -16,7 +16,7 @@ from framework.config import Config
 from framework.errors import PromptweaveError
 from framework.runtime import Promptweave
 from framework.store.routing_state import MemoryRoutingState
-from framework.store.sessions_sqlite import SESSION_MIGRATIONS
+from framework.store.sessions_sqlite import SESSION_MIGRATIONS, SQLiteBotReplyContext
 from framework.store.sqlite import STORE_ERRORS, SQLiteDatabase
 from framework.store.stores import Stores
 
@@ -76,8 +76,13 @@ def render_stores(config: Config, *, explicit: bool) -> Stores:
             raise click.ClickException(f"store file {path} does not exist")
         return Stores.in_memory(config)
     # Inspecting a turn must not change the deployment's routing state (quote candidates,
-    # cooldowns, the last canned phrase): routing runs on a scratch state.
-    return attrs.evolve(Stores.from_config(config), routing=MemoryRoutingState())
+    # cooldowns, the last canned phrase): routing runs on a scratch state. Nor may reading the
+    # quoted bot text change the bot-reply context's order of use.
+    stores = Stores.from_config(config)
+    bot_replies = stores.bot_replies
+    if isinstance(bot_replies, SQLiteBotReplyContext):
+        bot_replies = attrs.evolve(bot_replies, refresh_on_lookup=False)
+    return attrs.evolve(stores, routing=MemoryRoutingState(), bot_replies=bot_replies)
 
 
 def runtime_with_stores(config_path: Path | None, stores: Stores) -> Promptweave:

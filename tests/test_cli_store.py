@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -41,6 +42,26 @@ def test_store_import_then_render_reads_timeline_history_and_quoted_text(tmp_pat
         "quoted_bot_text": "bot_reply_context",
         "history": "store",
     }
+
+
+def test_render_leaves_the_bot_reply_context_order_alone(tmp_path: Path) -> None:
+    store = tmp_path / "lunch.sqlite3"
+    invoke("store", "import", str(LOG), "--store", str(store))
+    turn = json.loads(TURN.read_text(encoding="utf-8"))
+    turn["message"]["reply_to"] = "9304"  # the older of the two bot messages
+    turn_file = tmp_path / "turn.json"
+    turn_file.write_text(json.dumps(turn, ensure_ascii=False), encoding="utf-8")
+
+    def order() -> list[tuple[int, str]]:
+        with sqlite3.connect(store) as connection:
+            rows = connection.execute("SELECT seq, message_id FROM bot_reply_context ORDER BY seq")
+            return list(rows)
+
+    before = order()
+    code, out, _ = invoke("render", str(turn_file), "--store", str(store), "--format", "json")
+    assert code == 0, out
+    assert "【小织刚才说】\n我不用吃饭哈哈" in json.loads(out)["system_prompt"]
+    assert order() == before
 
 
 def test_importing_twice_skips_what_is_stored(tmp_path: Path) -> None:

@@ -232,8 +232,8 @@ def test_bot_reply_context_evicts_beyond_max_entries(tmp_path: Path) -> None:
         assert context.lookup("20001", "10001", "4", now=at(1)) == "第4条"
 
 
-def test_memory_bot_reply_context_refreshes_recency_on_lookup() -> None:
-    context = Stores.in_memory().bot_replies
+def test_bot_reply_context_refreshes_recency_on_lookup(stores: Stores) -> None:
+    context = stores.bot_replies
     assert context is not None
     context.max_entries = 2  # type: ignore[attr-defined]
     context.remember("20001", "10001", "a", "甲", now=at(0))
@@ -242,6 +242,21 @@ def test_memory_bot_reply_context_refreshes_recency_on_lookup() -> None:
     context.remember("20001", "10001", "c", "丙", now=at(1))
     assert context.lookup("20001", "10001", "a", now=at(1)) == "甲"
     assert context.lookup("20001", "10001", "b", now=at(1)) is None
+    assert context.lookup("20001", "10001", "c", now=at(1)) == "丙"
+
+
+def test_bot_reply_context_lookup_refreshes_recency_not_expiry(stores: Stores) -> None:
+    context = stores.bot_replies
+    assert context is not None
+    context.max_entries = 2  # type: ignore[attr-defined]
+    context.remember("20001", "10001", "a", "甲", now=at(0))
+    context.remember("20001", "10001", "b", "乙", now=at(5))
+    assert context.lookup("20001", "10001", "a", now=at(9)) == "甲"
+    context.remember("20001", "10001", "c", "丙", now=at(9))
+    # "a" was used last, so "b" went; "a" still expires ten minutes after it was written.
+    assert context.lookup("20001", "10001", "b", now=at(9)) is None
+    assert context.lookup("20001", "10001", "a", now=at(10)) is None
+    assert context.lookup("20001", "10001", "c", now=at(10)) == "丙"
 
 
 def test_feedback_ledger_is_idempotent_per_outcome_and_undoable(stores: Stores) -> None:

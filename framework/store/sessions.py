@@ -209,8 +209,8 @@ class SummaryStore(Protocol):
 class BotReplyContext(Protocol):
     """What the bot said in each delivered message, so a reply to it can show the quoted text.
 
-    Keyed by (group, bot, message id); entries expire after a TTL and the oldest are evicted
-    beyond a maximum count (seed 004, 引用兜底).
+    Keyed by (group, bot, message id); entries expire after a TTL, and beyond a maximum count the
+    least recently used (written, or found by :meth:`lookup`) are evicted (seed 004, 引用兜底).
     """
 
     def remember(

@@ -333,13 +333,21 @@ class SQLiteSummaryStore:
 
 @attrs.define
 class SQLiteBotReplyContext:
-    """:class:`framework.store.sessions.BotReplyContext` as table ``bot_reply_context``: rows
-    carry their expiry; beyond ``max_entries`` the oldest written are deleted."""
+    """:class:`framework.store.sessions.BotReplyContext` as table ``bot_reply_context``, an LRU
+    with a TTL like :class:`framework.store.sessions_memory.MemoryBotReplyContext`: rows carry
+    their expiry, and ``seq`` orders them by use (a write, or a lookup that finds the row, gives it
+    the highest ``seq`` without extending its expiry); beyond ``max_entries`` the least recently
+    used are deleted.
+
+    :param refresh_on_lookup: ``False`` for a reader that must leave the file as it is
+        (``promptweave render``): a hit then does not change the order of use.
+    """
 
     database: SQLiteDatabase
     ttl_s: float = 600.0
     max_entries: int = 512
     text_chars: int = 500
+    refresh_on_lookup: bool = True
 
     def remember(
         self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
@@ -366,11 +374,22 @@ class SQLiteBotReplyContext:
     ) -> str | None:
         rows = _read(
             self.database,
-            "SELECT text FROM bot_reply_context WHERE group_id = ? AND bot_id = ?"
+            "SELECT seq, text FROM bot_reply_context WHERE group_id = ? AND bot_id = ?"
             " AND message_id = ? AND expires > ?",
             (group_id, bot_id, message_id, now.timestamp()),
         )
-        return str(rows[0]["text"]) if rows else None
+        if not rows:
+            return None
+        if self.refresh_on_lookup:
+            # A hit makes the row the most recently used (seq is the recency order); a miss, the
+            # common case, takes no write lock.
+            with _write(self.database) as connection:
+                connection.execute(
+                    "UPDATE bot_reply_context SET seq = (SELECT MAX(seq) + 1 FROM bot_reply_context)"
+                    " WHERE seq = ? AND seq < (SELECT MAX(seq) FROM bot_reply_context)",
+                    (rows[0]["seq"],),
+                )
+        return str(rows[0]["text"])
 
 
 @attrs.define
