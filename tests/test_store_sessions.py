@@ -18,7 +18,13 @@ from framework.store import (
     SummaryStore,
     TurnKind,
 )
-from framework.store.sessions_sqlite import FEEDBACK_MAX_PHRASES, SESSION_MIGRATIONS
+from framework.store.sessions import GROUP_LOG_MAX_PER_GROUP
+from framework.store.sessions_memory import MemoryGroupLog
+from framework.store.sessions_sqlite import (
+    FEEDBACK_MAX_PHRASES,
+    SESSION_MIGRATIONS,
+    SQLiteGroupLog,
+)
 from tests.conftest import T0
 
 
@@ -328,28 +334,50 @@ def test_window_reads_are_index_range_scans(tmp_path: Path, sql: str, index: str
     assert "TEMP B-TREE" not in plan  # no sort over the matching rows
 
 
-def test_the_in_memory_group_log_keeps_a_bounded_window_per_group() -> None:
-    from framework.store.sessions_memory import MemoryGroupLog
+def _numbered(index: int, start: dt.datetime) -> ChatMessage:
+    return ChatMessage(
+        id=str(index), sender_id="u", text=f"第{index}条", time=start + dt.timedelta(seconds=index)
+    )
 
-    log = MemoryGroupLog(max_per_group=20)
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_the_group_log_keeps_a_bounded_window_per_group(backend: str, tmp_path: Path) -> None:
+    log: GroupLog
+    if backend == "memory":
+        log = MemoryGroupLog(max_per_group=20)
+    else:
+        database = SQLiteDatabase(tmp_path / "s.sqlite3")
+        database.migrate(SESSION_MIGRATIONS)
+        log = SQLiteGroupLog(database, max_per_group=20)
     start = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
     for index in range(50):
-        log.append_group_message(
-            "b",
-            "g",
-            ChatMessage(
-                id=str(index),
-                sender_id="u",
-                text=f"第{index}条",
-                time=start + dt.timedelta(seconds=index),
-            ),
-        )
+        log.append_group_message("b", "g", _numbered(index, start))
+    log.append_group_message("b", "other", _numbered(0, start))
     kept = log.recent_group_messages("b", "g", until=start + dt.timedelta(hours=1), limit=100)
     assert [m.id for m in kept] == [str(index) for index in range(30, 50)]
+    assert len(log.recent_group_messages("b", "other", until=start, limit=100)) == 1
     # An id that left the window may be recorded again; one inside it is still a duplicate.
+    later = start + dt.timedelta(minutes=5)
     assert log.append_group_message(
-        "b", "g", ChatMessage(id="3", sender_id="u", text="x", time=start)
+        "b", "g", ChatMessage(id="3", sender_id="u", text="x", time=later)
     )
     assert not log.append_group_message(
-        "b", "g", ChatMessage(id="49", sender_id="u", text="x", time=start)
+        "b", "g", ChatMessage(id="49", sender_id="u", text="x", time=later)
     )
+    # A message older than the whole window is not kept, so it is not reported as added.
+    assert not log.append_group_message(
+        "b", "g", ChatMessage(id="old", sender_id="u", text="x", time=start)
+    )
+    kept = log.recent_group_messages("b", "g", until=start + dt.timedelta(hours=1), limit=100)
+    assert [m.id for m in kept] == [*(str(index) for index in range(31, 50)), "3"]
+
+
+def test_both_group_logs_keep_the_shared_bound_by_default(stores: Stores) -> None:
+    log = stores.group_log
+    assert log is not None
+    start = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+    for index in range(GROUP_LOG_MAX_PER_GROUP + 5):
+        log.append_group_message("b", "g", _numbered(index, start))
+    kept = log.recent_group_messages("b", "g", until=start + dt.timedelta(days=1), limit=10_000)
+    assert len(kept) == GROUP_LOG_MAX_PER_GROUP
+    assert (kept[0].id, kept[-1].id) == ("5", str(GROUP_LOG_MAX_PER_GROUP + 4))

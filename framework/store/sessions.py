@@ -23,6 +23,7 @@ from framework.text_rules import IMAGE_MARK
 from framework.turn import ChatMessage
 
 __all__ = [
+    "GROUP_LOG_MAX_PER_GROUP",
     "SUMMARY_MARK",
     "BotReplyContext",
     "FeedbackLedger",
@@ -37,6 +38,10 @@ __all__ = [
 
 #: The first line of a summary row (seed 004, 长会话压缩).
 SUMMARY_MARK = "【此前对话摘要】"
+
+#: Messages a group log keeps per (bot, group) on every backend; the oldest go first. The
+#: timeline and the bot-presence count read far fewer, and a long-running bot stays bounded.
+GROUP_LOG_MAX_PER_GROUP = 1000
 
 
 def group_scope(group_id: str | None) -> str:
@@ -114,12 +119,17 @@ class SessionSummary:
 
 @runtime_checkable
 class GroupLog(Protocol):
-    """Every message the bot saw in a group, its own included; the group timeline reads it."""
+    """The messages the bot saw in a group, its own included; the group timeline reads it.
+
+    An implementation keeps the newest :data:`GROUP_LOG_MAX_PER_GROUP` messages (by time) per bot
+    and group, so a long-running bot stays bounded.
+    """
 
     def append_group_message(self, bot_id: str, group_id: str, message: ChatMessage) -> bool:
         """Store ``message``; one already stored with the same id is ignored.
 
-        :returns: ``True`` when a row was added.
+        :returns: ``True`` when a row was added: not for a duplicate id, nor for a message older
+            than the kept window (dropped at once).
         """
 
     def recent_group_messages(

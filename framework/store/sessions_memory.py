@@ -17,7 +17,12 @@ from typing import TypeVar
 
 import attrs
 
-from framework.store.sessions import SessionSummary, SessionTurn, TurnKind
+from framework.store.sessions import (
+    GROUP_LOG_MAX_PER_GROUP,
+    SessionSummary,
+    SessionTurn,
+    TurnKind,
+)
 from framework.store.sessions_sqlite import FEEDBACK_MAX_PHRASES
 from framework.turn import ChatMessage
 
@@ -52,10 +57,12 @@ class MemoryGroupLog:
     """:class:`framework.store.sessions.GroupLog` in memory.
 
     :param max_per_group: messages kept per bot and group; the oldest go first, so a long-running
-        bot on the in-memory backend does not grow without bound (the timeline reads at most 16).
+        bot does not grow without bound (default :data:`GROUP_LOG_MAX_PER_GROUP`, as on SQLite).
     """
 
-    max_per_group: int = attrs.field(default=1000, validator=attrs.validators.ge(16))
+    max_per_group: int = attrs.field(
+        default=GROUP_LOG_MAX_PER_GROUP, validator=attrs.validators.ge(16)
+    )
     _rows: dict[_Scope, list[tuple[float, int, ChatMessage]]] = attrs.field(factory=dict)
     _ids: dict[_Scope, set[str]] = attrs.field(factory=dict)
     _counter: itertools.count[int] = attrs.field(factory=itertools.count)
@@ -72,12 +79,15 @@ class MemoryGroupLog:
             row = (message.time.timestamp(), next(self._counter), message)
             rows = self._rows.setdefault(scope, [])
             bisect.insort(rows, row, key=_order)
-            if len(rows) > self.max_per_group:
-                for _time, _order_key, dropped in rows[: len(rows) - self.max_per_group]:
-                    if dropped.id is not None:
-                        seen.discard(dropped.id)
-                del rows[: len(rows) - self.max_per_group]
-        return True
+            if len(rows) <= self.max_per_group:
+                return True
+            dropped = rows[: len(rows) - self.max_per_group]
+            del rows[: len(rows) - self.max_per_group]
+            for _time, _order_key, old in dropped:
+                if old.id is not None:
+                    seen.discard(old.id)
+        # A message older than the whole window was dropped at once: nothing was added.
+        return all(entry is not row for entry in dropped)
 
     def recent_group_messages(
         self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int

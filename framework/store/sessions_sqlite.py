@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from framework.store.sessions import (
+    GROUP_LOG_MAX_PER_GROUP,
     SessionSummary,
     SessionTurn,
     TurnKind,
@@ -101,9 +102,16 @@ def _turn(row: sqlite3.Row) -> SessionTurn:
 
 @attrs.define
 class SQLiteGroupLog:
-    """:class:`framework.store.sessions.GroupLog` in table ``group_messages``."""
+    """:class:`framework.store.sessions.GroupLog` in table ``group_messages``.
+
+    :param max_per_group: messages kept per bot and group; the oldest go first (default
+        :data:`GROUP_LOG_MAX_PER_GROUP`, as in memory).
+    """
 
     database: SQLiteDatabase
+    max_per_group: int = attrs.field(
+        default=GROUP_LOG_MAX_PER_GROUP, validator=attrs.validators.ge(16)
+    )
 
     def append_group_message(self, bot_id: str, group_id: str, message: ChatMessage) -> bool:
         stamp, offset = _stamp(message.time)
@@ -126,7 +134,24 @@ class SQLiteGroupLog:
                     offset,
                 ),
             )
-            return cursor.rowcount > 0
+            if cursor.rowcount == 0:
+                return False
+            # Retention: once a group is full, each append deletes the row it pushed out. The
+            # subquery walks the newest max_per_group entries of the covering window index (no
+            # table rows, no sort) and yields only the ones beyond them.
+            pruned = connection.execute(
+                "DELETE FROM group_messages WHERE seq IN (SELECT seq FROM group_messages"
+                " WHERE bot_id = ? AND group_id = ? ORDER BY time DESC, seq DESC"
+                " LIMIT -1 OFFSET ?)",
+                (bot_id, group_id, self.max_per_group),
+            )
+            if pruned.rowcount == 0:
+                return True
+            # A message older than the whole window was deleted at once: nothing was added.
+            kept = connection.execute(
+                "SELECT 1 FROM group_messages WHERE seq = ?", (cursor.lastrowid,)
+            ).fetchone()
+            return kept is not None
 
     def recent_group_messages(
         self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int

@@ -77,7 +77,7 @@ class Stores:
     """The runtime's stores.
 
     :param database: the SQLite database, or ``None`` with the in-memory backend.
-    :param group_log: every group message the bot saw (feeds the group timeline).
+    :param group_log: the newest group messages the bot saw (feeds the group timeline).
     :param sessions: per-user conversation turns and summary rows.
     :param summaries: the archive of written summaries (feeds old-topic recall).
     :param bot_replies: the texts of delivered bot messages (the quoted-bot-text block).
