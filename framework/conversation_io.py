@@ -112,7 +112,7 @@ class ConversationIO:
             self._note_routing_delivery(bot_id, group_id, sent_at, quoted_id)
         except STORE_ERRORS as exc:
             log.warning("routing state not updated for a delivered reply: %s", exc)
-        stored = record_bot_reply(
+        recorded = record_bot_reply(
             self.stores,
             self.config,
             bot_id,
@@ -124,13 +124,13 @@ class ConversationIO:
             quote_of=quoted_id,
             bot_name=self.persona.labels.self_label,
         )
-        if stored and answering is not None and self.config.session.summary_enabled:
+        if recorded.stored and answering is not None and self.config.session.summary_enabled:
             user_id = answering.sender_id
             self.background.submit(
                 ("compress", bot_id, group_id, user_id),
                 lambda: self.compress_session(bot_id, group_id, user_id, now=sent_at),
             )
-        return stored
+        return recorded.stored
 
     def compress_session(
         self, bot_id: str, group_id: str | None, user_id: str, *, now: dt.datetime | None = None

@@ -57,7 +57,14 @@ class _ReplyEvent:
 
 @attrs.frozen(kw_only=True)
 class ImportReport:
-    """What an import did: rows added, duplicates skipped, summaries written."""
+    """What an import did, counting only what was new.
+
+    :param messages: message events that added a row to the group log.
+    :param replies: bot_reply events that added a row (the bot's message, or session turns).
+    :param skipped: events that added nothing: stored already (an import run twice), a private
+        message (it enters the session with its reply), or a store that failed (logged).
+    :param summaries: sessions compressed during the import.
+    """
 
     messages: int = 0
     replies: int = 0
@@ -97,7 +104,7 @@ def import_events(
                     raise TurnFileError(
                         where, [f"answering={reply.answering!r} names no earlier message event"]
                     )
-            stored = record_bot_reply(
+            recorded = record_bot_reply(
                 runtime.stores,
                 runtime.config,
                 reply.bot_id,
@@ -109,8 +116,9 @@ def import_events(
                 time=reply.time,
                 bot_name=runtime.persona.labels.self_label,
             )
-            counts["replies" if stored else "skipped"] += 1
-            if stored and compress and answering is not None:
+            counts["replies" if recorded.added else "skipped"] += 1
+            # Compression replays the session as it stood at the reply, stored now or before.
+            if recorded.stored and compress and answering is not None:
                 result = runtime.compress_session(
                     reply.bot_id, reply.group_id, answering.sender_id, now=reply.time
                 )

@@ -68,10 +68,47 @@ def test_importing_twice_skips_what_is_stored(tmp_path: Path) -> None:
     store = str(tmp_path / "s.sqlite3")
     invoke("store", "import", str(LOG), "--store", store)
     code, out, _ = invoke("store", "import", str(LOG), "--store", store)
-    assert code == 0 and "0 messages" in out and "9 skipped" in out
+    assert code == 0
+    assert out.endswith(": 0 messages, 0 bot replies, 11 skipped, 0 summaries written\n")
     code, out, _ = invoke("store", "stats", "--store", store, "--json")
     assert json.loads(out)["tables"]["group_messages"] == 11
     assert json.loads(out)["schema_versions"] == {"sessions": 1}
+
+
+def test_a_second_import_counts_only_its_new_events(tmp_path: Path) -> None:
+    store = str(tmp_path / "s.sqlite3")
+    invoke("store", "import", str(LOG), "--store", store)
+    more = tmp_path / "more.jsonl"
+    new_events = [
+        {
+            "event": "message",
+            "bot_id": "10001",
+            "group_id": "20001",
+            "message": {
+                "id": "9312",
+                "sender_id": "30022",
+                "text": "@小织 那家几点开门",
+                "time": "2026-11-29T12:20:00+08:00",
+            },
+        },
+        {
+            "event": "bot_reply",
+            "bot_id": "10001",
+            "group_id": "20001",
+            "text": "十一点就开了",
+            "message_id": "9313",
+            "time": "2026-11-29T12:20:09+08:00",
+            "answering": "9312",
+        },
+    ]
+    more.write_text(
+        LOG.read_text(encoding="utf-8")
+        + "".join(json.dumps(event, ensure_ascii=False) + "\n" for event in new_events),
+        encoding="utf-8",
+    )
+    code, out, _ = invoke("store", "import", str(more), "--store", store)
+    assert code == 0
+    assert out.endswith(": 1 messages, 1 bot replies, 11 skipped, 0 summaries written\n")
 
 
 def test_render_without_store_writes_no_file(tmp_path: Path) -> None:
@@ -135,3 +172,9 @@ def test_import_compresses_long_sessions(tmp_path: Path) -> None:
         "store", "import", str(events), "--store", str(tmp_path / "t.db"), "--no-compress"
     )
     assert "0 summaries written" in out
+    # Run again, nothing is new: the compressed session is not compressed again, and the
+    # uncompressed one is compressed as the replies are replayed.
+    code, out, _ = invoke("store", "import", str(events), "--store", str(tmp_path / "s.db"))
+    assert out.endswith(": 0 messages, 0 bot replies, 48 skipped, 0 summaries written\n")
+    code, out, _ = invoke("store", "import", str(events), "--store", str(tmp_path / "t.db"))
+    assert out.endswith(": 0 messages, 0 bot replies, 48 skipped, 1 summaries written\n")

@@ -142,6 +142,16 @@ def test_session_keeps_only_the_storage_window(stores: Stores) -> None:
     assert [r.content for r in rows] == [f"第{i}句" for i in range(3, 8)]
 
 
+def test_session_append_counts_only_rows_still_stored(stores: Stores) -> None:
+    sessions = stores.sessions
+    assert sessions is not None
+    rows = [turn("30022", "user", f"第{i}句", i, message_id=f"m{i}") for i in range(8)]
+    assert sessions.append_turns(rows, storage_window=5) == 5
+    # The rows the window pushed out come back only to be deleted again: nothing was added.
+    assert sessions.append_turns(rows[:3], storage_window=5) == 0
+    assert sessions.append_turns([turn("30022", "user", "新的", 9)], storage_window=5) == 1
+
+
 def test_group_turns_span_users_and_skip_summaries(stores: Stores) -> None:
     sessions = stores.sessions
     assert sessions is not None

@@ -147,7 +147,8 @@ class SessionStore(Protocol):
 
         Afterwards each touched session keeps only its newest ``storage_window`` rows.
 
-        :returns: how many rows were added.
+        :returns: how many rows were added: a row older than the kept window is deleted at once
+            and not counted.
         """
 
     def user_turns(

@@ -106,7 +106,8 @@ class MemorySessionStore:
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def append_turns(self, turns: Sequence[SessionTurn], *, storage_window: int) -> int:
-        added = 0
+        added: set[int] = set()
+        touched: set[_UserScope] = set()
         with self._lock:
             for turn in turns:
                 scope = (turn.bot_id, turn.group_id, turn.user_id)
@@ -120,8 +121,10 @@ class MemorySessionStore:
                 stored = attrs.evolve(turn, key=key)
                 bisect.insort(rows, (turn.time.timestamp(), key, stored), key=_order)
                 del rows[: max(0, len(rows) - storage_window)]
-                added += 1
-        return added
+                added.add(key)
+                touched.add(scope)
+            # A row older than the window was deleted at once: it does not count as added.
+            return sum(1 for scope in touched for row in self._rows[scope] if row[1] in added)
 
     def user_turns(
         self,

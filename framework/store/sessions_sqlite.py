@@ -173,7 +173,7 @@ class SQLiteSessionStore:
     database: SQLiteDatabase
 
     def append_turns(self, turns: Sequence[SessionTurn], *, storage_window: int) -> int:
-        added = 0
+        added: list[int] = []
         scopes: set[tuple[str, str, str]] = set()
         with _write(self.database) as connection:
             for turn in turns:
@@ -196,16 +196,25 @@ class SQLiteSessionStore:
                         offset,
                     ),
                 )
-                added += cursor.rowcount
+                if cursor.rowcount > 0 and cursor.lastrowid is not None:
+                    added.append(cursor.lastrowid)
                 scopes.add((turn.bot_id, turn.group_id, turn.user_id))
+            trimmed = 0
             for scope in scopes:
-                connection.execute(
+                trimmed += connection.execute(
                     "DELETE FROM session_turns WHERE seq IN (SELECT seq FROM session_turns"
                     " WHERE bot_id = ? AND group_id = ? AND user_id = ?"
                     " ORDER BY time DESC, seq DESC LIMIT -1 OFFSET ?)",
                     (*scope, storage_window),
-                )
-        return added
+                ).rowcount
+            if trimmed == 0 or not added:
+                return len(added)
+            # A row older than the window was deleted at once: it does not count as added.
+            marks = ", ".join("?" * len(added))
+            row = connection.execute(
+                f"SELECT COUNT(*) FROM session_turns WHERE seq IN ({marks})", added
+            ).fetchone()
+            return int(row[0])
 
     def user_turns(
         self,
