@@ -132,6 +132,33 @@ def test_bad_import_line_names_file_and_line(tmp_path: Path) -> None:
     code, _, err = invoke("store", "import", str(events), "--store", str(tmp_path / "s.db"))
     assert code == 2
     assert f"{events}:2: answering='404' names no earlier message event" in err
+    assert list(tmp_path.glob("s.db*")) == []
+
+
+def test_a_bad_first_import_line_creates_no_store_file(tmp_path: Path) -> None:
+    events = tmp_path / "bad.jsonl"
+    events.write_text('{"event": "message", "bot_id": "1"\n', encoding="utf-8")
+    code, _, err = invoke("store", "import", str(events), "--store", str(tmp_path / "s.db"))
+    assert code == 2
+    assert f"{events}:1: invalid JSON" in err
+    assert list(tmp_path.glob("s.db*")) == []
+
+
+def test_a_failed_import_leaves_an_existing_store_as_it_was(tmp_path: Path) -> None:
+    store = str(tmp_path / "s.sqlite3")
+    invoke("store", "import", str(LOG), "--store", store)
+    _, before, _ = invoke("store", "stats", "--store", store, "--json")
+    events = tmp_path / "bad.jsonl"
+    events.write_text(
+        '{"event": "message", "bot_id": "1", "group_id": "2", "message": {"id": "n1", "sender_id": "3", "text": "早", "time": "2026-11-29T08:00:00+08:00"}}\n'
+        '{"event": "reaction", "bot_id": "1"}\n',
+        encoding="utf-8",
+    )
+    code, _, err = invoke("store", "import", str(events), "--store", store)
+    assert code == 2
+    assert f"{events}:2: unknown event 'reaction'" in err
+    _, after, _ = invoke("store", "stats", "--store", store, "--json")
+    assert after == before
 
 
 def test_import_compresses_long_sessions(tmp_path: Path) -> None:
