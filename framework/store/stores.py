@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import attrs
 
 from framework.config import Config
+from framework.store.deliveries import DeliveryLedger, MemoryDeliveryLedger
+from framework.store.deliveries_sqlite import SQLiteDeliveryLedger
 from framework.store.retrieval import RetrievalStore, TopicSummarySource
 from framework.store.retrieval_memory import InMemoryRetrievalStore
 from framework.store.retrieval_sqlite import SQLiteRetrievalStore
@@ -88,6 +90,8 @@ class Stores:
     :param routing: per-group routing state (cooldowns, quote candidates, last phrase…).
     :param topic_summaries: where old topics come from; by default :class:`TopicSummaries`
         over ``summaries`` and ``retrieval``.
+    :param deliveries: the deliveries already reported, so each counts once
+        (:mod:`framework.store.deliveries`); in this process unless a shared one is given.
     """
 
     database: SQLiteDatabase | None = None
@@ -102,6 +106,7 @@ class Stores:
     topic_summaries: TopicSummarySource = attrs.field(
         default=attrs.Factory(_topic_summaries, takes_self=True)
     )
+    deliveries: DeliveryLedger = attrs.field(factory=MemoryDeliveryLedger)
 
     @classmethod
     def from_config(cls, config: Config) -> Stores:
@@ -137,6 +142,7 @@ class Stores:
             feedback=SQLiteFeedbackLedger(database),
             retrieval=SQLiteRetrievalStore(database),
             routing=SQLiteRoutingState(database),
+            deliveries=SQLiteDeliveryLedger(database),
         )
 
     @classmethod
