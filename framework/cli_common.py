@@ -70,17 +70,22 @@ def build_runtime(
 def render_stores(config: Config, *, explicit: bool) -> Stores:
     if config.store.backend == "memory" or not config.store.enabled:
         return Stores.from_config(config)
-    if config.store.backend == "redis":
-        # The shared state is read, never changed: routing runs on a scratch state.
-        return attrs.evolve(Stores.from_config(config), routing=MemoryRoutingState())
-    path = config.resolve_path(config.store.path)
-    if not path.is_file():
-        if explicit:
-            raise click.ClickException(f"store file {path} does not exist")
-        return Stores.in_memory(config)
-    # Inspecting a turn must not change the deployment's routing state (quote candidates,
-    # cooldowns, the last canned phrase): routing runs on a scratch state.
-    return attrs.evolve(Stores.from_config(config), routing=MemoryRoutingState())
+    if config.store.backend != "redis":
+        path = config.resolve_path(config.store.path)
+        if not path.is_file():
+            if explicit:
+                raise click.ClickException(f"store file {path} does not exist")
+            return Stores.in_memory(config)
+    # Inspecting a turn must not change the deployment's state (quote candidates, cooldowns, the
+    # last canned phrase): routing runs on a scratch state. Nor may reading the quoted bot text
+    # change the bot-reply context's order of use (the SQLite and Redis contexts can be told so).
+    stores = Stores.from_config(config)
+    bot_replies: Any = stores.bot_replies
+    if attrs.has(type(bot_replies)) and isinstance(
+        getattr(bot_replies, "refresh_on_lookup", None), bool
+    ):
+        bot_replies = attrs.evolve(bot_replies, refresh_on_lookup=False)
+    return attrs.evolve(stores, routing=MemoryRoutingState(), bot_replies=bot_replies)
 
 
 def runtime_with_stores(config_path: Path | None, stores: Stores) -> Promptweave:

@@ -18,7 +18,7 @@ from framework.cli_common import (
 from framework.errors import PromptweaveError, TurnFileError
 from framework.store.retrieval_import import AUTO_KIND, KINDS, read_files
 from framework.store.stores import Stores
-from framework.store_import import import_events
+from framework.store_import import read_events, record_events
 
 __all__ = ["import_data", "store"]
 
@@ -97,19 +97,22 @@ def store_import(
     events_file: Path, store_path: Path | None, no_compress: bool, config_path: Path | None
 ) -> None:
     """Record the events of EVENTS_FILE (JSON Lines: message and bot_reply events)."""
+    # Check the config and the whole events file before the store is opened: a bad line leaves
+    # no new file behind and nothing recorded.
     path = _store_path(store_path, config_path)
-    runtime = runtime_with_stores(config_path, open_store(path, config_path, create=True))
+    load_config(config_path)
     try:
         with events_file.open(encoding="utf-8") as handle:
-            report = import_events(
-                runtime, handle, source=str(events_file), compress=not no_compress
-            )
+            events = read_events(handle, source=str(events_file))
     except TurnFileError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
     except UnicodeDecodeError as exc:
         click.echo(f"Error: {events_file}: not UTF-8: {exc}", err=True)
         sys.exit(2)
+    runtime = runtime_with_stores(config_path, open_store(path, config_path, create=True))
+    try:
+        report = record_events(runtime, events, compress=not no_compress)
     finally:
         runtime.close()
     click.echo(

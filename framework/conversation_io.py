@@ -18,6 +18,8 @@ from framework.persona import PersonaPack
 from framework.plugins import PluginManager
 from framework.recording import BackgroundRunner, record_bot_reply, record_message
 from framework.routing import Delivery, resolve_delivery
+from framework.store.deliveries import DeliveryState, answered_key, delivered_key
+from framework.store.sessions import group_scope
 from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.summary import CompressionResult, compress_session
@@ -55,12 +57,44 @@ class ConversationIO:
         self, turn: Turn, delivery: Delivery, *, at: dt.datetime | None = None
     ) -> None:
         """Record a delivered reply: it counts as recent bot presence, starts the group's reply
-        cooldown (``[routing] reply_cooldown_s``) and, for a quote, the quote cooldown."""
+        cooldown (``[routing] reply_cooldown_s``) and, for a quote, the quote cooldown.
+
+        A reply to ``turn.message`` already reported (here or through :meth:`record_bot_reply`
+        with ``answering``) is not counted again (:mod:`framework.store.deliveries`).
+        """
         quoted = delivery.reply_message_id if delivery.style is DeliveryStyle.QUOTE else None
+        at = at or self.clock()
+        state = self._record_delivery(
+            turn.bot.id, turn.group_id, answering=turn.message, message=None, at=at
+        )
+        if state is not DeliveryState.NEW:
+            return
         try:
-            self._note_routing_delivery(turn.bot.id, turn.group_id, at or self.clock(), quoted)
+            self._note_routing_delivery(turn.bot.id, turn.group_id, at, quoted)
         except STORE_ERRORS as exc:
             log.warning("routing state not updated for a delivered reply: %s", exc)
+
+    def _record_delivery(
+        self,
+        bot_id: str,
+        group_id: str | None,
+        *,
+        answering: ChatMessage | None,
+        message: str | None,
+        at: dt.datetime,
+    ) -> DeliveryState:
+        """Report a delivery to the ledger; a failing ledger counts it as new (logged)."""
+        try:
+            return self.stores.deliveries.record_delivery(
+                bot_id,
+                group_scope(group_id),
+                answering=answered_key(answering) if answering is not None else None,
+                message=message,
+                now=at,
+            )
+        except STORE_ERRORS as exc:
+            log.warning("delivery ledger unavailable, counting the delivery as new: %s", exc)
+            return DeliveryState.NEW
 
     def _note_routing_delivery(
         self, bot_id: str, group_id: str | None, at: dt.datetime, quoted_message_id: str | None
@@ -96,6 +130,11 @@ class ConversationIO:
         quote cooldowns, as :meth:`note_delivered`), then compress the user's session in the
         background if it grew long (seed 004, 长会话压缩). Never raises for a failing store.
 
+        One delivered message (same bot and group, same ``message_id``, or without one the same
+        text and ``time``) is recorded once: a second call stores and counts nothing, and a call
+        answering a message :meth:`note_delivered` already reported stores the reply without
+        counting it again (:mod:`framework.store.deliveries`).
+
         :param message_id: the platform's id of the delivered message.
         :param answering: the user message it answers; the pair enters that user's session.
         :param quoted: the reply quoted ``answering``.
@@ -103,16 +142,28 @@ class ConversationIO:
             (a QUOTE decision quotes the message the user replied to:
             ``delivery.reply_message_id``).
         :param time: when it was delivered; the clock's time by default.
+        :returns: ``True`` when stored (now, or by an earlier call for the same message);
+            ``False`` when the store is disabled or failing.
         """
         sent_at = time or self.clock()
-        # The routing state learns of the delivery too: bot presence, reply cooldown, and the
-        # quote cooldown, which counts from the quote actually delivered (seed 004).
         quoted_id = quote_of or (answering.id if quoted and answering is not None else None)
-        try:
-            self._note_routing_delivery(bot_id, group_id, sent_at, quoted_id)
-        except STORE_ERRORS as exc:
-            log.warning("routing state not updated for a delivered reply: %s", exc)
-        stored = record_bot_reply(
+        state = self._record_delivery(
+            bot_id,
+            group_id,
+            answering=answering,
+            message=delivered_key(message_id, text, sent_at),
+            at=sent_at,
+        )
+        if state is DeliveryState.REPEATED:
+            return self.stores.sessions is not None
+        if state is DeliveryState.NEW:
+            # The routing state learns of the delivery too: bot presence, reply cooldown, and the
+            # quote cooldown, which counts from the quote actually delivered (seed 004).
+            try:
+                self._note_routing_delivery(bot_id, group_id, sent_at, quoted_id)
+            except STORE_ERRORS as exc:
+                log.warning("routing state not updated for a delivered reply: %s", exc)
+        recorded = record_bot_reply(
             self.stores,
             self.config,
             bot_id,
@@ -124,13 +175,13 @@ class ConversationIO:
             quote_of=quoted_id,
             bot_name=self.persona.labels.self_label,
         )
-        if stored and answering is not None and self.config.session.summary_enabled:
+        if recorded.stored and answering is not None and self.config.session.summary_enabled:
             user_id = answering.sender_id
             self.background.submit(
                 ("compress", bot_id, group_id, user_id),
                 lambda: self.compress_session(bot_id, group_id, user_id, now=sent_at),
             )
-        return stored
+        return recorded.stored
 
     def compress_session(
         self, bot_id: str, group_id: str | None, user_id: str, *, now: dt.datetime | None = None

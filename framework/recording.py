@@ -3,8 +3,9 @@
 :func:`record_message` stores an incoming message in the group log (the timeline reads it);
 :func:`record_bot_reply` stores a delivered bot message: in the group log, in the bot-reply
 context (so a reply to it can show what the bot said), and, with the message it answered, as a turn
-pair of that user's session. Store failures are logged and reported as ``False``: recording never
-raises into the bot (seed 004, 运行态不可用时的退化).
+pair of that user's session, and says how many rows were new. Store failures are logged and
+reported (``False``, ``stored=False``): recording never raises into the bot (seed 004,
+运行态不可用时的退化).
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.turn import ChatMessage
 
-__all__ = ["BackgroundRunner", "record_bot_reply", "record_message"]
+__all__ = ["BackgroundRunner", "RecordedReply", "record_bot_reply", "record_message"]
 
 log = logging.getLogger("promptweave.store")
+
+#: ``until`` for reading a session's newest summary whatever its time.
+_END_OF_TIME = dt.datetime.max.replace(tzinfo=dt.UTC)
 
 
 def record_message(stores: Stores, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
@@ -65,6 +69,19 @@ def _user_turn(bot_id: str, group_id: str | None, message: ChatMessage) -> Sessi
     )
 
 
+@attrs.frozen(kw_only=True)
+class RecordedReply:
+    """What recording one delivered bot message did.
+
+    :param stored: every write succeeded; ``False`` when a store is disabled or failing.
+    :param added: rows that were new: the bot's message in the group log and the session turns.
+        0 when everything was stored already (the same ids recorded before).
+    """
+
+    stored: bool
+    added: int = 0
+
+
 def record_bot_reply(
     stores: Stores,
     config: Config,
@@ -77,21 +94,21 @@ def record_bot_reply(
     answering: ChatMessage | None = None,
     quote_of: str | None = None,
     bot_name: str = "",
-) -> bool:
+) -> RecordedReply:
     """Store a delivered bot message.
 
     :param message_id: the platform's id of the delivered message.
     :param answering: the user message it answers; with it, the pair enters that user's session.
     :param quote_of: the id of the message the reply was delivered quoting (the timeline then
         shows it).
-    :returns: ``True`` when everything was stored; ``False`` when a store is disabled or failing.
+    :returns: whether everything was stored, and how many rows were new.
     """
     text = strip_lone_surrogates(text)
     if stores.sessions is None:
-        return False
+        return RecordedReply(stored=False)
     if group_id is not None and not group_id.strip():
         log.warning("not recording a bot reply with a blank group id")
-        return False
+        return RecordedReply(stored=False)
     session = config.session
     sent = ChatMessage(
         id=message_id,
@@ -101,9 +118,10 @@ def record_bot_reply(
         time=time,
         reply_to=quote_of,
     )
+    added = 0
     try:
         if group_id is not None and stores.group_log is not None:
-            stores.group_log.append_group_message(bot_id, group_id, sent)
+            added += stores.group_log.append_group_message(bot_id, group_id, sent)
         if group_id is not None and message_id and stores.bot_replies is not None:
             stores.bot_replies.remember(group_id, bot_id, message_id, text, now=time)
         if answering is not None:
@@ -117,14 +135,20 @@ def record_bot_reply(
                 reply_to=answering.id,
                 time=time,
             )
-            stores.sessions.append_turns(
-                [_user_turn(bot_id, group_id, answering), reply],
-                storage_window=session.storage_window,
+            pair = [_user_turn(bot_id, group_id, answering), reply]
+            # Turns older than the session's newest summary were compressed into it: recording
+            # them again (a log imported twice) must not bring them back.
+            summary = stores.sessions.latest_summary(
+                bot_id, reply.group_id, reply.user_id, until=_END_OF_TIME
             )
+            if summary is not None:
+                pair = [row for row in pair if row.time > summary.time]
+            if pair:
+                added += stores.sessions.append_turns(pair, storage_window=session.storage_window)
     except STORE_ERRORS as exc:
         log.warning("recording a reply of bot %s failed: %s", bot_id, exc)
-        return False
-    return True
+        return RecordedReply(stored=False, added=added)
+    return RecordedReply(stored=True, added=added)
 
 
 @attrs.define

@@ -9,6 +9,9 @@ Each line is one JSON event, in the order they happened::
 ``message`` has the fields of a turn file's message. ``answering`` names an earlier ``message``
 event by its id; the pair then enters that user's session, and the session is compressed as it
 would have been live (the reply's time is the clock).
+
+:func:`read_events` checks the whole file before :func:`record_events` writes anything, so a bad
+line leaves the store as it was, and the command creates no store file for it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from framework.runtime import Promptweave
 from framework.summary import CompressionStatus
 from framework.turn import ChatMessage
 
-__all__ = ["ImportReport", "import_events"]
+__all__ = ["EventLog", "ImportReport", "import_events", "read_events", "record_events"]
 
 
 def _aware(value: dt.datetime) -> None:
@@ -57,7 +60,14 @@ class _ReplyEvent:
 
 @attrs.frozen(kw_only=True)
 class ImportReport:
-    """What an import did: rows added, duplicates skipped, summaries written."""
+    """What an import did, counting only what was new.
+
+    :param messages: message events that added a row to the group log.
+    :param replies: bot_reply events that added a row (the bot's message, or session turns).
+    :param skipped: events that added nothing: stored already (an import run twice), a private
+        message (it enters the session with its reply), or a store that failed (logged).
+    :param summaries: sessions compressed during the import.
+    """
 
     messages: int = 0
     replies: int = 0
@@ -65,17 +75,31 @@ class ImportReport:
     summaries: int = 0
 
 
-def import_events(
-    runtime: Promptweave, lines: Iterable[str], *, source: str, compress: bool = True
-) -> ImportReport:
-    """Record every event of ``lines`` (JSON Lines) through ``runtime``.
+@attrs.frozen(kw_only=True)
+class _Reply:
+    """A bot_reply event with the message it answers looked up."""
+
+    event: _ReplyEvent
+    answering: ChatMessage | None
+
+
+@attrs.frozen(kw_only=True)
+class EventLog:
+    """The events of one file, every line checked, in order; :func:`record_events` stores them."""
+
+    source: str
+    events: tuple[_MessageEvent | _Reply, ...]
+
+
+def read_events(lines: Iterable[str], *, source: str) -> EventLog:
+    """Parse and check every line of ``lines`` (JSON Lines) without touching a store.
 
     :param source: the file name, for error messages.
-    :param compress: compress sessions after each reply, as the live runtime would.
-    :raises TurnFileError: a line is not a valid event; nothing after it is imported.
+    :raises TurnFileError: a line is not a valid event (bad JSON, an unknown ``event``, a missing
+        field, an ``answering`` that names no earlier message event).
     """
     seen: dict[tuple[str, str | None, str], ChatMessage] = {}
-    counts = {"messages": 0, "replies": 0, "skipped": 0, "summaries": 0}
+    events: list[_MessageEvent | _Reply] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -86,8 +110,7 @@ def import_events(
             event = structure(data, _MessageEvent, where, TurnFileError)
             if event.message.id is not None:
                 seen[(event.bot_id, event.group_id, event.message.id)] = event.message
-            stored = runtime.record_message(event.bot_id, event.group_id, event.message)
-            counts["messages" if stored else "skipped"] += 1
+            events.append(event)
         elif kind == "bot_reply":
             reply = structure(data, _ReplyEvent, where, TurnFileError)
             answering = None
@@ -97,27 +120,56 @@ def import_events(
                     raise TurnFileError(
                         where, [f"answering={reply.answering!r} names no earlier message event"]
                     )
-            stored = record_bot_reply(
-                runtime.stores,
-                runtime.config,
-                reply.bot_id,
-                reply.group_id,
-                reply.text,
-                message_id=reply.message_id,
-                answering=answering,
-                quote_of=answering.id if reply.quoted and answering is not None else None,
-                time=reply.time,
-                bot_name=runtime.persona.labels.self_label,
-            )
-            counts["replies" if stored else "skipped"] += 1
-            if stored and compress and answering is not None:
-                result = runtime.compress_session(
-                    reply.bot_id, reply.group_id, answering.sender_id, now=reply.time
-                )
-                counts["summaries"] += result.status is CompressionStatus.COMPRESSED
+            events.append(_Reply(event=reply, answering=answering))
         else:
             raise TurnFileError(where, [f"unknown event {kind!r} (expected message or bot_reply)"])
+    return EventLog(source=source, events=tuple(events))
+
+
+def record_events(runtime: Promptweave, log: EventLog, *, compress: bool = True) -> ImportReport:
+    """Record the events of ``log`` through ``runtime``, in order.
+
+    :param compress: compress sessions after each reply, as the live runtime would.
+    """
+    counts = {"messages": 0, "replies": 0, "skipped": 0, "summaries": 0}
+    for event in log.events:
+        if isinstance(event, _MessageEvent):
+            stored = runtime.record_message(event.bot_id, event.group_id, event.message)
+            counts["messages" if stored else "skipped"] += 1
+            continue
+        reply, answering = event.event, event.answering
+        recorded = record_bot_reply(
+            runtime.stores,
+            runtime.config,
+            reply.bot_id,
+            reply.group_id,
+            reply.text,
+            message_id=reply.message_id,
+            answering=answering,
+            quote_of=answering.id if reply.quoted and answering is not None else None,
+            time=reply.time,
+            bot_name=runtime.persona.labels.self_label,
+        )
+        counts["replies" if recorded.added else "skipped"] += 1
+        # Compression replays the session as it stood at the reply, stored now or before.
+        if recorded.stored and compress and answering is not None:
+            result = runtime.compress_session(
+                reply.bot_id, reply.group_id, answering.sender_id, now=reply.time
+            )
+            counts["summaries"] += result.status is CompressionStatus.COMPRESSED
     return ImportReport(**counts)
+
+
+def import_events(
+    runtime: Promptweave, lines: Iterable[str], *, source: str, compress: bool = True
+) -> ImportReport:
+    """Check every event of ``lines`` (JSON Lines), then record them through ``runtime``.
+
+    :param source: the file name, for error messages.
+    :param compress: compress sessions after each reply, as the live runtime would.
+    :raises TurnFileError: a line is not a valid event; nothing is recorded.
+    """
+    return record_events(runtime, read_events(lines, source=source), compress=compress)
 
 
 def _parse(line: str, where: str) -> dict[str, Any]:

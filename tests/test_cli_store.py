@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -43,14 +44,71 @@ def test_store_import_then_render_reads_timeline_history_and_quoted_text(tmp_pat
     }
 
 
+def test_render_leaves_the_bot_reply_context_order_alone(tmp_path: Path) -> None:
+    store = tmp_path / "lunch.sqlite3"
+    invoke("store", "import", str(LOG), "--store", str(store))
+    turn = json.loads(TURN.read_text(encoding="utf-8"))
+    turn["message"]["reply_to"] = "9304"  # the older of the two bot messages
+    turn_file = tmp_path / "turn.json"
+    turn_file.write_text(json.dumps(turn, ensure_ascii=False), encoding="utf-8")
+
+    def order() -> list[tuple[int, str]]:
+        with sqlite3.connect(store) as connection:
+            rows = connection.execute("SELECT seq, message_id FROM bot_reply_context ORDER BY seq")
+            return list(rows)
+
+    before = order()
+    code, out, _ = invoke("render", str(turn_file), "--store", str(store), "--format", "json")
+    assert code == 0, out
+    assert "【小织刚才说】\n我不用吃饭哈哈" in json.loads(out)["system_prompt"]
+    assert order() == before
+
+
 def test_importing_twice_skips_what_is_stored(tmp_path: Path) -> None:
     store = str(tmp_path / "s.sqlite3")
     invoke("store", "import", str(LOG), "--store", store)
     code, out, _ = invoke("store", "import", str(LOG), "--store", store)
-    assert code == 0 and "0 messages" in out and "9 skipped" in out
+    assert code == 0
+    assert out.endswith(": 0 messages, 0 bot replies, 11 skipped, 0 summaries written\n")
     code, out, _ = invoke("store", "stats", "--store", store, "--json")
     assert json.loads(out)["tables"]["group_messages"] == 11
     assert json.loads(out)["schema_versions"] == {"sessions": 1}
+
+
+def test_a_second_import_counts_only_its_new_events(tmp_path: Path) -> None:
+    store = str(tmp_path / "s.sqlite3")
+    invoke("store", "import", str(LOG), "--store", store)
+    more = tmp_path / "more.jsonl"
+    new_events = [
+        {
+            "event": "message",
+            "bot_id": "10001",
+            "group_id": "20001",
+            "message": {
+                "id": "9312",
+                "sender_id": "30022",
+                "text": "@小织 那家几点开门",
+                "time": "2026-11-29T12:20:00+08:00",
+            },
+        },
+        {
+            "event": "bot_reply",
+            "bot_id": "10001",
+            "group_id": "20001",
+            "text": "十一点就开了",
+            "message_id": "9313",
+            "time": "2026-11-29T12:20:09+08:00",
+            "answering": "9312",
+        },
+    ]
+    more.write_text(
+        LOG.read_text(encoding="utf-8")
+        + "".join(json.dumps(event, ensure_ascii=False) + "\n" for event in new_events),
+        encoding="utf-8",
+    )
+    code, out, _ = invoke("store", "import", str(more), "--store", store)
+    assert code == 0
+    assert out.endswith(": 1 messages, 1 bot replies, 11 skipped, 0 summaries written\n")
 
 
 def test_render_without_store_writes_no_file(tmp_path: Path) -> None:
@@ -74,6 +132,33 @@ def test_bad_import_line_names_file_and_line(tmp_path: Path) -> None:
     code, _, err = invoke("store", "import", str(events), "--store", str(tmp_path / "s.db"))
     assert code == 2
     assert f"{events}:2: answering='404' names no earlier message event" in err
+    assert list(tmp_path.glob("s.db*")) == []
+
+
+def test_a_bad_first_import_line_creates_no_store_file(tmp_path: Path) -> None:
+    events = tmp_path / "bad.jsonl"
+    events.write_text('{"event": "message", "bot_id": "1"\n', encoding="utf-8")
+    code, _, err = invoke("store", "import", str(events), "--store", str(tmp_path / "s.db"))
+    assert code == 2
+    assert f"{events}:1: invalid JSON" in err
+    assert list(tmp_path.glob("s.db*")) == []
+
+
+def test_a_failed_import_leaves_an_existing_store_as_it_was(tmp_path: Path) -> None:
+    store = str(tmp_path / "s.sqlite3")
+    invoke("store", "import", str(LOG), "--store", store)
+    _, before, _ = invoke("store", "stats", "--store", store, "--json")
+    events = tmp_path / "bad.jsonl"
+    events.write_text(
+        '{"event": "message", "bot_id": "1", "group_id": "2", "message": {"id": "n1", "sender_id": "3", "text": "早", "time": "2026-11-29T08:00:00+08:00"}}\n'
+        '{"event": "reaction", "bot_id": "1"}\n',
+        encoding="utf-8",
+    )
+    code, _, err = invoke("store", "import", str(events), "--store", store)
+    assert code == 2
+    assert f"{events}:2: unknown event 'reaction'" in err
+    _, after, _ = invoke("store", "stats", "--store", store, "--json")
+    assert after == before
 
 
 def test_import_compresses_long_sessions(tmp_path: Path) -> None:
@@ -114,3 +199,9 @@ def test_import_compresses_long_sessions(tmp_path: Path) -> None:
         "store", "import", str(events), "--store", str(tmp_path / "t.db"), "--no-compress"
     )
     assert "0 summaries written" in out
+    # Run again, nothing is new: the compressed session is not compressed again, and the
+    # uncompressed one is compressed as the replies are replayed.
+    code, out, _ = invoke("store", "import", str(events), "--store", str(tmp_path / "s.db"))
+    assert out.endswith(": 0 messages, 0 bot replies, 48 skipped, 0 summaries written\n")
+    code, out, _ = invoke("store", "import", str(events), "--store", str(tmp_path / "t.db"))
+    assert out.endswith(": 0 messages, 0 bot replies, 48 skipped, 1 summaries written\n")

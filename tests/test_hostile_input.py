@@ -215,6 +215,7 @@ def test_store_import_names_bad_bytes_and_naive_times(tmp_path):
         cli, ["store", "import", str(binary), "--store", str(tmp_path / "s.sqlite3")]
     )
     assert result.exit_code == 2 and "not UTF-8" in result.output
+    assert not (tmp_path / "s.sqlite3").exists()
     naive = tmp_path / "naive.jsonl"
     naive.write_text(
         json.dumps(

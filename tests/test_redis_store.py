@@ -301,12 +301,20 @@ def test_render_reads_redis_and_leaves_its_routing_state_alone(
     stores = render_stores(Config.from_file(config_file), explicit=False)
     assert isinstance(stores.group_log, RedisGroupLog)
     assert isinstance(stores.routing, MemoryRoutingState)
+    assert isinstance(stores.bot_replies, RedisBotReplyContext)
+    assert stores.bot_replies.refresh_on_lookup is False
     stores.close()
+    namespace = RedisNamespace(connect(redis_url), redis_prefix)
+    recency_key = namespace.key("10001", "20001", "replies")
+    before = namespace.client.zrange(recency_key, 0, -1, withscores=True)
     result = CliRunner().invoke(
         cli, ["render", str(TURN), "--config", str(config_file), "--format", "json"]
     )
     assert result.exit_code == 0, result.output
     assert "【小织刚才说】\n青柠说的那家米线可以试试" in json.loads(result.stdout)["system_prompt"]
+    # Reading the quoted bot text left the bot-reply context's order of use as it was.
+    assert namespace.client.zrange(recency_key, 0, -1, withscores=True) == before
+    namespace.client.close()
     candidates = RedisRoutingState(RedisNamespace(connect(redis_url), redis_prefix)).candidates(
         "10001", "20001"
     )
@@ -423,3 +431,16 @@ def test_turns_degrade_while_redis_is_cut_off_and_recover_after(
     assert "楼下新开了家米线" in recovered.system_prompt
     runtime.close()
     outage.close()
+
+
+def test_a_lookup_without_refresh_changes_nothing(redis_namespace: RedisNamespace) -> None:
+    writer = RedisBotReplyContext(redis_namespace, ttl_s=60, max_entries=2)
+    reader = attrs.evolve(writer, refresh_on_lookup=False)
+    writer.remember("20001", "10001", "a", "甲", now=T0)
+    writer.remember("20001", "10001", "b", "乙", now=T0)
+    assert reader.lookup("20001", "10001", "a", now=T0) == "甲"
+    writer.remember("20001", "10001", "c", "丙", now=T0)  # "a" was not refreshed: it goes
+    assert writer.lookup("20001", "10001", "a", now=T0) is None
+    late = T0 + dt.timedelta(minutes=5)
+    assert reader.lookup("20001", "10001", "b", now=late) is None  # expired, but left in place
+    assert writer.lookup("20001", "10001", "b", now=T0) == "乙"

@@ -18,8 +18,13 @@ from framework.store import (
     SummaryStore,
     TurnKind,
 )
+from framework.store.sessions import GROUP_LOG_MAX_PER_GROUP
 from framework.store.sessions_memory import MemoryGroupLog
-from framework.store.sessions_sqlite import FEEDBACK_MAX_PHRASES, SESSION_MIGRATIONS
+from framework.store.sessions_sqlite import (
+    FEEDBACK_MAX_PHRASES,
+    SESSION_MIGRATIONS,
+    SQLiteGroupLog,
+)
 from tests.conftest import T0
 
 
@@ -142,6 +147,16 @@ def test_session_keeps_only_the_storage_window(stores: Stores) -> None:
     assert [r.content for r in rows] == [f"第{i}句" for i in range(3, 8)]
 
 
+def test_session_append_counts_only_rows_still_stored(stores: Stores) -> None:
+    sessions = stores.sessions
+    assert sessions is not None
+    rows = [turn("30022", "user", f"第{i}句", i, message_id=f"m{i}") for i in range(8)]
+    assert sessions.append_turns(rows, storage_window=5) == 5
+    # The rows the window pushed out come back only to be deleted again: nothing was added.
+    assert sessions.append_turns(rows[:3], storage_window=5) == 0
+    assert sessions.append_turns([turn("30022", "user", "新的", 9)], storage_window=5) == 1
+
+
 def test_group_turns_span_users_and_skip_summaries(stores: Stores) -> None:
     sessions = stores.sessions
     assert sessions is not None
@@ -235,18 +250,8 @@ def test_bot_reply_context_evicts_beyond_max_entries(stores: Stores) -> None:
     assert context.lookup("20001", "10001", "4", now=at(1)) == "第4条"
 
 
-@pytest.fixture(params=["memory", "redis"])
-def lru_stores(request: pytest.FixtureRequest) -> Stores:
-    """The backends whose bot-reply context is an LRU (SQLite evicts the oldest written)."""
-    if request.param == "redis":
-        from contrib.redis_store import redis_stores
-
-        return redis_stores(Config(), request.getfixturevalue("redis_namespace"))
-    return Stores.in_memory()
-
-
-def test_bot_reply_context_refreshes_recency_on_lookup(lru_stores: Stores) -> None:
-    context = lru_stores.bot_replies
+def test_bot_reply_context_refreshes_recency_on_lookup(stores: Stores) -> None:
+    context = stores.bot_replies
     assert context is not None
     context.max_entries = 2  # type: ignore[attr-defined]
     context.remember("20001", "10001", "a", "甲", now=at(0))
@@ -255,6 +260,21 @@ def test_bot_reply_context_refreshes_recency_on_lookup(lru_stores: Stores) -> No
     context.remember("20001", "10001", "c", "丙", now=at(1))
     assert context.lookup("20001", "10001", "a", now=at(1)) == "甲"
     assert context.lookup("20001", "10001", "b", now=at(1)) is None
+    assert context.lookup("20001", "10001", "c", now=at(1)) == "丙"
+
+
+def test_bot_reply_context_lookup_refreshes_recency_not_expiry(stores: Stores) -> None:
+    context = stores.bot_replies
+    assert context is not None
+    context.max_entries = 2  # type: ignore[attr-defined]
+    context.remember("20001", "10001", "a", "甲", now=at(0))
+    context.remember("20001", "10001", "b", "乙", now=at(5))
+    assert context.lookup("20001", "10001", "a", now=at(9)) == "甲"
+    context.remember("20001", "10001", "c", "丙", now=at(9))
+    # "a" was used last, so "b" went; "a" still expires ten minutes after it was written.
+    assert context.lookup("20001", "10001", "b", now=at(9)) is None
+    assert context.lookup("20001", "10001", "a", now=at(10)) is None
+    assert context.lookup("20001", "10001", "c", now=at(10)) == "丙"
 
 
 def test_feedback_ledger_is_idempotent_per_outcome_and_undoable(stores: Stores) -> None:
@@ -326,13 +346,23 @@ def test_window_reads_are_index_range_scans(tmp_path: Path, sql: str, index: str
     assert "TEMP B-TREE" not in plan  # no sort over the matching rows
 
 
-@pytest.fixture(params=["memory", "redis"])
-def bounded_log(request: pytest.FixtureRequest) -> GroupLog:
-    """A group log keeping 20 messages per group, on the backends that bound the log."""
+def _numbered(index: int, start: dt.datetime) -> ChatMessage:
+    return ChatMessage(
+        id=str(index), sender_id="u", text=f"第{index}条", time=start + dt.timedelta(seconds=index)
+    )
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def bounded_log(request: pytest.FixtureRequest, tmp_path: Path) -> GroupLog:
+    """A group log keeping 20 messages per group, on every backend."""
     if request.param == "redis":
         from contrib.redis_store import RedisGroupLog
 
         return RedisGroupLog(request.getfixturevalue("redis_namespace"), max_per_group=20)
+    if request.param == "sqlite":
+        database = SQLiteDatabase(tmp_path / "s.sqlite3")
+        database.migrate(SESSION_MIGRATIONS)
+        return SQLiteGroupLog(database, max_per_group=20)
     return MemoryGroupLog(max_per_group=20)
 
 
@@ -340,22 +370,33 @@ def test_the_group_log_keeps_a_bounded_window_per_group(bounded_log: GroupLog) -
     log = bounded_log
     start = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
     for index in range(50):
-        log.append_group_message(
-            "b",
-            "g",
-            ChatMessage(
-                id=str(index),
-                sender_id="u",
-                text=f"第{index}条",
-                time=start + dt.timedelta(seconds=index),
-            ),
-        )
+        log.append_group_message("b", "g", _numbered(index, start))
+    log.append_group_message("b", "other", _numbered(0, start))
     kept = log.recent_group_messages("b", "g", until=start + dt.timedelta(hours=1), limit=100)
     assert [m.id for m in kept] == [str(index) for index in range(30, 50)]
+    assert len(log.recent_group_messages("b", "other", until=start, limit=100)) == 1
     # An id that left the window may be recorded again; one inside it is still a duplicate.
+    later = start + dt.timedelta(minutes=5)
     assert log.append_group_message(
-        "b", "g", ChatMessage(id="3", sender_id="u", text="x", time=start)
+        "b", "g", ChatMessage(id="3", sender_id="u", text="x", time=later)
     )
     assert not log.append_group_message(
-        "b", "g", ChatMessage(id="49", sender_id="u", text="x", time=start)
+        "b", "g", ChatMessage(id="49", sender_id="u", text="x", time=later)
     )
+    # A message older than the whole window is not kept, so it is not reported as added.
+    assert not log.append_group_message(
+        "b", "g", ChatMessage(id="old", sender_id="u", text="x", time=start)
+    )
+    kept = log.recent_group_messages("b", "g", until=start + dt.timedelta(hours=1), limit=100)
+    assert [m.id for m in kept] == [*(str(index) for index in range(31, 50)), "3"]
+
+
+def test_both_group_logs_keep_the_shared_bound_by_default(stores: Stores) -> None:
+    log = stores.group_log
+    assert log is not None
+    start = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+    for index in range(GROUP_LOG_MAX_PER_GROUP + 5):
+        log.append_group_message("b", "g", _numbered(index, start))
+    kept = log.recent_group_messages("b", "g", until=start + dt.timedelta(days=1), limit=10_000)
+    assert len(kept) == GROUP_LOG_MAX_PER_GROUP
+    assert (kept[0].id, kept[-1].id) == ("5", str(GROUP_LOG_MAX_PER_GROUP + 4))

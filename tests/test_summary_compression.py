@@ -19,6 +19,7 @@ from framework import (
     hookimpl,
 )
 from framework.config import SessionConfig
+from framework.recording import record_bot_reply
 from tests.conftest import BOT, GROUP, T0, Clock, sqlite_config
 
 TOPICS = [
@@ -62,6 +63,35 @@ def session_rows(runtime: Promptweave, user: str = "30022") -> list[SessionTurn]
     assert runtime.stores.sessions is not None
     far = T0 + dt.timedelta(days=30)
     return runtime.stores.sessions.user_turns(BOT.id, GROUP, user, until=far, limit=500)
+
+
+def test_recording_a_compressed_exchange_again_does_not_bring_it_back(
+    sqlite_runtime: Promptweave, clock: Clock
+) -> None:
+    chat(sqlite_runtime, clock, 24)
+    assert sqlite_runtime.wait_for_background(timeout=30)
+    before = session_rows(sqlite_runtime)
+    assert before[0].is_summary
+    first = ChatMessage(
+        id="30022-0",
+        sender_id="30022",
+        sender_name="阿蒙",
+        text=TOPICS[0],
+        time=T0 + dt.timedelta(seconds=60),
+        addressed=True,
+    )
+    recorded = record_bot_reply(
+        sqlite_runtime.stores,
+        sqlite_runtime.config,
+        BOT.id,
+        GROUP,
+        "加油，第0次给你打气",
+        message_id="r30022-0",
+        answering=first,
+        time=first.time + dt.timedelta(seconds=5),
+    )
+    assert (recorded.stored, recorded.added) == (True, 0)
+    assert session_rows(sqlite_runtime) == before
 
 
 def test_summary_appears_after_24_user_turns_with_default_settings(

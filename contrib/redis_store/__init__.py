@@ -4,8 +4,8 @@ Selected with ``[store] backend = "redis"`` (``docs/store.md``); needs the ``red
 (``pip install 'promptweave[redis]'``). :meth:`framework.Stores.from_config` imports this module by
 name, so ``framework`` itself never imports Redis.
 
-The group log, sessions, summary archive, bot-reply context, feedback ledger and routing state live
-in Redis, under keys scoped by bot and group with a Cluster hash tag (``promptweave:{10001:20001}:
+The group log, sessions, summary archive, bot-reply context, feedback ledger, delivery ledger and
+routing state live in Redis, under keys scoped by bot and group with a Cluster hash tag (``promptweave:{10001:20001}:
 log``), so several bot processes share them and a cluster can shard them. Each store behaves like
 its in-memory counterpart; a check-then-write (duplicate ids, windows, the compaction claim) is one
 Lua script, atomic across processes. Retrieval data (memories, knowledge…) stays in the SQLite file
@@ -23,6 +23,7 @@ import redis
 
 from contrib.redis_store._namespace import DEFAULT_PREFIX, RedisNamespace
 from contrib.redis_store.archive import RedisSummaryStore
+from contrib.redis_store.deliveries import RedisDeliveryLedger
 from contrib.redis_store.replies import RedisBotReplyContext, RedisFeedbackLedger
 from contrib.redis_store.routing import RedisRoutingState
 from contrib.redis_store.sessions import RedisGroupLog, RedisSessionStore
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_PREFIX",
     "SOCKET_TIMEOUT_S",
     "RedisBotReplyContext",
+    "RedisDeliveryLedger",
     "RedisFeedbackLedger",
     "RedisGroupLog",
     "RedisNamespace",
@@ -108,5 +110,6 @@ def redis_stores(config: Config, namespace: RedisNamespace | None = None) -> Sto
         feedback=RedisFeedbackLedger(namespace),
         retrieval=retrieval,
         routing=RedisRoutingState(namespace),
+        deliveries=RedisDeliveryLedger(namespace),
         closers=(client.close,) if owned else (),
     )

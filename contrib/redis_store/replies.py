@@ -28,19 +28,24 @@ if excess > 0 then
 end
 """
 
-# KEYS: as _REMEMBER. ARGV: message id, now.
+# KEYS: as _REMEMBER. ARGV: message id, now, '1' to refresh (and drop an expired entry).
 _LOOKUP = """
 local expires = redis.call('HGET', KEYS[2], ARGV[1])
 if not expires then
     return false
 end
+local refresh = ARGV[3] == '1'
 if tonumber(expires) <= tonumber(ARGV[2]) then
-    redis.call('ZREM', KEYS[1], ARGV[1])
-    redis.call('HDEL', KEYS[2], ARGV[1])
-    redis.call('HDEL', KEYS[3], ARGV[1])
+    if refresh then
+        redis.call('ZREM', KEYS[1], ARGV[1])
+        redis.call('HDEL', KEYS[2], ARGV[1])
+        redis.call('HDEL', KEYS[3], ARGV[1])
+    end
     return false
 end
-redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[4]), ARGV[1])
+if refresh then
+    redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[4]), ARGV[1])
+end
 return redis.call('HGET', KEYS[3], ARGV[1])
 """
 
@@ -99,12 +104,16 @@ class RedisBotReplyContext:
     ``max_entries`` counts per bot and group: one count across groups would need a key every group
     shares, which a cluster could not shard. Expiry follows the caller's ``now`` (the runtime's
     clock), not Redis's own key expiry, so a replayed day expires as it did live.
+
+    :param refresh_on_lookup: ``False`` for a reader that must leave the shared state as it is
+        (``promptweave render``): a lookup then changes nothing, not even an expired entry.
     """
 
     namespace: RedisNamespace
     ttl_s: float = 600.0
     max_entries: int = 512
     text_chars: int = 500
+    refresh_on_lookup: bool = True
     _remember: Script = attrs.field(init=False, repr=False)
     _lookup: Script = attrs.field(init=False, repr=False)
 
@@ -139,7 +148,8 @@ class RedisBotReplyContext:
     ) -> str | None:
         with self.namespace.reached():
             text = self._lookup(
-                keys=self._keys(group_id, bot_id), args=[message_id, repr(now.timestamp())]
+                keys=self._keys(group_id, bot_id),
+                args=[message_id, repr(now.timestamp()), "1" if self.refresh_on_lookup else "0"],
             )
         return None if text is None else str(text)
 

@@ -25,7 +25,7 @@ from contrib.redis_store._namespace import (
     encode_time,
     row_key,
 )
-from framework.store.sessions import SessionTurn, TurnKind
+from framework.store.sessions import GROUP_LOG_MAX_PER_GROUP, SessionTurn, TurnKind
 from framework.turn import ChatMessage
 
 __all__ = ["RedisGroupLog", "RedisSessionStore"]
@@ -52,7 +52,11 @@ if excess > 0 then
     end
     redis.call('ZREMRANGEBYRANK', KEYS[1], 0, excess - 1)
 end
-return 1
+-- A message older than the whole window was dropped at once: nothing was added.
+if redis.call('ZSCORE', KEYS[1], row) then
+    return 1
+end
+return 0
 """
 
 # Forget one session row: KEYS as in _APPEND_TURNS, ``slot`` the user's first key.
@@ -82,7 +86,7 @@ _APPEND_TURNS = (
     _FORGET_ROW
     + """
 local window = tonumber(ARGV[1])
-local added = 0
+local added = {}
 local touched = {}
 for index = 2, #ARGV, 6 do
     local slot = 4 + 3 * tonumber(ARGV[index])
@@ -99,7 +103,7 @@ for index = 2, #ARGV, 6 do
         if has_id then
             redis.call('HSET', KEYS[slot + 1], field, row)
         end
-        added = added + 1
+        added[#added + 1] = row
         touched[slot] = true
     end
 end
@@ -111,7 +115,14 @@ for slot in pairs(touched) do
         end
     end
 end
-return added
+-- A row older than the storage window was deleted at once: it does not count as added.
+local kept = 0
+for _, row in ipairs(added) do
+    if redis.call('HEXISTS', KEYS[2], row) == 1 then
+        kept = kept + 1
+    end
+end
+return kept
 """
 )
 
@@ -193,7 +204,9 @@ class RedisGroupLog:
     """
 
     namespace: RedisNamespace
-    max_per_group: int = attrs.field(default=1000, validator=attrs.validators.ge(16))
+    max_per_group: int = attrs.field(
+        default=GROUP_LOG_MAX_PER_GROUP, validator=attrs.validators.ge(16)
+    )
     _append: Script = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:

@@ -23,6 +23,7 @@ from framework.text_rules import IMAGE_MARK
 from framework.turn import ChatMessage
 
 __all__ = [
+    "GROUP_LOG_MAX_PER_GROUP",
     "SUMMARY_MARK",
     "BotReplyContext",
     "FeedbackLedger",
@@ -37,6 +38,10 @@ __all__ = [
 
 #: The first line of a summary row (seed 004, 长会话压缩).
 SUMMARY_MARK = "【此前对话摘要】"
+
+#: Messages a group log keeps per (bot, group) on every backend; the oldest go first. The
+#: timeline and the bot-presence count read far fewer, and a long-running bot stays bounded.
+GROUP_LOG_MAX_PER_GROUP = 1000
 
 
 def group_scope(group_id: str | None) -> str:
@@ -114,12 +119,17 @@ class SessionSummary:
 
 @runtime_checkable
 class GroupLog(Protocol):
-    """Every message the bot saw in a group, its own included; the group timeline reads it."""
+    """The messages the bot saw in a group, its own included; the group timeline reads it.
+
+    An implementation keeps the newest :data:`GROUP_LOG_MAX_PER_GROUP` messages (by time) per bot
+    and group, so a long-running bot stays bounded.
+    """
 
     def append_group_message(self, bot_id: str, group_id: str, message: ChatMessage) -> bool:
         """Store ``message``; one already stored with the same id is ignored.
 
-        :returns: ``True`` when a row was added.
+        :returns: ``True`` when a row was added: not for a duplicate id, nor for a message older
+            than the kept window (dropped at once).
         """
 
     def recent_group_messages(
@@ -137,7 +147,8 @@ class SessionStore(Protocol):
 
         Afterwards each touched session keeps only its newest ``storage_window`` rows.
 
-        :returns: how many rows were added.
+        :returns: how many rows were added: a row older than the kept window is deleted at once
+            and not counted.
         """
 
     def user_turns(
@@ -209,8 +220,8 @@ class SummaryStore(Protocol):
 class BotReplyContext(Protocol):
     """What the bot said in each delivered message, so a reply to it can show the quoted text.
 
-    Keyed by (group, bot, message id); entries expire after a TTL and the oldest are evicted
-    beyond a maximum count (seed 004, 引用兜底).
+    Keyed by (group, bot, message id); entries expire after a TTL, and beyond a maximum count the
+    least recently used (written, or found by :meth:`lookup`) are evicted (seed 004, 引用兜底).
     """
 
     def remember(

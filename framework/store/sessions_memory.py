@@ -17,7 +17,12 @@ from typing import TypeVar
 
 import attrs
 
-from framework.store.sessions import SessionSummary, SessionTurn, TurnKind
+from framework.store.sessions import (
+    GROUP_LOG_MAX_PER_GROUP,
+    SessionSummary,
+    SessionTurn,
+    TurnKind,
+)
 from framework.store.sessions_sqlite import FEEDBACK_MAX_PHRASES
 from framework.turn import ChatMessage
 
@@ -52,10 +57,12 @@ class MemoryGroupLog:
     """:class:`framework.store.sessions.GroupLog` in memory.
 
     :param max_per_group: messages kept per bot and group; the oldest go first, so a long-running
-        bot on the in-memory backend does not grow without bound (the timeline reads at most 16).
+        bot does not grow without bound (default :data:`GROUP_LOG_MAX_PER_GROUP`, as on SQLite).
     """
 
-    max_per_group: int = attrs.field(default=1000, validator=attrs.validators.ge(16))
+    max_per_group: int = attrs.field(
+        default=GROUP_LOG_MAX_PER_GROUP, validator=attrs.validators.ge(16)
+    )
     _rows: dict[_Scope, list[tuple[float, int, ChatMessage]]] = attrs.field(factory=dict)
     _ids: dict[_Scope, set[str]] = attrs.field(factory=dict)
     _counter: itertools.count[int] = attrs.field(factory=itertools.count)
@@ -72,12 +79,15 @@ class MemoryGroupLog:
             row = (message.time.timestamp(), next(self._counter), message)
             rows = self._rows.setdefault(scope, [])
             bisect.insort(rows, row, key=_order)
-            if len(rows) > self.max_per_group:
-                for _time, _order_key, dropped in rows[: len(rows) - self.max_per_group]:
-                    if dropped.id is not None:
-                        seen.discard(dropped.id)
-                del rows[: len(rows) - self.max_per_group]
-        return True
+            if len(rows) <= self.max_per_group:
+                return True
+            dropped = rows[: len(rows) - self.max_per_group]
+            del rows[: len(rows) - self.max_per_group]
+            for _time, _order_key, old in dropped:
+                if old.id is not None:
+                    seen.discard(old.id)
+        # A message older than the whole window was dropped at once: nothing was added.
+        return all(entry is not row for entry in dropped)
 
     def recent_group_messages(
         self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int
@@ -96,7 +106,8 @@ class MemorySessionStore:
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def append_turns(self, turns: Sequence[SessionTurn], *, storage_window: int) -> int:
-        added = 0
+        added: set[int] = set()
+        touched: set[_UserScope] = set()
         with self._lock:
             for turn in turns:
                 scope = (turn.bot_id, turn.group_id, turn.user_id)
@@ -110,8 +121,10 @@ class MemorySessionStore:
                 stored = attrs.evolve(turn, key=key)
                 bisect.insort(rows, (turn.time.timestamp(), key, stored), key=_order)
                 del rows[: max(0, len(rows) - storage_window)]
-                added += 1
-        return added
+                added.add(key)
+                touched.add(scope)
+            # A row older than the window was deleted at once: it does not count as added.
+            return sum(1 for scope in touched for row in self._rows[scope] if row[1] in added)
 
     def user_turns(
         self,

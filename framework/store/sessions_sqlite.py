@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from framework.store.sessions import (
+    GROUP_LOG_MAX_PER_GROUP,
     SessionSummary,
     SessionTurn,
     TurnKind,
@@ -101,9 +102,16 @@ def _turn(row: sqlite3.Row) -> SessionTurn:
 
 @attrs.define
 class SQLiteGroupLog:
-    """:class:`framework.store.sessions.GroupLog` in table ``group_messages``."""
+    """:class:`framework.store.sessions.GroupLog` in table ``group_messages``.
+
+    :param max_per_group: messages kept per bot and group; the oldest go first (default
+        :data:`GROUP_LOG_MAX_PER_GROUP`, as in memory).
+    """
 
     database: SQLiteDatabase
+    max_per_group: int = attrs.field(
+        default=GROUP_LOG_MAX_PER_GROUP, validator=attrs.validators.ge(16)
+    )
 
     def append_group_message(self, bot_id: str, group_id: str, message: ChatMessage) -> bool:
         stamp, offset = _stamp(message.time)
@@ -126,7 +134,24 @@ class SQLiteGroupLog:
                     offset,
                 ),
             )
-            return cursor.rowcount > 0
+            if cursor.rowcount == 0:
+                return False
+            # Retention: once a group is full, each append deletes the row it pushed out. The
+            # subquery walks the newest max_per_group entries of the covering window index (no
+            # table rows, no sort) and yields only the ones beyond them.
+            pruned = connection.execute(
+                "DELETE FROM group_messages WHERE seq IN (SELECT seq FROM group_messages"
+                " WHERE bot_id = ? AND group_id = ? ORDER BY time DESC, seq DESC"
+                " LIMIT -1 OFFSET ?)",
+                (bot_id, group_id, self.max_per_group),
+            )
+            if pruned.rowcount == 0:
+                return True
+            # A message older than the whole window was deleted at once: nothing was added.
+            kept = connection.execute(
+                "SELECT 1 FROM group_messages WHERE seq = ?", (cursor.lastrowid,)
+            ).fetchone()
+            return kept is not None
 
     def recent_group_messages(
         self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int
@@ -148,7 +173,7 @@ class SQLiteSessionStore:
     database: SQLiteDatabase
 
     def append_turns(self, turns: Sequence[SessionTurn], *, storage_window: int) -> int:
-        added = 0
+        added: list[int] = []
         scopes: set[tuple[str, str, str]] = set()
         with _write(self.database) as connection:
             for turn in turns:
@@ -171,16 +196,25 @@ class SQLiteSessionStore:
                         offset,
                     ),
                 )
-                added += cursor.rowcount
+                if cursor.rowcount > 0 and cursor.lastrowid is not None:
+                    added.append(cursor.lastrowid)
                 scopes.add((turn.bot_id, turn.group_id, turn.user_id))
+            trimmed = 0
             for scope in scopes:
-                connection.execute(
+                trimmed += connection.execute(
                     "DELETE FROM session_turns WHERE seq IN (SELECT seq FROM session_turns"
                     " WHERE bot_id = ? AND group_id = ? AND user_id = ?"
                     " ORDER BY time DESC, seq DESC LIMIT -1 OFFSET ?)",
                     (*scope, storage_window),
-                )
-        return added
+                ).rowcount
+            if trimmed == 0 or not added:
+                return len(added)
+            # A row older than the window was deleted at once: it does not count as added.
+            marks = ", ".join("?" * len(added))
+            row = connection.execute(
+                f"SELECT COUNT(*) FROM session_turns WHERE seq IN ({marks})", added
+            ).fetchone()
+            return int(row[0])
 
     def user_turns(
         self,
@@ -333,13 +367,21 @@ class SQLiteSummaryStore:
 
 @attrs.define
 class SQLiteBotReplyContext:
-    """:class:`framework.store.sessions.BotReplyContext` as table ``bot_reply_context``: rows
-    carry their expiry; beyond ``max_entries`` the oldest written are deleted."""
+    """:class:`framework.store.sessions.BotReplyContext` as table ``bot_reply_context``, an LRU
+    with a TTL like :class:`framework.store.sessions_memory.MemoryBotReplyContext`: rows carry
+    their expiry, and ``seq`` orders them by use (a write, or a lookup that finds the row, gives it
+    the highest ``seq`` without extending its expiry); beyond ``max_entries`` the least recently
+    used are deleted.
+
+    :param refresh_on_lookup: ``False`` for a reader that must leave the file as it is
+        (``promptweave render``): a hit then does not change the order of use.
+    """
 
     database: SQLiteDatabase
     ttl_s: float = 600.0
     max_entries: int = 512
     text_chars: int = 500
+    refresh_on_lookup: bool = True
 
     def remember(
         self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
@@ -366,11 +408,22 @@ class SQLiteBotReplyContext:
     ) -> str | None:
         rows = _read(
             self.database,
-            "SELECT text FROM bot_reply_context WHERE group_id = ? AND bot_id = ?"
+            "SELECT seq, text FROM bot_reply_context WHERE group_id = ? AND bot_id = ?"
             " AND message_id = ? AND expires > ?",
             (group_id, bot_id, message_id, now.timestamp()),
         )
-        return str(rows[0]["text"]) if rows else None
+        if not rows:
+            return None
+        if self.refresh_on_lookup:
+            # A hit makes the row the most recently used (seq is the recency order); a miss, the
+            # common case, takes no write lock.
+            with _write(self.database) as connection:
+                connection.execute(
+                    "UPDATE bot_reply_context SET seq = (SELECT MAX(seq) + 1 FROM bot_reply_context)"
+                    " WHERE seq = ? AND seq < (SELECT MAX(seq) FROM bot_reply_context)",
+                    (rows[0]["seq"],),
+                )
+        return str(rows[0]["text"])
 
 
 @attrs.define

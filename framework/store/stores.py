@@ -10,6 +10,8 @@ import attrs
 
 from framework.config import Config
 from framework.errors import ConfigError
+from framework.store.deliveries import DeliveryLedger, MemoryDeliveryLedger
+from framework.store.deliveries_sqlite import SQLiteDeliveryLedger
 from framework.store.retrieval import RetrievalStore, TopicSummarySource
 from framework.store.retrieval_memory import InMemoryRetrievalStore
 from framework.store.retrieval_sqlite import SQLiteRetrievalStore
@@ -83,7 +85,7 @@ class Stores:
 
     :param database: the SQLite database, or ``None`` with the in-memory backend; with the Redis
         backend it holds the retrieval data only.
-    :param group_log: every group message the bot saw (feeds the group timeline).
+    :param group_log: the newest group messages the bot saw (feeds the group timeline).
     :param sessions: per-user conversation turns and summary rows.
     :param summaries: the archive of written summaries (feeds old-topic recall).
     :param bot_replies: the texts of delivered bot messages (the quoted-bot-text block).
@@ -95,6 +97,8 @@ class Stores:
     :param topic_summaries: where old topics come from; by default :class:`TopicSummaries`
         over ``summaries`` and ``retrieval``.
     :param closers: called by :meth:`close` (the Redis backend closes its connection pool).
+    :param deliveries: the deliveries already reported, so each counts once
+        (:mod:`framework.store.deliveries`); in this process unless a shared one is given.
     """
 
     database: SQLiteDatabase | None = None
@@ -110,6 +114,7 @@ class Stores:
         default=attrs.Factory(_topic_summaries, takes_self=True)
     )
     closers: tuple[Callable[[], None], ...] = ()
+    deliveries: DeliveryLedger = attrs.field(factory=MemoryDeliveryLedger)
 
     @classmethod
     def from_config(cls, config: Config) -> Stores:
@@ -147,6 +152,7 @@ class Stores:
             feedback=SQLiteFeedbackLedger(database),
             retrieval=SQLiteRetrievalStore(database),
             routing=SQLiteRoutingState(database),
+            deliveries=SQLiteDeliveryLedger(database),
         )
 
     @classmethod
