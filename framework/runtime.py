@@ -33,6 +33,7 @@ from framework.registry import Registries, collect_registries
 from framework.rendered import RenderedSection, RenderedTurn, SectionListing
 from framework.retrieval import RetrievalOutcome, RetrievalQuery, RetrievalRunner
 from framework.routing import DEFAULT_DECISION, Router
+from framework.routing.memory import PERSISTENT_MEMORY_SECTIONS, allows_persistent_memory
 from framework.session_inputs import SessionReader
 from framework.store.routing_state import MemoryRoutingState
 from framework.store.sqlite import STORE_ERRORS
@@ -311,7 +312,9 @@ class Promptweave(ConversationIO):
                 turn, decision=decision, now=now, allow_persistent_memory=allow_persistent_memory
             )
             durations.update(retrieval.durations())
-        return self._finish(reader, turn, decision, retrieval, now, durations)
+        return self._finish(
+            reader, turn, decision, retrieval, now, durations, allow_persistent_memory
+        )
 
     def _begin(
         self, turn: Turn, now: dt.datetime | None, decision: Decision | None
@@ -338,15 +341,31 @@ class Promptweave(ConversationIO):
         retrieval: RetrievalOutcome | None,
         now: dt.datetime | None,
         durations: dict[str, float],
+        allow_persistent_memory: bool | None = None,
     ) -> RenderedTurn:
         """Assemble the sections and the message sequence, and write the trace."""
         start = time.perf_counter()
-        given = turn.retrieved_items()
+        if retrieval is not None:
+            allow_persistent_memory = retrieval.query.allow_persistent_memory
+        elif allow_persistent_memory is None:
+            allow_persistent_memory = allows_persistent_memory(decision)
+        given = dict(turn.retrieved_items())
+        withheld: list[str] = []
+        if not allow_persistent_memory:
+            # A short social turn shows no persistent memory, relationship, person facts or old
+            # topics (DESIGN.md §5), not even items the turn brought along.
+            persistent = self._persistent_sections()
+            withheld = [
+                section for section, items in given.items() if section in persistent and items
+            ]
+            given = {
+                section: items for section, items in given.items() if section not in persistent
+            }
         context = self.context_for(
             turn,
             now=now,
             decision=decision,
-            retrieved=dict(given) if retrieval is None else _merge(given, retrieval.items),
+            retrieved=given if retrieval is None else _merge(given, retrieval.items),
             hidden_in_timeline=carried_by_history(reader.history(), turn),
         )
         sections, system_prompt = self.assemble(context)
@@ -378,12 +397,20 @@ class Promptweave(ConversationIO):
                 for s in sections
             ],
             "section_warnings": list(self.registries.section_warnings),
-            "retrieval": (
+            "retrieval": {
                 # retrieve=False: the sections got the turn's own items only
-                {"skipped": True, "query": None, "allow_persistent_memory": None, "sections": {}}
-                if retrieval is None
-                else retrieval.trace()
-            ),
+                **(
+                    {
+                        "skipped": True,
+                        "query": None,
+                        "allow_persistent_memory": None,
+                        "sections": {},
+                    }
+                    if retrieval is None
+                    else retrieval.trace()
+                ),
+                "turn_items_withheld": withheld,
+            },
             "timeline": {
                 "lines": len(context.timeline.messages),
                 "hidden_in_history": context.timeline.hidden,
@@ -400,6 +427,12 @@ class Promptweave(ConversationIO):
             vision_images=built.vision_images,
             context=context,
         )
+
+    def _persistent_sections(self) -> frozenset[str]:
+        """The sections of persistent memory: the built-in four and whatever a persistent
+        retriever feeds."""
+        retrievers = self.registries.retrievers.values()
+        return PERSISTENT_MEMORY_SECTIONS | {e.item.feeds for e in retrievers if e.item.persistent}
 
     def measure(self, text: str) -> int:
         """The length of ``text`` for the budget: the ``measure_text`` hook, else characters."""

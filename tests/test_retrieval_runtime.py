@@ -11,8 +11,10 @@ from retrieval_support import BOT, GROUP, make_turn
 from framework import (
     Config,
     ConfigError,
+    KnowledgeItem,
     MemoryItem,
     MemoryRecord,
+    PersonFact,
     Promptweave,
     RetrievalBatch,
     RetrievalResult,
@@ -254,6 +256,7 @@ def test_render_without_retrieval_uses_only_the_turns_own_items():
         "query": None,
         "allow_persistent_memory": None,
         "sections": {},
+        "turn_items_withheld": [],
     }
     assert not any(name.startswith("retrieval") for name in result.stage_durations_ms)
     # With retrieval the stored memory joins the turn's own.
@@ -288,3 +291,27 @@ def test_cli_render_no_retrieval(example_store):
     assert data["trace"]["retrieval"]["skipped"] is True
     status = {s["id"]: s["status"] for s in data["trace"]["sections"]}
     assert status["knowledge"] == "empty"  # the store has knowledge; the turn file carries none
+
+
+@pytest.mark.parametrize("retrieve", [True, False])
+def test_a_short_social_turn_shows_no_persistent_memory_even_from_the_turn(retrieve):
+    pw = runtime()
+    carried = TurnRetrieved(
+        memory=(MemoryItem(kind="group_event", text="上周桌游局换到了社区活动室"),),
+        person_facts=(PersonFact(text="喜欢热柠檬茶"),),
+        knowledge=(KnowledgeItem(title="桌游规则", text="狼人杀十二人局"),),
+    )
+    greeting = make_turn("@小织 早安呀", retrieved=carried)
+    decision = pw.decide(greeting)
+    assert decision.memory_policy.reason == "short_social_turn"
+    result = pw.render(greeting, decision=decision, retrieve=retrieve)
+    status = {s.id: s.status for s in result.sections}
+    assert status["memory"] == "empty" and status["person_facts"] == "empty"
+    assert "社区活动室" not in result.system_prompt and "柠檬茶" not in result.system_prompt
+    assert status["knowledge"] == "rendered"  # not persistent memory of people
+    assert result.trace["retrieval"]["turn_items_withheld"] == ["memory", "person_facts"]
+    # A question reads them all.
+    question = make_turn(QUESTION, retrieved=carried)
+    asked = pw.render(question, decision=pw.decide(question), retrieve=retrieve)
+    assert "社区活动室" in asked.system_prompt and "柠檬茶" in asked.system_prompt
+    assert asked.trace["retrieval"]["turn_items_withheld"] == []

@@ -12,7 +12,17 @@ from framework.decision import Decision, MemoryPolicy, SocialAction, TurnAction
 from framework.routing.signals import MessageSignals
 from framework.turn import Turn
 
-__all__ = ["SHORT_SOCIAL_ACTIONS", "allows_persistent_memory", "memory_policy_for"]
+__all__ = [
+    "PERSISTENT_MEMORY_SECTIONS",
+    "SHORT_SOCIAL_ACTIONS",
+    "allows_persistent_memory",
+    "memory_policy_for",
+]
+
+#: The sections of persistent memory, empty on a short social turn (seed 004, 短社交话的上下文裁剪):
+#: memory, relationship, person facts and old topics. Sections fed by a retriever registered with
+#: ``persistent=True`` count too.
+PERSISTENT_MEMORY_SECTIONS = frozenset({"memory", "relationship", "person_facts", "mid_term"})
 
 #: Social actions that make a reply a short social turn whatever its text.
 SHORT_SOCIAL_ACTIONS = (SocialAction.ACK, SocialAction.AFFECTION, SocialAction.JOKE)
