@@ -67,7 +67,7 @@ class AmbientSelection:
     :param filter_status: ``applied``, ``failed_open`` (the ledger raised; nothing was filtered)
         or ``empty`` (no phrase is blacklisted).
     :param fell_back_to_pair: removing the current user's turns emptied the window, so the
-        latest pair was kept.
+        latest pair was kept (those of its turns the user's history does not already send).
     """
 
     turns: tuple[SessionTurn, ...]
@@ -99,16 +99,22 @@ def select_ambient_turns(
     window: Sequence[SessionTurn],
     current_user_id: str,
     blacklisted: Callable[[], Sequence[str]],
+    already_sent: Callable[[SessionTurn], bool] | None = None,
 ) -> AmbientSelection:
     """Choose the excerpt's turns from the group's latest ``window``.
 
     The current user's turns go; when that leaves nothing, the latest pair stays (seed 004
-    changelog: 剔除自己后回退保留最近一对). Then turns containing a blacklisted phrase go; when the
-    ledger cannot be read, nothing is filtered (fail-open).
+    changelog: 剔除自己后回退保留最近一对), except the turns ``already_sent`` says the message
+    sequence carries anyway (the user's own history): nothing is sent twice. Then turns
+    containing a blacklisted phrase go; when the ledger cannot be read, nothing is filtered
+    (fail-open).
     """
     others = [turn for turn in window if turn.user_id != current_user_id]
-    fell_back = not others and bool(window)
-    chosen = list(window[-2:]) if fell_back else others
+    chosen = others
+    fell_back = False
+    if not others and window:
+        chosen = [t for t in window[-2:] if already_sent is None or not already_sent(t)]
+        fell_back = bool(chosen)
     try:
         phrases = [phrase for phrase in blacklisted() if phrase]
     except Exception as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -181,7 +182,9 @@ class SessionReader:
             log.warning("reading the ambient excerpt failed: %s", exc)
             return None, {"ambient_error": str(exc)}
         window = [t for t in window if not self._is_current(t)][-settings.window :]
-        selection = select_ambient_turns(window, self.turn.message.sender_id, self._blacklist)
+        selection = select_ambient_turns(
+            window, self.turn.message.sender_id, self._blacklist, self._in_history()
+        )
         if selection.filter_error is not None:
             log.warning("negative-feedback filter failed open: %s", selection.filter_error)
         excerpt = render_ambient_excerpt(
@@ -201,6 +204,20 @@ class SessionReader:
         if selection.filter_error is not None:
             notes["feedback_filter_error"] = selection.filter_error
         return excerpt, notes
+
+    def _in_history(self) -> Callable[[SessionTurn], bool]:
+        """Whether a session turn is one of the history rows this turn sends: by message id
+        when both have one, else by role and text."""
+        rows = [row for row in self.history() if not row.summary]
+        ids = {(row.role, row.message_id) for row in rows if row.message_id is not None}
+        texts = {(row.role, row.content.strip()) for row in rows}
+
+        def sent(turn: SessionTurn) -> bool:
+            if turn.message_id is not None and (turn.role, turn.message_id) in ids:
+                return True
+            return (turn.role, turn.display_text().strip()) in texts
+
+        return sent
 
     def _blacklist(self) -> tuple[str, ...]:
         ledger = self.stores.feedback

@@ -15,6 +15,7 @@ from framework import (
     PersonaPack,
     Promptweave,
     RenderedTurn,
+    SessionTurn,
     SpeakTrigger,
     Stores,
     Turn,
@@ -82,16 +83,44 @@ def test_ambient_excerpt_leaves_out_the_current_users_turns(
     assert rendered.trace["messages"]["ambient_removed_own"] == 2
 
 
-def test_ambient_excerpt_keeps_latest_pair_when_only_own_turns_remain(
+def test_ambient_excerpt_falls_back_to_no_turn_the_history_already_sends(
     runtime: Promptweave, message: MessageFactory
 ) -> None:
     for minute in range(3):
         exchange(runtime, message, "30022", f"第{minute}问", f"第{minute}答", minute)
     rendered = render(runtime, message("30022", "然后呢", minute=5), trigger=None)
-    ambient = rendered.messages[0]
-    assert ambient.source == "ambient"
-    assert ambient.content.splitlines()[2:] == ["群友：第2问", "小织：第2答"]
-    assert rendered.trace["messages"]["ambient_fell_back_to_pair"] is True
+    # Only the user's own turns are in the group's window, and the user's history sends them:
+    # the latest pair is not repeated in an excerpt.
+    assert [m.source for m in rendered.messages] == ["history"] * 6 + ["current"]
+    contents = [m.content for m in rendered.messages]
+    assert sum("第2答" in content for content in contents) == 1
+    assert rendered.trace["messages"]["ambient"] == "empty"
+    assert rendered.trace["messages"]["ambient_fell_back_to_pair"] is False
+
+
+def test_ambient_fallback_keeps_the_latest_pair_the_history_does_not_send() -> None:
+    from framework.ambient import select_ambient_turns
+
+    own = [
+        SessionTurn(
+            bot_id="10001",
+            group_id="20001",
+            user_id="30022",
+            role=role,
+            content=text,
+            time=T0 + dt.timedelta(minutes=minute),
+        )
+        for minute, (role, text) in enumerate(
+            [("user", "第0问"), ("assistant", "第0答"), ("user", "第1问"), ("assistant", "第1答")]
+        )
+    ]
+    kept = select_ambient_turns(own, "30022", lambda: ())
+    assert [t.content for t in kept.turns] == ["第1问", "第1答"] and kept.fell_back_to_pair
+    sent = {"第1答"}
+    partial = select_ambient_turns(own, "30022", lambda: (), lambda t: t.content in sent)
+    assert [t.content for t in partial.turns] == ["第1问"]
+    none = select_ambient_turns(own, "30022", lambda: (), lambda t: True)
+    assert none.turns == () and not none.fell_back_to_pair
 
 
 def test_ambient_window_is_the_groups_newest_eight_turns(
