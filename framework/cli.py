@@ -41,6 +41,13 @@ REQUEST_FORMATS = {
 }
 
 
+def _not_blank(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An id option may be left out, but not given blank (a private chat is no ``--group``)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("must not be blank; leave the option out instead", param=param)
+    return value
+
+
 @click.group()
 @click.version_option(package_name="promptweave")
 def cli() -> None:
@@ -79,8 +86,16 @@ def plugins(
 
 
 @cli.command()
-@click.option("--bot", "bot_id", default="0", show_default=True, help="Bot account id.")
-@click.option("--group", "group_id", default=None, help="Group id (omit for a private chat).")
+@click.option(
+    "--bot", "bot_id", default="0", show_default=True, callback=_not_blank, help="Bot account id."
+)
+@click.option(
+    "--group",
+    "group_id",
+    default=None,
+    callback=_not_blank,
+    help="Group id (omit for a private chat).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Output JSON.")
 @config_option
 def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path | None) -> None:
@@ -103,8 +118,12 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
 
 @cli.command()
 @click.argument("turn_file", type=click.Path(path_type=Path))
-@click.option("--bot", "bot_id", default=None, help="Override the turn's bot id.")
-@click.option("--group", "group_id", default=None, help="Override the turn's group id.")
+@click.option(
+    "--bot", "bot_id", default=None, callback=_not_blank, help="Override the turn's bot id."
+)
+@click.option(
+    "--group", "group_id", default=None, callback=_not_blank, help="Override the turn's group id."
+)
 @click.option(
     "--format",
     "output_format",

@@ -192,3 +192,19 @@ def test_import_into_a_disabled_store_is_an_error(tmp_path):
     )
     assert result.exit_code == 1
     assert "the store is disabled" in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["render", str(EXAMPLES / "at_question.json"), "--group", ""],
+        ["render", str(EXAMPLES / "at_question.json"), "--bot", " "],
+        ["sections", "--group", " "],
+        ["sections", "--bot", ""],
+    ],
+)
+def test_blank_bot_or_group_is_a_usage_error(args):
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert "must not be blank" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
