@@ -117,6 +117,7 @@ from framework.retrieval import (
     text_terms,
 )
 from framework.routing import (
+    MODEL_ANSWER_FORMAT,
     Delivery,
     MessageSignals,
     PoolQuery,
@@ -180,6 +181,7 @@ __all__ = [
     "IMAGE_MARK",
     "INJECTION_PATTERNS",
     "KNOWLEDGE_QUESTION_WORDS",
+    "MODEL_ANSWER_FORMAT",
     "RECOGNITION_QUESTION_WORDS",
     "SUMMARY_MARK",
     "TIMELINE_HEADER",

@@ -247,7 +247,7 @@ def decide_with_model(context: RouteContext) -> str | None:
     Runs once per turn in the ``decide`` stage, only when ``[routing] model_decision = true`` and
     the turn passed the gates and the reply-necessity score, and only when no required tool intent
     already decided it. The answer must be one JSON object in the shape of
-    :data:`framework.routing.MODEL_ANSWER_FORMAT`; it is validated strictly. An invalid answer
+    :data:`framework.MODEL_ANSWER_FORMAT`; it is validated strictly. An invalid answer
     falls back to the decide rules (reason ``invalid_model_response``), and so does a hook that
     raises (reason ``model_request_failed``). No built-in implements it.
 
