@@ -80,6 +80,8 @@ def register_decision_rules(register: Callable[[DecisionRule], None]) -> None:
     """Contribute routing rules for the ``gate``, ``necessity`` or ``decide`` stage.
 
     Runs once at start-up. Within a stage, rules run by ascending ``order``; the first match wins.
+    The built-in plugin ``routing_rules`` registers the gates, the reply-necessity terms and the
+    decide rules of ``docs/routing.md``.
 
     :param register: ``register(rule)``; a duplicate name raises, naming both plugins.
     :returns: nothing; the return value is ignored.
@@ -90,7 +92,9 @@ def register_decision_rules(register: Callable[[DecisionRule], None]) -> None:
 def register_low_engagement_pools(register: Callable[[PhrasePool], None]) -> None:
     """Contribute phrase pools for the low-engagement exit.
 
-    Runs once at start-up.
+    Runs once at start-up. The built-in plugin ``phrase_pools`` registers ``group_phrases`` (the
+    group's own short replies from its stored expression pairs), ``gentle``, ``emotion_tangent``
+    (for messages with emotion words) and ``emoji_fallback``.
 
     :param register: ``register(pool)``; a duplicate name raises, naming both plugins.
     :returns: nothing; the return value is ignored.

@@ -28,9 +28,11 @@ _LINE_BREAK_RUNS = re.compile("[\r\n\u0085\u2028\u2029]+")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 # Everything sanitizing deletes, in one pass: U+0000–0008, U+000B–000C, U+000E–001F and U+007F
 # (control characters other than tab, LF and CR), zero-width and bidirectional marks (invisible,
-# and able to reorder what a reader sees), and lone surrogates (no provider accepts them).
+# and able to reorder what a reader sees: U+061C, U+180E, U+200B–200F, U+202A–202E,
+# U+2060–206F, U+FEFF), and lone surrogates (no provider accepts them).
 _DELETED = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ud800-\udfff]"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u061c\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\ufeff\ud800-\udfff]"
 )
 
 # Section headers are written 【…】; user text gets the look-alike 〔…〕 instead, which no section uses.

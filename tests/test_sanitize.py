@@ -12,6 +12,8 @@ def test_block_drops_control_characters_but_keeps_tab_and_newlines() -> None:
 
 def test_block_drops_zero_width_and_bidi_marks() -> None:
     assert sanitize_block("to\u200bken\u202e\u2066x\ufeff") == "tokenx"
+    assert sanitize_block("a\u061cb\u180ec") == "abc"  # Arabic letter mark, Mongolian separator
+    assert quote_user_text("a\u061cb") == "ab"
 
 
 def test_block_normalises_crlf_and_lone_cr() -> None:
@@ -50,7 +52,8 @@ def test_quoted_user_text_cannot_open_a_section_header() -> None:
 
 
 _DELETED = (
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ud800-\udfff]"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u061c\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\ufeff\ud800-\udfff]"
 )
 
 
@@ -72,7 +75,7 @@ def _reference_literal(text: str, max_len: int) -> str:
 def test_fast_paths_agree_with_the_rules_on_random_text() -> None:
     rng = random.Random(20261129)
     alphabet = (
-        "abc 你好【】〔〕\t\n\r\x00\x07\x1f\x7f\u200b\u200e\u202e\u2066\ufeff\ud800"
+        "abc 你好【】〔〕\t\n\r\x00\x07\x1f\x7f\u200b\u200e\u202e\u2066\ufeff\ud800\u061c\u180e"
         "\u0085\u2028\u2029\u3000\u00ad。！"
     )
     for _ in range(3000):
