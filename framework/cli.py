@@ -25,7 +25,12 @@ from framework.errors import TurnFileError
 from framework.prefix import canonical_json
 from framework.providers import ProviderRequest, ProviderSpec, build_provider_request
 from framework.rendered import RenderedTurn
-from framework.routing.batch import confusion_table, decide_cases, load_route_file
+from framework.routing.batch import (
+    confusion_table,
+    decide_cases,
+    default_route_bot,
+    load_route_file,
+)
 from framework.runtime import Promptweave
 from framework.turn import Turn
 from framework.turn_context import TurnContext, build_turn_context
@@ -339,12 +344,13 @@ def route(
     Lines are whole turns (the turn-file format) or compact messages; see docs/routing.md.
     The routing state is in memory and starts empty, so a run is reproducible.
     """
+    runtime = build_runtime(config_path)
     try:
-        cases = load_route_file(route_file)
+        cases = load_route_file(route_file, bot=default_route_bot(runtime.persona))
     except TurnFileError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
-    results = decide_cases(build_runtime(config_path), cases, seed=seed, stream=stream)
+    results = decide_cases(runtime, cases, seed=seed, stream=stream)
     for result in results:
         if as_json:
             click.echo(json.dumps(result.to_json(), ensure_ascii=False))

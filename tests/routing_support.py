@@ -5,12 +5,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from framework import Config, Promptweave, Turn
+from framework import Bot, Config, Promptweave, Turn
 from framework._convert import structure
 from framework.config import RoutingConfig, StoreConfig
-from framework.routing.batch import BASE_TIME, CompactCase
+from framework.routing.batch import BASE_TIME, CompactCase, RouteDefaults
 
-__all__ = ["BASE_TIME", "make_runtime", "make_turn"]
+__all__ = ["BASE_TIME", "TEST_BOT", "make_runtime", "make_turn"]
+
+#: The bot of the routing tests' compact turns (the default persona pack's 小织, alias 织织).
+TEST_BOT = Bot(id="10001", name="小织", aliases=("织织",))
 
 NO_AUTOLOAD = {"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
@@ -33,4 +36,4 @@ def make_turn(text: str, **fields: Any) -> Turn:
     """A turn in the compact route-file format (``docs/routing.md``)."""
     fields.pop("expect", None)
     case = structure({"text": text, **fields}, CompactCase, "test")
-    return case.to_turn(1)
+    return case.to_turn(1, RouteDefaults(bot=TEST_BOT))

@@ -130,7 +130,7 @@ def test_jsonl_lines_may_hold_unicode_line_separators(tmp_path):
     route.write_text(
         json.dumps({"text": "在吗\u2028有人吗"}, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    assert len(load_route_file(route)) == 1
+    assert len(load_route_file(route, bot=Bot(id="1", name="小织"))) == 1
 
 
 def test_a_route_file_with_bad_bytes_or_times_names_the_problem(tmp_path):
@@ -143,7 +143,7 @@ def test_a_route_file_with_bad_bytes_or_times_names_the_problem(tmp_path):
         json.dumps({"text": "在吗", "time": "2026-11-29T12:00:00"}) + "\n", encoding="utf-8"
     )
     with pytest.raises(TurnFileError, match=r"naive\.jsonl:1"):
-        load_route_file(naive)
+        load_route_file(naive, bot=Bot(id="1", name="小织"))
 
 
 def test_the_preflight_counts_the_timeline_images():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from routing_support import make_runtime
+from routing_support import TEST_BOT, make_runtime
 
 from framework import TurnFileError
 from framework.cli import cli
@@ -67,7 +67,7 @@ def test_a_mismatch_is_listed_under_the_table(tmp_path):
         json.dumps({"id": "x1", "text": "[doge]", "expect": {"action": "reply"}}) + "\n",
         encoding="utf-8",
     )
-    table = confusion_table(decide_cases(make_runtime(), load_route_file(path)))
+    table = confusion_table(decide_cases(make_runtime(), load_route_file(path, bot=TEST_BOT)))
     assert "0/1 labels matched" in table
     assert "x1: expected reply/*, decided pass/face" in table
 
@@ -113,7 +113,7 @@ def test_a_bad_line_names_the_file_line_and_key(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"text": "好"}\n{"text": "好", "colour": "red"}\n', encoding="utf-8")
     with pytest.raises(TurnFileError, match=r"bad.jsonl:2: extra fields found \(colour\)"):
-        load_route_file(path)
+        load_route_file(path, bot=TEST_BOT)
     result = CliRunner().invoke(cli, ["route", str(path)])
     assert result.exit_code == 2 and "bad.jsonl:2" in result.output
 
@@ -134,3 +134,47 @@ def test_cli_render_json_has_the_route_trace():
     data = json.loads(result.output)
     assert data["decision"]["reason"] == "rule_reply_obligation"
     assert data["trace"]["route"]["necessity"]["bypassed"] == "addressed"
+
+
+def test_compact_lines_take_the_bot_and_group_of_the_defaults_line_before_them(tmp_path):
+    from framework import Bot
+
+    path = tmp_path / "route.jsonl"
+    lines = [
+        {"text": "在吗"},
+        {"defaults": {"bot": {"id": "7", "name": "阿卷", "aliases": ["卷卷"]}, "group_id": "88"}},
+        {"text": "卷卷 在吗"},
+        {"text": "在吗", "bot": {"id": "9", "name": "小灯"}, "group_id": "99"},
+    ]
+    path.write_text("\n".join(json.dumps(line, ensure_ascii=False) for line in lines) + "\n")
+    first, second, third = load_route_file(path, bot=Bot(id="1", name="小织"))
+    assert (first.turn.bot.name, first.turn.group_id) == ("小织", "20001")
+    assert (second.turn.bot.id, second.turn.bot.aliases, second.turn.group_id) == (
+        "7",
+        ("卷卷",),
+        "88",
+    )
+    assert (third.turn.bot.name, third.turn.group_id) == ("小灯", "99")
+
+
+def test_a_compact_line_without_any_bot_or_a_crowded_defaults_line_is_an_error(tmp_path):
+    from framework import TurnFileError
+
+    path = tmp_path / "route.jsonl"
+    path.write_text(json.dumps({"text": "在吗"}) + "\n", encoding="utf-8")
+    with pytest.raises(TurnFileError, match=r"route\.jsonl:1.*no bot"):
+        load_route_file(path)
+    path.write_text(json.dumps({"defaults": {}, "text": "在吗"}) + "\n", encoding="utf-8")
+    with pytest.raises(TurnFileError, match="a defaults line holds nothing else"):
+        load_route_file(path, bot=TEST_BOT)
+    path.write_text(json.dumps({"defaults": {"robot": {}}}) + "\n", encoding="utf-8")
+    with pytest.raises(TurnFileError, match="robot"):
+        load_route_file(path, bot=TEST_BOT)
+
+
+def test_cli_route_names_the_default_bot_after_the_persona_pack():
+    from framework.routing.batch import default_route_bot
+
+    bot = default_route_bot(make_runtime().persona)
+    assert bot.name == make_runtime().persona.persona.name
+    assert bot.name not in bot.aliases

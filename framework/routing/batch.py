@@ -2,7 +2,10 @@
 
 A route file is JSON Lines. Each line is either a whole turn (the turn-file format, recognised by
 its ``message`` key) or a compact message (:class:`CompactCase`); both may carry ``id``,
-``expect``, ``state`` and ``seed``. Blank lines and lines starting with ``#`` are skipped.
+``expect``, ``state`` and ``seed``. Blank lines and lines starting with ``#`` are skipped. A line
+``{"defaults": {"bot": {...}, "group_id": "..."}}`` sets the bot and group of the compact lines
+after it that give none; before any, the bot is the one passed to :func:`load_route_file` (the
+CLI passes one named after the persona pack's persona).
 
 By default every line is decided on its own: a fresh in-memory routing state prepared from its
 ``state``, and a random source seeded with its ``seed`` (else the run's seed). With ``stream`` the
@@ -26,6 +29,7 @@ from framework._convert import structure
 from framework.decision import Decision, TurnAction
 from framework.errors import TurnFileError
 from framework.items import RelationshipNote, RouteHints
+from framework.persona import PersonaPack
 from framework.runtime import Promptweave
 from framework.store.routing_state import MemoryRoutingState, RoutingState
 from framework.store.stores import Stores
@@ -38,8 +42,10 @@ __all__ = [
     "ContextMessage",
     "Expectation",
     "RouteCase",
+    "RouteDefaults",
     "confusion_table",
     "decide_cases",
+    "default_route_bot",
     "load_route_file",
 ]
 
@@ -47,8 +53,17 @@ __all__ = [
 BASE_TIME = dt.datetime(2026, 11, 30, 20, 0, tzinfo=dt.timezone(dt.timedelta(hours=8)))
 #: Context messages without ``ago_s`` are this many seconds apart, the last one before the current.
 CONTEXT_SPACING_S = 20
-DEFAULT_BOT = Bot(id="10001", name="小织", aliases=("织织",))
+#: The bot and group ids of compact lines that give none (no defaults line, no ``bot``).
+DEFAULT_BOT_ID = "10001"
 DEFAULT_GROUP = "20001"
+
+
+@attrs.frozen(kw_only=True)
+class RouteDefaults:
+    """A ``{"defaults": ...}`` line: the bot and group of the compact lines after it."""
+
+    bot: Bot | None = None
+    group_id: str | None = None
 
 
 def sender_id_for(name: str) -> str:
@@ -142,9 +157,13 @@ class CompactCase:
     seed: int | None = None
     expect: Expectation | None = None
 
-    def to_turn(self, line: int) -> Turn:
+    def to_turn(self, line: int, defaults: RouteDefaults | None = None) -> Turn:
+        """The turn of this line; ``defaults`` gives the bot and group it leaves out."""
+        defaults = defaults or RouteDefaults()
         now = self.time or BASE_TIME
-        bot = self.bot or DEFAULT_BOT
+        bot = self.bot or defaults.bot
+        if bot is None:
+            raise ValueError("no bot: give 'bot' on the line or in a defaults line")
         recent = []
         for index, earlier in enumerate(self.context):
             ago = earlier.ago_s
@@ -166,7 +185,9 @@ class CompactCase:
         relationship = None if self.affinity is None else RelationshipNote(affinity=self.affinity)
         return Turn(
             bot=bot,
-            group_id=None if self.private else (self.group_id or DEFAULT_GROUP),
+            group_id=None
+            if self.private
+            else (self.group_id or defaults.group_id or DEFAULT_GROUP),
             trigger=self.trigger,
             message=ChatMessage(
                 id=self.message_id or f"L{line}",
@@ -203,7 +224,7 @@ class RouteCase:
 _EXTRAS = ("id", "expect", "state", "seed")
 
 
-def _parse_line(data: dict[str, Any], line: int, source: str) -> RouteCase:
+def _parse_line(data: dict[str, Any], line: int, source: str, defaults: RouteDefaults) -> RouteCase:
     where = f"{source}:{line}"
     if "message" in data:
         extras = {key: data.pop(key) for key in _EXTRAS if key in data}
@@ -221,7 +242,7 @@ def _parse_line(data: dict[str, Any], line: int, source: str) -> RouteCase:
         return RouteCase(line=line, id=label, turn=turn, state=state, seed=seed, expect=expect)
     case = structure(data, CompactCase, where, TurnFileError)
     try:
-        turn = case.to_turn(line)
+        turn = case.to_turn(line, defaults)
     except (ValueError, OverflowError) as exc:
         # Times without an offset, or offsets that leave the calendar.
         raise TurnFileError(where, [f"invalid value ({exc})"]) from exc
@@ -235,9 +256,21 @@ def _parse_line(data: dict[str, Any], line: int, source: str) -> RouteCase:
     )
 
 
-def load_route_file(path: Path) -> list[RouteCase]:
+def default_route_bot(persona: PersonaPack) -> Bot:
+    """The bot of compact lines that name none: id :data:`DEFAULT_BOT_ID`, named after the pack's
+    persona, answering to the pack's generic aliases."""
+    name = persona.persona.name
+    aliases = tuple(alias for alias in persona.identity.generic_aliases if alias != name)
+    return Bot(id=DEFAULT_BOT_ID, name=name, aliases=aliases)
+
+
+def load_route_file(path: Path, *, bot: Bot | None = None) -> list[RouteCase]:
     """Read a route file; a bad line raises :class:`framework.errors.TurnFileError` naming the
-    file, the line and the key path."""
+    file, the line and the key path.
+
+    :param bot: the bot of compact lines that name none, until a defaults line says otherwise;
+        without it such a line is an error.
+    """
     try:
         # Only "\n" ends a line: str.splitlines() would also split on U+2028 inside a string.
         lines = path.read_text(encoding="utf-8").split("\n")
@@ -246,6 +279,7 @@ def load_route_file(path: Path) -> list[RouteCase]:
     except UnicodeDecodeError as exc:
         raise TurnFileError(str(path), [f"not UTF-8: {exc}"]) from exc
     cases = []
+    defaults = RouteDefaults(bot=bot)
     for number, text in enumerate(lines, 1):
         if not text.strip() or text.lstrip().startswith("#"):
             continue
@@ -255,7 +289,18 @@ def load_route_file(path: Path) -> list[RouteCase]:
             raise TurnFileError(f"{path}:{number}", [f"invalid JSON: {exc.msg}"]) from exc
         if not isinstance(data, dict):
             raise TurnFileError(f"{path}:{number}", ["each line must be a JSON object"])
-        cases.append(_parse_line(data, number, str(path)))
+        if "defaults" in data:
+            if len(data) > 1:
+                extra = ", ".join(sorted(key for key in data if key != "defaults"))
+                raise TurnFileError(
+                    f"{path}:{number}", [f"a defaults line holds nothing else (found {extra})"]
+                )
+            given = structure(data["defaults"], RouteDefaults, f"{path}:{number}", TurnFileError)
+            defaults = RouteDefaults(
+                bot=given.bot or defaults.bot, group_id=given.group_id or defaults.group_id
+            )
+            continue
+        cases.append(_parse_line(data, number, str(path), defaults))
     return cases
 
 
