@@ -19,7 +19,13 @@ from framework.cli_common import (
     store_option,
 )
 from framework.cli_data import import_data, store
-from framework.cli_render import echo_retrieval, echo_route_trace
+from framework.cli_render import (
+    echo_budget,
+    echo_retrieval,
+    echo_route_trace,
+    echo_stages,
+    turn_stages,
+)
 from framework.conversation import conversation_key
 from framework.errors import TurnFileError
 from framework.prefix import canonical_json
@@ -160,8 +166,14 @@ def render(
         echo_json(
             {
                 **result.to_json(),
-                "turn_context": dict(context.trace),
-                "request": dict(request.trace),
+                "turn_context": {
+                    **context.trace,
+                    "stage_durations_ms": dict(context.stage_durations_ms),
+                },
+                "request": {
+                    **request.trace,
+                    "stage_durations_ms": dict(request.stage_durations_ms),
+                },
             }
         )
         return
@@ -173,6 +185,12 @@ def render(
         click.echo(message.content)
     if result.trace.get("degraded"):
         click.echo(f"\n(degraded: {result.trace['degraded']})")
+    echo_budget(
+        result.trace["budget"],
+        _budget_unit(runtime),
+        context.trace["preflight"],
+        runtime.config.turn_context.threshold_tokens,
+    )
     click.echo("\n==== decision ====")
     click.echo(json.dumps(result.decision.trace(), ensure_ascii=False))
     echo_route_trace(result.trace["route"])
@@ -191,6 +209,14 @@ def render(
             f"{entry['plugin']}{extra}"
         )
     echo_retrieval(result)
+    echo_stages(turn_stages(result, context, request))
+
+
+def _budget_unit(runtime: Promptweave) -> str:
+    """What the budget counts: characters, unless a plugin measures text (docs/messages.md)."""
+    if runtime.plugins.pm.hook.measure_text.get_hookimpls():
+        return "measure_text units"
+    return "chars"
 
 
 def _load_turn(path: Path, bot_id: str | None, group_id: str | None) -> Turn:

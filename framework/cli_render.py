@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
 
+from framework.providers import ProviderRequest
 from framework.rendered import RenderedTurn
+from framework.turn_context import TurnContext
 
-__all__ = ["echo_retrieval", "echo_route_trace"]
+__all__ = ["echo_budget", "echo_retrieval", "echo_route_trace", "echo_stages", "turn_stages"]
 
 
 def echo_route_trace(route: dict[str, Any]) -> None:
@@ -61,3 +64,59 @@ def echo_retrieval(result: RenderedTurn) -> None:
             )
             for hit in entry["hits"]:
                 click.echo(f"    {hit['score']:>6.3f}  {hit['text']}")
+
+
+def echo_budget(
+    budget: Mapping[str, Any], unit: str, preflight: Mapping[str, Any], threshold: int
+) -> None:
+    """What the character budget trimmed from the messages, then what the preflight compression
+    did at its token threshold (``docs/messages.md``, ``docs/turn_context.md``)."""
+    click.echo("\n==== budget ====")
+    limit = f" / {budget['budget']}" if budget["budget"] > 0 else ""
+    sizes = f"(system prompt {budget['system']}, before trimming {budget['before']})"
+    unlimited = "" if limit else ", no budget ([budget] chars = 0)"
+    click.echo(f"total: {budget['total']}{limit} {unit} {sizes}{unlimited}")
+    click.echo(f"dropped: {_counted(budget['dropped']) or 'none'}")
+    click.echo(f"cut: {'current message' if budget['current_cut'] else 'none'}")
+    if preflight["estimated"]:
+        estimate = f"{preflight['tokens']} / {threshold} tokens"
+    else:
+        estimate = f"threshold {threshold} tokens"
+    click.echo(f"preflight: {preflight['outcome']}, {estimate}")
+    for number, step in enumerate(preflight["passes"], 1):
+        click.echo(
+            f"  pass {number}: {step['messages_before']} -> {step['messages_after']} messages, "
+            f"{step['tokens_before']} -> {step['tokens_after']} tokens"
+            f"{'' if step['progress'] else ' (no progress)'}"
+        )
+
+
+def _counted(sources: list[str]) -> str:
+    """``history, history, ambient_excerpt`` as ``history ×2, ambient_excerpt``, first seen first."""
+    counts: dict[str, int] = {}
+    for source in sources:
+        counts[source] = counts.get(source, 0) + 1
+    return ", ".join(f"{source} ×{n}" if n > 1 else source for source, n in counts.items())
+
+
+def turn_stages(
+    result: RenderedTurn, context: TurnContext, request: ProviderRequest
+) -> dict[str, float]:
+    """Every stage's milliseconds, in the order the stages ran: the render, the turn context,
+    the provider request."""
+    return {
+        **result.stage_durations_ms,
+        **context.stage_durations_ms,
+        **request.stage_durations_ms,
+    }
+
+
+def echo_stages(durations: Mapping[str, float]) -> None:
+    """One line per stage, its parts (``retrieval.memory``) indented under it, then the sum of
+    the top-level stages."""
+    click.echo("\n==== stages ====")
+    for name, milliseconds in durations.items():
+        label = f"  {name}" if "." in name else name
+        click.echo(f"{label:<32} {milliseconds:>10.3f} ms")
+    total = sum(ms for name, ms in durations.items() if "." not in name)
+    click.echo(f"{'total':<32} {total:>10.3f} ms")
