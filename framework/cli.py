@@ -6,7 +6,6 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
 import attrs
 import click
@@ -20,11 +19,17 @@ from framework.cli_common import (
     store_option,
 )
 from framework.cli_data import import_data, store
+from framework.cli_render import (
+    echo_budget,
+    echo_retrieval,
+    echo_route_trace,
+    echo_stages,
+    turn_stages,
+)
 from framework.conversation import conversation_key
 from framework.errors import TurnFileError
 from framework.prefix import canonical_json
 from framework.providers import ProviderRequest, ProviderSpec, build_provider_request
-from framework.rendered import RenderedTurn
 from framework.routing.batch import (
     confusion_table,
     decide_cases,
@@ -185,8 +190,14 @@ def render(
         echo_json(
             {
                 **result.to_json(),
-                "turn_context": dict(context.trace),
-                "request": dict(request.trace),
+                "turn_context": {
+                    **context.trace,
+                    "stage_durations_ms": dict(context.stage_durations_ms),
+                },
+                "request": {
+                    **request.trace,
+                    "stage_durations_ms": dict(request.stage_durations_ms),
+                },
             }
         )
         return
@@ -198,9 +209,15 @@ def render(
         click.echo(message.content)
     if result.trace.get("degraded"):
         click.echo(f"\n(degraded: {result.trace['degraded']})")
+    echo_budget(
+        result.trace["budget"],
+        _budget_unit(runtime),
+        context.trace["preflight"],
+        runtime.config.turn_context.threshold_tokens,
+    )
     click.echo("\n==== decision ====")
     click.echo(json.dumps(result.decision.trace(), ensure_ascii=False))
-    _echo_route_trace(result.trace["route"])
+    echo_route_trace(result.trace["route"])
     click.echo("\n==== turn context ====")
     click.echo(json.dumps(context.trace["system_prompt"], ensure_ascii=False))
     for note in context.notes:
@@ -215,30 +232,15 @@ def render(
             f"{entry['id']:<20} {entry['status']:<9} {entry['chars']:>5} chars  "
             f"{entry['plugin']}{extra}"
         )
-    _echo_retrieval(result)
+    echo_retrieval(result)
+    echo_stages(turn_stages(result, context, request))
 
 
-def _echo_retrieval(result: RenderedTurn) -> None:
-    retrieval = result.trace["retrieval"]
-    if retrieval.get("skipped"):
-        click.echo("\n==== retrieval ====")
-        click.echo("skipped (--no-retrieval): the sections show the turn file's own items")
-        return
-    memory = "allowed" if retrieval["allow_persistent_memory"] else "skipped (short social turn)"
-    click.echo("\n==== retrieval ====")
-    click.echo(f"query: {retrieval['query']}")
-    click.echo(f"persistent memory: {memory}")
-    for section_id, entries in retrieval["sections"].items():
-        for entry in entries:
-            status = entry["status"]
-            if "reason" in entry:
-                status += f" ({entry['reason']}{': ' + entry['error'] if 'error' in entry else ''})"
-            click.echo(
-                f"{section_id:<20} {entry['retriever']:<20} {status:<12} "
-                f"{len(entry['hits'])} hits  {entry['duration_ms']:.1f} ms"
-            )
-            for hit in entry["hits"]:
-                click.echo(f"    {hit['score']:>6.3f}  {hit['text']}")
+def _budget_unit(runtime: Promptweave) -> str:
+    """What the budget counts: characters, unless a plugin measures text (docs/messages.md)."""
+    if runtime.plugins.pm.hook.measure_text.get_hookimpls():
+        return "measure_text units"
+    return "chars"
 
 
 def _load_turn(path: Path, bot_id: str | None, group_id: str | None) -> Turn:
@@ -289,35 +291,6 @@ def _replay_previous(
     runtime.conversations.remember_request(
         conversation_key(turn), spec.api.value, canonical_json(data).encode()
     )
-
-
-def _echo_route_trace(route: dict[str, Any]) -> None:
-    """The routing details under the compact decision: stage, necessity terms, exits, policy."""
-    click.echo(f"stage: {route['stage']}")
-    necessity = route["necessity"]
-    if necessity is not None:
-        terms = " ".join(f"{t['name']}{t['points']:+d}" for t in necessity["terms"]) or "(none)"
-        bypass = f" (bypassed: {necessity['bypassed']})" if necessity["bypassed"] else ""
-        click.echo(
-            f"necessity: {necessity['score']} / {necessity['threshold']}{bypass}  terms: {terms}"
-        )
-    if route["reply_message_id"]:
-        click.echo(f"quote target: {route['reply_message_id']}")
-    low = route["low_engagement"]
-    if low is not None:
-        outcome = f"phrase {low['phrase']!r} from {low['pool']}" if low["phrase"] else "silent"
-        click.echo(
-            f"low engagement ({low['trigger']}): p={low['probability']} roll={low['roll']:.3f} "
-            f"-> {outcome}"
-        )
-    memory = route["memory_policy"]
-    click.echo(
-        f"memory: persistent={'yes' if memory['read_persistent_memory'] else 'no'} "
-        f"ambient_excerpt={'yes' if memory['include_ambient_excerpt'] else 'no'} "
-        f"({memory['reason']})"
-    )
-    for note in route["notes"]:
-        click.echo(f"note: {note}")
 
 
 @cli.command()

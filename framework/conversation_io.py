@@ -2,7 +2,8 @@
 
 These are methods of :class:`framework.Promptweave` (it inherits them); they live here so the
 runtime module keeps to the turn's stages. None of them raises for a failing store: the failure is
-logged and the bot goes on (seed 004, 运行态不可用时的退化).
+logged and the bot goes on (seed 004, 运行态不可用时的退化). Their return values are fixed, so each
+recording stage logs its duration at debug level on the ``promptweave.stages`` logger instead.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 from framework.config import Config
@@ -23,6 +25,7 @@ from framework.store.sessions import group_scope
 from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.summary import CompressionResult, compress_session
+from framework.timing import elapsed_ms, stage_log
 from framework.turn import ChatMessage, Turn
 
 __all__ = ["ConversationIO"]
@@ -62,17 +65,24 @@ class ConversationIO:
         A reply to ``turn.message`` already reported (here or through :meth:`record_bot_reply`
         with ``answering``) is not counted again (:mod:`framework.store.deliveries`).
         """
+        start = perf_counter()
         quoted = delivery.reply_message_id if delivery.style is DeliveryStyle.QUOTE else None
         at = at or self.clock()
         state = self._record_delivery(
             turn.bot.id, turn.group_id, answering=turn.message, message=None, at=at
         )
-        if state is not DeliveryState.NEW:
-            return
-        try:
-            self._note_routing_delivery(turn.bot.id, turn.group_id, at, quoted)
-        except STORE_ERRORS as exc:
-            log.warning("routing state not updated for a delivered reply: %s", exc)
+        if state is DeliveryState.NEW:
+            try:
+                self._note_routing_delivery(turn.bot.id, turn.group_id, at, quoted)
+            except STORE_ERRORS as exc:
+                log.warning("routing state not updated for a delivered reply: %s", exc)
+        stage_log.debug(
+            "note_delivered: %.3f ms (bot %s, group %s: %s)",
+            elapsed_ms(start),
+            turn.bot.id,
+            turn.group_id,
+            state.value,
+        )
 
     def _record_delivery(
         self,
@@ -112,7 +122,16 @@ class ConversationIO:
     def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
         """Store an incoming group message (the group timeline reads it); never raises for a
         failing store. See :func:`framework.recording.record_message`."""
-        return record_message(self.stores, bot_id, group_id, message)
+        start = perf_counter()
+        stored = record_message(self.stores, bot_id, group_id, message)
+        stage_log.debug(
+            "record_message: %.3f ms (bot %s, group %s: %s)",
+            elapsed_ms(start),
+            bot_id,
+            group_id,
+            "stored" if stored else "not stored",
+        )
+        return stored
 
     def record_bot_reply(
         self,
@@ -145,6 +164,7 @@ class ConversationIO:
         :returns: ``True`` when stored (now, or by an earlier call for the same message);
             ``False`` when the store is disabled or failing.
         """
+        start = perf_counter()
         sent_at = time or self.clock()
         quoted_id = quote_of or (answering.id if quoted and answering is not None else None)
         state = self._record_delivery(
@@ -155,7 +175,42 @@ class ConversationIO:
             at=sent_at,
         )
         if state is DeliveryState.REPEATED:
-            return self.stores.sessions is not None
+            stored = self.stores.sessions is not None
+        else:
+            stored = self._store_bot_reply(
+                state,
+                bot_id,
+                group_id,
+                text,
+                message_id=message_id,
+                answering=answering,
+                quoted_id=quoted_id,
+                sent_at=sent_at,
+            )
+        stage_log.debug(
+            "record_bot_reply: %.3f ms (bot %s, group %s: %s, %s)",
+            elapsed_ms(start),
+            bot_id,
+            group_id,
+            state.value,
+            "stored" if stored else "not stored",
+        )
+        return stored
+
+    def _store_bot_reply(
+        self,
+        state: DeliveryState,
+        bot_id: str,
+        group_id: str | None,
+        text: str,
+        *,
+        message_id: str | None,
+        answering: ChatMessage | None,
+        quoted_id: str | None,
+        sent_at: dt.datetime,
+    ) -> bool:
+        """Note a new delivery in the routing state, store the reply, and schedule the
+        session's compression."""
         if state is DeliveryState.NEW:
             # The routing state learns of the delivery too: bot presence, reply cooldown, and the
             # quote cooldown, which counts from the quote actually delivered (seed 004).

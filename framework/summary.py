@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import re
+import time
 from typing import Any
 
 import attrs
@@ -23,6 +24,7 @@ from framework.sanitize import sanitize_block
 from framework.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind
 from framework.store.stores import Stores
 from framework.text_rules import IMAGE_MARK
+from framework.timing import elapsed_ms, stage_log
 
 __all__ = ["CompressionResult", "CompressionStatus", "clean_summary", "compress_session"]
 
@@ -46,12 +48,16 @@ class CompressionResult:
         ``cooldown``, ``nothing_to_compress``, ``no_summary`` or ``rows_changed``.
     :param summary: the summary text written.
     :param turns_covered: how many rows the summary replaced.
+    :param duration_ms: milliseconds the attempt took, the ``summarize_session`` and
+        ``describe_image`` hooks and the store included. Timing is not part of the value: two
+        results that differ only here are equal.
     """
 
     status: CompressionStatus
     reason: str = ""
     summary: str | None = None
     turns_covered: int = 0
+    duration_ms: float = attrs.field(default=0.0, eq=False)
 
 
 def _skipped(reason: str) -> CompressionResult:
@@ -95,9 +101,38 @@ def compress_session(
 ) -> CompressionResult:
     """Compress one session if it is long enough and the cooldown allows.
 
-    Store errors propagate as :class:`framework.store.StoreUnavailableError`; the runtime's
-    background runner logs them.
+    The result carries how long the attempt took (``duration_ms``), also logged at debug level on
+    the ``promptweave.stages`` logger, since the background runner discards the result. Store
+    errors propagate as :class:`framework.store.StoreUnavailableError`; the runtime's background
+    runner logs them.
     """
+    start = time.perf_counter()
+    result = _compress(
+        stores, plugins, config, bot_id=bot_id, group_id=group_id, user_id=user_id, now=now
+    )
+    result = attrs.evolve(result, duration_ms=elapsed_ms(start))
+    stage_log.debug(
+        "compress_session: %.3f ms (bot %s, group %s, user %s: %s%s)",
+        result.duration_ms,
+        bot_id,
+        group_id,
+        user_id,
+        result.status.value,
+        f" {result.reason}" if result.reason else "",
+    )
+    return result
+
+
+def _compress(
+    stores: Stores,
+    plugins: PluginManager,
+    config: Config,
+    *,
+    bot_id: str,
+    group_id: str | None,
+    user_id: str,
+    now: dt.datetime,
+) -> CompressionResult:
     settings = config.session
     sessions = stores.sessions
     if not settings.summary_enabled:

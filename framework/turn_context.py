@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from framework.sidecar import (
     is_multimodal,
 )
 from framework.text_rules import IMAGE_MARK
+from framework.timing import elapsed_ms
 
 if TYPE_CHECKING:
     from framework.rendered import RenderedSection, RenderedTurn
@@ -76,6 +78,10 @@ class TurnContext:
         ``rebuilt_after_compression``.
     :param preflight: what the preflight compression did.
     :param trace: notes failures, the sidecar decision and the above, for the turn's trace.
+    :param stage_durations_ms: milliseconds spent in ``turn_context`` (the whole build), and within
+        it ``turn_context.notes`` (the queued notes and the ``collect_turn_notes`` hook) and
+        ``turn_context.preflight`` (the size gate, the estimate and any compression passes).
+        Timing is not part of the value: two contexts that differ only here are equal.
     """
 
     conversation_key: str
@@ -94,6 +100,7 @@ class TurnContext:
     system_prompt_status: str = "built"
     preflight: PreflightResult = attrs.field(factory=PreflightResult)
     trace: Mapping[str, Any] = attrs.field(factory=dict)
+    stage_durations_ms: Mapping[str, float] = attrs.field(factory=dict, eq=False)
 
     @property
     def system_prompt(self) -> str:
@@ -221,6 +228,7 @@ def build_turn_context(
         text was already decorated (defaults to the message text).
     :param context: the render context, to spare rebuilding it for the notes hook.
     """
+    start = time.perf_counter()
     settings = runtime.config.turn_context
     state = runtime.conversations
     key = conversation_key(turn)
@@ -252,7 +260,9 @@ def build_turn_context(
     render_context = (
         context or rendered.context or runtime.context_for(turn, decision=rendered.decision)
     )
+    notes_start = time.perf_counter()
     notes, note_failures = collect_turn_notes(runtime, render_context, key)
+    notes_ms = elapsed_ms(notes_start)
 
     messages = [*history, *([current] if current is not None else [])]
     index = len(messages) - 1 if current is not None else -1
@@ -276,6 +286,7 @@ def build_turn_context(
             )
         return found  # type: ignore[no-any-return]
 
+    preflight_start = time.perf_counter()
     messages, preflight = run_preflight(
         messages,
         system_for_estimate,
@@ -288,6 +299,7 @@ def build_turn_context(
         # The group timeline's images ride in a message of their own, added to the request.
         extra_images=len(rendered.vision_images),
     )
+    preflight_ms = elapsed_ms(preflight_start)
     conversation_history: tuple[PromptMessage, ...] | None = tuple(history)
     if preflight.compressed:
         # Compression is the one sanctioned cache break: the prompt is rebuilt, the history
@@ -351,4 +363,9 @@ def build_turn_context(
         system_prompt_status=status,
         preflight=preflight,
         trace=trace,
+        stage_durations_ms={
+            "turn_context": elapsed_ms(start),
+            "turn_context.notes": notes_ms,
+            "turn_context.preflight": preflight_ms,
+        },
     )

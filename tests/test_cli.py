@@ -79,6 +79,145 @@ def test_render_text_prints_prompt_messages_decision_and_sections(run):
     assert "tool_context         rendered" in result.output
 
 
+TEXT_BLOCKS = [
+    "system prompt",
+    "messages",
+    "budget",
+    "decision",
+    "turn context",
+    "sections",
+    "retrieval",
+    "stages",
+]
+RENDER_STAGES = ["session", "route", "retrieval"]
+LATER_STAGES = [
+    "sections",
+    "messages",
+    "turn_context",
+    "turn_context.notes",
+    "turn_context.preflight",
+    "request",
+]
+
+
+def blocks(output):
+    """The text output's blocks: ``{title: [lines]}``, in order."""
+    found: dict[str, list[str]] = {}
+    title = None
+    for line in output.splitlines():
+        if line.startswith("==== ") and line.endswith(" ===="):
+            title = line.strip("= ")
+            found[title] = []
+        elif title is not None and line:
+            found[title].append(line)
+    return found
+
+
+def stage_rows(lines):
+    rows = []
+    for line in lines:
+        name, milliseconds, unit = line.split()
+        assert unit == "ms"
+        rows.append((name, float(milliseconds)))
+    return rows
+
+
+def test_render_text_blocks_come_in_the_documented_order(run):
+    assert list(blocks(run("render", str(EXAMPLES / "at_question.json")).output)) == TEXT_BLOCKS
+
+
+def test_render_text_shows_what_the_budget_dropped(run, tmp_path):
+    (tmp_path / "promptweave.toml").write_text("[budget]\nchars = 2150\n", encoding="utf-8")
+    result = run(
+        "render",
+        str(EXAMPLES / "at_question.json"),
+        "--config",
+        str(tmp_path / "promptweave.toml"),
+    )
+    budget = blocks(result.output)["budget"]
+    assert budget[0].startswith("total: ") and " / 2150 chars (system prompt " in budget[0]
+    assert budget[1:] == [
+        "dropped: history ×3",
+        "cut: none",
+        "preflight: skipped, threshold 24000 tokens",
+    ]
+
+
+def test_render_text_budget_with_the_defaults_drops_nothing(run):
+    budget = blocks(run("render", str(EXAMPLES / "at_question.json")).output)["budget"]
+    assert " / 12000 chars " in budget[0]
+    assert budget[1:3] == ["dropped: none", "cut: none"]
+
+
+def test_render_text_budget_says_when_the_current_message_was_cut(run, tmp_path):
+    turn = json.loads((EXAMPLES / "at_question.json").read_text(encoding="utf-8"))
+    turn["message"]["text"] = "@小织 " + "周六晚上桌游局还照常吗？" * 40
+    (tmp_path / "long.json").write_text(json.dumps(turn, ensure_ascii=False), encoding="utf-8")
+    (tmp_path / "promptweave.toml").write_text("[budget]\nchars = 2200\n", encoding="utf-8")
+    budget = blocks(run("render", str(tmp_path / "long.json")).output)["budget"]
+    assert " / 2200 chars " in budget[0]
+    assert budget[1] == "dropped: history ×3"
+    assert budget[2] == "cut: current message"
+
+
+def test_render_text_budget_shows_each_preflight_pass(run, tmp_path):
+    config = tmp_path / "promptweave.toml"
+    config.write_text("[turn_context]\nthreshold_tokens = 30\n", encoding="utf-8")
+    result = run("render", str(EXAMPLES / "at_question.json"), "--config", str(config))
+    budget = blocks(result.output)["budget"]
+    assert budget[3].startswith("preflight: no_progress, ") and budget[3].endswith(" / 30 tokens")
+    assert budget[4].startswith("  pass 1: 4 -> 4 messages, ")
+    assert budget[4].endswith(" tokens (no progress)")
+
+
+def test_render_text_budget_counts_in_the_unit_of_a_measure_text_plugin(monkeypatch):
+    import types
+
+    from framework import hookimpl
+
+    module = types.ModuleType("word_count")
+
+    @hookimpl
+    def measure_text(text):
+        return len(text.split())
+
+    module.measure_text = measure_text
+    monkeypatch.setattr("framework.runtime.build_plugin_manager", _with_extra(module))
+    result = CliRunner().invoke(cli, ["render", str(EXAMPLES / "at_question.json")])
+    assert result.exit_code == 0
+    assert " / 12000 measure_text units " in blocks(result.output)["budget"][0]
+
+
+def test_render_text_shows_every_stage_in_milliseconds(run):
+    lines = blocks(run("render", str(EXAMPLES / "at_question.json")).output)["stages"]
+    rows = stage_rows(lines)
+    names = [name for name, _ in rows]
+    retrievers = [name for name in names if name.startswith("retrieval.")]
+    assert retrievers and all(
+        line.startswith("  retrieval.") for line in lines[3 : 3 + len(retrievers)]
+    )
+    assert names == [*RENDER_STAGES, *retrievers, *LATER_STAGES, "total"]
+    assert all(milliseconds >= 0 for _, milliseconds in rows)
+
+
+def test_render_text_stages_without_retrieval(run):
+    result = run("render", str(EXAMPLES / "at_question.json"), "--no-retrieval")
+    names = [name for name, _ in stage_rows(blocks(result.output)["stages"])]
+    assert names == ["session", "route", *LATER_STAGES, "total"]
+
+
+def test_render_json_carries_the_turn_context_and_request_durations(run):
+    data = json.loads(run("render", str(EXAMPLES / "at_question.json"), "--format", "json").output)
+    assert list(data["turn_context"]["stage_durations_ms"]) == LATER_STAGES[2:5]
+    assert list(data["request"]["stage_durations_ms"]) == ["request"]
+    for durations in (
+        data["stage_durations_ms"],
+        data["turn_context"]["stage_durations_ms"],
+        data["request"]["stage_durations_ms"],
+    ):
+        assert all(isinstance(ms, float) and ms >= 0 for ms in durations.values())
+
+
 def test_render_json_has_the_documented_keys(run):
     data = json.loads(run("render", str(EXAMPLES / "at_question.json"), "--format", "json").output)
     assert {"sections", "system_prompt", "messages", "decision", "trace"} <= set(data)

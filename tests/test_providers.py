@@ -163,6 +163,17 @@ def test_inline_images_are_fetched_once_and_sent_as_base64():
     assert source["type"] == "base64" and source["media_type"] == "image/png"
     chat = request_for(ProviderApi.OPENAI_CHAT, turn, runtime, inline_images=True)
     assert chat.body["messages"][-1]["content"][1]["image_url"]["url"] == PNG_DATA_URL
+    assert list(chat.stage_durations_ms) == ["request", "request.images"]
+    assert all(isinstance(ms, float) and ms >= 0 for ms in chat.stage_durations_ms.values())
+
+
+@pytest.mark.parametrize("api", list(ProviderApi))
+def test_request_records_its_duration(api):
+    request = request_for(api, image_turn())
+    assert list(request.stage_durations_ms) == ["request"]  # no image fetched: URLs are sent
+    assert isinstance(request.stage_durations_ms["request"], float)
+    assert request.stage_durations_ms["request"] >= 0
+    assert attrs.evolve(request, stage_durations_ms={"request": 1e6}) == request
 
 
 def test_a_failed_fetch_degrades_to_an_image_mark_and_is_traced():

@@ -149,6 +149,7 @@ def test_compression_skips_within_600_seconds(tmp_path: Path, clock: Clock) -> N
     assert result.status is CompressionStatus.SKIPPED and result.reason == "cooldown"
     later = runtime.compress_session(BOT.id, GROUP, "30022", now=clock.advance(600))
     assert later.status is CompressionStatus.COMPRESSED and later.turns_covered == 12
+    assert all(isinstance(r.duration_ms, float) and r.duration_ms >= 0 for r in (result, later))
     assert len(session_rows(runtime)) == 1 + 4
     runtime.close()
 

@@ -349,6 +349,27 @@ def test_compression_rebuilds_the_prompt_and_reanchors_the_current_message():
     assert context.messages[index].content == context.user_message
     assert "首次对话" in context.messages[index].api_content
     assert len(context.preflight.passes) <= 3
+    assert_durations(context.stage_durations_ms, TURN_CONTEXT_STAGES)
+
+
+TURN_CONTEXT_STAGES = ["turn_context", "turn_context.notes", "turn_context.preflight"]
+
+
+def assert_durations(durations, keys):
+    assert list(durations) == keys
+    assert all(isinstance(ms, float) and ms >= 0 for ms in durations.values())
+
+
+def test_turn_context_records_its_stage_durations():
+    runtime = make_runtime()
+    context = build(runtime, example_turn())
+    assert_durations(context.stage_durations_ms, TURN_CONTEXT_STAGES)
+
+
+def test_stage_durations_are_not_part_of_a_turn_contexts_value():
+    context = build(make_runtime(), example_turn())
+    timed_differently = attrs.evolve(context, stage_durations_ms={"turn_context": 1e6})
+    assert timed_differently == context
 
 
 @pytest.mark.parametrize("placement", ["system", "user"])

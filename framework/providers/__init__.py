@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from framework.providers.bodies import (
     openai_responses_body,
 )
 from framework.providers.wire import images_to_send, wire_messages, wire_system
+from framework.timing import elapsed_ms
 
 if TYPE_CHECKING:
     from framework.runtime import Promptweave
@@ -117,6 +119,9 @@ class ProviderRequest:
     :param segments: the body's text as labelled pieces (for the prefix report).
     :param prefix: the comparison with the conversation's previous request, when there was one.
     :param trace: images sent, inlined and degraded (with reasons), cache breakpoints, prefix.
+    :param stage_durations_ms: milliseconds spent in ``request`` (the whole build) and, when
+        images were fetched to be sent inline, within it ``request.images``. Timing is not part of
+        the value: two requests that differ only here are equal.
     """
 
     api: ProviderApi
@@ -127,6 +132,7 @@ class ProviderRequest:
     segments: tuple[tuple[str, str], ...] = attrs.field(repr=False, eq=False)
     prefix: PrefixReport | None = None
     trace: Mapping[str, Any] = attrs.field(factory=dict)
+    stage_durations_ms: Mapping[str, float] = attrs.field(factory=dict, eq=False)
 
     def body_text(self) -> str:
         """The body as sent: compact JSON, UTF-8 characters kept, key order kept."""
@@ -188,12 +194,16 @@ def build_provider_request(
 
     :param record_prefix: remember this body as the conversation's latest request.
     """
+    start = time.perf_counter()
+    durations: dict[str, float] = {}
     spec = spec or ProviderSpec.from_config(runtime.config.provider)
     urls = images_to_send(context, spec.supports_images)
     fetched: dict[str, FetchedImage | None] = {}
     failures: list[dict[str, str]] = []
     if spec.inline_images and urls:
+        fetch_start = time.perf_counter()
         fetched, failures = _fetch_all(runtime, urls, spec.image_limits)
+        durations["request.images"] = elapsed_ms(fetch_start)
     timeline_sent: list[int] = []
     messages = wire_messages(
         context,
@@ -235,6 +245,7 @@ def build_provider_request(
         segments=segments,
         prefix=prefix,
         trace=trace,
+        stage_durations_ms={"request": elapsed_ms(start), **durations},
     )
 
 
