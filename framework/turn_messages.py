@@ -18,6 +18,7 @@ from framework.budget import Measure, apply_budget
 from framework.config import Config
 from framework.messages import HistoryRow, PromptMessage, build_message_sequence
 from framework.persona import PersonaPack
+from framework.routing.signals import raw_reply_id
 from framework.session_inputs import SessionReader
 from framework.store.sessions import group_scope
 from framework.store.stores import Stores
@@ -45,7 +46,12 @@ def read_session(
     stores: Stores, config: Config, persona: PersonaPack, turn: Turn, now: dt.datetime
 ) -> tuple[SessionReader, Turn]:
     """Read what the turn leaves out from the stores; return the reader and the completed turn
-    (its ``recent_messages`` and ``quoted_bot_text`` filled in)."""
+    (its ``recent_messages`` and ``quoted_bot_text`` filled in, and the message's ``reply_to``
+    read from its raw form when only that names it)."""
+    if turn.message.reply_to is None:
+        reply_to = raw_reply_id(turn.message.raw)
+        if reply_to is not None:
+            turn = attrs.evolve(turn, message=attrs.evolve(turn.message, reply_to=reply_to))
     reader = SessionReader(stores=stores, config=config, persona=persona, turn=turn, now=now)
     recent = reader.recent_messages()
     quoted = reader.quoted_bot_text()

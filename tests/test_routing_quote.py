@@ -110,3 +110,28 @@ def test_a_delivered_plain_reply_leaves_the_quote_cooldown_alone():
         runtime.stores.routing.bot_replies_since("10001", "20001", BASE_TIME - dt.timedelta(days=1))
         == 1
     )
+
+
+def test_a_reply_named_only_in_the_raw_message_is_read_from_it():
+    def decided(**reply):
+        turn = make_turn(
+            "@小织 你知道吗？", addressed=True, context=CONTEXT, message_id="q1", **reply
+        )
+        return make_runtime(seed=8).decide(turn)
+
+    given = decided(reply_to="c1")
+    from_cq = decided(raw="[CQ:reply,id=c1][CQ:at,qq=10001] 你知道吗？")
+    from_segments = decided(
+        raw=[
+            {"type": "reply", "data": {"id": "c1"}},
+            {"type": "text", "data": {"text": "你知道吗"}},
+        ]
+    )
+    plain = decided()
+    assert given.reason == "rule_reply_quote"
+    for decision in (from_cq, from_segments):
+        assert (decision.reason, decision.delivery_style) == (
+            given.reason,
+            given.delivery_style,
+        )
+    assert plain.reason != "rule_reply_quote"

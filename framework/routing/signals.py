@@ -17,7 +17,7 @@ from framework.routing import text_signals as ts
 from framework.store.routing_state import QuoteCandidate
 from framework.turn import ChatMessage, SpeakTrigger, Turn
 
-__all__ = ["MessageSignals", "mention_ids"]
+__all__ = ["MessageSignals", "mention_ids", "raw_reply_id"]
 
 #: How many of the group's latest messages are searched for a sender repeating himself.
 FLOOD_WINDOW = 8
@@ -47,6 +47,20 @@ def mention_ids(message: ChatMessage) -> tuple[str, ...]:
         if segment.get("type") == "at" and isinstance(data, dict) and "qq" in data:
             found.append(str(data["qq"]))
     return tuple(dict.fromkeys(found))
+
+
+def raw_reply_id(raw: object) -> str | None:
+    """The id of the message a raw OneBot message replies to: a ``[CQ:reply,id=…]`` code or a
+    ``reply`` segment; ``None`` when it replies to none."""
+    if isinstance(raw, str):
+        return ts.cq_reply_id(raw)
+    for segment in _segments(raw):
+        data = segment.get("data")
+        if segment.get("type") == "reply" and isinstance(data, dict):
+            found = str(data.get("id") or "").strip()
+            if found:
+                return found
+    return None
 
 
 def _raw_text(message: ChatMessage) -> str:

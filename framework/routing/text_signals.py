@@ -21,6 +21,7 @@ __all__ = [
     "SPAM_WORDS",
     "VENT_ENDINGS",
     "cq_mentions",
+    "cq_reply_id",
     "focus_text",
     "has_emotion_words",
     "has_reply_obligation",
@@ -100,6 +101,7 @@ GENTLE_FORBIDDEN: tuple[str, ...] = ("？", "?", "！", "!", "。", ".", "[CQ:")
 # "[^\[\]]" keeps each match from scanning past the next "[": linear even on "[CQ:[CQ:…".
 _CQ = re.compile(r"\[CQ:[^\[\]]*\]")
 _CQ_AT = re.compile(r"\[CQ:at,qq=([^,\[\]]+)[^\[\]]*\]")
+_CQ_REPLY = re.compile(r"\[CQ:reply,(?:[^\[\]]*?,)?id=([^,\[\]]+)[^\[\]]*\]")
 _CQ_FACE = re.compile(r"\[CQ:(?:face|mface|sface|bface)[^\[\]]*\]")
 _BRACKET_FACE = re.compile(r"\[(?!图片\])[^\[\]\s]{1,6}\]")
 _TEXT_MENTION = re.compile(r"@([^\s@，,：:。！!？?]+)")
@@ -138,6 +140,14 @@ def strip_trailing_punctuation(text: str) -> str:
 def mentioned_names(text: str) -> tuple[str, ...]:
     """Names written as ``@name`` in the text (not CQ codes)."""
     return tuple(_TEXT_MENTION.findall(_CQ.sub(" ", text)))
+
+
+def cq_reply_id(raw: str) -> str | None:
+    """The message id of the first ``[CQ:reply,id=…]`` code in a raw OneBot string."""
+    found = _CQ_REPLY.search(raw)
+    if found is None:
+        return None
+    return found.group(1).strip() or None
 
 
 def cq_mentions(raw: str) -> tuple[str, ...]:
