@@ -39,7 +39,7 @@ from framework.store.routing_state import MemoryRoutingState
 from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.timeline import build_group_timeline
-from framework.turn import Bot, ChatMessage, Turn
+from framework.turn import Bot, ChatMessage, HistoryEntry, Turn
 from framework.turn_messages import build_turn_messages, carried_by_history, read_session
 
 __all__ = ["Promptweave"]
@@ -144,8 +144,8 @@ class Promptweave(ConversationIO):
         the routing state (quote candidates, kept messages, silences, the last canned phrase), so
         replaying the same events with the same seeded ``rng`` gives the same decisions.
         """
-        _reader, completed = self._read_session(turn, now)
-        return self._route(completed, now)
+        reader, completed = self._read_session(turn, now)
+        return self._route(_with_stored_history(completed, reader), now)
 
     def _read_session(self, turn: Turn, now: dt.datetime | None) -> tuple[SessionReader, Turn]:
         return read_session(self.stores, self.config, self.persona, turn, now or turn.message.time)
@@ -329,7 +329,7 @@ class Promptweave(ConversationIO):
 
         start = time.perf_counter()
         if decision is None:
-            decision = self._route(turn, now)
+            decision = self._route(_with_stored_history(turn, reader), now)
         durations["route"] = _ms(start)
         return reader, turn, decision, durations
 
@@ -521,6 +521,19 @@ def _merge(
                 kept.append(item)
         merged[section_id] = tuple(kept)
     return merged
+
+
+def _with_stored_history(turn: Turn, reader: SessionReader) -> Turn:
+    """The turn with the user's stored history when it carries none, for routing: whether the
+    bot just answered this user, and its recent replies, read the history (seed 004)."""
+    if turn.history:
+        return turn
+    rows = reader.history()
+    if not rows:
+        return turn
+    return attrs.evolve(
+        turn, history=tuple(HistoryEntry(role=row.role, content=row.content) for row in rows)
+    )
 
 
 def _with_kept(turn: Turn, decision: Decision) -> list[ChatMessage] | None:

@@ -484,3 +484,28 @@ def test_a_bare_mention_still_sends_a_current_message(
     assert rendered.decision.action.value == "reply"
     assert rendered.messages[-1].source == "current"
     assert rendered.messages[-1].content.endswith("\n@小织")
+
+
+def test_routing_reads_the_stored_history_when_the_turn_carries_none(
+    runtime: Promptweave, message: MessageFactory
+) -> None:
+    exchange(runtime, message, "30022", "漂亮小织", "嘿嘿", 0)
+    for minute in range(1, 6):  # the group talks on; the exchange leaves the recent window
+        runtime.record_message(BOT.id, GROUP, message("30017", f"第{minute}条闲聊", minute=minute))
+    current = message("30022", "@小织 嘻嘻", minute=6, addressed=True)
+    decision = runtime.decide(Turn(bot=BOT, group_id=GROUP, message=current))
+    # The user's stored history ends with the bot's answer: a short social turn in an exchange
+    # the bot is part of keeps no ambient excerpt, as when the turn carries that history itself.
+    carried = runtime.decide(
+        Turn(
+            bot=BOT,
+            group_id=GROUP,
+            message=current,
+            history=(
+                HistoryEntry(role="user", content="漂亮小织"),
+                HistoryEntry(role="assistant", content="嘿嘿"),
+            ),
+        )
+    )
+    assert carried.memory_policy.include_ambient_excerpt is False
+    assert decision.memory_policy == carried.memory_policy
