@@ -20,7 +20,7 @@ GENTLE_POOL = (
 
 #: Light changes of subject for messages that carry an emotion (难绷, 破防, 麻了, 烦, 累…).
 EMOTION_TANGENT_POOL = (
-    "没绷住", "休息会", "先躺会儿", "出去走走", "喝杯奶茶压压惊", "摸鱼时间到", "今天就到这",
+    "阴完了", "没绷住", "休息会", "先躺会儿", "出去走走", "喝杯奶茶压压惊", "摸鱼时间到", "今天就到这",
     "睡一觉就好了", "给你递杯水", "麻了麻了",
 )  # fmt: skip
 
