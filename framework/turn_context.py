@@ -31,11 +31,7 @@ from framework.preflight import (
 )
 from framework.records import Volatility
 from framework.sanitize import sanitize_block, strip_lone_surrogates
-from framework.sidecar import (
-    append_notes_to_multimodal_content,
-    compose_user_api_content,
-    is_multimodal,
-)
+from framework.sidecar import stamp_turn_context
 from framework.text_rules import IMAGE_MARK
 from framework.timing import elapsed_ms
 
@@ -316,14 +312,7 @@ def build_turn_context(
     plugin_context = SECTION_SEPARATOR.join([*sidecar_blocks, *notes])
     stamp = "none"
     if 0 <= index < len(messages):
-        target = messages[index]
-        injected = compose_user_api_content("", memory_context, plugin_context)
-        if injected is not None and is_multimodal(target):
-            target = append_notes_to_multimodal_content(target, injected.lstrip("\n"))
-            stamp = "part"
-        elif injected is not None:
-            target = attrs.evolve(target, api_content=target.content + injected)
-            stamp = "sidecar"
+        target, stamp = stamp_turn_context(messages[index], memory_context, plugin_context)
         messages[index] = target
         state.transcript.record(key, target)
     elif notes:
