@@ -96,6 +96,7 @@ LATER_STAGES = [
     "turn_context",
     "turn_context.notes",
     "turn_context.preflight",
+    "turn_context.budget",
     "request",
 ]
 
@@ -208,7 +209,7 @@ def test_render_text_stages_without_retrieval(run):
 
 def test_render_json_carries_the_turn_context_and_request_durations(run):
     data = json.loads(run("render", str(EXAMPLES / "at_question.json"), "--format", "json").output)
-    assert list(data["turn_context"]["stage_durations_ms"]) == LATER_STAGES[2:5]
+    assert list(data["turn_context"]["stage_durations_ms"]) == LATER_STAGES[2:6]
     assert list(data["request"]["stage_durations_ms"]) == ["request"]
     for durations in (
         data["stage_durations_ms"],
