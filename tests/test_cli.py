@@ -141,6 +141,9 @@ def test_render_text_shows_what_the_budget_dropped(run, tmp_path):
         "dropped: history ×3",
         "cut: none",
         "preflight: skipped, threshold 24000 tokens",
+        "sent: 2124 / 2150 chars (system prompt 2068, before trimming 2124)",
+        "  dropped: none",
+        "  cut: none",
     ]
 
 
