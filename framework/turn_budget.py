@@ -205,9 +205,12 @@ class _Fitter:
             self.additions = TurnAdditions()
         elif self.additions.memory_context.strip():
             self.memory_state = "kept"
-        self.lengths = [sent_length(row, self.measure) for row in self.rows]
-        if self.index >= 0:
-            self.lengths[self.index] = self._current_length(self.additions)
+        self.lengths = [
+            self._current_length(self.additions)
+            if position == self.index
+            else sent_length(row, self.measure)
+            for position, row in enumerate(self.rows)
+        ]
 
     @property
     def total(self) -> int:
@@ -216,11 +219,9 @@ class _Fitter:
     def _over(self) -> bool:
         return self.total > self.budget
 
-    def _current_length(self, additions: TurnAdditions, content: str | None = None) -> int:
-        current = self.rows[self.index]
-        if content is not None:
-            current = attrs.evolve(current, content=content)
-        return sent_length(additions.stamp(current)[0], self.measure)
+    def _current_length(self, additions: TurnAdditions) -> int:
+        """The measure of the current message carrying ``additions``."""
+        return sent_length(additions.stamp(self.rows[self.index])[0], self.measure)
 
     def _room(self) -> int:
         """What the current message may measure with everything else as it is."""
