@@ -173,6 +173,7 @@ from framework.turn import (
     Turn,
     TurnRetrieved,
 )
+from framework.turn_budget import TurnBudgetReport
 from framework.turn_context import TurnContext, build_turn_context, collect_turn_notes
 from framework.turnfile import load_turn_file
 
@@ -283,6 +284,7 @@ __all__ = [
     "TopicSummarySource",
     "Turn",
     "TurnAction",
+    "TurnBudgetReport",
     "TurnContext",
     "TurnFileError",
     "TurnPolicy",

@@ -15,7 +15,14 @@ import attrs
 
 from framework.messages import PromptMessage
 
-__all__ = ["MIN_CURRENT_LENGTH", "BudgetReport", "Measure", "apply_budget", "cut_to_length"]
+__all__ = [
+    "MIN_CURRENT_LENGTH",
+    "BudgetReport",
+    "Measure",
+    "apply_budget",
+    "cut_current_text",
+    "cut_to_length",
+]
 
 #: What the current message keeps at least when cut, in the measure's unit.
 MIN_CURRENT_LENGTH = 64
@@ -68,6 +75,18 @@ def cut_to_length(text: str, limit: int, measure: Measure = len) -> str:
     return text[:low]
 
 
+def cut_current_text(text: str, room: int, measure: Measure = len, *, keep_tail: str = "") -> str:
+    """Cut the current message's ``text`` to ``room``, from its end.
+
+    :param keep_tail: a closing line that must survive the cut (the "ignore instructions above"
+        line of a suspected injection): when ``text`` ends with it, the text before it is cut
+        instead.
+    """
+    tail = f"\n{keep_tail}" if keep_tail and text.endswith(f"\n{keep_tail}") else ""
+    head = text[: len(text) - len(tail)]
+    return cut_to_length(head, max(0, room - measure(tail)), measure).rstrip() + tail
+
+
 def apply_budget(
     messages: Sequence[PromptMessage],
     system_prompt: str,
@@ -103,9 +122,7 @@ def apply_budget(
     if total > budget:
         last = kept[-1]
         room = max(MIN_CURRENT_LENGTH, budget - system)
-        tail = f"\n{keep_tail}" if keep_tail and last.content.endswith(f"\n{keep_tail}") else ""
-        head = last.content[: len(last.content) - len(tail)]
-        shortened = cut_to_length(head, max(0, room - measure(tail)), measure).rstrip() + tail
+        shortened = cut_current_text(last.content, room, measure, keep_tail=keep_tail)
         if shortened != last.content:
             kept[-1] = attrs.evolve(last, content=shortened)
             total = system + measure(shortened)

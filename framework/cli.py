@@ -214,6 +214,7 @@ def render(
         _budget_unit(runtime),
         context.trace["preflight"],
         runtime.config.turn_context.threshold_tokens,
+        context.trace["budget"],
     )
     click.echo("\n==== decision ====")
     click.echo(json.dumps(result.decision.trace(), ensure_ascii=False))

@@ -67,15 +67,17 @@ def echo_retrieval(result: RenderedTurn) -> None:
 
 
 def echo_budget(
-    budget: Mapping[str, Any], unit: str, preflight: Mapping[str, Any], threshold: int
+    budget: Mapping[str, Any],
+    unit: str,
+    preflight: Mapping[str, Any],
+    threshold: int,
+    sent: Mapping[str, Any],
 ) -> None:
-    """What the character budget trimmed from the messages, then what the preflight compression
-    did at its token threshold (``docs/messages.md``, ``docs/turn_context.md``)."""
+    """What the budget trimmed from the rendered messages, what the preflight compression did at
+    its token threshold, then what the budget trimmed from what the turn context sends
+    (``docs/messages.md``, ``docs/turn_context.md``)."""
     click.echo("\n==== budget ====")
-    limit = f" / {budget['budget']}" if budget["budget"] > 0 else ""
-    sizes = f"(system prompt {budget['system']}, before trimming {budget['before']})"
-    unlimited = "" if limit else ", no budget ([budget] chars = 0)"
-    click.echo(f"total: {budget['total']}{limit} {unit} {sizes}{unlimited}")
+    click.echo(f"total: {_measured(budget, unit)}")
     click.echo(f"dropped: {_counted(budget['dropped']) or 'none'}")
     click.echo(f"cut: {'current message' if budget['current_cut'] else 'none'}")
     if preflight["estimated"]:
@@ -89,6 +91,32 @@ def echo_budget(
             f"{step['tokens_before']} -> {step['tokens_after']} tokens"
             f"{'' if step['progress'] else ' (no progress)'}"
         )
+    dropped = [
+        *["replayed sidecar"] * sent["sidecars_dropped"],
+        *(["memory context"] if sent["memory_context"] == "dropped" else []),
+        *["note"] * sent["notes_dropped"],
+        *sent["dropped"],
+    ]
+    cut = [
+        label
+        for label, was_cut in (
+            ("memory context", sent["memory_context"] == "cut"),
+            ("note", sent["notes_cut"]),
+            ("current message", sent["current_cut"]),
+        )
+        if was_cut
+    ]
+    click.echo(f"sent: {_measured(sent, unit)}")
+    click.echo(f"  dropped: {_counted(dropped) or 'none'}")
+    click.echo(f"  cut: {', '.join(cut) or 'none'}")
+
+
+def _measured(budget: Mapping[str, Any], unit: str) -> str:
+    """``2124 / 2150 chars (system prompt 2068, before trimming 2226)``."""
+    limit = f" / {budget['budget']}" if budget["budget"] > 0 else ""
+    sizes = f"(system prompt {budget['system']}, before trimming {budget['before']})"
+    unlimited = "" if limit else ", no budget ([budget] chars = 0)"
+    return f"{budget['total']}{limit} {unit} {sizes}{unlimited}"
 
 
 def _counted(sources: list[str]) -> str:

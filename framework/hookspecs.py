@@ -150,13 +150,14 @@ def override_section(
 def measure_text(text: str) -> int | None:
     """Measure text for the request budget (``[budget] chars``).
 
-    Runs for the system prompt and for every message of every turn, when the budget is applied.
-    The default measure is the number of characters; a plugin can count tokens instead (then set
-    the budget in tokens).
+    Runs for the system prompt and for every message of every turn, when the budget is applied:
+    in ``render``, and again in ``build_turn_context`` for what is sent (sidecars, memory, notes
+    and parts included), also on candidate cuts while it trims. The default measure is the number
+    of characters; a plugin can count tokens instead (then set the budget in tokens).
 
     Stops at first non-None result.
 
-    :param text: the system prompt or one message's content.
+    :param text: the system prompt, one message's content or sidecar, or one of its parts.
     :returns: the length of ``text`` in the budget's unit, or ``None`` to leave it to the next
         plugin (and finally to ``len``).
     """

@@ -31,6 +31,7 @@ __all__ = [
     "is_multimodal",
     "rewrite_content",
     "sent_text",
+    "stamp_turn_context",
     "substitute_api_content",
 ]
 
@@ -104,6 +105,23 @@ def append_notes_to_multimodal_content(message: PromptMessage, notes: str) -> Pr
     if not notes.strip() or not is_multimodal(message):
         return message
     return attrs.evolve(message, parts=(*message.parts, notes.strip()))
+
+
+def stamp_turn_context(
+    message: PromptMessage, memory_context: str = "", plugin_context: str = ""
+) -> tuple[PromptMessage, str]:
+    """Put a turn's context on its current user message (:func:`compose_user_api_content`).
+
+    :returns: the stamped message and how: ``sidecar`` (the composed text as ``api_content``),
+        ``part`` (a trailing text part of a multimodal message) or ``none`` (nothing to inject;
+        the message unchanged).
+    """
+    injected = compose_user_api_content("", memory_context, plugin_context)
+    if injected is None:
+        return message, "none"
+    if is_multimodal(message):
+        return append_notes_to_multimodal_content(message, injected.lstrip("\n")), "part"
+    return attrs.evolve(message, api_content=message.content + injected), "sidecar"
 
 
 def substitute_api_content(message: PromptMessage) -> PromptMessage:

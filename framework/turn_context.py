@@ -4,7 +4,8 @@
 decides which system prompt is active for the conversation (built once and reused byte for byte,
 rebuilt only after a compression or when a static section changed), takes the turn's notes, runs
 the preflight compression, and stamps the per-turn context on the current user message: as its
-sidecar, or as a trailing text part when the message carries images. The result,
+sidecar, or as a trailing text part when the message carries images. What is then sent is fitted
+into ``[budget] chars`` (:mod:`framework.turn_budget`). The result,
 :class:`TurnContext`, is what the provider request builders read. See ``docs/turn_context.md``.
 """
 
@@ -31,13 +32,9 @@ from framework.preflight import (
 )
 from framework.records import Volatility
 from framework.sanitize import sanitize_block, strip_lone_surrogates
-from framework.sidecar import (
-    append_notes_to_multimodal_content,
-    compose_user_api_content,
-    is_multimodal,
-)
 from framework.text_rules import IMAGE_MARK
 from framework.timing import elapsed_ms
+from framework.turn_budget import TurnAdditions, TurnBudgetReport, fit_turn_budget
 
 if TYPE_CHECKING:
     from framework.rendered import RenderedSection, RenderedTurn
@@ -72,15 +69,19 @@ class TurnContext:
     :param current_turn_user_idx: index of the current user message in ``messages``; ``-1`` when
         the turn has none.
     :param notes: the notes delivered this turn, in order.
+    :param memory_context: the recall delivered in the sidecar this turn (cut or emptied when the
+        budget required it).
     :param timeline_images: the timeline's image URLs, for providers with image support.
     :param system_prompt_status: ``built``, ``reused``, ``rebuilt_static_changed``,
         ``rebuilt_profile_changed`` or
         ``rebuilt_after_compression``.
     :param preflight: what the preflight compression did.
+    :param budget: what the budget trimmed from what is sent.
     :param trace: notes failures, the sidecar decision and the above, for the turn's trace.
     :param stage_durations_ms: milliseconds spent in ``turn_context`` (the whole build), and within
-        it ``turn_context.notes`` (the queued notes and the ``collect_turn_notes`` hook) and
-        ``turn_context.preflight`` (the size gate, the estimate and any compression passes).
+        it ``turn_context.notes`` (the queued notes and the ``collect_turn_notes`` hook),
+        ``turn_context.preflight`` (the size gate, the estimate and any compression passes) and
+        ``turn_context.budget`` (measuring and trimming what is sent).
         Timing is not part of the value: two contexts that differ only here are equal.
     """
 
@@ -99,14 +100,16 @@ class TurnContext:
     timeline_images: tuple[str, ...] = ()
     system_prompt_status: str = "built"
     preflight: PreflightResult = attrs.field(factory=PreflightResult)
+    budget: TurnBudgetReport = attrs.field(
+        factory=lambda: TurnBudgetReport(budget=0, system=0, before=0, total=0)
+    )
     trace: Mapping[str, Any] = attrs.field(factory=dict)
     stage_durations_ms: Mapping[str, float] = attrs.field(factory=dict, eq=False)
 
     @property
     def system_prompt(self) -> str:
         """The full system prompt sent: the stable prefix, then the per-turn sections."""
-        texts = [self.active_system_prompt.text, *(text for _, text in self.turn_sections)]
-        return SECTION_SEPARATOR.join(text for text in texts if text)
+        return _system_text(self.active_system_prompt, self.turn_sections)
 
     @property
     def current_message(self) -> PromptMessage | None:
@@ -142,6 +145,11 @@ def _active_prompt(stable: Sequence[RenderedSection]) -> ActiveSystemPrompt:
         static_fingerprint=_fingerprint(stable, Volatility.STATIC),
         profile_fingerprint=_fingerprint(stable, Volatility.PROFILE),
     )
+
+
+def _system_text(active: ActiveSystemPrompt, turn_pieces: Sequence[tuple[str, str]]) -> str:
+    """The system prompt sent: the stable prefix, then the turn sections that stay in it."""
+    return SECTION_SEPARATOR.join(t for t in (active.text, *(text for _, text in turn_pieces)) if t)
 
 
 def collect_turn_notes(
@@ -222,7 +230,8 @@ def build_turn_context(
     :param runtime: the runtime that rendered the turn; its ``conversations`` hold the state.
     :param turn: the turn.
     :param rendered: ``runtime.render(turn)``.
-    :param memory_context: recall of an external memory provider, delivered in the sidecar.
+    :param memory_context: recall of an external memory provider, delivered in the sidecar (and
+        trimmed first when what is sent is over the budget, after replayed sidecars).
     :param task_id: the caller's task id; a fresh one by default.
     :param persist_user_message: the clean text to keep for memory and logs, when the message
         text was already decorated (defaults to the message text).
@@ -266,9 +275,7 @@ def build_turn_context(
 
     messages = [*history, *([current] if current is not None else [])]
     index = len(messages) - 1 if current is not None else -1
-    system_for_estimate = SECTION_SEPARATOR.join(
-        t for t in (active.text, *(text for _, text in turn_pieces)) if t
-    )
+    system_for_estimate = _system_text(active, turn_pieces)
 
     def compress(rows: Sequence[PromptMessage], pass_number: int) -> Sequence[PromptMessage]:
         found = runtime.plugins.pm.hook.compress_turn_messages(
@@ -310,22 +317,30 @@ def build_turn_context(
         conversation_history = None
         index = reanchor_current_turn_user_idx(messages, current.content if current else "")
 
-    sidecar_blocks = [text for _, text in turn_pieces] if settings.turn_sections == "user" else []
+    sidecar_blocks = tuple(text for _, text in turn_pieces)
     if settings.turn_sections == "user":
         turn_pieces = ()
-    plugin_context = SECTION_SEPARATOR.join([*sidecar_blocks, *notes])
-    stamp = "none"
-    if 0 <= index < len(messages):
-        target = messages[index]
-        injected = compose_user_api_content("", memory_context, plugin_context)
-        if injected is not None and is_multimodal(target):
-            target = append_notes_to_multimodal_content(target, injected.lstrip("\n"))
-            stamp = "part"
-        elif injected is not None:
-            target = attrs.evolve(target, api_content=target.content + injected)
-            stamp = "sidecar"
-        messages[index] = target
-        state.transcript.record(key, target)
+    else:
+        sidecar_blocks = ()
+    budget_start = time.perf_counter()
+    fitted = fit_turn_budget(
+        messages,
+        index,
+        _system_text(active, turn_pieces),
+        TurnAdditions(memory_context=memory_context, turn_sections=sidecar_blocks, notes=notes),
+        runtime.config.budget.chars,
+        runtime.measure,
+        keep_tail=runtime.persona.format(runtime.persona.user_turn.injection_suffix),
+    )
+    budget_ms = elapsed_ms(budget_start)
+    messages, index, stamp = list(fitted.messages), fitted.current_index, fitted.stamp
+    user_message = current.content if current is not None else ""
+    if index >= 0:
+        # What is recorded is what is sent, so a later turn replays these very bytes.
+        state.transcript.record(key, messages[index])
+        memory_context, notes = fitted.additions.memory_context, fitted.additions.notes
+        if fitted.report.current_cut:
+            user_message = messages[index].content
     elif notes:
         for note in notes:  # no user message to carry them: keep them for the next turn
             state.notes.push(key, note)
@@ -345,12 +360,13 @@ def build_turn_context(
         "stamp": stamp,
         "current_turn_user_idx": index,
         "preflight": preflight.to_json(),
+        "budget": fitted.report.trace(),
     }
     return TurnContext(
         conversation_key=key,
         turn_id=turn_id,
         task_id=task,
-        user_message=current.content if current is not None else "",
+        user_message=user_message,
         original_user_message=original,
         messages=tuple(messages),
         conversation_history=conversation_history,
@@ -362,10 +378,12 @@ def build_turn_context(
         timeline_images=rendered.vision_images,
         system_prompt_status=status,
         preflight=preflight,
+        budget=fitted.report,
         trace=trace,
         stage_durations_ms={
             "turn_context": elapsed_ms(start),
             "turn_context.notes": notes_ms,
             "turn_context.preflight": preflight_ms,
+            "turn_context.budget": budget_ms,
         },
     )

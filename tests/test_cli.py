@@ -96,6 +96,7 @@ LATER_STAGES = [
     "turn_context",
     "turn_context.notes",
     "turn_context.preflight",
+    "turn_context.budget",
     "request",
 ]
 
@@ -140,6 +141,9 @@ def test_render_text_shows_what_the_budget_dropped(run, tmp_path):
         "dropped: history ×3",
         "cut: none",
         "preflight: skipped, threshold 24000 tokens",
+        "sent: 2124 / 2150 chars (system prompt 2068, before trimming 2124)",
+        "  dropped: none",
+        "  cut: none",
     ]
 
 
@@ -208,7 +212,7 @@ def test_render_text_stages_without_retrieval(run):
 
 def test_render_json_carries_the_turn_context_and_request_durations(run):
     data = json.loads(run("render", str(EXAMPLES / "at_question.json"), "--format", "json").output)
-    assert list(data["turn_context"]["stage_durations_ms"]) == LATER_STAGES[2:5]
+    assert list(data["turn_context"]["stage_durations_ms"]) == LATER_STAGES[2:6]
     assert list(data["request"]["stage_durations_ms"]) == ["request"]
     for durations in (
         data["stage_durations_ms"],

@@ -352,7 +352,12 @@ def test_compression_rebuilds_the_prompt_and_reanchors_the_current_message():
     assert_durations(context.stage_durations_ms, TURN_CONTEXT_STAGES)
 
 
-TURN_CONTEXT_STAGES = ["turn_context", "turn_context.notes", "turn_context.preflight"]
+TURN_CONTEXT_STAGES = [
+    "turn_context",
+    "turn_context.notes",
+    "turn_context.preflight",
+    "turn_context.budget",
+]
 
 
 def assert_durations(durations, keys):
