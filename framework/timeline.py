@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from framework.config import TimelineConfig
+from framework.images import is_vision_url
 from framework.persona import PersonaPack
 from framework.sanitize import quote_user_text
 from framework.text_rules import IMAGE_MARK, is_recognition_question
@@ -34,7 +35,7 @@ class GroupTimeline:
 
     :param text: the block, header included; ``""`` when there is nothing to show.
     :param messages: the messages shown, oldest first.
-    :param images: image URLs of the shown messages (at most the configured number, the most
+    :param images: valid image URLs of the shown messages (at most the configured number, the most
         recent ones, in timeline order).
     :param hidden: how many messages of the window were left out because the message sequence
         already carries them (the current user's own exchange with the bot).
@@ -127,10 +128,15 @@ def build_group_timeline(
         return GroupTimeline(hidden=left_out)
     shown = tuple(message for message, _ in rendered)
     oldest_shown = window.index(shown[0])
+    # Seed 004: only valid HTTP(S) images count towards the limit; any other entry keeps its
+    # line's [图片] mark.
+    seen: set[str] = set()
     images: list[str] = []
     for message in reversed(window[oldest_shown:]):
         for url in reversed(message.images):
-            if url.lower() not in (seen.lower() for seen in images):
+            url = url.strip()
+            if is_vision_url(url) and url.lower() not in seen:
+                seen.add(url.lower())
                 images.append(url)
     kept = images[: config.max_images][::-1]
     text = "\n".join([TIMELINE_HEADER, *(line for _, line in rendered)])

@@ -21,7 +21,7 @@ import attrs
 
 from framework.context import RenderContext
 from framework.conversation import ActiveSystemPrompt, conversation_key
-from framework.images import merge_image_urls
+from framework.images import vision_image_urls
 from framework.messages import PromptMessage, format_user_turn
 from framework.preflight import (
     PreflightResult,
@@ -185,7 +185,7 @@ def _current_message(
     index = next(
         (i for i in range(len(messages) - 1, -1, -1) if messages[i].source == "current"), None
     )
-    images = merge_image_urls(turn.message.images, turn.quoted_message_images)
+    images = vision_image_urls(turn.message.images, turn.quoted_message_images)
     if index is not None:
         current = messages.pop(index)
     elif images:
@@ -200,7 +200,7 @@ def _current_message(
     current = attrs.evolve(
         current,
         content=strip_lone_surrogates(current.content),
-        images=merge_image_urls(current.images, images),
+        images=vision_image_urls(current.images, images),
         api_content=None,
         parts=(),
     )
