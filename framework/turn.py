@@ -169,6 +169,8 @@ class Turn:
         text (from the bot-reply context), shown as "what the bot just said".
     :param quoted_message_images: image URLs of the message this one replies to; they are sent
         with the current message, as images the user is asking about (seed 004, 当前/被引用的图片).
+        Left empty, they are those of the ``message.reply_to`` message, found among the recent
+        messages or in the group log.
     :param route_hints: tool intent, scene and rhythm known to the bot, for routing.
     """
 
@@ -183,7 +185,7 @@ class Turn:
     turn_policy: TurnPolicy | None = None
     tool_context: ToolContext | None = None
     quoted_bot_text: str | None = None
-    quoted_message_images: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    quoted_message_images: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     route_hints: RouteHints = attrs.field(factory=RouteHints)
 
     @property

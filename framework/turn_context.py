@@ -185,7 +185,9 @@ def _current_message(
     index = next(
         (i for i in range(len(messages) - 1, -1, -1) if messages[i].source == "current"), None
     )
-    images = vision_image_urls(turn.message.images, turn.quoted_message_images)
+    # The turn as rendered: quoted images the store supplied are current images too.
+    completed = rendered.context.turn if rendered.context is not None else turn
+    images = vision_image_urls(completed.message.images, completed.quoted_message_images)
     if index is not None:
         current = messages.pop(index)
     elif images:

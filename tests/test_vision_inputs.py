@@ -194,3 +194,70 @@ def test_onebot_keeps_http_urls_in_any_case_and_counts_every_image() -> None:
         time=example_turn().message.time,
     )
     assert found.images == ("HTTPS://img.example/a.jpg", IMAGE_WITHOUT_URL, IMAGE_WITHOUT_URL)
+
+
+# -- the quoted message's images are the current image ----------------------------------------
+
+
+def _asking_about_9105(text: str = "@小织 这是什么猫", **turn: object) -> Turn:
+    base = _with_timeline_images(example_turn(), ("9101", ("https://img.example.net/old.jpg",)))
+    message = attrs.evolve(
+        base.message,
+        id="9110",
+        text=text,
+        raw=f"[CQ:reply,id=9105][CQ:at,qq=10001] {text.removeprefix('@小织 ')}",
+        reply_to="9105",
+    )
+    return attrs.evolve(base, message=message, **turn)
+
+
+def test_a_reply_sends_the_quoted_messages_image_as_the_current_image() -> None:
+    runtime = make_runtime()
+    turn = _asking_about_9105()
+    rendered = runtime.render(turn)
+    assert rendered.trace["messages"]["sources"]["quoted_message_images"] == "recent_messages"
+    # A recognition question about the quoted image: no history image pulls the answer away.
+    assert rendered.vision_images == ()
+    assert rendered.trace["vision"] == {
+        "current": [CAT],
+        "images": [],
+        "withheld": "recognition_question",
+    }
+    body = _request(turn, runtime=runtime).body
+    assert _sent_urls(body) == [CAT]
+    current = body["messages"][-1]["content"]
+    assert current[-1] == {"type": "image_url", "image_url": {"url": CAT}}
+    assert TIMELINE_IMAGES_TEXT not in json.dumps(body, ensure_ascii=False)
+
+
+def test_a_reply_that_asks_something_else_keeps_the_other_history_images() -> None:
+    turn = _asking_about_9105("@小织 它后来吃完火腿肠了吗")
+    rendered = make_runtime().render(turn)
+    # The quoted image is the current one, so it takes no history slot.
+    assert rendered.vision_images == ("https://img.example.net/old.jpg",)
+    body = _request(turn).body
+    assert _sent_urls(body) == ["https://img.example.net/old.jpg", CAT]
+
+
+def test_quoted_images_given_by_the_turn_win() -> None:
+    given = "https://img.example.net/given.jpg"
+    rendered = make_runtime().render(_asking_about_9105(quoted_message_images=(given,)))
+    assert rendered.trace["messages"]["sources"]["quoted_message_images"] == "turn"
+    assert rendered.trace["vision"]["current"] == [given]
+
+
+def test_a_reply_to_a_message_without_images_adds_none() -> None:
+    turn = _asking_about_9105()
+    turn = attrs.evolve(turn, message=attrs.evolve(turn.message, reply_to="9107"))
+    rendered = make_runtime().render(turn)
+    assert "quoted_message_images" not in rendered.trace["messages"]["sources"]
+    assert rendered.trace["vision"]["current"] == []
+    assert CAT in rendered.vision_images
+
+
+def test_a_quoted_image_without_url_still_keeps_history_images_out() -> None:
+    turn = _with_timeline_images(_asking_about_9105(), ("9105", (PLATFORM_ID,)))
+    rendered = make_runtime().render(turn)
+    assert rendered.trace["vision"]["withheld"] == "recognition_question"
+    assert rendered.trace["vision"]["current"] == []
+    assert _sent_urls(_request(turn).body) == []
