@@ -7,11 +7,14 @@ import json
 
 import attrs
 import pytest
-from support_turn_context import example_turn, make_runtime
+from support_turn_context import PNG_BYTES, example_turn, make_runtime
 
 from contrib.onebot import parse_message
 from framework import (
     IMAGE_WITHOUT_URL,
+    Config,
+    FetchedImage,
+    Promptweave,
     ProviderApi,
     ProviderSpec,
     Turn,
@@ -19,6 +22,7 @@ from framework import (
     build_turn_context,
     hookimpl,
 )
+from framework.config import ProviderConfig, StoreConfig
 from framework.providers.wire import TIMELINE_IMAGES_TEXT
 
 CAT = "https://img.example.net/cat-1.jpg"
@@ -261,3 +265,58 @@ def test_a_quoted_image_without_url_still_keeps_history_images_out() -> None:
     assert rendered.trace["vision"]["withheld"] == "recognition_question"
     assert rendered.trace["vision"]["current"] == []
     assert _sent_urls(_request(turn).body) == []
+
+
+# -- images only when the provider declares them ----------------------------------------------
+
+
+def test_images_are_off_until_the_provider_declares_them() -> None:
+    config = ProviderConfig()
+    assert (config.supports_images, config.inline_images) == (False, True)
+    spec, bare = ProviderSpec.from_config(config), ProviderSpec(api="openai_chat")
+    assert (spec.supports_images, spec.inline_images) == (False, True)
+    assert (bare.supports_images, bare.inline_images) == (False, True)
+
+
+@pytest.mark.parametrize("api", list(ProviderApi))
+def test_by_default_no_image_is_sent_or_downloaded(api: ProviderApi) -> None:
+    fetched: list[str] = []
+
+    class Fetcher:
+        @hookimpl
+        def fetch_image(self, url, limits):
+            fetched.append(url)
+
+    runtime = make_runtime(extra_plugins=(Fetcher(),))
+    turn = _asking_about_9105("@小织 它后来吃完火腿肠了吗")
+    request = build_provider_request(
+        runtime, build_turn_context(runtime, turn, runtime.render(turn))
+    )
+    assert fetched == []
+    assert "img.example.net" not in request.body_text()
+    assert request.trace["supports_images"] is False
+
+
+def test_a_declared_provider_downloads_the_images_before_the_request() -> None:
+    fetched: list[str] = []
+
+    class Fetcher:
+        @hookimpl
+        def fetch_image(self, url, limits):
+            fetched.append(url)
+            return FetchedImage(url=url, media_type="image/png", data=PNG_BYTES)
+
+    config = Config(
+        store=StoreConfig(backend="memory"), provider=ProviderConfig(supports_images=True)
+    )
+    runtime = Promptweave.from_config(
+        config, environ={"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"}, extra_plugins=(Fetcher(),)
+    )
+    turn = _asking_about_9105("@小织 它后来吃完火腿肠了吗")
+    request = build_provider_request(
+        runtime, build_turn_context(runtime, turn, runtime.render(turn))
+    )
+    assert fetched == [CAT, "https://img.example.net/old.jpg"]
+    assert request.trace["images"] == {"sent": 2, "timeline": 1, "inline": True, "failed": []}
+    assert "img.example.net" not in request.body_text()  # sent as data URLs
+    assert request.body_text().count("data:image/png;base64,") == 2
