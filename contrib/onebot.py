@@ -9,8 +9,8 @@ A message is a CQ-code string (``[CQ:at,qq=10001] 你好``, with ``&amp; &#91; &
 text and also ``&#44;`` in parameter values) or an array of segments (``{"type": "text",
 "data": {"text": "你好"}}``). Understood segments: ``text``; ``at`` (a mention of the bot sets
 ``addressed`` and is left out of the text, others read ``@name``); ``reply`` (``reply_to``);
-``image`` and ``mface`` (their URLs go to ``images``; the timeline shows ``[图片]``); ``face``
-(``[表情]``). Other segments are kept only in ``raw``, which holds the message as received.
+``image`` and ``mface`` (their HTTP(S) URL goes to ``images``, or :data:`framework.IMAGE_WITHOUT_URL`
+when the segment has none, so the message still shows ``[图片]``); ``face`` (``[表情]``). Other segments are kept only in ``raw``, which holds the message as received.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from framework import ChatMessage, hookimpl
+from framework import IMAGE_WITHOUT_URL, ChatMessage, hookimpl, is_vision_url
 
 __all__ = [
     "OneBotEvent",
@@ -92,8 +92,8 @@ def _segments(message: object) -> list[Mapping[str, Any]]:
 
 def _image_url(data: Mapping[str, Any]) -> str | None:
     for key in ("url", "file"):
-        value = str(data.get(key) or "")
-        if value.startswith(("http://", "https://")):
+        value = str(data.get(key) or "").strip()
+        if is_vision_url(value):
             return value
     return None
 
@@ -136,7 +136,11 @@ def parse_message(
             reply_to = str(data["id"])
         elif kind in ("image", "mface"):
             url = _image_url(data)
-            if url is not None and url not in images:
+            if url is None:
+                # A local path or a platform file id is no URL a provider may be given, but the
+                # message did carry an image: keep its [图片] mark (seed 004).
+                images.append(IMAGE_WITHOUT_URL)
+            elif url not in images:
                 images.append(url)
         elif kind == "face":
             parts.append(FACE_TEXT)

@@ -45,11 +45,14 @@ from framework.errors import (
 )
 from framework.hookspecs import hookimpl
 from framework.images import (
+    IMAGE_WITHOUT_URL,
     FetchedImage,
     ImageFetchError,
     ImageLimits,
     fetch_image_default,
+    is_vision_url,
     merge_image_urls,
+    vision_image_urls,
 )
 from framework.items import (
     BehaviorStrategy,
@@ -180,6 +183,7 @@ from framework.turnfile import load_turn_file
 __all__ = [
     "AMBIENT_HEADER",
     "IMAGE_MARK",
+    "IMAGE_WITHOUT_URL",
     "INJECTION_PATTERNS",
     "KNOWLEDGE_QUESTION_WORDS",
     "MODEL_ANSWER_FORMAT",
@@ -315,6 +319,7 @@ __all__ = [
     "is_gentle_phrase",
     "is_recognition_question",
     "is_user_originated",
+    "is_vision_url",
     "load_overrides_file",
     "load_turn_file",
     "looks_like_knowledge_question",
@@ -334,4 +339,5 @@ __all__ = [
     "submit_request",
     "substitute_api_content",
     "text_terms",
+    "vision_image_urls",
 ]

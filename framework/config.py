@@ -321,8 +321,12 @@ class ProviderConfig:
     :param model: the model name; ``""`` uses the API's default model.
     :param base_url: the endpoint of an OpenAI-compatible server (else ``$OPENAI_BASE_URL``).
     :param api_key: the key (prefer ``$PROMPTWEAVE_API_KEY`` or ``$OPENAI_API_KEY``).
-    :param supports_images: ``True`` when the model accepts images; else images become ``[图片]``.
-    :param inline_images: download images and send them inline (base64) instead of by URL.
+    :param supports_images: the model declares image input. Off by default: images are sent (and
+        downloaded) only for a provider that declares them (seed 004); else they become
+        ``[图片]`` and nothing is downloaded.
+    :param inline_images: with ``supports_images``, download each image before the request and
+        send it inline (base64), as seed 004 does for a provider that declares images; ``False``
+        passes the URLs, for a provider that can reach the platform's image hosts itself.
     :param image_max_bytes: the largest image downloaded.
     :param image_types: the media types accepted.
     :param max_tokens: the reply's token limit.
@@ -336,8 +340,8 @@ class ProviderConfig:
     model: str = ""
     base_url: str = ""
     api_key: str = attrs.field(default="", repr=False)
-    supports_images: bool = True
-    inline_images: bool = False
+    supports_images: bool = False
+    inline_images: bool = True
     image_max_bytes: int = attrs.field(default=5 * 1024 * 1024, validator=_positive)
     image_types: tuple[str, ...] = attrs.field(
         default=("image/jpeg", "image/png", "image/gif", "image/webp"), converter=tuple

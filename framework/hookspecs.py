@@ -210,10 +210,11 @@ def compress_turn_messages(
 def fetch_image(url: str, limits: ImageLimits) -> FetchedImage | None:
     """Fetch an image a provider needs inline (``provider.inline_images``).
 
-    Runs while a provider request is built, once per distinct image URL. Raising
+    Runs while a provider request is built, once per distinct image URL; only valid HTTP(S) URLs
+    (:func:`framework.is_vision_url`) are ever fetched. Raising
     :class:`framework.ImageFetchError` (or any exception) degrades that image to ``[图片]``; the
     failure is traced in the request. The built-in implementation (``trylast``) reads ``http(s)``
-    and ``data:`` URLs within the limits.
+    (and, called directly, ``data:``) URLs within the limits.
 
     Stops at first non-None result.
 
@@ -326,6 +327,7 @@ def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
     """Describe an image of the session history, only when a summary needs it.
 
     Images in history are stored as placeholders with their URL; this runs for each such URL
+    that is a valid HTTP(S) URL (:func:`framework.is_vision_url`; any other entry stays ``[图片]``)
     while a session is being summarized. The built-in ``session_summary`` plugin is ``trylast`` and
     returns the placeholder ``[图片]`` unchanged (nothing is downloaded).
 

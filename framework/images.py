@@ -2,9 +2,12 @@
 
 Seed 004: when the provider declares image support, the timeline's recent images go in one user
 message before the current one, and the current message's images (its own and those of the message
-it quotes) go with it; a text provider downloads nothing and sees ``[图片]``. Fetching is a hook
-(``fetch_image``) with size and type limits; a failed fetch degrades that image to ``[图片]`` and is
-traced, it never fails the turn.
+it quotes) go with it; a text provider downloads nothing and sees ``[图片]``. Only valid HTTP(S)
+URLs are images a request carries (:func:`is_vision_url`); any other entry of a message's
+``images`` (a platform file id, :data:`IMAGE_WITHOUT_URL`, a ``file:`` path) still marks the
+message ``[图片]`` but never reaches a provider or a fetcher. Fetching is a hook (``fetch_image``)
+with size and type limits; a failed fetch degrades that image to ``[图片]`` and is traced, it never
+fails the turn.
 """
 
 from __future__ import annotations
@@ -20,15 +23,25 @@ import attrs
 
 from framework.config import ProviderConfig
 from framework.errors import PromptweaveError
+from framework.text_rules import IMAGE_MARK
 
 __all__ = [
+    "IMAGE_WITHOUT_URL",
     "FetchedImage",
     "ImageFetchError",
     "ImageLimits",
     "fetch_image_default",
+    "is_vision_url",
     "merge_image_urls",
     "sniff_media_type",
+    "vision_image_urls",
 ]
+
+#: The entry of :attr:`framework.ChatMessage.images` for an image the platform gave no usable URL
+#: for (a OneBot ``[CQ:image,file=abc.image]`` without ``url``): the message still shows
+#: ``[图片]``, and the entry is never a vision image since it is not a URL.
+IMAGE_WITHOUT_URL = IMAGE_MARK
+_VISION_SCHEMES = frozenset({"http", "https"})
 
 _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -101,6 +114,30 @@ def merge_image_urls(*groups: Iterable[str]) -> tuple[str, ...]:
                 seen.add(url.lower())
                 merged.append(url)
     return tuple(merged)
+
+
+def is_vision_url(url: str) -> bool:
+    """Whether ``url`` may be sent to a provider as an image: an ``http`` or ``https`` URL (the
+    scheme in any case) naming a host, without whitespace or control characters.
+
+    Seed 004 keeps only valid HTTP(S) images: anything else (``file:`` paths, platform file ids,
+    ``data:`` URLs, the ``[图片]`` placeholder) stays a ``[图片]`` mark in the text.
+    """
+    candidate = url.strip()
+    if not candidate or any(ch.isspace() or not ch.isprintable() for ch in candidate):
+        return False
+    try:
+        parts = urllib.parse.urlsplit(candidate)
+        host, _port = parts.hostname, parts.port  # reading .port raises on a malformed port
+    except ValueError:
+        return False
+    return parts.scheme.lower() in _VISION_SCHEMES and bool(host)
+
+
+def vision_image_urls(*groups: Iterable[str]) -> tuple[str, ...]:
+    """The valid image URLs of the groups (:func:`is_vision_url`), merged like
+    :func:`merge_image_urls`: in order, blanks and case-insensitive repeats dropped."""
+    return tuple(url for url in merge_image_urls(*groups) if is_vision_url(url))
 
 
 def _checked(url: str, data: bytes, limits: ImageLimits) -> FetchedImage:

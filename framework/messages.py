@@ -17,6 +17,7 @@ import attrs
 
 from framework.ambient import AmbientEntry, AmbientExcerpt
 from framework.config import Config
+from framework.images import vision_image_urls
 from framework.persona import PersonaPack
 from framework.sanitize import sanitize_block, sanitize_literal
 from framework.text_rules import IMAGE_MARK, InjectionDetector
@@ -168,7 +169,11 @@ def build_message_sequence(
     current = (
         [
             PromptMessage(
-                role="user", content=current_text, source="current", images=turn.message.images
+                role="user",
+                content=current_text,
+                source="current",
+                # Any image shows [图片] in the text; only valid URLs are sent (seed 004).
+                images=vision_image_urls(turn.message.images),
             )
         ]
         if current_text

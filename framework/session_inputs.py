@@ -1,16 +1,16 @@
 """What a turn reads from the conversational stores, and the degradation when it cannot.
 
-A turn may carry its recent group messages, history and quoted bot text itself (a turn file does);
-whatever it leaves out is read from the stores. When the stores are disabled or a read fails, the
-reader records why and the message sequence falls back to the current message alone (seed 004,
-运行态不可用时的退化). No store error ever leaves this module.
+A turn may carry its recent group messages, history, quoted bot text and quoted message images
+itself (a turn file does); whatever it leaves out is read from the stores. When the stores are
+disabled or a read fails, the reader records why and the message sequence falls back to the current
+message alone (seed 004, 运行态不可用时的退化). No store error ever leaves this module.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -113,6 +113,33 @@ class SessionReader:
         if found is not None:
             self.sources["quoted_bot_text"] = "bot_reply_context"
         return found
+
+    def quoted_message_images(self, recent: Sequence[ChatMessage]) -> tuple[str, ...]:
+        """The images of the message the current one replies to: the turn's own
+        ``quoted_message_images``, else those of the ``reply_to`` message found among ``recent``
+        (the turn's recent messages), else in the group log (seed 004, 当前/被引用的图片: the
+        received messages first, the message store as the fallback). A message newer than the
+        turn is not read, so a stored log can be replayed."""
+        if self.turn.quoted_message_images:
+            self.sources["quoted_message_images"] = "turn"
+            return self.turn.quoted_message_images
+        reply_to = self.turn.message.reply_to
+        if reply_to is None:
+            return ()
+        quoted = next((m for m in reversed(recent) if m.id == reply_to), None)
+        source = "recent_messages"
+        log_store = self.stores.group_log
+        if quoted is None and log_store is not None and self.turn.group_id is not None:
+            try:
+                quoted = log_store.find_group_message(self.turn.bot.id, self._scope, reply_to)
+            except STORE_ERRORS as exc:
+                log.warning("looking up the quoted message failed: %s", exc)
+                return ()
+            source = "group_log"
+        if quoted is None or not quoted.images or quoted.time > self.now:
+            return ()
+        self.sources["quoted_message_images"] = source
+        return quoted.images
 
     def history(self) -> tuple[HistoryRow, ...]:
         """The user's history: the turn's own, else the store's newest rows with the summary kept

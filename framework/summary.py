@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from framework.config import Config
+from framework.images import is_vision_url
 from framework.plugins import PluginManager
 from framework.sanitize import sanitize_block
 from framework.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind
@@ -67,12 +68,17 @@ def _skipped(reason: str) -> CompressionResult:
 def _described(
     turn: SessionTurn, plugins: PluginManager, bot_id: str, group_id: str | None
 ) -> SessionTurn:
-    """The turn with each image placeholder replaced by its description."""
+    """The turn with each image placeholder replaced by its description. Only valid HTTP(S)
+    URLs are described; any other entry stays ``[图片]`` (seed 004)."""
     if not turn.images:
         return turn
     marks = []
     for url in turn.images:
-        description = plugins.pm.hook.describe_image(url=url, bot_id=bot_id, group_id=group_id)
+        description = (
+            plugins.pm.hook.describe_image(url=url.strip(), bot_id=bot_id, group_id=group_id)
+            if is_vision_url(url)
+            else None
+        )
         text = sanitize_block(description or IMAGE_MARK, 200).replace("\n", " ")
         marks.append(text if text.startswith("[") else f"[图片：{text}]")
     content = " ".join([*dict.fromkeys(marks), turn.content]).strip()

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from framework.config import TimelineConfig
+from framework.images import is_vision_url, vision_image_urls
 from framework.persona import PersonaPack
 from framework.sanitize import quote_user_text
 from framework.text_rules import IMAGE_MARK, is_recognition_question
@@ -34,8 +35,9 @@ class GroupTimeline:
 
     :param text: the block, header included; ``""`` when there is nothing to show.
     :param messages: the messages shown, oldest first.
-    :param images: image URLs of the shown messages (at most the configured number, the most
-        recent ones, in timeline order).
+    :param images: valid image URLs of the shown messages (at most the configured number, the most
+        recent ones, in timeline order), the current image (the message's own and the quoted
+        message's) left out.
     :param hidden: how many messages of the window were left out because the message sequence
         already carries them (the current user's own exchange with the bot).
     :param images_withheld: why the shown messages' images are not handed on, if they are not.
@@ -127,10 +129,18 @@ def build_group_timeline(
         return GroupTimeline(hidden=left_out)
     shown = tuple(message for message, _ in rendered)
     oldest_shown = window.index(shown[0])
+    # Seed 004: only valid HTTP(S) images count towards the limit; any other entry keeps its
+    # line's [图片] mark. The current image (the message's own, the quoted message's) goes with
+    # the current message, so it takes no history slot.
+    seen = {
+        url.lower() for url in vision_image_urls(turn.message.images, turn.quoted_message_images)
+    }
     images: list[str] = []
     for message in reversed(window[oldest_shown:]):
         for url in reversed(message.images):
-            if url.lower() not in (seen.lower() for seen in images):
+            url = url.strip()
+            if is_vision_url(url) and url.lower() not in seen:
+                seen.add(url.lower())
                 images.append(url)
     kept = images[: config.max_images][::-1]
     text = "\n".join([TIMELINE_HEADER, *(line for _, line in rendered)])

@@ -88,7 +88,9 @@ class ChatMessage:
     :param raw: the platform's raw form (a OneBot CQ-code string or segment list), kept verbatim.
     :param addressed: ``True`` when the message is addressed to the bot (@, alias, reply to it).
     :param reply_to: the id of the message this one replies to.
-    :param images: image URLs the message carries.
+    :param images: the images the message carries, one entry each: their URLs. Every entry shows
+        as ``[图片]``; only valid HTTP(S) URLs (:func:`framework.is_vision_url`) are ever sent to a
+        provider, so an image whose URL is unknown is :data:`framework.IMAGE_WITHOUT_URL`.
     :param mentions: account ids the message @-mentions (``"all"`` for @全体成员); routing also
         reads ``[CQ:at,qq=…]`` codes and ``at`` segments from ``raw``.
     """
@@ -167,6 +169,8 @@ class Turn:
         text (from the bot-reply context), shown as "what the bot just said".
     :param quoted_message_images: image URLs of the message this one replies to; they are sent
         with the current message, as images the user is asking about (seed 004, 当前/被引用的图片).
+        Left empty, they are those of the ``message.reply_to`` message, found among the recent
+        messages or in the group log.
     :param route_hints: tool intent, scene and rhythm known to the bot, for routing.
     """
 
@@ -181,7 +185,7 @@ class Turn:
     turn_policy: TurnPolicy | None = None
     tool_context: ToolContext | None = None
     quoted_bot_text: str | None = None
-    quoted_message_images: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    quoted_message_images: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     route_hints: RouteHints = attrs.field(factory=RouteHints)
 
     @property

@@ -22,7 +22,7 @@ import attrs
 
 from framework.context import RenderContext
 from framework.conversation import ActiveSystemPrompt, conversation_key
-from framework.images import merge_image_urls
+from framework.images import vision_image_urls
 from framework.messages import PromptMessage, format_user_turn
 from framework.preflight import (
     PreflightResult,
@@ -193,7 +193,9 @@ def _current_message(
     index = next(
         (i for i in range(len(messages) - 1, -1, -1) if messages[i].source == "current"), None
     )
-    images = merge_image_urls(turn.message.images, turn.quoted_message_images)
+    # The turn as rendered: quoted images the store supplied are current images too.
+    completed = rendered.context.turn if rendered.context is not None else turn
+    images = vision_image_urls(completed.message.images, completed.quoted_message_images)
     if index is not None:
         current = messages.pop(index)
     elif images:
@@ -208,7 +210,7 @@ def _current_message(
     current = attrs.evolve(
         current,
         content=strip_lone_surrogates(current.content),
-        images=merge_image_urls(current.images, images),
+        images=vision_image_urls(current.images, images),
         api_content=None,
         parts=(),
     )

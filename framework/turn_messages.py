@@ -16,6 +16,7 @@ import attrs
 from framework.ambient import snapshot_from_timeline
 from framework.budget import Measure, apply_budget
 from framework.config import Config
+from framework.images import vision_image_urls
 from framework.messages import HistoryRow, PromptMessage, build_message_sequence
 from framework.persona import PersonaPack
 from framework.routing.signals import raw_reply_id
@@ -46,8 +47,8 @@ def read_session(
     stores: Stores, config: Config, persona: PersonaPack, turn: Turn, now: dt.datetime
 ) -> tuple[SessionReader, Turn]:
     """Read what the turn leaves out from the stores; return the reader and the completed turn
-    (its ``recent_messages`` and ``quoted_bot_text`` filled in, and the message's ``reply_to``
-    read from its raw form when only that names it)."""
+    (its ``recent_messages``, ``quoted_bot_text`` and ``quoted_message_images`` filled in, and
+    the message's ``reply_to`` read from its raw form when only that names it)."""
     if turn.message.reply_to is None:
         reply_to = raw_reply_id(turn.message.raw)
         if reply_to is not None:
@@ -55,7 +56,12 @@ def read_session(
     reader = SessionReader(stores=stores, config=config, persona=persona, turn=turn, now=now)
     recent = reader.recent_messages()
     quoted = reader.quoted_bot_text()
-    return reader, attrs.evolve(turn, recent_messages=recent, quoted_bot_text=quoted)
+    return reader, attrs.evolve(
+        turn,
+        recent_messages=recent,
+        quoted_bot_text=quoted,
+        quoted_message_images=reader.quoted_message_images(recent),
+    )
 
 
 def build_turn_messages(
@@ -115,6 +121,7 @@ def build_turn_messages(
             "ambient_turns": [entry.to_json() for entry in entries],
         },
         "vision": {
+            "current": list(vision_image_urls(turn.message.images, turn.quoted_message_images)),
             "images": list(timeline.images),
             "withheld": timeline.images_withheld,
         },

@@ -74,3 +74,42 @@ def test_render_previous_must_be_readable_json(run, tmp_path):
     result = CliRunner().invoke(cli, ["render", FIRST, "--previous", str(tmp_path / "bad.json")])
     assert result.exit_code == 2
     assert "invalid JSON" in result.stderr
+
+
+IMAGE_QUESTION = str(EXAMPLES / "image_question.json")
+VISION_CONFIG = str(EXAMPLES.parent / "vision.toml")
+
+
+def _image_urls(body):
+    return [
+        part["image_url"]["url"]
+        for message in body["messages"]
+        if isinstance(message["content"], list)
+        for part in message["content"]
+        if part["type"] == "image_url"
+    ]
+
+
+def test_render_sends_images_only_when_the_provider_declares_them(run):
+    text_only = json.loads(run(IMAGE_QUESTION, "--format", "openai").stdout)
+    assert _image_urls(text_only) == []
+    assert "img.example.net" not in json.dumps(text_only)
+    assert text_only["messages"][-1]["content"].endswith("@小织 这是什么猫\n[图片]")
+    declared = json.loads(
+        run(IMAGE_QUESTION, "--config", VISION_CONFIG, "--format", "openai").stdout
+    )
+    # The quoted photo is the image asked about; the older store-front photo stays out.
+    assert _image_urls(declared) == ["https://img.example.net/cat-1.jpg"]
+    assert declared["messages"][-1]["content"][-1]["image_url"]["url"].endswith("cat-1.jpg")
+
+
+def test_render_json_traces_the_quoted_image_and_the_provider_default(run):
+    data = json.loads(run(IMAGE_QUESTION, "--format", "json").stdout)
+    assert data["trace"]["messages"]["sources"]["quoted_message_images"] == "recent_messages"
+    assert data["trace"]["vision"] == {
+        "current": ["https://img.example.net/cat-1.jpg"],
+        "images": [],
+        "withheld": "recognition_question",
+    }
+    assert data["request"]["supports_images"] is False
+    assert data["request"]["images"] == {"sent": 0, "timeline": 0, "inline": True, "failed": []}

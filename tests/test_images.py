@@ -9,7 +9,14 @@ import threading
 import pytest
 from support_turn_context import PNG_BYTES, PNG_DATA_URL
 
-from framework import ImageFetchError, ImageLimits, fetch_image_default, merge_image_urls
+from framework import (
+    ImageFetchError,
+    ImageLimits,
+    fetch_image_default,
+    is_vision_url,
+    merge_image_urls,
+    vision_image_urls,
+)
 from framework.images import sniff_media_type
 
 
@@ -100,3 +107,49 @@ def test_sniffs_the_type_from_the_bytes(head, kind):
 
 def test_merge_image_urls_keeps_order_and_drops_repeats():
     assert merge_image_urls(["a", " B "], ["b", "", "c"]) == ("a", "B", "c")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://img.example.net/cat-1.jpg",
+        "HTTP://IMG.EXAMPLE.NET/CAT.JPG",
+        "Https://img.example.net:8443/a.png?x=1",
+        "http://[::1]/a.png",
+        "  https://img.example.net/padded.jpg  ",
+    ],
+)
+def test_http_urls_with_a_host_are_vision_urls(url):
+    assert is_vision_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "file:///etc/passwd",
+        "abc123.image",
+        "[图片]",
+        "data:image/png;base64,AAAA",
+        "ftp://img.example.net/a.png",
+        "javascript:alert(1)",
+        "http://",
+        "https:///no-host.jpg",
+        "https://:443/no-host.jpg",
+        "https://img.example.net:99999/bad-port.jpg",
+        "https://img.example.net/a b.jpg",
+        "https://img.example.net/a\x00.jpg",
+        "http://[broken/a.jpg",
+        "//img.example.net/no-scheme.jpg",
+    ],
+)
+def test_everything_else_is_not_a_vision_url(url):
+    assert not is_vision_url(url)
+
+
+def test_vision_image_urls_merge_and_keep_only_http_urls():
+    merged = vision_image_urls(
+        ["file:///etc/passwd", "https://a.example/1.jpg", "abc.image"],
+        ["HTTPS://A.EXAMPLE/1.JPG", " https://a.example/2.jpg "],
+    )
+    assert merged == ("https://a.example/1.jpg", "https://a.example/2.jpg")

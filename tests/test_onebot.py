@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from contrib.onebot import escape_cq, parse_cq_string, parse_event, parse_message, unescape_cq
-from framework import Config, Promptweave, Stores
+from framework import IMAGE_WITHOUT_URL, Config, Promptweave, Stores, is_vision_url
 from framework.errors import PluginImportError
 
 TIME = dt.datetime(2026, 11, 29, 4, 15, 48, tzinfo=dt.UTC)
@@ -65,7 +65,9 @@ def test_at_someone_else_by_id_reads_at_id() -> None:
 
 
 def test_image_without_http_url_is_not_a_vision_input() -> None:
-    assert parse("[CQ:image,file=local.image]").images == ()
+    found = parse("[CQ:image,file=local.image]")
+    assert found.images == (IMAGE_WITHOUT_URL,)
+    assert not is_vision_url(found.images[0])
 
 
 def test_bad_message_is_a_clear_error() -> None:

@@ -34,11 +34,16 @@ def image_turn():
     )
 
 
+#: A provider that declares images and is given their URLs (both off by default).
+IMAGES_BY_URL = {"supports_images": True, "inline_images": False}
+
+
 def request_for(api, turn=None, runtime=None, **spec):
     runtime = runtime or make_runtime()
     turn = turn or example_turn()
     context = build_turn_context(runtime, turn, runtime.render(turn))
-    return build_provider_request(runtime, context, ProviderSpec(api=api, model="m", **spec))
+    options = {**IMAGES_BY_URL, **spec}
+    return build_provider_request(runtime, context, ProviderSpec(api=api, model="m", **options))
 
 
 def test_openai_chat_body_shape():

@@ -45,7 +45,7 @@ def _request(api: ProviderApi):
     )
     runtime.conversations.notes.push(conversation_key(turn), "[系统备注：语音频道已切换]")
     context = build_turn_context(runtime, turn, runtime.render(turn), memory_context="她不喝咖啡")
-    spec = ProviderSpec(api=api, model="test-model", inline_images=True)
+    spec = ProviderSpec(api=api, model="test-model", supports_images=True, inline_images=True)
     return build_provider_request(runtime, context, spec)
 
 

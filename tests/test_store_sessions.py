@@ -324,6 +324,10 @@ def test_sqlite_migration_is_recorded_and_applied_once(tmp_path: Path) -> None:
             "group_messages_window",
         ),
         (
+            "SELECT * FROM group_messages WHERE bot_id = ? AND group_id = ? AND message_id = ?",
+            "group_messages_message",
+        ),
+        (
             "SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND user_id = ?"
             " AND time <= ? AND time >= ? ORDER BY time DESC, seq DESC LIMIT 19",
             "session_turns_user",
@@ -400,3 +404,26 @@ def test_both_group_logs_keep_the_shared_bound_by_default(stores: Stores) -> Non
     kept = log.recent_group_messages("b", "g", until=start + dt.timedelta(days=1), limit=10_000)
     assert len(kept) == GROUP_LOG_MAX_PER_GROUP
     assert (kept[0].id, kept[-1].id) == ("5", str(GROUP_LOG_MAX_PER_GROUP + 4))
+
+
+def test_the_group_log_finds_a_kept_message_by_id(bounded_log: GroupLog) -> None:
+    log = bounded_log
+    start = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+    photo = ChatMessage(
+        id="-7",  # QQ's newer message ids may be negative
+        sender_id="u",
+        text="拍到了吗",
+        images=("https://img.example/cat-1.jpg",),
+        reply_to="3",
+        time=start,
+    )
+    log.append_group_message("b", "g", photo)
+    assert log.find_group_message("b", "g", "-7") == photo
+    assert log.find_group_message("b", "other", "-7") is None
+    assert log.find_group_message("other", "g", "-7") is None
+    assert log.find_group_message("b", "g", "404") is None
+    # Once pushed out of the bounded window it is gone, as from the timeline.
+    for index in range(20):
+        log.append_group_message("b", "g", _numbered(index, start + dt.timedelta(minutes=1)))
+    assert log.find_group_message("b", "g", "-7") is None
+    assert log.find_group_message("b", "g", "19") is not None

@@ -10,6 +10,7 @@ from pathlib import Path
 import attrs
 
 from framework import (
+    IMAGE_WITHOUT_URL,
     SUMMARY_MARK,
     ChatMessage,
     CompressionStatus,
@@ -254,6 +255,26 @@ def test_hook_describe_image(tmp_path: Path, clock: Clock) -> None:
     runtime.wait_for_background(timeout=30)
     assert recorder.urls == ["https://img.example/notice.png"]
     assert recorder.turns[0][0].content == "[图片：一张复试通知的截图] 看我收到的"
+    runtime.close()
+
+
+def test_only_http_images_are_described(tmp_path: Path, clock: Clock) -> None:
+    recorder = Recorder()
+    runtime = Promptweave.from_config(
+        sqlite_config(tmp_path / "s.db"), clock=clock, extra_plugins=[recorder]
+    )
+    photo = ChatMessage(
+        id="img",
+        sender_id="30022",
+        text="看我收到的",
+        images=("file:///etc/passwd", IMAGE_WITHOUT_URL, "https://img.example/notice.png"),
+        time=clock.advance(30),
+    )
+    runtime.record_bot_reply(BOT.id, GROUP, "恭喜！", message_id="r-img", answering=photo)
+    chat(runtime, clock, 23)
+    runtime.wait_for_background(timeout=30)
+    assert recorder.urls == ["https://img.example/notice.png"]
+    assert recorder.turns[0][0].content == "[图片] [图片：一张复试通知的截图] 看我收到的"
     runtime.close()
 
 

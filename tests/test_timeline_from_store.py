@@ -343,3 +343,29 @@ def test_a_quote_of_another_message_is_recorded_with_that_message(
         BOT.id, GROUP, until=clock.now + dt.timedelta(hours=1), limit=5
     )
     assert next(m for m in logged if m.id == "9902").reply_to == quoted.id
+
+
+def test_a_reply_finds_the_quoted_image_in_the_group_log(
+    runtime: Promptweave, message: MessageFactory
+) -> None:
+    photo = message("30017", "拍到了吗", images=("https://img.example/cat-1.jpg",), minute=0)
+    record(runtime, photo, *(message("30022", f"闲聊{i}", minute=1 + i) for i in range(12)))
+    current = message("30022", "@小织 这是什么猫", minute=20, reply_to=photo.id, addressed=True)
+    record(runtime, current)
+    rendered = runtime.render(Turn(bot=BOT, group_id=GROUP, message=current, trigger=None))
+    assert rendered.trace["messages"]["sources"]["quoted_message_images"] == "group_log"
+    assert rendered.trace["vision"]["current"] == ["https://img.example/cat-1.jpg"]
+    assert rendered.context is not None
+    assert rendered.context.turn.quoted_message_images == ("https://img.example/cat-1.jpg",)
+
+
+def test_a_reply_reads_no_quoted_image_newer_than_the_turn(
+    runtime: Promptweave, message: MessageFactory
+) -> None:
+    current = message("30022", "@小织 这是什么", minute=0, reply_to="9900", addressed=True)
+    record(
+        runtime,
+        message("30017", "后来的图", id="9900", images=("https://img.example/x.jpg",), minute=5),
+    )
+    rendered = runtime.render(Turn(bot=BOT, group_id=GROUP, message=current, trigger=None))
+    assert "quoted_message_images" not in rendered.trace["messages"]["sources"]

@@ -408,7 +408,9 @@ def test_user_placement_keeps_the_whole_history_a_byte_identical_prefix():
 
 def test_timeline_images_message_is_where_an_image_turns_prefix_ends():
     runtime = make_runtime(turn_sections="user")
-    spec = ProviderSpec(api=ProviderApi.OPENAI_CHAT, model="gpt-4o-mini")
+    spec = ProviderSpec(
+        api=ProviderApi.OPENAI_CHAT, model="gpt-4o-mini", supports_images=True, inline_images=False
+    )
     first = build_provider_request(runtime, build(runtime, example_turn("at_question")), spec)
     second = build_provider_request(
         runtime, build(runtime, example_turn("at_question_followup")), spec

@@ -87,7 +87,7 @@ def test_hook_fetch_image():
             return FetchedImage(url=url, media_type="image/png", data=PNG_BYTES)
 
     runtime = make_runtime(extra_plugins=(Fetcher(),))
-    spec = ProviderSpec(api=ProviderApi.ANTHROPIC, model="m", inline_images=True)
+    spec = ProviderSpec(api=ProviderApi.ANTHROPIC, model="m", supports_images=True)
     request = build_provider_request(runtime, _context(runtime), spec)
     assert urls == [("https://img.example.net/cat-1.jpg", 5 * 1024 * 1024)]
     assert request.trace["images"] == {"sent": 1, "timeline": 1, "inline": True, "failed": []}

@@ -10,6 +10,7 @@ sharing a Redis stay correct without locks.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,6 +58,16 @@ if redis.call('ZSCORE', KEYS[1], row) then
     return 1
 end
 return 0
+"""
+
+# KEYS: ids, rows. ARGV: message id. The row of that id, read in one step so a concurrent prune
+# cannot leave an id pointing at nothing.
+_FIND_MESSAGE = """
+local row = redis.call('HGET', KEYS[1], ARGV[1])
+if not row then
+    return false
+end
+return redis.call('HGET', KEYS[2], row)
 """
 
 # Forget one session row: KEYS as in _APPEND_TURNS, ``slot`` the user's first key.
@@ -208,9 +219,11 @@ class RedisGroupLog:
         default=GROUP_LOG_MAX_PER_GROUP, validator=attrs.validators.ge(16)
     )
     _append: Script = attrs.field(init=False, repr=False)
+    _find: Script = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._append = self.namespace.script(_APPEND_MESSAGE)
+        self._find = self.namespace.script(_FIND_MESSAGE)
 
     def _keys(self, bot_id: str, group_id: str) -> list[str]:
         key = self.namespace.key
@@ -239,6 +252,12 @@ class RedisGroupLog:
             decode_message(row)
             for _key, row in self.namespace.window(index, rows, until=until, limit=limit)
         ]
+
+    def find_group_message(self, bot_id: str, group_id: str, message_id: str) -> ChatMessage | None:
+        _index, rows, ids, _counter = self._keys(bot_id, group_id)
+        with self.namespace.reached():
+            found = self._find(keys=[ids, rows], args=[message_id])
+        return None if found is None else decode_message(json.loads(found))
 
 
 @attrs.define

@@ -80,18 +80,19 @@ class ProviderSpec:
 
     :param api: the request format.
     :param model: the model name.
-    :param supports_images: the model declares image input; else images become ``[图片]`` and
-        nothing is downloaded.
-    :param inline_images: send images as base64 (fetched through ``fetch_image``) instead of URLs;
-        for platforms whose image URLs the provider cannot reach.
+    :param supports_images: the model declares image input; else (the default) images become
+        ``[图片]`` and nothing is downloaded.
+    :param inline_images: with ``supports_images``, send images as base64, fetched through
+        ``fetch_image`` before the request (the default, as seed 004 downloads them: a platform's
+        image URLs are often out of the provider's reach); ``False`` sends the URLs.
     :param max_tokens: the reply's token limit.
     :param image_limits: size, type and timeout limits of fetched images.
     """
 
     api: ProviderApi = attrs.field(converter=ProviderApi)
     model: str = ""
-    supports_images: bool = True
-    inline_images: bool = False
+    supports_images: bool = False
+    inline_images: bool = True
     max_tokens: int = 1024
     image_limits: ImageLimits = attrs.field(factory=ImageLimits)
 

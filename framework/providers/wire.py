@@ -1,7 +1,8 @@
 """The provider-neutral form of a request, from which each API's body is written.
 
 Messages become ordered parts (text, image); images are resolved once here: by URL, inline (fetched
-through the ``fetch_image`` hook), or as ``[图片]`` for a text provider or a failed fetch. Every
+through the ``fetch_image`` hook), or as ``[图片]`` for a text provider, a failed fetch or an entry
+that is not a valid HTTP(S) URL (which is never fetched nor sent, whoever put it there). Every
 message goes through :func:`framework.substitute_api_content`, so the sidecar field never reaches a
 provider.
 """
@@ -12,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from framework.images import FetchedImage
+from framework.images import FetchedImage, is_vision_url, vision_image_urls
 from framework.messages import PromptMessage
 from framework.sidecar import substitute_api_content
 from framework.text_rules import IMAGE_MARK
@@ -86,14 +87,15 @@ def wire_system(context: TurnContext) -> WireSystem:
 
 
 def images_to_send(context: TurnContext, supports_images: bool) -> tuple[str, ...]:
-    """Every image URL the request will carry, in order; none for a text provider."""
+    """Every image URL the request will carry, in order; none for a text provider. Only valid
+    HTTP(S) URLs (:func:`framework.is_vision_url`), each once."""
     if not supports_images:
         return ()
     urls: list[str] = []
     for message in context.messages:
         urls.extend(message.images)
     urls.extend(context.timeline_images)
-    return tuple(dict.fromkeys(urls))
+    return tuple(dict.fromkeys(url.strip() for url in urls if is_vision_url(url)))
 
 
 def _text_with_marks(text: str, count: int) -> str:
@@ -111,7 +113,10 @@ def _image_parts(
 ) -> list[WirePart]:
     parts: list[WirePart] = []
     for url in urls:
-        if not inline:
+        url = url.strip()
+        if not is_vision_url(url):
+            parts.append(WireText(text=IMAGE_MARK))
+        elif not inline:
             parts.append(WireImage(url=url))
         elif fetched.get(url) is not None:
             parts.append(WireImage(url=url, inline=fetched[url]))
@@ -153,7 +158,9 @@ def wire_messages(
     """
     current = context.current_message
     current_urls = {url.lower() for url in current.images} if current is not None else set()
-    timeline = [u for u in context.timeline_images if u.lower() not in current_urls]
+    timeline = [
+        u for u in vision_image_urls(context.timeline_images) if u.lower() not in current_urls
+    ]
     wired = [_message(m, supports_images, inline, fetched) for m in context.messages]
     if supports_images and timeline and context.current_turn_user_idx >= 0:
         parts: list[WirePart] = [WireText(text=TIMELINE_IMAGES_TEXT)]

@@ -137,6 +137,10 @@ class GroupLog(Protocol):
     ) -> list[ChatMessage]:
         """The newest ``limit`` messages at or before ``until``, oldest first."""
 
+    def find_group_message(self, bot_id: str, group_id: str, message_id: str) -> ChatMessage | None:
+        """The kept message with id ``message_id``, or ``None``: what a reply quotes (seed 004,
+        当前/被引用的图片, the message store as the fallback)."""
+
 
 @runtime_checkable
 class SessionStore(Protocol):

@@ -95,6 +95,14 @@ class MemoryGroupLog:
         with self._lock:
             return _window(self._rows.get((bot_id, group_id), []), until, None, limit)
 
+    def find_group_message(self, bot_id: str, group_id: str, message_id: str) -> ChatMessage | None:
+        scope = (bot_id, group_id)
+        with self._lock:
+            if message_id not in self._ids.get(scope, set()):
+                return None
+            rows = self._rows[scope]
+            return next((m for _t, _k, m in reversed(rows) if m.id == message_id), None)
+
 
 @attrs.define
 class MemorySessionStore:

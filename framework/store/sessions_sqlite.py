@@ -164,6 +164,14 @@ class SQLiteGroupLog:
         )
         return [_message(row) for row in reversed(rows)]
 
+    def find_group_message(self, bot_id: str, group_id: str, message_id: str) -> ChatMessage | None:
+        rows = _read(
+            self.database,
+            "SELECT * FROM group_messages WHERE bot_id = ? AND group_id = ? AND message_id = ?",
+            (bot_id, group_id, message_id),
+        )
+        return _message(rows[0]) if rows else None
+
 
 @attrs.define
 class SQLiteSessionStore:
