@@ -12,6 +12,7 @@ from framework.config import Config
 from framework.decision import Decision
 from framework.items import ReplyShape, ToolContext, TurnPolicy
 from framework.persona import PersonaPack
+from framework.routing.memory import allows_persistent_memory
 from framework.timeline import GroupTimeline
 from framework.turn import Turn
 
@@ -29,6 +30,9 @@ class RenderContext:
     :param config: the deployment's settings.
     :param now: the turn's time (aware).
     :param decision: the routing decision for this turn.
+    :param allow_persistent_memory: whether this turn may show persistent memory, relationship
+        notes, person facts and old topics; the decision's memory policy
+        (:func:`framework.routing.allows_persistent_memory`) unless the caller said otherwise.
     :param reply_shape: the resolved reply shape.
     :param turn_policy: the resolved turn policy.
     :param timeline: the group timeline of this turn (empty when none is shown).
@@ -42,11 +46,16 @@ class RenderContext:
     config: Config
     now: dt.datetime
     decision: Decision
+    allow_persistent_memory: bool = attrs.field()
     reply_shape: ReplyShape
     turn_policy: TurnPolicy
     timeline: GroupTimeline = attrs.field(factory=GroupTimeline)
     retrieved: Mapping[str, tuple[Any, ...]] = attrs.field(factory=dict)
     extras: dict[str, Any] = attrs.field(factory=dict)
+
+    @allow_persistent_memory.default
+    def _allow_persistent_memory_by_decision(self) -> bool:
+        return allows_persistent_memory(self.decision)
 
     @property
     def tool_context(self) -> ToolContext | None:

@@ -194,8 +194,10 @@ class Promptweave(ConversationIO):
         decision: Decision | None = None,
         retrieved: Mapping[str, tuple[Any, ...]] | None = None,
         hidden_in_timeline: Callable[[ChatMessage], bool] | None = None,
+        allow_persistent_memory: bool | None = None,
     ) -> RenderContext:
-        """The render context of ``turn``; ``now`` defaults to the message's time.
+        """The render context of ``turn``; ``now`` defaults to the message's time, and
+        ``allow_persistent_memory`` to the decision's memory policy.
 
         The reply shape and turn policy are the turn's own when it gives them, else the decision's.
         Messages kept during a cooldown join the timeline, so they are not lost; messages for
@@ -203,6 +205,8 @@ class Promptweave(ConversationIO):
         them).
         """
         decision = decision or DEFAULT_DECISION
+        if allow_persistent_memory is None:
+            allow_persistent_memory = allows_persistent_memory(decision)
         timeline_messages = _with_kept(turn, decision)
         return RenderContext(
             turn=turn,
@@ -210,6 +214,7 @@ class Promptweave(ConversationIO):
             config=self.config,
             now=now or turn.message.time,
             decision=decision,
+            allow_persistent_memory=allow_persistent_memory,
             reply_shape=turn.reply_shape or decision.reply_shape or ReplyShape(),
             turn_policy=turn.turn_policy or decision.turn_policy or TurnPolicy(),
             timeline=build_group_timeline(
@@ -367,6 +372,7 @@ class Promptweave(ConversationIO):
             decision=decision,
             retrieved=given if retrieval is None else _merge(given, retrieval.items),
             hidden_in_timeline=carried_by_history(reader.history(), turn),
+            allow_persistent_memory=allow_persistent_memory,
         )
         sections, system_prompt = self.assemble(context)
         durations["sections"] = _ms(start)

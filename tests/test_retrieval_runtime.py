@@ -16,9 +16,11 @@ from framework import (
     MemoryRecord,
     PersonFact,
     Promptweave,
+    RenderContext,
     RetrievalBatch,
     RetrievalResult,
     Retriever,
+    Section,
     TurnRetrieved,
     hookimpl,
     load_turn_file,
@@ -81,6 +83,30 @@ def test_short_social_turns_skip_persistent_sections_and_say_so():
     sections = result.trace["retrieval"]["sections"]
     for name in ("memory", "relationship", "person_facts", "mid_term"):
         assert sections[name][0]["reason"] == "skipped_short_social_turn"
+
+
+def test_sections_see_whether_the_turn_may_show_persistent_memory():
+    seen: list[bool] = []
+
+    def probe(context: RenderContext) -> None:
+        seen.append(context.allow_persistent_memory)
+
+    class Probe:
+        @hookimpl
+        def register_sections(self, register):
+            register(Section(id="probe", title="probe", render=probe))
+
+    pw = runtime(Probe())
+    question, greeting = make_turn(QUESTION), make_turn("早上好")
+    asked, greeted = pw.decide(question), pw.decide(greeting)
+    for retrieve in (True, False):
+        pw.render(question, decision=asked, retrieve=retrieve)
+        pw.render(greeting, decision=greeted, retrieve=retrieve)
+        # The caller's word wins over the decision's memory policy.
+        asyncio.run(
+            pw.arender(question, decision=asked, allow_persistent_memory=False, retrieve=retrieve)
+        )
+    assert seen == [True, False, False] * 2
 
 
 def test_items_given_with_the_turn_are_merged_with_the_retrievers_items():
