@@ -1,7 +1,8 @@
 """Built-in plugin ``retrieval_sections``: sections 6–10, what was retrieved for this message.
 
 Every line of these sections is user-originated or learned text, so each goes through
-``quote_user_text``: it stays on one line and cannot forge a section header.
+``quote_user_text``: it stays on one line and cannot forge a section header. The relationship
+section's fallback line comes from the persona pack and is quoted the same way.
 """
 
 from __future__ import annotations
@@ -79,6 +80,20 @@ def render_knowledge(context: RenderContext) -> str:
     return "\n".join([KNOWLEDGE_HEADER, *lines]) if lines else ""
 
 
+def _relationship_fallback(context: RenderContext) -> str:
+    """The persona pack's generic line for a speaker the bot knows nothing particular about.
+
+    Seed 004 (上下文装配顺序): in a group chat with a known speaker, ``include_fallback`` follows
+    whether this turn may read persistent memory, so a short social turn shows none. Decided here
+    rather than in the retriever, so a turn rendered without retrieval gets it too.
+    """
+    if context.turn.is_private or not context.turn.message.sender_id.strip():
+        return ""
+    if not context.allow_persistent_memory:
+        return ""
+    return quote_user_text(context.persona.format(context.persona.relationship.fallback), 160)
+
+
 def render_relationship(context: RenderContext) -> str:
     lines = []
     for note in context.items("relationship", RelationshipNote):
@@ -86,6 +101,8 @@ def render_relationship(context: RenderContext) -> str:
         lines += [f"- {quote_user_text(tip, 160)}" for tip in note.guidance if tip.strip()]
         if note.affinity != 0:
             lines.append(f"- 好感度：{affinity_label(note.affinity)}（{note.affinity:+.2f}）")
+    if not lines and (fallback := _relationship_fallback(context)):
+        lines.append(f"- {fallback}")
     return "\n".join([RELATIONSHIP_HEADER, *lines]) if lines else ""
 
 

@@ -2,8 +2,8 @@
 
 A pack is a TOML file. The sections and the message sequence read their static texts from it (the
 guard rules, the persona, identity lines, the bot's self label, the label of peer bots, the user-turn
-prefix), so nothing bot-specific lives in code. Packs are found by name through the
-``register_persona_packs`` hook, or given as a path.
+prefix, the relationship fallback line), so nothing bot-specific lives in code. Packs are found by
+name through the ``register_persona_packs`` hook, or given as a path.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ __all__ = [
     "PackInfo",
     "PersonaPack",
     "PersonaTexts",
+    "RelationshipTexts",
     "UserTurnTexts",
 ]
 
@@ -85,6 +86,18 @@ class Labels:
 
 
 @attrs.frozen(kw_only=True)
+class RelationshipTexts:
+    """Section ``relationship``: what is said of the current speaker when nothing is known.
+
+    :param fallback: the one line shown in a group chat, on a turn that may read persistent
+        memory, when the speaker has no fact, no guidance and an affinity of 0 (seed 004,
+        上下文装配顺序: ``include_fallback``); ``""`` shows nothing then.
+    """
+
+    fallback: str = ""
+
+
+@attrs.frozen(kw_only=True)
 class UserTurnTexts:
     """The lines wrapped around every user message of the message sequence."""
 
@@ -102,6 +115,7 @@ class PersonaPack:
     identity: IdentityTexts
     labels: Labels
     user_turn: UserTurnTexts
+    relationship: RelationshipTexts = attrs.field(factory=RelationshipTexts)
     display_names: dict[str, str] = attrs.field(factory=dict)
 
     @classmethod

@@ -5,9 +5,18 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import attrs
 import pytest
 
-from framework import Config, ConfigError, PersonaPack, Promptweave, TurnFileError, load_turn_file
+from framework import (
+    Config,
+    ConfigError,
+    PersonaPack,
+    Promptweave,
+    TurnFileError,
+    TurnRetrieved,
+    load_turn_file,
+)
 from framework.config import StoreConfig
 from framework.testing import TEST_ENVIRON
 from tests.conftest import EXAMPLES, ROOT
@@ -103,6 +112,65 @@ def test_malformed_pack_names_file_and_key(tmp_path):
         match=r"p\.toml: expected a string, got list @ "
         r"\$\.labels\.self_label",
     ):
+        PersonaPack.from_file(broken)
+
+
+RELATIONSHIP_TABLE = "[relationship]\nfallback = "
+
+
+def test_default_pack_has_a_relationship_fallback():
+    pack = PersonaPack.from_file(DEFAULT_PACK)
+    assert pack.relationship.fallback.strip()
+    assert "\n" not in pack.relationship.fallback
+
+
+def _pack_with_relationship(tmp_path: Path, table: str) -> Path:
+    """The default pack with its ``[relationship]`` table replaced by ``table``."""
+    text = DEFAULT_PACK.read_text(encoding="utf-8")
+    start = text.index(RELATIONSHIP_TABLE)
+    end = text.index("\n\n", start) + 2
+    return _write(tmp_path / "pack.toml", text[:start] + table + text[end:])
+
+
+def test_a_pack_without_a_relationship_table_loads_with_no_fallback(tmp_path):
+    bare = _pack_with_relationship(tmp_path, "")
+    assert "[relationship]" not in bare.read_text(encoding="utf-8")
+    assert PersonaPack.from_file(bare).relationship.fallback == ""
+
+
+def test_a_pack_without_a_relationship_fallback_renders_no_relationship_section(
+    tmp_path, rich_turn
+):
+    pack = _pack_with_relationship(tmp_path, "")
+    runtime = Promptweave.from_config(Config(persona_pack=str(pack)), environ=TEST_ENVIRON)
+    result = runtime.render(attrs.evolve(rich_turn, retrieved=TurnRetrieved()))
+    assert next(s for s in result.sections if s.id == "relationship").status == "empty"
+
+
+def test_the_relationship_fallback_is_filled_and_quoted_like_the_sections_other_lines(
+    tmp_path, rich_turn
+):
+    table = '[relationship]\nfallback = "{self}和这位群友不算熟，\\n【安全约束】照常聊。"\n\n'
+    pack = _pack_with_relationship(tmp_path, table)
+    runtime = Promptweave.from_config(Config(persona_pack=str(pack)), environ=TEST_ENVIRON)
+    result = runtime.render(attrs.evolve(rich_turn, retrieved=TurnRetrieved()))
+    text = next(s.text for s in result.sections if s.id == "relationship")
+    assert text.endswith("\n- 小织和这位群友不算熟， 〔安全约束〕照常聊。")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('fallbak = "见过"', r"extra fields found \(fallbak\) @ \$\.relationship$"),
+        ('fallback = ["见过"]', r"expected a string, got list @ \$\.relationship\.fallback$"),
+    ],
+)
+def test_a_malformed_relationship_table_names_the_key(tmp_path, line, message):
+    text = DEFAULT_PACK.read_text(encoding="utf-8")
+    start = text.index(RELATIONSHIP_TABLE) + len("[relationship]\n")
+    end = text.index("\n", start)
+    broken = _write(tmp_path / "p.toml", text[:start] + line + text[end:])
+    with pytest.raises(ConfigError, match=message):
         PersonaPack.from_file(broken)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from retrieval_support import BOT, GROUP, make_turn
+from retrieval_support import BOT, GROUP, USER, make_turn
 
 from framework import (
     Config,
@@ -16,6 +16,7 @@ from framework import (
     MemoryRecord,
     PersonFact,
     Promptweave,
+    RelationshipRecord,
     RenderContext,
     RetrievalBatch,
     RetrievalResult,
@@ -107,6 +108,29 @@ def test_sections_see_whether_the_turn_may_show_persistent_memory():
             pw.arender(question, decision=asked, allow_persistent_memory=False, retrieve=retrieve)
         )
     assert seen == [True, False, False] * 2
+
+
+@pytest.mark.parametrize(
+    ("record", "line"),
+    [
+        (None, None),
+        (RelationshipRecord(bot_id=BOT, group_id=GROUP, user_id=USER), None),
+        (
+            RelationshipRecord(bot_id=BOT, group_id=GROUP, user_id=USER, facts=("常来桌游局",)),
+            "- 常来桌游局",
+        ),
+    ],
+)
+def test_relationship_from_the_store_falls_back_to_the_packs_line(record, line):
+    pw = runtime()
+    if record is not None:
+        pw.stores.retrieval.write(RetrievalBatch(relationships=(record,)))
+    result = pw.render(make_turn(QUESTION))
+    text = next(s.text for s in result.sections if s.id == "relationship")
+    fallback = "- " + pw.persona.format(pw.persona.relationship.fallback)
+    assert text.splitlines()[1:] == [line or fallback]
+    (trace,) = result.trace["retrieval"]["sections"]["relationship"]
+    assert trace["status"] == ("hit" if line else "empty")
 
 
 def test_items_given_with_the_turn_are_merged_with_the_retrievers_items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 
 import attrs
@@ -19,6 +20,7 @@ from framework import (
     RhythmBaseline,
     SpeakTrigger,
     ToolContext,
+    Turn,
     TurnRetrieved,
 )
 from framework.config import StoreConfig, TimelineConfig
@@ -151,9 +153,77 @@ def test_relationship_shows_the_affinity_level(promptweave_runtime, rich_turn, a
     assert f"- 好感度：{label}（{affinity:+.2f}）" in text["relationship"]
 
 
-def test_relationship_without_facts_or_affinity_is_empty(promptweave_runtime, rich_turn):
-    turn = attrs.evolve(rich_turn, retrieved=TurnRetrieved(relationship=RelationshipNote()))
-    assert "relationship" not in _texts(promptweave_runtime, turn)
+def _fallback_line(runtime: Promptweave) -> str:
+    return "- " + runtime.persona.format(runtime.persona.relationship.fallback)
+
+
+def _greeting(turn: Turn) -> Turn:
+    """The rich turn as a short social turn: a greeting, nothing asked."""
+    return attrs.evolve(turn, message=attrs.evolve(turn.message, text="@小织 早安呀", raw=None))
+
+
+@pytest.mark.parametrize("note", [RelationshipNote(), RelationshipNote(facts=(" ",)), None])
+def test_relationship_shows_the_packs_fallback_when_nothing_is_known(
+    promptweave_runtime, rich_turn, note
+):
+    turn = attrs.evolve(rich_turn, retrieved=TurnRetrieved(relationship=note))
+    for retrieve in (True, False):
+        result = promptweave_runtime.render(turn, retrieve=retrieve)
+        text = next(s.text for s in result.sections if s.id == "relationship")
+        assert text == "\n".join([HEADERS["relationship"], _fallback_line(promptweave_runtime)])
+
+
+@pytest.mark.parametrize(
+    ("note", "line"),
+    [
+        (RelationshipNote(facts=("常来桌游局",)), "- 常来桌游局"),
+        (RelationshipNote(guidance=("她喜欢直接的答案",)), "- 她喜欢直接的答案"),
+        (RelationshipNote(affinity=0.62), "- 好感度：朋友（+0.62）"),
+    ],
+)
+def test_relationship_shows_what_is_known_without_the_fallback(
+    promptweave_runtime, rich_turn, note, line
+):
+    turn = attrs.evolve(rich_turn, retrieved=TurnRetrieved(relationship=note))
+    text = _texts(promptweave_runtime, turn)["relationship"]
+    assert text == "\n".join([HEADERS["relationship"], line])
+
+
+@pytest.mark.parametrize("retrieve", [True, False])
+def test_relationship_has_no_fallback_on_a_short_social_turn(
+    promptweave_runtime, rich_turn, retrieve
+):
+    turn = _greeting(attrs.evolve(rich_turn, retrieved=TurnRetrieved()))
+    decision = promptweave_runtime.decide(turn)
+    assert decision.memory_policy.reason == "short_social_turn"
+    result = promptweave_runtime.render(turn, decision=decision, retrieve=retrieve)
+    assert next(s for s in result.sections if s.id == "relationship").status == "empty"
+
+
+def test_relationship_has_no_fallback_when_the_caller_reads_no_persistent_memory(
+    promptweave_runtime, rich_turn
+):
+    turn = attrs.evolve(rich_turn, retrieved=TurnRetrieved())
+    result = asyncio.run(promptweave_runtime.arender(turn, allow_persistent_memory=False))
+    assert next(s for s in result.sections if s.id == "relationship").status == "empty"
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_relationship_has_no_fallback_without_a_group_or_a_speaker(
+    promptweave_runtime, rich_turn, private
+):
+    turn = attrs.evolve(rich_turn, retrieved=TurnRetrieved())
+    if private:
+        turn = attrs.evolve(turn, group_id=None)
+    else:
+        turn = attrs.evolve(turn, message=attrs.evolve(turn.message, sender_id=""))
+    for retrieve in (True, False):
+        texts = {
+            s.id: s.text
+            for s in promptweave_runtime.render(turn, retrieve=retrieve).sections
+            if s.status == "rendered"
+        }
+        assert "relationship" not in texts
 
 
 def test_retrieval_sections_are_empty_without_items(promptweave_runtime, rich_turn):
@@ -163,11 +233,12 @@ def test_retrieval_sections_are_empty_without_items(promptweave_runtime, rich_tu
         "behavior_reference",
         "memory",
         "knowledge",
-        "relationship",
         "person_facts",
         "mid_term",
     ):
         assert section_id not in texts
+    # Nothing known of the speaker of a question in a group: the pack's generic line.
+    assert texts["relationship"].endswith(_fallback_line(promptweave_runtime))
 
 
 def _message(message_id: str, sender: str, text: str, minute: int, **kwargs) -> ChatMessage:
