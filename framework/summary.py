@@ -5,7 +5,8 @@ that (bot, group, user) started within the cooldown (600 s), every row but the n
 ``summary_keep`` (16) is summarized by the ``summarize_session`` hook into one ``【此前对话摘要】``
 row of at most ``summary_max_chars`` (120), inserted at the front of the session and archived for
 old-topic recall. It runs after delivery, off the hot path (:class:`framework.Promptweave` schedules
-it in the background); images are described through the ``describe_image`` hook only now.
+it in the background); images are described through the ``describe_image`` hook only now, and
+only while ``[session] describe_images`` is on.
 """
 
 from __future__ import annotations
@@ -66,17 +67,24 @@ def _skipped(reason: str) -> CompressionResult:
 
 
 def _described(
-    turn: SessionTurn, plugins: PluginManager, bot_id: str, group_id: str | None
+    turn: SessionTurn,
+    plugins: PluginManager,
+    bot_id: str,
+    group_id: str | None,
+    *,
+    describe: bool,
 ) -> SessionTurn:
     """The turn with each image placeholder replaced by its description. Only valid HTTP(S)
-    URLs are described; any other entry stays ``[图片]`` (seed 004)."""
+    URLs are described; any other entry stays ``[图片]`` (seed 004). Without ``describe``
+    (``[session] describe_images`` off) every image stays ``[图片]``, also one whose URL was
+    stored while the switch was on: no URL reaches a plugin."""
     if not turn.images:
         return turn
     marks = []
     for url in turn.images:
         description = (
             plugins.pm.hook.describe_image(url=url.strip(), bot_id=bot_id, group_id=group_id)
-            if is_vision_url(url)
+            if describe and is_vision_url(url)
             else None
         )
         text = sanitize_block(description or IMAGE_MARK, 200).replace("\n", " ")
@@ -162,7 +170,10 @@ def _compress(
         return _skipped("nothing_to_compress")
     previous = next((row for row in reversed(older) if row.is_summary), None)
     previous_text = previous.content.removeprefix(SUMMARY_MARK).strip() if previous else None
-    described = [_described(row, plugins, bot_id, group_id) for row in conversation]
+    described = [
+        _described(row, plugins, bot_id, group_id, describe=settings.describe_images)
+        for row in conversation
+    ]
     summary = clean_summary(
         plugins.pm.hook.summarize_session(
             bot_id=bot_id,
