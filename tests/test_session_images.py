@@ -221,6 +221,23 @@ def test_with_descriptions_compression_describes_the_stored_url(
     runtime.close()
 
 
+def test_an_image_sent_in_several_turns_is_described_once(tmp_path: Path, clock: Clock) -> None:
+    recorder = Recorder()
+    runtime = Promptweave.from_config(
+        sqlite_config(tmp_path / "s.db"), clock=clock, extra_plugins=[recorder]
+    )
+    sticker = "https://img.example.net/sticker.gif"
+    answer(runtime, GROUP, photo(clock, sticker, message_id="p1"))
+    answer(runtime, GROUP, photo(clock, CAT, f" {sticker} ", message_id="p2"))
+    chat(runtime, clock, 22)
+    runtime.wait_for_background(timeout=30)
+    assert recorder.urls == [sticker, CAT]
+    first, _, second = recorder.turns[0][:3]
+    assert first.content == "[图片：一只橘猫] 看我家猫"
+    assert second.content == "[图片：一只橘猫] 看我家猫"
+    runtime.close()
+
+
 # -- what a provider receives -----------------------------------------------------------------
 
 
