@@ -116,6 +116,11 @@ class SessionConfig:
     :param summary_keep: the newest rows kept verbatim after compression (at least 4).
     :param summary_cooldown_s: seconds between two compressions of one (bot, group, user).
     :param summary_max_chars: the longest summary text.
+    :param describe_images: keep the URLs of the images of a user's session turns, so that
+        compression can describe them once through the ``describe_image`` hook (seed 004,
+        图片进历史的延迟识别). ``False`` records them as plain ``[图片]`` marks without URL, and
+        compression describes no image, also of rows recorded while it was ``True``. The current
+        message's images and the group log (timeline, quoted images) are not affected.
     :param bot_reply_ttl_s: how long a delivered bot message can be looked up when quoted.
     :param bot_reply_max_entries: how many delivered bot messages are remembered.
     """
@@ -129,6 +134,7 @@ class SessionConfig:
     summary_keep: int = attrs.field(default=16, validator=attrs.validators.ge(4))
     summary_cooldown_s: int = attrs.field(default=600, validator=_non_negative)
     summary_max_chars: int = attrs.field(default=120, validator=attrs.validators.ge(20))
+    describe_images: bool = True
     bot_reply_ttl_s: int = attrs.field(default=600, validator=_positive)
     bot_reply_max_entries: int = attrs.field(default=512, validator=_positive)
 

@@ -328,8 +328,10 @@ def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
 
     Images in history are stored as placeholders with their URL; this runs for each such URL
     that is a valid HTTP(S) URL (:func:`framework.is_vision_url`; any other entry stays ``[图片]``)
-    while a session is being summarized. The built-in ``session_summary`` plugin is ``trylast`` and
-    returns the placeholder ``[图片]`` unchanged (nothing is downloaded).
+    while a session is being summarized, once per distinct URL of that compression. Never called
+    while ``[session] describe_images`` is off (the session then keeps no image URL, and a URL
+    stored before is not read). The built-in ``session_summary`` plugin is ``trylast`` and returns
+    the placeholder ``[图片]`` unchanged (nothing is downloaded).
 
     Stops at first non-None result.
 

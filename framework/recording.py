@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable
 import attrs
 
 from framework.config import Config
+from framework.images import IMAGE_WITHOUT_URL
 from framework.sanitize import strip_lone_surrogates
 from framework.store.sessions import SessionTurn, group_scope
 from framework.store.sqlite import STORE_ERRORS
@@ -55,7 +56,13 @@ def record_message(stores: Stores, bot_id: str, group_id: str | None, message: C
         return False
 
 
-def _user_turn(bot_id: str, group_id: str | None, message: ChatMessage) -> SessionTurn:
+def _user_turn(
+    bot_id: str, group_id: str | None, message: ChatMessage, *, keep_image_urls: bool
+) -> SessionTurn:
+    """The session row of a user message. Its images keep their URLs for compression to describe
+    them later; without ``keep_image_urls`` each is a plain ``[图片]`` mark and no URL is stored
+    (seed 004, 图片进历史的延迟识别: the switch off degrades to the bare placeholder)."""
+    images = message.images if keep_image_urls else (IMAGE_WITHOUT_URL,) * len(message.images)
     return SessionTurn(
         bot_id=bot_id,
         group_id=group_scope(group_id),
@@ -64,7 +71,7 @@ def _user_turn(bot_id: str, group_id: str | None, message: ChatMessage) -> Sessi
         content=message.text,
         message_id=message.id,
         reply_to=message.reply_to,
-        images=message.images,
+        images=images,
         time=message.time,
     )
 
@@ -98,7 +105,9 @@ def record_bot_reply(
     """Store a delivered bot message.
 
     :param message_id: the platform's id of the delivered message.
-    :param answering: the user message it answers; with it, the pair enters that user's session.
+    :param answering: the user message it answers; with it, the pair enters that user's session
+        (its images as URLs, or as plain ``[图片]`` marks when ``[session] describe_images`` is
+        off).
     :param quote_of: the id of the message the reply was delivered quoting (the timeline then
         shows it).
     :returns: whether everything was stored, and how many rows were new.
@@ -135,7 +144,8 @@ def record_bot_reply(
                 reply_to=answering.id,
                 time=time,
             )
-            pair = [_user_turn(bot_id, group_id, answering), reply]
+            user = _user_turn(bot_id, group_id, answering, keep_image_urls=session.describe_images)
+            pair = [user, reply]
             # Turns older than the session's newest summary were compressed into it: recording
             # them again (a log imported twice) must not bring them back.
             summary = stores.sessions.latest_summary(

@@ -5,7 +5,8 @@ that (bot, group, user) started within the cooldown (600 s), every row but the n
 ``summary_keep`` (16) is summarized by the ``summarize_session`` hook into one ``【此前对话摘要】``
 row of at most ``summary_max_chars`` (120), inserted at the front of the session and archived for
 old-topic recall. It runs after delivery, off the hot path (:class:`framework.Promptweave` schedules
-it in the background); images are described through the ``describe_image`` hook only now.
+it in the background); images are described through the ``describe_image`` hook only now, and
+only while ``[session] describe_images`` is on.
 """
 
 from __future__ import annotations
@@ -65,21 +66,39 @@ def _skipped(reason: str) -> CompressionResult:
     return CompressionResult(status=CompressionStatus.SKIPPED, reason=reason)
 
 
-def _described(
-    turn: SessionTurn, plugins: PluginManager, bot_id: str, group_id: str | None
-) -> SessionTurn:
-    """The turn with each image placeholder replaced by its description. Only valid HTTP(S)
-    URLs are described; any other entry stays ``[图片]`` (seed 004)."""
+@attrs.define
+class _ImageDescriber:
+    """Describes the images of one compression through the ``describe_image`` hook, each distinct
+    URL once, so a sticker sent in many turns costs one description (seed 004: one description
+    per placeholder). Only valid HTTP(S) URLs are described. Without ``enabled`` (``[session]
+    describe_images`` off) none is, also one stored while the switch was on: no URL reaches a
+    plugin."""
+
+    plugins: PluginManager
+    bot_id: str
+    group_id: str | None
+    enabled: bool
+    _found: dict[str, str | None] = attrs.field(factory=dict, init=False)
+
+    def __call__(self, url: str) -> str | None:
+        url = url.strip()
+        if not self.enabled or not is_vision_url(url):
+            return None
+        if url not in self._found:
+            self._found[url] = self.plugins.pm.hook.describe_image(
+                url=url, bot_id=self.bot_id, group_id=self.group_id
+            )
+        return self._found[url]
+
+
+def _described(turn: SessionTurn, describe: _ImageDescriber) -> SessionTurn:
+    """The turn with each image placeholder replaced by its description; an image that is not
+    described stays ``[图片]`` (seed 004)."""
     if not turn.images:
         return turn
     marks = []
     for url in turn.images:
-        description = (
-            plugins.pm.hook.describe_image(url=url.strip(), bot_id=bot_id, group_id=group_id)
-            if is_vision_url(url)
-            else None
-        )
-        text = sanitize_block(description or IMAGE_MARK, 200).replace("\n", " ")
+        text = sanitize_block(describe(url) or IMAGE_MARK, 200).replace("\n", " ")
         marks.append(text if text.startswith("[") else f"[图片：{text}]")
     content = " ".join([*dict.fromkeys(marks), turn.content]).strip()
     return attrs.evolve(turn, content=content, images=())
@@ -162,7 +181,8 @@ def _compress(
         return _skipped("nothing_to_compress")
     previous = next((row for row in reversed(older) if row.is_summary), None)
     previous_text = previous.content.removeprefix(SUMMARY_MARK).strip() if previous else None
-    described = [_described(row, plugins, bot_id, group_id) for row in conversation]
+    describe = _ImageDescriber(plugins, bot_id, group_id, settings.describe_images)
+    described = [_described(row, describe) for row in conversation]
     summary = clean_summary(
         plugins.pm.hook.summarize_session(
             bot_id=bot_id,

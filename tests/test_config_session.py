@@ -20,6 +20,7 @@ def test_defaults_are_the_seeds() -> None:
         600,
     )
     assert session.summary_max_chars == 120 and session.summary_enabled
+    assert session.describe_images is True
     assert (session.bot_reply_ttl_s, session.bot_reply_max_entries) == (600, 512)
     assert (config.ambient.window, config.ambient.enabled) == (8, True)
     assert config.history.user_window == 18
@@ -30,12 +31,14 @@ def test_settings_load_from_the_file(tmp_path: Path) -> None:
     path = tmp_path / "promptweave.toml"
     path.write_text(
         "[store]\nenabled = false\n[session]\nsummary_threshold = 30\nsummary_keep = 10\n"
+        "describe_images = false\n"
         "[ambient]\nwindow = 4\n",
         encoding="utf-8",
     )
     config = Config.from_file(path)
     assert config.store.enabled is False
     assert (config.session.summary_threshold, config.session.summary_keep) == (30, 10)
+    assert config.session.describe_images is False
     assert config.ambient.window == 4
 
 
@@ -48,6 +51,14 @@ def test_settings_load_from_the_file(tmp_path: Path) -> None:
         ("[ambient]\nwindow = 0\n", "window"),
         ("[session]\nbot_reply_ttl_s = 0\n", "bot_reply_ttl_s"),
         ('[store]\nenabled = "maybe"\n', "enabled"),
+        (
+            '[session]\ndescribe_images = "no"\n',
+            r"expected true or false, got \w+ @ \$\.session\.describe_images",
+        ),
+        (
+            "[session]\ndescribe_images = 0\n",
+            r"expected true or false, got \w+ @ \$\.session\.describe_images",
+        ),
         ("[session]\nwindow = 3\n", "window"),
     ],
 )

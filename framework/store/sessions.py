@@ -71,11 +71,13 @@ class SessionTurn:
 
     :param user_id: the user whose session this is (also on the bot's replies to that user).
     :param role: ``user`` or ``assistant``; a summary row is a ``user`` row.
-    :param content: the text; images are not in it but in ``images`` (placeholders with URLs).
+    :param content: the text; images are not in it but in ``images``.
     :param kind: ``turn`` or ``summary``.
     :param message_id: the platform's message id, if known.
     :param reply_to: the id of the message this one replied to.
-    :param images: image URLs of the turn, described only when a summary needs them.
+    :param images: the turn's images, one entry each: their URLs, described only when a summary
+        needs them, or :data:`framework.IMAGE_WITHOUT_URL` marks (``[session] describe_images``
+        off, or an image that came without a URL). Either way the turn reads ``[图片]``.
     :param key: the store's own row key; ``None`` before the row is stored.
     """
 
