@@ -57,18 +57,24 @@ def record_message(stores: Stores, bot_id: str, group_id: str | None, message: C
 
 
 def _user_turn(
-    bot_id: str, group_id: str | None, message: ChatMessage, *, keep_image_urls: bool
+    bot_id: str,
+    group_id: str | None,
+    message: ChatMessage,
+    *,
+    keep_image_urls: bool,
+    max_chars: int,
 ) -> SessionTurn:
-    """The session row of a user message. Its images keep their URLs for compression to describe
-    them later; without ``keep_image_urls`` each is a plain ``[图片]`` mark and no URL is stored
-    (seed 004, 图片进历史的延迟识别: the switch off degrades to the bare placeholder)."""
+    """The session row of a user message, its text cut at ``max_chars`` like the bot's. Its
+    images keep their URLs for compression to describe them later; without ``keep_image_urls``
+    each is a plain ``[图片]`` mark and no URL is stored (seed 004, 图片进历史的延迟识别: the switch
+    off degrades to the bare placeholder)."""
     images = message.images if keep_image_urls else (IMAGE_WITHOUT_URL,) * len(message.images)
     return SessionTurn(
         bot_id=bot_id,
         group_id=group_scope(group_id),
         user_id=message.sender_id,
         role="user",
-        content=message.text,
+        content=message.text[:max_chars],
         message_id=message.id,
         reply_to=message.reply_to,
         images=images,
@@ -144,7 +150,13 @@ def record_bot_reply(
                 reply_to=answering.id,
                 time=time,
             )
-            user = _user_turn(bot_id, group_id, answering, keep_image_urls=session.describe_images)
+            user = _user_turn(
+                bot_id,
+                group_id,
+                answering,
+                keep_image_urls=session.describe_images,
+                max_chars=session.max_content_chars,
+            )
             pair = [user, reply]
             # Turns older than the session's newest summary were compressed into it: recording
             # them again (a log imported twice) must not bring them back.

@@ -234,3 +234,22 @@ def test_store_import_names_bad_bytes_and_naive_times(tmp_path):
         cli, ["store", "import", str(naive), "--store", str(tmp_path / "s.sqlite3")]
     )
     assert result.exit_code == 2 and "no UTC offset" in result.output
+
+
+def test_a_huge_message_is_stored_in_the_session_cut_at_the_content_cap(sqlite_runtime):
+    runtime = sqlite_runtime
+    cap = runtime.config.session.max_content_chars
+    huge = ChatMessage(id="m9", sender_id="30022", text="长" * (cap * 3), time=NOW)
+    assert runtime.record_bot_reply(
+        BOT.id,
+        "20001",
+        "好" * (cap * 2),
+        message_id="r9",
+        answering=huge,
+        time=NOW + dt.timedelta(seconds=10),
+    )
+    assert runtime.stores.sessions is not None
+    rows = runtime.stores.sessions.user_turns(
+        BOT.id, "20001", "30022", until=NOW + dt.timedelta(minutes=1), limit=10
+    )
+    assert [(row.role, len(row.content)) for row in rows] == [("user", cap), ("assistant", cap)]
