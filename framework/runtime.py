@@ -264,9 +264,10 @@ class Promptweave(ConversationIO):
         now: dt.datetime | None = None,
         decision: Decision | None = None,
         retrieve: bool = True,
+        allow_persistent_memory: bool | None = None,
     ) -> RenderedTurn:
         """Route, retrieve and assemble one turn: the system prompt, the messages, the decision,
-        the trace.
+        the trace. The parameters are those of :meth:`arender`.
 
         This is the synchronous entry point: with retrieval it runs :meth:`arender` on an event
         loop of its own, so it cannot be called from inside a running loop; async code awaits
@@ -275,7 +276,9 @@ class Promptweave(ConversationIO):
         """
         if not retrieve:
             reader, turn, decision, durations = self._begin(turn, now, decision)
-            return self._finish(reader, turn, decision, None, now, durations)
+            return self._finish(
+                reader, turn, decision, None, now, durations, allow_persistent_memory
+            )
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -284,7 +287,14 @@ class Promptweave(ConversationIO):
             loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
             if loop is None or loop.is_closed():
                 loop = self._loops.loop = asyncio.new_event_loop()
-            return loop.run_until_complete(self.arender(turn, now=now, decision=decision))
+            return loop.run_until_complete(
+                self.arender(
+                    turn,
+                    now=now,
+                    decision=decision,
+                    allow_persistent_memory=allow_persistent_memory,
+                )
+            )
         raise RuntimeError(
             "Promptweave.render() cannot run inside a running event loop; "
             "use 'await Promptweave.arender(turn)' instead"

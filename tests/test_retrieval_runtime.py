@@ -365,3 +365,18 @@ def test_a_short_social_turn_shows_no_persistent_memory_even_from_the_turn(retri
     asked = pw.render(question, decision=pw.decide(question), retrieve=retrieve)
     assert "社区活动室" in asked.system_prompt and "柠檬茶" in asked.system_prompt
     assert asked.trace["retrieval"]["turn_items_withheld"] == []
+
+
+@pytest.mark.parametrize("retrieve", [True, False])
+def test_sync_render_takes_the_persistent_memory_switch_too(retrieve):
+    pw = runtime()
+    remember(pw, "桌游局一般在周六晚上七点开始")
+    carried = TurnRetrieved(person_facts=(PersonFact(text="喜欢热柠檬茶"),))
+    turn = make_turn(QUESTION, retrieved=carried)
+    decision = pw.decide(turn)
+    allowed = pw.render(turn, decision=decision, retrieve=retrieve)
+    assert "柠檬茶" in allowed.system_prompt
+    withheld = pw.render(turn, decision=decision, retrieve=retrieve, allow_persistent_memory=False)
+    assert "柠檬茶" not in withheld.system_prompt
+    assert "七点开始" not in withheld.system_prompt
+    assert withheld.trace["retrieval"]["turn_items_withheld"] == ["person_facts"]
