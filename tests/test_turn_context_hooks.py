@@ -143,3 +143,20 @@ def test_turn_context_hooks_have_a_docs_section_and_a_test():
     for hook in HOOKS:
         assert hook in headings, f"docs/plugin_hooks.md has no section for {hook}"
         assert f"def test_hook_{hook}(" in source
+
+
+def test_submit_request_records_its_duration(caplog):
+    import logging
+
+    class Slow:
+        @hookimpl
+        def submit_request(self, request, config):
+            return SubmitResult(sent=True, status="ok", text="好", duration_ms=-1.0)
+
+    runtime = make_runtime(extra_plugins=(Slow(),))
+    with caplog.at_level(logging.DEBUG, logger="promptweave.stages"):
+        result = submit_request(runtime, build_provider_request(runtime, _context(runtime)))
+    # The duration is measured here, whatever the plugin put in it.
+    assert isinstance(result.duration_ms, float) and result.duration_ms >= 0
+    assert result == SubmitResult(sent=True, status="ok", text="好")  # not part of equality
+    assert any(r.getMessage().startswith("submit_request: ") for r in caplog.records)

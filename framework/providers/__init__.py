@@ -24,7 +24,7 @@ from framework.providers.bodies import (
     openai_responses_body,
 )
 from framework.providers.wire import images_to_send, wire_messages, wire_system
-from framework.timing import elapsed_ms
+from framework.timing import elapsed_ms, stage_log
 
 if TYPE_CHECKING:
     from framework.runtime import Promptweave
@@ -152,6 +152,8 @@ class SubmitResult:
     :param status: ``offline``, ``ok`` or ``error``.
     :param detail: why, for ``offline`` and ``error``.
     :param raw: the provider's parsed response.
+    :param duration_ms: how long :func:`submit_request` took, in milliseconds (set there; not
+        part of equality).
     """
 
     sent: bool
@@ -159,6 +161,7 @@ class SubmitResult:
     text: str | None = None
     detail: str = ""
     raw: Mapping[str, Any] | None = None
+    duration_ms: float = attrs.field(default=0.0, eq=False)
 
 
 def _fetch_all(
@@ -256,11 +259,16 @@ def submit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResu
     A raising implementation gives an ``error`` result rather than an exception, so one failed
     call never takes the bot down.
     """
+    start = time.perf_counter()
     try:
         result = runtime.plugins.pm.hook.submit_request(request=request, config=runtime.config)
     except Exception as exc:
         log.exception("submit_request raised")
-        return SubmitResult(sent=False, status="error", detail=f"{type(exc).__name__}: {exc}")
+        result = SubmitResult(sent=False, status="error", detail=f"{type(exc).__name__}: {exc}")
     if result is None:
-        return SubmitResult(sent=False, status="offline", detail="no submit_request implementation")
-    return result  # type: ignore[no-any-return]
+        result = SubmitResult(
+            sent=False, status="offline", detail="no submit_request implementation"
+        )
+    submitted: SubmitResult = attrs.evolve(result, duration_ms=elapsed_ms(start))
+    stage_log.debug("submit_request: %.3f ms (%s)", submitted.duration_ms, submitted.status)
+    return submitted
