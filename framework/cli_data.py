@@ -118,7 +118,14 @@ def store_import(
     click.echo(
         f"{path}: {report.messages} messages, {report.replies} bot replies, "
         f"{report.skipped} skipped, {report.summaries} summaries written"
+        + (f", {report.failed} failed" if report.failed else "")
     )
+    if report.failed:
+        click.echo(
+            f"Error: {report.failed} events could not be stored (the store failed; see the log)",
+            err=True,
+        )
+        sys.exit(1)
 
 
 @store.command("stats")

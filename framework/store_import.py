@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,10 +28,13 @@ from framework._convert import structure
 from framework.errors import TurnFileError
 from framework.recording import record_bot_reply
 from framework.runtime import Promptweave
+from framework.store.sqlite import STORE_ERRORS
 from framework.summary import CompressionStatus
 from framework.turn import ChatMessage
 
 __all__ = ["EventLog", "ImportReport", "import_events", "read_events", "record_events"]
+
+logger = logging.getLogger("promptweave.store")
 
 
 def _aware(value: dt.datetime) -> None:
@@ -64,14 +68,17 @@ class ImportReport:
 
     :param messages: message events that added a row to the group log.
     :param replies: bot_reply events that added a row (the bot's message, or session turns).
-    :param skipped: events that added nothing: stored already (an import run twice), a private
-        message (it enters the session with its reply), or a store that failed (logged).
+    :param skipped: events that added nothing: stored already (an import run twice), or a
+        private message (it enters the session with its reply).
+    :param failed: events a failing store could not take (logged); ``promptweave store import``
+        then exits with code 1.
     :param summaries: sessions compressed during the import.
     """
 
     messages: int = 0
     replies: int = 0
     skipped: int = 0
+    failed: int = 0
     summaries: int = 0
 
 
@@ -126,16 +133,30 @@ def read_events(lines: Iterable[str], *, source: str) -> EventLog:
     return EventLog(source=source, events=tuple(events))
 
 
+def _record_message(runtime: Promptweave, event: _MessageEvent) -> str:
+    """Log one message event; the report counter it goes to."""
+    group_log = runtime.stores.group_log
+    if event.group_id is None or not event.group_id.strip():
+        return "skipped"  # a private message enters the session with its reply
+    if group_log is None:
+        return "failed"
+    try:
+        added = group_log.append_group_message(event.bot_id, event.group_id, event.message)
+    except STORE_ERRORS as exc:
+        logger.warning("importing a message of group %s failed: %s", event.group_id, exc)
+        return "failed"
+    return "messages" if added else "skipped"
+
+
 def record_events(runtime: Promptweave, log: EventLog, *, compress: bool = True) -> ImportReport:
     """Record the events of ``log`` through ``runtime``, in order.
 
     :param compress: compress sessions after each reply, as the live runtime would.
     """
-    counts = {"messages": 0, "replies": 0, "skipped": 0, "summaries": 0}
+    counts = {"messages": 0, "replies": 0, "skipped": 0, "failed": 0, "summaries": 0}
     for event in log.events:
         if isinstance(event, _MessageEvent):
-            stored = runtime.record_message(event.bot_id, event.group_id, event.message)
-            counts["messages" if stored else "skipped"] += 1
+            counts[_record_message(runtime, event)] += 1
             continue
         reply, answering = event.event, event.answering
         recorded = record_bot_reply(
@@ -150,7 +171,10 @@ def record_events(runtime: Promptweave, log: EventLog, *, compress: bool = True)
             time=reply.time,
             bot_name=runtime.persona.labels.self_label,
         )
-        counts["replies" if recorded.added else "skipped"] += 1
+        if not recorded.stored:
+            counts["failed"] += 1
+        else:
+            counts["replies" if recorded.added else "skipped"] += 1
         # Compression replays the session as it stood at the reply, stored now or before.
         if recorded.stored and compress and answering is not None:
             result = runtime.compress_session(

@@ -205,3 +205,19 @@ def test_import_compresses_long_sessions(tmp_path: Path) -> None:
     assert out.endswith(": 0 messages, 0 bot replies, 48 skipped, 0 summaries written\n")
     code, out, _ = invoke("store", "import", str(events), "--store", str(tmp_path / "t.db"))
     assert out.endswith(": 0 messages, 0 bot replies, 48 skipped, 1 summaries written\n")
+
+
+def test_an_import_into_a_failing_store_reports_the_failures_and_exits_1(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from framework.store import StoreUnavailableError
+    from framework.store.sessions_sqlite import SQLiteGroupLog
+
+    def broken(self, bot_id, group_id, message):
+        raise StoreUnavailableError("disk full")
+
+    monkeypatch.setattr(SQLiteGroupLog, "append_group_message", broken)
+    code, out, err = invoke("store", "import", str(LOG), "--store", str(tmp_path / "s.sqlite3"))
+    assert code == 1
+    assert out.endswith(": 0 messages, 0 bot replies, 0 skipped, 0 summaries written, 11 failed\n")
+    assert "11 events could not be stored" in err
