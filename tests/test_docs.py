@@ -157,3 +157,16 @@ def test_links_between_docs_pages_resolve(page: Path, target: str) -> None:
 def test_python_examples_in_the_docs_compile(page: Path) -> None:
     for number, block in enumerate(_PYTHON_BLOCK.findall(page.read_text(encoding="utf-8")), 1):
         compile(block, f"{page.name} python block {number}", "exec")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
+def test_names_the_docs_import_from_framework_exist(page: Path) -> None:
+    import ast
+
+    import framework
+
+    for number, block in enumerate(_PYTHON_BLOCK.findall(page.read_text(encoding="utf-8")), 1):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.ImportFrom) and node.module == "framework":
+                missing = [a.name for a in node.names if not hasattr(framework, a.name)]
+                assert not missing, f"{page.name} python block {number} imports {missing}"

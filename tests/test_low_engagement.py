@@ -292,3 +292,9 @@ def test_insults_never_enter_a_pool(phrase):
         learned_replies=(phrase, "确实"),
     )
     assert list(pool.phrases_for(query)) == ["确实"]
+
+
+def test_the_tangent_pool_holds_the_seeds_examples():
+    from builtin_plugins.phrase_pools import EMOTION_TANGENT_POOL
+
+    assert {"阴完了", "没绷住", "休息会"} <= set(EMOTION_TANGENT_POOL)
