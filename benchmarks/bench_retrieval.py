@@ -34,7 +34,7 @@ from framework import (
     hookimpl,
 )
 from framework.config import StoreConfig
-from framework.store import (
+from framework.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
     KnowledgeDocument,

@@ -7,11 +7,21 @@ Plugin authors import everything they need from here::
 
 from __future__ import annotations
 
-from framework.ambient import AMBIENT_HEADER, AmbientEntry
-from framework.budget import BudgetReport, apply_budget
 from framework.config import Config
-from framework.context import RenderContext
-from framework.conversation import (
+from framework.conversation.ambient import AMBIENT_HEADER, AmbientEntry
+from framework.conversation.budget import BudgetReport, apply_budget
+from framework.conversation.images import (
+    IMAGE_WITHOUT_URL,
+    FetchedImage,
+    ImageFetchError,
+    ImageLimits,
+    fetch_image_default,
+    is_vision_url,
+    merge_image_urls,
+    vision_image_urls,
+)
+from framework.conversation.sequence import PromptMessage, format_user_turn
+from framework.conversation.state import (
     ActiveSystemPrompt,
     ConversationState,
     InMemorySystemPromptStore,
@@ -20,6 +30,13 @@ from framework.conversation import (
     SystemPromptStore,
     TurnTranscript,
     conversation_key,
+)
+from framework.conversation.summary import CompressionResult, CompressionStatus
+from framework.conversation.timeline import (
+    TIMELINE_HEADER,
+    GroupTimeline,
+    build_group_timeline,
+    speaker_label,
 )
 from framework.decision import (
     Decision,
@@ -43,17 +60,6 @@ from framework.errors import (
     SectionRenderError,
     TurnFileError,
 )
-from framework.hookspecs import hookimpl
-from framework.images import (
-    IMAGE_WITHOUT_URL,
-    FetchedImage,
-    ImageFetchError,
-    ImageLimits,
-    fetch_image_default,
-    is_vision_url,
-    merge_image_urls,
-    vision_image_urls,
-)
 from framework.items import (
     BehaviorStrategy,
     ExpressionPair,
@@ -71,11 +77,76 @@ from framework.items import (
     TopicSummary,
     TurnPolicy,
 )
-from framework.messages import PromptMessage, format_user_turn
-from framework.overrides import OverridesFile, load_overrides_file
-from framework.persona import PersonaPack
-from framework.prefix import PrefixReport, compare_request_prefix
-from framework.preflight import (
+from framework.plugins.hookspecs import hookimpl
+from framework.plugins.records import (
+    DecisionRule,
+    OverrideMode,
+    PhrasePool,
+    Retriever,
+    RuleStage,
+    Section,
+    SectionOverride,
+    Volatility,
+)
+from framework.prompt.overrides import OverridesFile, load_overrides_file
+from framework.prompt.persona import PersonaPack
+from framework.prompt.render_context import RenderContext
+from framework.prompt.rendered import RenderedSection, RenderedTurn, SectionListing
+from framework.prompt.sanitize import quote_user_text, sanitize_block, sanitize_literal
+from framework.prompt.text_rules import (
+    IMAGE_MARK,
+    INJECTION_PATTERNS,
+    RECOGNITION_QUESTION_WORDS,
+    InjectionDetector,
+    first_chars,
+    is_recognition_question,
+)
+from framework.providers.prefix import PrefixReport, compare_request_prefix
+from framework.providers.records import ProviderApi, ProviderRequest, ProviderSpec, SubmitResult
+from framework.providers.request import build_provider_request, submit_request
+from framework.retrieval.policy import (
+    KNOWLEDGE_QUESTION_WORDS,
+    looks_like_knowledge_question,
+    reads_as_event,
+)
+from framework.retrieval.query import RetrievalHit, RetrievalQuery, RetrievalResult, SkipReason
+from framework.retrieval.runner import RetrievalOutcome, RetrieverTrace
+from framework.retrieval.scoring import query_terms, score_text, text_terms
+from framework.routing.low_engagement import PoolQuery
+from framework.routing.memory import allows_persistent_memory
+from framework.routing.model import MODEL_ANSWER_FORMAT
+from framework.routing.quoting import Delivery, quote_allowed
+from framework.routing.signals import MessageSignals
+from framework.routing.text_signals import is_gentle_phrase
+from framework.runtime import Promptweave
+from framework.store.retrieval import (
+    BehaviorRecord,
+    ExpressionPairRecord,
+    KnowledgeDocument,
+    MemoryRecord,
+    PersonFactRecord,
+    RelationshipRecord,
+    RetrievalBatch,
+    RetrievalStore,
+    RhythmRecord,
+    SummaryRecord,
+    TopicSummarySource,
+)
+from framework.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn
+from framework.store.sqlite import StoreUnavailableError
+from framework.store.stores import Stores
+from framework.turn import (
+    Bot,
+    ChatMessage,
+    GroupExpression,
+    HistoryEntry,
+    SpeakTrigger,
+    Turn,
+    TurnRetrieved,
+    load_turn_file,
+)
+from framework.turn_context.context import TurnContext, build_turn_context, collect_turn_notes
+from framework.turn_context.preflight import (
     PreflightResult,
     compression_made_progress,
     default_compress_messages,
@@ -86,51 +157,8 @@ from framework.preflight import (
     run_preflight,
     should_run_preflight_estimate,
 )
-from framework.providers import (
-    ProviderApi,
-    ProviderRequest,
-    ProviderSpec,
-    SubmitResult,
-    build_provider_request,
-    submit_request,
-)
-from framework.records import (
-    DecisionRule,
-    OverrideMode,
-    PhrasePool,
-    Retriever,
-    RuleStage,
-    Section,
-    SectionOverride,
-    Volatility,
-)
-from framework.rendered import RenderedSection, RenderedTurn, SectionListing
-from framework.retrieval import (
-    KNOWLEDGE_QUESTION_WORDS,
-    RetrievalHit,
-    RetrievalOutcome,
-    RetrievalQuery,
-    RetrievalResult,
-    RetrieverTrace,
-    SkipReason,
-    looks_like_knowledge_question,
-    query_terms,
-    reads_as_event,
-    score_text,
-    text_terms,
-)
-from framework.routing import (
-    MODEL_ANSWER_FORMAT,
-    Delivery,
-    MessageSignals,
-    PoolQuery,
-    allows_persistent_memory,
-    quote_allowed,
-)
-from framework.routing.text_signals import is_gentle_phrase
-from framework.runtime import Promptweave
-from framework.sanitize import quote_user_text, sanitize_block, sanitize_literal
-from framework.sidecar import (
+from framework.turn_context.request_budget import TurnBudgetReport
+from framework.turn_context.sidecar import (
     append_notes_to_multimodal_content,
     build_memory_context_block,
     compose_user_api_content,
@@ -139,46 +167,6 @@ from framework.sidecar import (
     rewrite_content,
     substitute_api_content,
 )
-from framework.store import (
-    SUMMARY_MARK,
-    BehaviorRecord,
-    ExpressionPairRecord,
-    KnowledgeDocument,
-    MemoryRecord,
-    PersonFactRecord,
-    RelationshipRecord,
-    RetrievalBatch,
-    RetrievalStore,
-    RhythmRecord,
-    SessionSummary,
-    SessionTurn,
-    StoreUnavailableError,
-    SummaryRecord,
-    TopicSummarySource,
-)
-from framework.store.stores import Stores
-from framework.summary import CompressionResult, CompressionStatus
-from framework.text_rules import (
-    IMAGE_MARK,
-    INJECTION_PATTERNS,
-    RECOGNITION_QUESTION_WORDS,
-    InjectionDetector,
-    first_chars,
-    is_recognition_question,
-)
-from framework.timeline import TIMELINE_HEADER, GroupTimeline, build_group_timeline, speaker_label
-from framework.turn import (
-    Bot,
-    ChatMessage,
-    GroupExpression,
-    HistoryEntry,
-    SpeakTrigger,
-    Turn,
-    TurnRetrieved,
-)
-from framework.turn_budget import TurnBudgetReport
-from framework.turn_context import TurnContext, build_turn_context, collect_turn_notes
-from framework.turnfile import load_turn_file
 
 __all__ = [
     "AMBIENT_HEADER",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from framework.cli import cli
+from framework.cli.main import cli
 
 if __name__ == "__main__":
     cli(prog_name="promptweave")

@@ -1,7 +1,7 @@
 """The data a turn carries and the items retrievers contribute to sections.
 
 A turn file (see ``docs/turn_file.md``) and the retrievers produce these records; the built-in
-sections read them from :class:`framework.context.RenderContext`. Third-party sections may define
+sections read them from :class:`framework.prompt.render_context.RenderContext`. Third-party sections may define
 items of their own: the context hands a section whatever its retrievers returned.
 """
 

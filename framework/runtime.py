@@ -18,29 +18,32 @@ from typing import Any
 
 import attrs
 
-from framework.assembly import SectionAssembler
 from framework.config import Config
-from framework.context import RenderContext
-from framework.conversation import ConversationState
-from framework.conversation_io import ConversationIO
+from framework.conversation.pipeline import build_turn_messages, carried_by_history
+from framework.conversation.session import SessionReader, read_session
+from framework.conversation.state import ConversationState
+from framework.conversation.summary import CompressionResult
+from framework.conversation.timeline import build_group_timeline
 from framework.decision import Decision
+from framework.delivery.recorder import Recorder
+from framework.delivery.writes import BackgroundRunner
 from framework.errors import ConfigError
 from framework.items import ReplyShape, TurnPolicy
-from framework.persona import PersonaPack
-from framework.plugins import PluginInfo, PluginManager, build_plugin_manager
-from framework.recording import BackgroundRunner
-from framework.registry import Registries, collect_registries
-from framework.rendered import RenderedSection, RenderedTurn, SectionListing
-from framework.retrieval import RetrievalOutcome, RetrievalQuery, RetrievalRunner
-from framework.routing import DEFAULT_DECISION, Router
+from framework.plugins.manager import PluginInfo, PluginManager, build_plugin_manager
+from framework.plugins.registry import Registries, collect_registries
+from framework.prompt.assembly import SectionAssembler
+from framework.prompt.persona import PersonaPack
+from framework.prompt.render_context import RenderContext
+from framework.prompt.rendered import RenderedSection, RenderedTurn, SectionListing
+from framework.retrieval.query import RetrievalQuery
+from framework.retrieval.runner import RetrievalOutcome, RetrievalRunner
 from framework.routing.memory import PERSISTENT_MEMORY_SECTIONS, allows_persistent_memory
-from framework.session_inputs import SessionReader
+from framework.routing.quoting import Delivery
+from framework.routing.router import DEFAULT_DECISION, Router
 from framework.store.routing_state import MemoryRoutingState
 from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
-from framework.timeline import build_group_timeline
 from framework.turn import Bot, ChatMessage, HistoryEntry, Turn
-from framework.turn_messages import build_turn_messages, carried_by_history, read_session
 
 __all__ = ["Promptweave"]
 
@@ -60,8 +63,13 @@ def _ms(start: float) -> float:
 
 
 @attrs.define
-class Promptweave(ConversationIO):
+class Promptweave:
     """Routes and assembles turns with the loaded plugins.
+
+    It is built from parts, each usable and testable alone: the :attr:`stores`, the
+    :attr:`router` (gates, reply necessity, decide rules), the :attr:`retrieval_runner`, the
+    :attr:`assembler` (sections, overrides, sanitising) and the :attr:`recorder` (what the bot
+    saw and delivered).
 
     :param strict: raise :class:`framework.errors.SectionRenderError` when a section's ``render``
         raises, instead of leaving the section out and tracing the error.
@@ -93,6 +101,30 @@ class Promptweave(ConversationIO):
     rng: random.Random = attrs.field(factory=random.Random)
     clock: Callable[[], dt.datetime] = _utc_now
     background: BackgroundRunner = attrs.field(factory=BackgroundRunner)
+    router: Router = attrs.field(init=False)
+    recorder: Recorder = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.router = self._build_router()
+        self.recorder = Recorder(
+            config=self.config,
+            plugins=self.plugins,
+            persona=self.persona,
+            stores=self.stores,
+            clock=self.clock,
+            background=self.background,
+        )
+
+    def _build_router(self) -> Router:
+        return Router(
+            registries=self.registries,
+            config=self.config,
+            state=self.stores.routing,
+            rng=self.rng,
+            model_hook=self.plugins.pm.hook.decide_with_model,
+            learned_replies=self._learned_replies,
+            rhythm_share=self._rhythm_share,
+        )
 
     @classmethod
     def from_config(
@@ -151,15 +183,7 @@ class Promptweave(ConversationIO):
         return read_session(self.stores, self.config, self.persona, turn, now or turn.message.time)
 
     def _route(self, turn: Turn, now: dt.datetime | None) -> Decision:
-        router = Router(
-            registries=self.registries,
-            config=self.config,
-            state=self.stores.routing,
-            rng=self.rng,
-            model_hook=self.plugins.pm.hook.decide_with_model,
-            learned_replies=self._learned_replies,
-            rhythm_share=self._rhythm_share,
-        )
+        router = self.router
         at = now or turn.message.time
         try:
             return router.route(turn, at)
@@ -508,6 +532,7 @@ class Promptweave(ConversationIO):
         try:
             self.plugins.pm.check_pending()
             self.registries = collect_registries(self.plugins.pm)
+            self.router = self._build_router()
             self.assembler.forget_static()
         except Exception:
             self.plugins.pm.unregister(name=registered)
@@ -522,7 +547,80 @@ class Promptweave(ConversationIO):
         self.plugins.pm.unregister(name=name)
         self.plugins.infos.pop(name, None)
         self.registries = collect_registries(self.plugins.pm)
+        self.router = self._build_router()
         self.assembler.forget_static()
+
+    # -- recording and delivery (the recorder's work) ------------------------------------------
+
+    def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
+        """How to deliver a decided reply: :meth:`framework.delivery.recorder.Recorder.resolve_delivery`."""
+        return self.recorder.resolve_delivery(turn, decision)
+
+    def note_delivered(
+        self, turn: Turn, delivery: Delivery, *, at: dt.datetime | None = None
+    ) -> None:
+        """Record a delivered reply in the routing state:
+        :meth:`framework.delivery.recorder.Recorder.note_delivered`."""
+        self.recorder.note_delivered(turn, delivery, at=at)
+
+    def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
+        """Store an incoming message; never raises for a failing store:
+        :meth:`framework.delivery.recorder.Recorder.record_message`."""
+        return self.recorder.record_message(bot_id, group_id, message)
+
+    def record_bot_reply(
+        self,
+        bot_id: str,
+        group_id: str | None,
+        text: str,
+        *,
+        message_id: str | None,
+        answering: ChatMessage | None = None,
+        quoted: bool = False,
+        quote_of: str | None = None,
+        time: dt.datetime | None = None,
+    ) -> bool:
+        """Store a delivered bot message once, note it in the routing state and compress the
+        session in the background: :meth:`framework.delivery.recorder.Recorder.record_bot_reply`."""
+        return self.recorder.record_bot_reply(
+            bot_id,
+            group_id,
+            text,
+            message_id=message_id,
+            answering=answering,
+            quoted=quoted,
+            quote_of=quote_of,
+            time=time,
+        )
+
+    def compress_session(
+        self, bot_id: str, group_id: str | None, user_id: str, *, now: dt.datetime | None = None
+    ) -> CompressionResult:
+        """Compress one user's session now if it is long enough and the cooldown allows."""
+        return self.recorder.compress_session(bot_id, group_id, user_id, now=now)
+
+    def wait_for_background(self, timeout: float | None = None) -> bool:
+        """Wait until the background work (session compression) is done.
+
+        :returns: ``True`` when everything finished within ``timeout`` seconds.
+        """
+        return self.background.wait(timeout)
+
+    def parse_incoming(self, platform: str, payload: Any, bot_id: str) -> ChatMessage:
+        """Turn a platform's incoming message into a :class:`ChatMessage` through the
+        ``parse_incoming`` hook (enable the ``contrib`` plugin ``onebot`` for OneBot v11).
+
+        :raises ValueError: no loaded plugin handles ``platform``.
+        """
+        message = self.plugins.pm.hook.parse_incoming(
+            platform=platform, payload=payload, bot_id=bot_id
+        )
+        if message is None:
+            raise ValueError(
+                f"no plugin parses messages of platform {platform!r}; "
+                "enable one (contrib plugin 'onebot' handles 'onebot')"
+            )
+        return message  # type: ignore[no-any-return]
 
 
 def _merge(

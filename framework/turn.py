@@ -9,11 +9,14 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 
+from framework._convert import load_json, structure
 from framework._fields import one_of, str_tuple
+from framework.errors import TurnFileError
 from framework.items import (
     BehaviorStrategy,
     ExpressionPair,
@@ -28,7 +31,7 @@ from framework.items import (
     TopicSummary,
     TurnPolicy,
 )
-from framework.sanitize import strip_lone_surrogates
+from framework.prompt.sanitize import strip_lone_surrogates
 
 __all__ = [
     "Bot",
@@ -38,6 +41,7 @@ __all__ = [
     "SpeakTrigger",
     "Turn",
     "TurnRetrieved",
+    "load_turn_file",
 ]
 
 
@@ -194,3 +198,13 @@ class Turn:
 
     def retrieved_items(self) -> Mapping[str, tuple[Any, ...]]:
         return self.retrieved.as_items()
+
+
+def load_turn_file(path: Path) -> Turn:
+    """Read a turn file (``docs/turn_file.md``); a malformed one raises
+    :class:`framework.errors.TurnFileError` with one line per problem, naming the file and the key
+    path."""
+    data = load_json(path, TurnFileError)
+    if not isinstance(data, dict):
+        raise TurnFileError(str(path), ["the top level must be a JSON object"])
+    return structure(data, Turn, str(path), TurnFileError)

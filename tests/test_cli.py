@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from framework.cli import cli
+from framework.cli.main import cli
 from tests.conftest import EXAMPLES
 
 
@@ -294,7 +294,7 @@ def test_volatility_warning_is_printed_once(tmp_path, monkeypatch):
 
 
 def _with_extra(module):
-    from framework.plugins import build_plugin_manager
+    from framework.plugins.manager import build_plugin_manager
 
     def build(**kwargs):
         return build_plugin_manager(**{**kwargs, "extra_plugins": [module]})

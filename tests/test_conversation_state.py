@@ -24,7 +24,7 @@ from framework import (
     conversation_key,
 )
 from framework.config import Config
-from framework.conversation import MAX_QUEUED_NOTES
+from framework.conversation.state import MAX_QUEUED_NOTES
 
 
 def test_conversation_key_names_bot_group_and_speaker():

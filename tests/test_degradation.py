@@ -11,7 +11,7 @@ import pytest
 
 from framework import ChatMessage, Config, HistoryEntry, Promptweave, SpeakTrigger, Stores, Turn
 from framework.config import StoreConfig
-from framework.store import StoreUnavailableError
+from framework.store.sqlite import StoreUnavailableError
 from tests.conftest import BOT, GROUP, T0, MessageFactory
 
 

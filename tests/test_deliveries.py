@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from framework import ChatMessage, DeliveryStyle, Promptweave, Turn
-from framework.routing import Delivery
-from framework.store import SQLiteDatabase
+from framework.routing.quoting import Delivery
 from framework.store.deliveries import (
     DELIVERY_LEDGER_MAX,
     DeliveryLedger,
@@ -21,6 +20,7 @@ from framework.store.deliveries import (
     delivered_key,
 )
 from framework.store.deliveries_sqlite import SQLiteDeliveryLedger
+from framework.store.sqlite import SQLiteDatabase
 from tests.conftest import BOT, GROUP, T0, MessageFactory
 
 LATER = T0 + dt.timedelta(seconds=5)

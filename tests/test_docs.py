@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from framework import hookspecs
+from framework.plugins import hookspecs
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -33,7 +33,7 @@ _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def _hookspecs() -> dict[str, Callable[..., Any]]:
-    """Every function of ``framework.hookspecs`` marked as a hook specification."""
+    """Every function of ``framework.plugins.hookspecs`` marked as a hook specification."""
     return {
         name: function
         for name, function in inspect.getmembers(hookspecs, inspect.isfunction)

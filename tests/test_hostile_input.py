@@ -9,10 +9,10 @@ import pytest
 
 from framework import Bot, ChatMessage, Config, Promptweave, Turn, TurnFileError
 from framework.config import StoreConfig
-from framework.preflight import run_preflight, should_run_preflight_estimate
 from framework.routing.batch import load_route_file
 from framework.store.retrieval_import import read_files
 from framework.testing import TEST_ENVIRON
+from framework.turn_context.preflight import run_preflight, should_run_preflight_estimate
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 BOT = Bot(id="10001", name="小织")
@@ -207,7 +207,7 @@ def test_a_turn_at_the_start_of_the_calendar_renders():
 def test_store_import_names_bad_bytes_and_naive_times(tmp_path):
     from click.testing import CliRunner
 
-    from framework.cli import cli
+    from framework.cli.main import cli
 
     binary = tmp_path / "events.jsonl"
     binary.write_bytes(b'{"event": "message"}\n\xff\xfe\n')

@@ -17,7 +17,7 @@ from framework import (
     merge_image_urls,
     vision_image_urls,
 )
-from framework.images import sniff_media_type
+from framework.conversation.images import sniff_media_type
 
 
 @pytest.fixture

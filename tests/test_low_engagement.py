@@ -20,9 +20,9 @@ from framework import (
     is_gentle_phrase,
 )
 from framework._convert import structure
-from framework.registry import Registered
-from framework.routing import emit_probability, pick_phrase
-from framework.store import ExpressionPairRecord, RetrievalBatch
+from framework.plugins.registry import Registered
+from framework.routing.low_engagement import emit_probability, pick_phrase
+from framework.store.retrieval import ExpressionPairRecord, RetrievalBatch
 
 # Named and followed up: past the score, then passed by the rule (not addressed, low value).
 FOLLOW = {"trigger": "followup", "sender": "阿蒙"}

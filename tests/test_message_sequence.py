@@ -20,7 +20,7 @@ from framework import (
     Stores,
     Turn,
 )
-from framework.messages import HistoryRow, build_message_sequence
+from framework.conversation.sequence import HistoryRow, build_message_sequence
 from tests.conftest import BOT, GROUP, ROOT, T0, MessageFactory
 
 DEFAULT_PACK = ROOT / "builtin_plugins" / "persona_packs" / "default.toml"
@@ -99,7 +99,7 @@ def test_ambient_excerpt_falls_back_to_no_turn_the_history_already_sends(
 
 
 def test_ambient_fallback_keeps_the_latest_pair_the_history_does_not_send() -> None:
-    from framework.ambient import select_ambient_turns
+    from framework.conversation.ambient import select_ambient_turns
 
     own = [
         SessionTurn(
@@ -210,7 +210,7 @@ def test_history_is_newest_18_turns_oldest_first(
 
 
 def test_summary_row_is_kept_at_the_front_when_it_would_slide_out() -> None:
-    from framework.messages import HistoryRow, window_history
+    from framework.conversation.sequence import HistoryRow, window_history
 
     rows = [HistoryRow(role="user", content="【此前对话摘要】\n聊过考研", summary=True)] + [
         HistoryRow(role="user" if i % 2 == 0 else "assistant", content=f"第{i}条")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from framework import DuplicateRegistrationError, PlacementError, Section, Volatility, hookimpl
-from framework.registry import Registered, order_sections
+from framework.plugins.registry import Registered, order_sections
 
 BUILTIN_ORDER = [
     "injection_guard",

@@ -9,10 +9,10 @@ import pluggy
 import pytest
 
 import contrib
-import framework.plugins as plugins_module
+import framework.plugins.manager as plugins_module
 from framework import PluginImportError, PluginValidationError, Section, hookimpl
-from framework.plugins import DEFAULT_PLUGINS, build_plugin_manager
-from framework.registry import collect_registries
+from framework.plugins.manager import DEFAULT_PLUGINS, build_plugin_manager
+from framework.plugins.registry import collect_registries
 
 BUILTIN_NAMES = [dotted.rsplit(".", 1)[-1] for dotted in DEFAULT_PLUGINS]
 

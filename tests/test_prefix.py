@@ -12,7 +12,7 @@ from framework import (
     build_turn_context,
     compare_request_prefix,
 )
-from framework.prefix import canonical_json, labelled_segments
+from framework.providers.prefix import canonical_json, labelled_segments
 
 
 def _request(runtime, turn, api=ProviderApi.OPENAI_CHAT, **kwargs):

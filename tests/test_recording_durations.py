@@ -10,7 +10,7 @@ import re
 import pytest
 
 from framework import DeliveryStyle, Promptweave, Turn
-from framework.routing import Delivery
+from framework.routing.quoting import Delivery
 from tests.conftest import BOT, GROUP, T0, MessageFactory
 
 LATER = T0 + dt.timedelta(seconds=5)

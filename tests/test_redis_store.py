@@ -40,13 +40,13 @@ from framework import (
     Turn,
     load_turn_file,
 )
-from framework.cli import cli
-from framework.cli_common import render_stores
+from framework.cli.common import render_stores
+from framework.cli.main import cli
 from framework.config import StoreConfig
-from framework.plugins import available_contrib_plugins
-from framework.store import StoreUnavailableError
+from framework.loop.event_log import import_events
+from framework.plugins.manager import available_contrib_plugins
 from framework.store.routing_state import MemoryRoutingState
-from framework.store_import import import_events
+from framework.store.sqlite import StoreUnavailableError
 from tests.conftest import BOT, GROUP, T0, MessageFactory, redis_config
 from tests.redis_support import Outage, closed_port
 

@@ -6,7 +6,7 @@ from retrieval_support import make_turn
 
 from framework import Config, Promptweave, looks_like_knowledge_question
 from framework.config import StoreConfig
-from framework.retrieval import reads_as_event
+from framework.retrieval.policy import reads_as_event
 from framework.testing import TEST_ENVIRON
 
 

@@ -8,8 +8,8 @@ import pytest
 from retrieval_support import make_query
 
 from framework import MemoryItem, RetrievalHit, RetrievalResult, Retriever, SkipReason
-from framework.registry import Registered
-from framework.retrieval import RetrievalRunner
+from framework.plugins.registry import Registered
+from framework.retrieval.runner import RetrievalRunner
 
 QUESTION = "周六晚上桌游局还照常吗"
 

@@ -26,10 +26,11 @@ from framework import (
     hookimpl,
     load_turn_file,
 )
-from framework.cli import cli
+from framework.cli.main import cli
 from framework.config import PluginsConfig, StoreConfig
-from framework.store import SQLiteDatabase, SQLiteRetrievalStore
 from framework.store.retrieval_import import import_files
+from framework.store.retrieval_sqlite import SQLiteRetrievalStore
+from framework.store.sqlite import SQLiteDatabase
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 QUESTION = "@小织 周六晚上桌游局还照常吗？我记得上次说要换地方"

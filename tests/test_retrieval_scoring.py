@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from framework.retrieval import (
+from framework.retrieval.scoring import (
+    MAX_QUERY_TERMS,
     fts_query,
     index_text,
     normalize_query,
@@ -10,7 +11,6 @@ from framework.retrieval import (
     score_text,
     text_terms,
 )
-from framework.retrieval.scoring import MAX_QUERY_TERMS
 
 
 def test_query_terms_are_cjk_bigrams_and_ascii_words_without_mentions_and_stop_terms():
@@ -59,7 +59,7 @@ def test_fts_query_escapes_double_quotes():
 
 
 def test_query_text_drops_cq_codes_and_bot_mentions_but_keeps_glued_questions():
-    from framework.retrieval import normalize_query
+    from framework.retrieval.scoring import normalize_query
 
     assert normalize_query("@小织今晚的桌游局几点开始？", ("小织",)) == "今晚的桌游局几点开始？"
     assert normalize_query("[CQ:image,file=a.jpg,url=https://x] @阿蒙 这是啥") == "这是啥"

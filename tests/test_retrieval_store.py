@@ -6,21 +6,21 @@ import random
 import pytest
 
 from framework import query_terms
-from framework.store import (
+from framework.store import retrieval_sqlite
+from framework.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
-    InMemoryRetrievalStore,
     KnowledgeDocument,
     MemoryRecord,
     PersonFactRecord,
     RelationshipRecord,
     RetrievalBatch,
     RhythmRecord,
-    SQLiteDatabase,
-    SQLiteRetrievalStore,
     SummaryRecord,
-    retrieval_sqlite,
 )
+from framework.store.retrieval_memory import InMemoryRetrievalStore
+from framework.store.retrieval_sqlite import SQLiteRetrievalStore
+from framework.store.sqlite import SQLiteDatabase
 
 UTC8 = dt.timezone(dt.timedelta(hours=8))
 

@@ -6,10 +6,9 @@ from retrieval_support import BOT, GROUP, NOW, USER, make_query
 from builtin_plugins import retrievers
 from framework import ChatMessage, Config, LearningType, Stores
 from framework.config import RetrievalConfig
-from framework.store import (
+from framework.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
-    InMemoryRetrievalStore,
     KnowledgeDocument,
     MemoryRecord,
     PersonFactRecord,
@@ -18,6 +17,7 @@ from framework.store import (
     RhythmRecord,
     SummaryRecord,
 )
+from framework.store.retrieval_memory import InMemoryRetrievalStore
 
 QUESTION = "周六晚上桌游局还照常吗？我记得上次说要换地方"
 

@@ -15,8 +15,8 @@ from framework import (
     TurnAction,
     hookimpl,
 )
-from framework.plugins import build_plugin_manager
-from framework.registry import collect_registries
+from framework.plugins.manager import build_plugin_manager
+from framework.plugins.registry import collect_registries
 
 TOOL = {"tool_intent": "calendar.lookup", "tools_permitted": True}
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from routing_support import TEST_BOT, make_runtime
 
 from framework import TurnFileError
-from framework.cli import cli
+from framework.cli.main import cli
 from framework.routing.batch import confusion_table, decide_cases, load_route_file
 
 EVAL = Path(__file__).parent / "data" / "routing_eval.jsonl"

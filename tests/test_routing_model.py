@@ -8,7 +8,7 @@ import pytest
 from routing_support import make_runtime, make_turn
 
 from framework import DeliveryStyle, TurnAction, hookimpl
-from framework.routing import ModelAnswerError, parse_model_answer
+from framework.routing.model import ModelAnswerError, parse_model_answer
 
 
 class _Model:

@@ -18,7 +18,8 @@ from framework import (
     allows_persistent_memory,
 )
 from framework.config import RoutingConfig
-from framework.routing import MessageSignals, resolve_reply_shape, resolve_turn_policy
+from framework.routing.shape import resolve_reply_shape, resolve_turn_policy
+from framework.routing.signals import MessageSignals
 
 
 def _section(result, section_id: str) -> str:
@@ -149,7 +150,7 @@ def test_the_rhythm_profile_comes_from_the_routing_state():
 
 
 def test_the_stored_rhythm_baseline_shapes_the_reply_like_section_4_shows_it():
-    from framework.store import RetrievalBatch, RhythmRecord
+    from framework.store.retrieval import RetrievalBatch, RhythmRecord
 
     runtime = make_runtime()
     runtime.stores.retrieval.write(

@@ -16,7 +16,11 @@ from framework import (
     rewrite_content,
     substitute_api_content,
 )
-from framework.sidecar import MEMORY_CONTEXT_CLOSE, MEMORY_CONTEXT_NOTE, MEMORY_CONTEXT_OPEN
+from framework.turn_context.sidecar import (
+    MEMORY_CONTEXT_CLOSE,
+    MEMORY_CONTEXT_NOTE,
+    MEMORY_CONTEXT_OPEN,
+)
 
 
 def test_compose_puts_content_then_memory_then_plugin_context_with_blank_lines():

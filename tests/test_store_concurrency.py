@@ -8,8 +8,8 @@ import multiprocessing
 from pathlib import Path
 
 from framework import ChatMessage, SessionTurn, Stores
-from framework.store import SQLiteDatabase
 from framework.store.sessions_sqlite import SESSION_MIGRATIONS
+from framework.store.sqlite import SQLiteDatabase
 
 WRITERS = 4
 PER_WRITER = 150

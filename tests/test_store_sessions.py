@@ -9,22 +9,22 @@ from pathlib import Path
 import pytest
 
 from framework import ChatMessage, Config, SessionSummary, SessionTurn, Stores
-from framework.store import (
+from framework.store.sessions import (
+    GROUP_LOG_MAX_PER_GROUP,
     BotReplyContext,
     FeedbackLedger,
     GroupLog,
     SessionStore,
-    SQLiteDatabase,
     SummaryStore,
     TurnKind,
 )
-from framework.store.sessions import GROUP_LOG_MAX_PER_GROUP
 from framework.store.sessions_memory import MemoryGroupLog
 from framework.store.sessions_sqlite import (
     FEEDBACK_MAX_PHRASES,
     SESSION_MIGRATIONS,
     SQLiteGroupLog,
 )
+from framework.store.sqlite import SQLiteDatabase
 from tests.conftest import T0
 
 

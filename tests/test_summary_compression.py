@@ -20,7 +20,7 @@ from framework import (
     hookimpl,
 )
 from framework.config import SessionConfig
-from framework.recording import record_bot_reply
+from framework.delivery.writes import record_bot_reply
 from tests.conftest import BOT, GROUP, T0, Clock, sqlite_config
 
 TOPICS = [

@@ -288,7 +288,7 @@ def test_decide_reads_the_store_like_render_does(runtime: Promptweave, message: 
 def test_a_failing_routing_store_still_gives_a_decision(
     sqlite_runtime: Promptweave, message: MessageFactory, monkeypatch
 ) -> None:
-    from framework.store import StoreUnavailableError
+    from framework.store.sqlite import StoreUnavailableError
 
     runtime = sqlite_runtime
 

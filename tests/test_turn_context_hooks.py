@@ -18,7 +18,7 @@ from framework import (
     hookimpl,
     submit_request,
 )
-from framework.plugins import DEFAULT_PLUGINS
+from framework.plugins.manager import DEFAULT_PLUGINS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugin_hooks.md"
 HOOKS = ("collect_turn_notes", "compress_turn_messages", "fetch_image", "submit_request")

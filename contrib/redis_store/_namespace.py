@@ -20,7 +20,7 @@ import attrs
 import redis
 from redis.commands.core import Script
 
-from framework.store import StoreUnavailableError
+from framework.store.sqlite import StoreUnavailableError
 from framework.turn import ChatMessage
 
 __all__ = [

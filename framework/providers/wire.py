@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from framework.images import FetchedImage, is_vision_url, vision_image_urls
-from framework.messages import PromptMessage
-from framework.sidecar import substitute_api_content
-from framework.text_rules import IMAGE_MARK
-from framework.turn_context import TurnContext
+from framework.conversation.images import FetchedImage, is_vision_url, vision_image_urls
+from framework.conversation.sequence import PromptMessage
+from framework.prompt.text_rules import IMAGE_MARK
+from framework.turn_context.context import TurnContext
+from framework.turn_context.sidecar import substitute_api_content
 
 __all__ = [
     "TIMELINE_IMAGES_TEXT",

@@ -21,8 +21,8 @@ from typing import Any
 
 import attrs
 
-from framework.records import Retriever
-from framework.registry import Registered
+from framework.plugins.records import Retriever
+from framework.plugins.registry import Registered
 from framework.retrieval.query import RetrievalHit, RetrievalQuery, RetrievalResult, SkipReason
 
 __all__ = ["RetrievalOutcome", "RetrievalRunner", "RetrieverTrace"]

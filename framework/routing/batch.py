@@ -29,7 +29,7 @@ from framework._convert import structure
 from framework.decision import Decision, TurnAction
 from framework.errors import TurnFileError
 from framework.items import RelationshipNote, RouteHints
-from framework.persona import PersonaPack
+from framework.prompt.persona import PersonaPack
 from framework.runtime import Promptweave
 from framework.store.routing_state import MemoryRoutingState, RoutingState
 from framework.store.stores import Stores

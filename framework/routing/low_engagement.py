@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import attrs
 
 from framework.decision import LowEngagement, RouteContext
-from framework.records import PhrasePool
-from framework.registry import Registered
+from framework.plugins.records import PhrasePool
+from framework.plugins.registry import Registered
 from framework.routing.text_signals import is_gentle_phrase
 from framework.turn import Turn
 

@@ -27,8 +27,8 @@ from framework.decision import (
     SocialAction,
     TurnAction,
 )
-from framework.records import DecisionRule, RuleStage
-from framework.registry import Registered, Registries
+from framework.plugins.records import DecisionRule, RuleStage
+from framework.plugins.registry import Registered, Registries
 from framework.routing.low_engagement import low_engagement_exit
 from framework.routing.memory import memory_policy_for
 from framework.routing.model import ModelAnswerError, check_model_answer, parse_model_answer

@@ -16,7 +16,7 @@ import cattrs
 
 from framework._convert import converter, format_exception
 from framework.errors import PromptweaveError
-from framework.sanitize import strip_lone_surrogates
+from framework.prompt.sanitize import strip_lone_surrogates
 from framework.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,

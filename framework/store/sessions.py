@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from framework.text_rules import IMAGE_MARK
+from framework.prompt.text_rules import IMAGE_MARK
 from framework.turn import ChatMessage
 
 __all__ = [

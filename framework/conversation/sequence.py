@@ -1,0 +1,227 @@
+"""The message sequence of a turn (seed 004, messages 序列; ``docs/messages.md``).
+
+In order: the ambient excerpt ``【群环境摘录】`` (group chats, when no group timeline is in the
+system prompt), the current user's history (the newest turns, a summary row kept at the front), and
+the current message last. Every user message carries the persona pack's prefix line, which tells
+the model it is not a system instruction; a message that looks like a prompt injection also gets
+the pack's "ignore instructions above" line.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from framework.config import Config
+from framework.conversation.ambient import AmbientEntry, AmbientExcerpt
+from framework.conversation.images import vision_image_urls
+from framework.prompt.persona import PersonaPack
+from framework.prompt.sanitize import sanitize_block, sanitize_literal
+from framework.prompt.text_rules import IMAGE_MARK, InjectionDetector
+from framework.turn import Turn
+
+__all__ = [
+    "USER_MESSAGE_MAX_CHARS",
+    "HistoryRow",
+    "MessageSequence",
+    "PromptMessage",
+    "build_message_sequence",
+    "format_assistant_turn",
+    "format_user_turn",
+    "window_history",
+]
+
+USER_MESSAGE_MAX_CHARS = 4000
+
+
+@attrs.frozen(kw_only=True)
+class PromptMessage:
+    """One message of the request.
+
+    :param role: ``user`` or ``assistant``.
+    :param content: the text sent to the provider.
+    :param source: what it was built from: ``ambient``, ``summary``, ``history``, ``current``, or a
+        plugin's label.
+    :param images: image URLs the message carries, for providers that accept images.
+    :param api_content: the API-only sidecar: the exact text sent in place of ``content`` (clean
+        content plus per-turn context, see ``docs/turn_context.md``). It never reaches a provider
+        as a field; request builders substitute it.
+    :param parts: durable text parts sent after the content and images (notes of a multimodal
+        turn); unlike the sidecar they are part of the message and persisted with it.
+    :param source_token: identifies the ambient excerpt, so the injection snapshot can tell whether
+        it survived the budget (a user quoting ``【群环境摘录】`` does not count).
+    """
+
+    role: str
+    content: str
+    source: str = "history"
+    images: tuple[str, ...] = ()
+    api_content: str | None = None
+    parts: tuple[str, ...] = ()
+    source_token: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class HistoryRow:
+    """One turn of the current user's history, from the store or the turn.
+
+    :param summary: the row is a ``【此前对话摘要】`` summary of older turns.
+    :param message_id: the platform's id of the message, when known.
+    """
+
+    role: str
+    content: str
+    summary: bool = False
+    message_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class MessageSequence:
+    """The built sequence, before the budget.
+
+    :param ambient_entries: the snapshot entries of the ambient excerpt, if it was built.
+    :param ambient_token: the excerpt message's ``source_token``.
+    :param notes: what was decided and why, for the trace.
+    """
+
+    messages: tuple[PromptMessage, ...]
+    ambient_entries: tuple[AmbientEntry, ...] = ()
+    ambient_token: str | None = None
+    notes: dict[str, Any] = attrs.field(factory=dict)
+
+
+@functools.lru_cache(maxsize=16)
+def _detector(persona_name: str) -> InjectionDetector:
+    return InjectionDetector(persona_name)
+
+
+def format_user_turn(
+    persona: PersonaPack, text: str, *, max_len: int = USER_MESSAGE_MAX_CHARS
+) -> str:
+    """Wrap user text with the pack's prefix line, and the injection line when it looks like an
+    injection; ``""`` when the text is empty."""
+    body = sanitize_block(text, max_len)
+    if not body:
+        return ""
+    lines = [persona.format(persona.user_turn.prefix), body]
+    if _detector(persona.persona.name)(body):
+        lines.append(persona.format(persona.user_turn.injection_suffix))
+    return "\n".join(lines)
+
+
+def format_assistant_turn(text: str, *, max_len: int = USER_MESSAGE_MAX_CHARS) -> str:
+    """The bot's own earlier reply, on one line."""
+    return sanitize_literal(text, max_len)
+
+
+def window_history(rows: Sequence[HistoryRow], limit: int) -> list[HistoryRow]:
+    """The newest ``limit`` rows, oldest first; when the newest summary row would slide out of
+    that window, it is kept at the front with the newest ``limit - 1`` rows (seed 004, 长会话压缩)."""
+    if limit <= 0:
+        return []
+    window = list(rows[-limit:])
+    if any(row.summary for row in window):
+        return window
+    older = [row for row in rows[: len(rows) - len(window)] if row.summary]
+    if not older:
+        return window
+    return [older[-1], *window[1:]] if limit > 1 else [older[-1]]
+
+
+def _current_text(turn: Turn) -> str:
+    text = turn.message.text.strip()
+    if turn.message.images:
+        return f"{IMAGE_MARK} {text}".strip()
+    if not text and turn.message.addressed:
+        # A bare @-mention (adapters strip the mention from the text) is a summons: the model
+        # must still see that it was called, or the request has no user message at all.
+        return f"@{turn.bot.name}"
+    return text
+
+
+def build_message_sequence(
+    persona: PersonaPack,
+    config: Config,
+    turn: Turn,
+    *,
+    history: Sequence[HistoryRow],
+    timeline_present: bool,
+    ambient: Callable[[], tuple[AmbientExcerpt | None, dict[str, Any]]] | None = None,
+    degraded: str | None = None,
+    include_ambient_excerpt: bool = True,
+) -> MessageSequence:
+    """Build the sequence of ``turn``.
+
+    :param history: the user's history, already windowed (:func:`window_history`).
+    :param timeline_present: the group timeline is in the system prompt (then no excerpt).
+    :param ambient: builds the excerpt on demand: ``() -> (excerpt or None, trace notes)``; only
+        called when the excerpt belongs in this turn.
+    :param degraded: why the session state is unavailable; then only the current message is sent.
+    :param include_ambient_excerpt: the turn's memory policy allows the excerpt; a short social
+        remark in an exchange the bot is part of has none (seed 004, 短社交话的上下文裁剪), but
+        keeps the user's whole bounded history window.
+    """
+    max_len = config.session.max_content_chars
+    current_text = format_user_turn(persona, _current_text(turn), max_len=max_len)
+    current = (
+        [
+            PromptMessage(
+                role="user",
+                content=current_text,
+                source="current",
+                # Any image shows [图片] in the text; only valid URLs are sent (seed 004).
+                images=vision_image_urls(turn.message.images),
+            )
+        ]
+        if current_text
+        else []
+    )
+    if degraded is not None:
+        return MessageSequence(messages=tuple(current), notes={"degraded": degraded})
+
+    notes: dict[str, Any] = {"history_turns": len(history)}
+    messages: list[PromptMessage] = []
+    entries: tuple[AmbientEntry, ...] = ()
+    token: str | None = None
+    if turn.is_private:
+        notes["ambient"] = "private_chat"
+    elif not config.ambient.enabled:
+        notes["ambient"] = "disabled"
+    elif timeline_present:
+        notes["ambient"] = "timeline_present"
+    elif not include_ambient_excerpt:
+        notes["ambient"] = "memory_policy"
+    elif ambient is None:
+        notes["ambient"] = "no_source"
+    else:
+        excerpt, ambient_notes = ambient()
+        notes.update(ambient_notes)
+        wrapped = (
+            format_user_turn(persona, excerpt.text, max_len=config.ambient.block_chars)
+            if excerpt
+            else ""
+        )
+        if excerpt is not None and wrapped:
+            entries, token = excerpt.entries, excerpt.token
+            messages.append(
+                PromptMessage(role="user", content=wrapped, source="ambient", source_token=token)
+            )
+            notes["ambient"] = "included"
+        else:
+            notes["ambient"] = "empty"
+
+    for row in history:
+        if row.role == "assistant":
+            content = format_assistant_turn(row.content, max_len=max_len)
+        else:
+            content = format_user_turn(persona, row.content, max_len=max_len)
+        if content:
+            source = "summary" if row.summary else "history"
+            messages.append(PromptMessage(role=row.role, content=content, source=source))
+    messages.extend(current)
+    return MessageSequence(
+        messages=tuple(messages), ambient_entries=entries, ambient_token=token, notes=notes
+    )

@@ -1,0 +1,279 @@
+"""What a turn reads from the conversational stores, and the degradation when it cannot.
+
+A turn may carry its recent group messages, history, quoted bot text and quoted message images
+itself (a turn file does); whatever it leaves out is read from the stores. When the stores are
+disabled or a read fails, the reader records why and the message sequence falls back to the current
+message alone (seed 004, 运行态不可用时的退化). No store error ever leaves this module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from framework.config import Config
+from framework.conversation.ambient import (
+    AmbientExcerpt,
+    render_ambient_excerpt,
+    select_ambient_turns,
+)
+from framework.conversation.sequence import HistoryRow, window_history
+from framework.conversation.timeline import timeline_limit
+from framework.prompt.persona import PersonaPack
+from framework.routing.signals import raw_reply_id
+from framework.store.sessions import SUMMARY_MARK, SessionTurn, group_scope
+from framework.store.sqlite import STORE_ERRORS
+from framework.store.stores import Stores
+from framework.turn import ChatMessage, Turn
+
+__all__ = ["SessionReader", "read_session"]
+
+log = logging.getLogger("promptweave.store")
+
+
+def _same_message(message: ChatMessage, current: ChatMessage) -> bool:
+    if message.id is not None and current.id is not None:
+        return message.id == current.id
+    return (message.sender_id, message.text, message.time) == (
+        current.sender_id,
+        current.text,
+        current.time,
+    )
+
+
+@attrs.define
+class SessionReader:
+    """Reads one turn's session inputs from ``stores``; any store failure sets ``degraded``.
+
+    :param now: the turn's time: nothing newer than it is read, so a stored log can be replayed.
+    """
+
+    stores: Stores
+    config: Config
+    persona: PersonaPack
+    turn: Turn
+    now: dt.datetime
+    degraded: str | None = attrs.field(init=False, default=None)
+    sources: dict[str, str] = attrs.field(init=False, factory=dict)
+    _history: tuple[HistoryRow, ...] | None = attrs.field(init=False, default=None)
+
+    def __attrs_post_init__(self) -> None:
+        if self.stores.sessions is None:
+            self.degraded = self.stores.unavailable or "store_disabled"
+
+    @property
+    def _scope(self) -> str:
+        return group_scope(self.turn.group_id)
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        log.warning("reading %s from the store failed, degrading: %s", what, exc)
+        self.degraded = f"store_unavailable: {exc}"
+
+    def _since(self) -> dt.datetime | None:
+        session = self.config.session
+        ttl = session.private_ttl_s if self.turn.is_private else session.group_ttl_s
+        if ttl <= 0:
+            return None
+        try:
+            return self.now - dt.timedelta(seconds=ttl)
+        except OverflowError:  # a time near the start of the calendar: nothing is older
+            return None
+
+    def recent_messages(self) -> tuple[ChatMessage, ...]:
+        """The group's latest messages for the timeline: the turn's own, else the group log's."""
+        if self.turn.recent_messages:
+            self.sources["timeline"] = "turn"
+            return self.turn.recent_messages
+        limit = timeline_limit(self.turn, self.config.timeline)
+        log_store = self.stores.group_log
+        if limit == 0 or log_store is None or self.turn.group_id is None:
+            return ()
+        try:
+            found = log_store.recent_group_messages(
+                self.turn.bot.id, self._scope, until=self.now, limit=limit + 1
+            )
+        except STORE_ERRORS as exc:
+            self._failed("the group log", exc)
+            return ()
+        self.sources["timeline"] = "store"
+        return tuple(m for m in found if not _same_message(m, self.turn.message))
+
+    def quoted_bot_text(self) -> str | None:
+        """The turn's quoted bot text, else the bot-reply context's entry for ``reply_to``."""
+        if self.turn.quoted_bot_text is not None:
+            return self.turn.quoted_bot_text
+        reply_to = self.turn.message.reply_to
+        context = self.stores.bot_replies
+        if reply_to is None or context is None or self.turn.group_id is None:
+            return None
+        try:
+            found = context.lookup(self.turn.group_id, self.turn.bot.id, reply_to, now=self.now)
+        except STORE_ERRORS as exc:
+            log.warning("bot-reply context lookup failed: %s", exc)
+            return None
+        if found is not None:
+            self.sources["quoted_bot_text"] = "bot_reply_context"
+        return found
+
+    def quoted_message_images(self, recent: Sequence[ChatMessage]) -> tuple[str, ...]:
+        """The images of the message the current one replies to: the turn's own
+        ``quoted_message_images``, else those of the ``reply_to`` message found among ``recent``
+        (the turn's recent messages), else in the group log (seed 004, 当前/被引用的图片: the
+        received messages first, the message store as the fallback). A message newer than the
+        turn is not read, so a stored log can be replayed."""
+        if self.turn.quoted_message_images:
+            self.sources["quoted_message_images"] = "turn"
+            return self.turn.quoted_message_images
+        reply_to = self.turn.message.reply_to
+        if reply_to is None:
+            return ()
+        quoted = next((m for m in reversed(recent) if m.id == reply_to), None)
+        source = "recent_messages"
+        log_store = self.stores.group_log
+        if quoted is None and log_store is not None and self.turn.group_id is not None:
+            try:
+                quoted = log_store.find_group_message(self.turn.bot.id, self._scope, reply_to)
+            except STORE_ERRORS as exc:
+                log.warning("looking up the quoted message failed: %s", exc)
+                return ()
+            source = "group_log"
+        if quoted is None or not quoted.images or quoted.time > self.now:
+            return ()
+        self.sources["quoted_message_images"] = source
+        return quoted.images
+
+    def history(self) -> tuple[HistoryRow, ...]:
+        """The user's history: the turn's own, else the store's newest rows with the summary kept
+        at the front; nothing once degraded. Read once per turn."""
+        if self._history is None:
+            self._history = self._read_history()
+        return self._history
+
+    def _read_history(self) -> tuple[HistoryRow, ...]:
+        window = self.config.history.user_window
+        if self.degraded is not None:
+            return ()
+        if self.turn.history:
+            self.sources["history"] = "turn"
+            rows = [
+                HistoryRow(
+                    role=entry.role,
+                    content=entry.content,
+                    summary=entry.role == "user" and entry.content.startswith(SUMMARY_MARK),
+                )
+                for entry in self.turn.history
+            ]
+            return tuple(window_history(rows, window))
+        sessions = self.stores.sessions
+        assert sessions is not None  # not degraded
+        bot_id, user_id = self.turn.bot.id, self.turn.message.sender_id
+        try:
+            turns = sessions.user_turns(
+                bot_id, self._scope, user_id, until=self.now, limit=window + 1, since=self._since()
+            )
+            turns = [t for t in turns if not self._is_current(t)][-window:]
+            summary = None
+            if turns and not any(t.is_summary for t in turns):
+                summary = sessions.latest_summary(bot_id, self._scope, user_id, until=turns[0].time)
+        except STORE_ERRORS as exc:
+            self._failed("the session history", exc)
+            return ()
+        self.sources["history"] = "store"
+        if summary is not None and window > 1:
+            turns = [summary, *turns[-(window - 1) :]]
+        return tuple(
+            HistoryRow(
+                role=t.role, content=t.display_text(), summary=t.is_summary, message_id=t.message_id
+            )
+            for t in turns
+        )
+
+    def _is_current(self, turn: SessionTurn) -> bool:
+        current = self.turn.message
+        return turn.role == "user" and turn.message_id is not None and turn.message_id == current.id
+
+    def ambient(self) -> tuple[AmbientExcerpt | None, dict[str, Any]]:
+        """The ambient excerpt from the group's latest session turns, with its trace notes."""
+        sessions = self.stores.sessions
+        if sessions is None or self.degraded is not None or self.turn.group_id is None:
+            return None, {}
+        settings = self.config.ambient
+        try:
+            window = sessions.group_turns(
+                self.turn.bot.id,
+                self._scope,
+                until=self.now,
+                limit=settings.window + 1,
+                since=self._since(),
+            )
+        except STORE_ERRORS as exc:
+            log.warning("reading the ambient excerpt failed: %s", exc)
+            return None, {"ambient_error": str(exc)}
+        window = [t for t in window if not self._is_current(t)][-settings.window :]
+        selection = select_ambient_turns(
+            window, self.turn.message.sender_id, self._blacklist, self._in_history()
+        )
+        if selection.filter_error is not None:
+            log.warning("negative-feedback filter failed open: %s", selection.filter_error)
+        excerpt = render_ambient_excerpt(
+            selection.turns,
+            bot_id=self.turn.bot.id,
+            group_id=self._scope,
+            persona=self.persona,
+            config=settings,
+        )
+        notes: dict[str, Any] = {
+            "ambient_window": len(window),
+            "ambient_removed_own": selection.removed_own,
+            "ambient_fell_back_to_pair": selection.fell_back_to_pair,
+            "feedback_filter": selection.filter_status,
+            "feedback_filtered": selection.filtered,
+        }
+        if selection.filter_error is not None:
+            notes["feedback_filter_error"] = selection.filter_error
+        return excerpt, notes
+
+    def _in_history(self) -> Callable[[SessionTurn], bool]:
+        """Whether a session turn is one of the history rows this turn sends: by message id
+        when both have one, else by role and text."""
+        rows = [row for row in self.history() if not row.summary]
+        ids = {(row.role, row.message_id) for row in rows if row.message_id is not None}
+        texts = {(row.role, row.content.strip()) for row in rows}
+
+        def sent(turn: SessionTurn) -> bool:
+            if turn.message_id is not None and (turn.role, turn.message_id) in ids:
+                return True
+            return (turn.role, turn.display_text().strip()) in texts
+
+        return sent
+
+    def _blacklist(self) -> tuple[str, ...]:
+        ledger = self.stores.feedback
+        if ledger is None:
+            return ()
+        return ledger.blacklisted_phrases(self.turn.bot.id, self._scope)
+
+
+def read_session(
+    stores: Stores, config: Config, persona: PersonaPack, turn: Turn, now: dt.datetime
+) -> tuple[SessionReader, Turn]:
+    """Read what the turn leaves out from the stores; return the reader and the completed turn
+    (its ``recent_messages``, ``quoted_bot_text`` and ``quoted_message_images`` filled in, and
+    the message's ``reply_to`` read from its raw form when only that names it)."""
+    if turn.message.reply_to is None:
+        reply_to = raw_reply_id(turn.message.raw)
+        if reply_to is not None:
+            turn = attrs.evolve(turn, message=attrs.evolve(turn.message, reply_to=reply_to))
+    reader = SessionReader(stores=stores, config=config, persona=persona, turn=turn, now=now)
+    recent = reader.recent_messages()
+    quoted = reader.quoted_bot_text()
+    return reader, attrs.evolve(
+        turn,
+        recent_messages=recent,
+        quoted_bot_text=quoted,
+        quoted_message_images=reader.quoted_message_images(recent),
+    )

@@ -1,0 +1,258 @@
+"""Per-conversation state of the turn-context layer: queued notes, the active system prompt, and
+what was sent (``docs/turn_context.md``).
+
+Each piece is an interface with an in-memory implementation. A session store can implement
+:class:`SystemPromptStore` and :class:`TurnTranscript` on its own tables and be handed to
+:class:`ConversationState`; callers never see the difference (DESIGN.md §6: no conversational state
+in module globals).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from framework.conversation.sequence import PromptMessage
+from framework.turn import Turn
+
+__all__ = [
+    "ActiveSystemPrompt",
+    "ConversationState",
+    "InMemorySystemPromptStore",
+    "InMemoryTurnTranscript",
+    "NoteQueue",
+    "SentMessage",
+    "SystemPromptStore",
+    "TurnTranscript",
+    "conversation_key",
+    "message_fingerprint",
+]
+
+log = logging.getLogger("promptweave")
+
+#: Notes waiting for one conversation; a producer that never gets a turn cannot grow it forever.
+MAX_QUEUED_NOTES = 32
+#: Conversations remembered by the in-memory stores (least recently used are forgotten).
+MAX_CONVERSATIONS = 4096
+#: Sent versions kept per conversation by the in-memory transcript.
+MAX_SENT_PER_CONVERSATION = 256
+
+
+def conversation_key(turn: Turn) -> str:
+    """The key of the conversation a turn belongs to: bot, group (or ``private``) and speaker."""
+    return f"{turn.bot.id}:{turn.group_id or 'private'}:{turn.message.sender_id}"
+
+
+def message_fingerprint(message: PromptMessage) -> str:
+    """Identify a message by its role and clean content, never by its sidecar or parts.
+
+    Images are left out: a history builder may show an earlier message's images as ``[图片]``
+    placeholders without their URLs, and the message must still be found.
+    """
+    digest = hashlib.sha256()
+    for piece in (message.role, message.content):
+        digest.update(piece.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+@attrs.define
+class NoteQueue:
+    """Notes queued for the next turn of a conversation, delivered once.
+
+    A producer (the bot's gateway, a plugin reacting to an event) calls :meth:`push`; the next
+    :func:`framework.turn_context.context.build_turn_context` of that conversation pops them all. Popping
+    clears the queue, so a cached runtime can never replay a stale note on a later turn.
+    """
+
+    _pending: dict[str, deque[str]] = attrs.field(factory=dict, init=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
+
+    def push(self, key: str, note: str) -> None:
+        """Queue ``note`` for the next turn of conversation ``key`` (blank notes are ignored)."""
+        if not note.strip():
+            return
+        with self._lock:
+            queue = self._pending.setdefault(key, deque())
+            if len(queue) >= MAX_QUEUED_NOTES:
+                log.warning("note queue of %s is full; the oldest note was dropped", key)
+                queue.popleft()
+            queue.append(note)
+
+    def pending(self, key: str) -> tuple[str, ...]:
+        """The queued notes of ``key``, without consuming them."""
+        with self._lock:
+            return tuple(self._pending.get(key, ()))
+
+    def pop(self, key: str) -> tuple[str, ...]:
+        """Take every queued note of ``key``, oldest first; the queue is empty afterwards."""
+        with self._lock:
+            return tuple(self._pending.pop(key, ()))
+
+
+@attrs.frozen(kw_only=True)
+class ActiveSystemPrompt:
+    """The system prompt a conversation reuses byte for byte.
+
+    :param text: the stable prefix: the leading static and profile sections, joined.
+    :param sections: ``(section_id, text)`` of each section in ``text``, in order.
+    :param static_fingerprint: hash of the static sections; a change (a persona edit, an override)
+        rebuilds the prompt.
+    :param profile_fingerprint: hash of the profile sections (recalled per message); a change
+        rebuilds the prompt too.
+    """
+
+    text: str
+    sections: tuple[tuple[str, str], ...]
+    static_fingerprint: str
+    profile_fingerprint: str = ""
+
+
+@runtime_checkable
+class SystemPromptStore(Protocol):
+    """Where each conversation's active system prompt lives."""
+
+    def get(self, key: str) -> ActiveSystemPrompt | None:
+        """The active prompt of ``key``, or ``None`` when none was built yet."""
+
+    def put(self, key: str, prompt: ActiveSystemPrompt) -> None:
+        """Make ``prompt`` the active prompt of ``key``."""
+
+    def invalidate(self, key: str) -> None:
+        """Forget the active prompt of ``key`` (after a compression)."""
+
+
+@attrs.define
+class InMemorySystemPromptStore:
+    """:class:`SystemPromptStore` in process memory, bounded by least recent use."""
+
+    max_conversations: int = MAX_CONVERSATIONS
+    _prompts: OrderedDict[str, ActiveSystemPrompt] = attrs.field(factory=OrderedDict, init=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
+
+    def get(self, key: str) -> ActiveSystemPrompt | None:
+        with self._lock:
+            prompt = self._prompts.get(key)
+            if prompt is not None:
+                self._prompts.move_to_end(key)
+            return prompt
+
+    def put(self, key: str, prompt: ActiveSystemPrompt) -> None:
+        with self._lock:
+            self._prompts[key] = prompt
+            self._prompts.move_to_end(key)
+            while len(self._prompts) > self.max_conversations:
+                self._prompts.popitem(last=False)
+
+    def invalidate(self, key: str) -> None:
+        with self._lock:
+            self._prompts.pop(key, None)
+
+
+@attrs.frozen(kw_only=True)
+class SentMessage:
+    """What was sent for one message beyond its clean form: its sidecar and durable parts."""
+
+    fingerprint: str
+    api_content: str | None
+    parts: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class TurnTranscript(Protocol):
+    """What was sent, persisted with each message so later turns replay it byte for byte."""
+
+    def record(self, key: str, message: PromptMessage) -> None:
+        """Persist what is sent for ``message`` (its sidecar and parts) in conversation ``key``."""
+
+    def replay(self, key: str, messages: Sequence[PromptMessage]) -> list[PromptMessage]:
+        """Return ``messages`` with each one's recorded sidecar and parts restored."""
+
+    def forget(self, key: str) -> None:
+        """Erase everything recorded for conversation ``key``."""
+
+
+@attrs.define
+class InMemoryTurnTranscript:
+    """:class:`TurnTranscript` in process memory.
+
+    Messages are matched by :func:`message_fingerprint`. When the same clean message occurs several
+    times, occurrences are matched from the newest: the last occurrence in the history gets the
+    last recorded version, so a sliding history window keeps matching.
+    """
+
+    max_conversations: int = MAX_CONVERSATIONS
+    max_per_conversation: int = MAX_SENT_PER_CONVERSATION
+    _sent: OrderedDict[str, deque[SentMessage]] = attrs.field(factory=OrderedDict, init=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
+
+    def record(self, key: str, message: PromptMessage) -> None:
+        # Recorded even without a sidecar, so repeated clean messages stay matched in order.
+        entry = SentMessage(
+            fingerprint=message_fingerprint(message),
+            api_content=message.api_content,
+            parts=message.parts,
+        )
+        with self._lock:
+            sent = self._sent.setdefault(key, deque(maxlen=self.max_per_conversation))
+            self._sent.move_to_end(key)
+            sent.append(entry)
+            while len(self._sent) > self.max_conversations:
+                self._sent.popitem(last=False)
+
+    def replay(self, key: str, messages: Sequence[PromptMessage]) -> list[PromptMessage]:
+        with self._lock:
+            recorded = list(self._sent.get(key, ()))
+        if not recorded:
+            return list(messages)
+        versions: dict[str, list[SentMessage]] = {}
+        for entry in recorded:
+            versions.setdefault(entry.fingerprint, []).append(entry)
+        replayed = list(messages)
+        for index in range(len(replayed) - 1, -1, -1):
+            message = replayed[index]
+            found = versions.get(message_fingerprint(message))
+            if not found:
+                continue
+            entry = found.pop()
+            replayed[index] = attrs.evolve(
+                message, api_content=entry.api_content, parts=entry.parts
+            )
+        return replayed
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._sent.pop(key, None)
+
+
+@attrs.define
+class ConversationState:
+    """The per-conversation state a runtime owns for the turn-context layer.
+
+    :param notes: notes queued for the next turn of each conversation.
+    :param system_prompts: each conversation's active system prompt.
+    :param transcript: what was sent, replayed on later turns.
+    :param last_requests: the previous request body of each conversation and API, for the prefix
+        report (bounded like the in-memory stores).
+    """
+
+    notes: NoteQueue = attrs.field(factory=NoteQueue)
+    system_prompts: SystemPromptStore = attrs.field(factory=InMemorySystemPromptStore)
+    transcript: TurnTranscript = attrs.field(factory=InMemoryTurnTranscript)
+    last_requests: OrderedDict[tuple[str, str], bytes] = attrs.field(factory=OrderedDict)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
+
+    def remember_request(self, key: str, api: str, body: bytes) -> bytes | None:
+        """Store ``body`` as the latest request of ``key`` for ``api``; return the one before."""
+        with self._lock:
+            previous = self.last_requests.pop((key, api), None)
+            self.last_requests[(key, api)] = body
+            while len(self.last_requests) > MAX_CONVERSATIONS:
+                self.last_requests.popitem(last=False)
+        return previous

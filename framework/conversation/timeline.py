@@ -1,0 +1,160 @@
+"""The group timeline: the latest group messages as a continuous, speaker-labelled dialogue.
+
+Seed 004, 群聊相邻语境. The section ``group_timeline`` renders it into the system prompt; its images
+become vision inputs of the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from framework.config import TimelineConfig
+from framework.conversation.images import is_vision_url, vision_image_urls
+from framework.prompt.persona import PersonaPack
+from framework.prompt.sanitize import quote_user_text
+from framework.prompt.text_rules import IMAGE_MARK, is_recognition_question
+from framework.turn import Bot, ChatMessage, SpeakTrigger, Turn
+
+__all__ = [
+    "TIMELINE_HEADER",
+    "GroupTimeline",
+    "build_group_timeline",
+    "speaker_label",
+    "timeline_limit",
+]
+
+TIMELINE_HEADER = "【刚才的群聊】"
+SPEAKER_NAME_CHARS = 40
+
+
+@attrs.frozen(kw_only=True)
+class GroupTimeline:
+    """The rendered timeline and what it showed.
+
+    :param text: the block, header included; ``""`` when there is nothing to show.
+    :param messages: the messages shown, oldest first.
+    :param images: valid image URLs of the shown messages (at most the configured number, the most
+        recent ones, in timeline order), the current image (the message's own and the quoted
+        message's) left out.
+    :param hidden: how many messages of the window were left out because the message sequence
+        already carries them (the current user's own exchange with the bot).
+    :param images_withheld: why the shown messages' images are not handed on, if they are not.
+    """
+
+    text: str = ""
+    messages: tuple[ChatMessage, ...] = ()
+    images: tuple[str, ...] = ()
+    images_withheld: str | None = None
+    hidden: int = 0
+
+
+def speaker_label(sender_id: str, sender_name: str, bot: Bot, persona: PersonaPack) -> str:
+    """The label of a speaker: the bot, a peer bot, the display name, else ``群友#`` + 4 digits."""
+    if sender_id == bot.id:
+        return persona.labels.self_label
+    if sender_id in bot.peer_bot_ids:
+        return persona.labels.peer_bot
+    name = quote_user_text(
+        sender_name or persona.display_names.get(sender_id, ""), SPEAKER_NAME_CHARS
+    )
+    if name:
+        return name
+    digits = "".join(ch for ch in sender_id if ch.isdigit())
+    return persona.labels.member_fallback.replace("{tail}", digits[-4:].rjust(4, "0"))
+
+
+def timeline_limit(turn: Turn, config: TimelineConfig) -> int:
+    """How many messages the timeline shows: more when the bot is addressed, none untriggered."""
+    if turn.is_private:
+        return 0
+    if turn.message.addressed or turn.trigger in (
+        SpeakTrigger.MENTION,
+        SpeakTrigger.ALIAS,
+        SpeakTrigger.FOLLOWUP,
+    ):
+        return config.addressed_limit
+    if turn.trigger is SpeakTrigger.AMBIENT:
+        return config.ambient_limit
+    return 0
+
+
+def _line(message: ChatMessage, speaker: str, tail: str, line_chars: int) -> str:
+    text = quote_user_text(message.text, line_chars)
+    if message.images:
+        text = f"{IMAGE_MARK} {text}".strip()
+    return f"- {speaker}{tail}：{text}" if text else ""
+
+
+def build_group_timeline(
+    turn: Turn,
+    persona: PersonaPack,
+    config: TimelineConfig,
+    messages: Sequence[ChatMessage] | None = None,
+    hidden: Callable[[ChatMessage], bool] | None = None,
+) -> GroupTimeline:
+    """Render the timeline of ``turn`` from ``messages`` (default: ``turn.recent_messages``).
+
+    The current message is excluded; a reply to a message inside the window reads ``（回X的话）``;
+    lines are cut at ``line_chars`` and, when the block exceeds ``block_chars``, the oldest lines go
+    first so the newest context survives. Messages for which ``hidden`` is true are not shown
+    (the message sequence carries them); a reply to one still reads ``（回X的话）`` and its images
+    still count.
+    """
+    limit = timeline_limit(turn, config)
+    if limit == 0:
+        return GroupTimeline()
+    source = turn.recent_messages if messages is None else messages
+    window = [m for m in source if m.id is None or m.id != turn.message.id][-limit:]
+    speakers = [speaker_label(m.sender_id, m.sender_name, turn.bot, persona) for m in window]
+    labels = {
+        m.id: speaker for m, speaker in zip(window, speakers, strict=True) if m.id is not None
+    }
+    rendered: list[tuple[ChatMessage, str]] = []
+    shown_flags = [hidden is None or not hidden(m) for m in window]
+    left_out = shown_flags.count(False)
+    for message, speaker, shown_flag in zip(window, speakers, shown_flags, strict=True):
+        if not shown_flag:
+            continue
+        replied = labels.get(message.reply_to) if message.reply_to is not None else None
+        tail = f"（回{replied}的话）" if replied else ""
+        line = _line(message, speaker, tail, config.line_chars)
+        if line:
+            rendered.append((message, line))
+    budget = config.block_chars - len(TIMELINE_HEADER) - 1
+    while rendered and sum(len(line) + 1 for _, line in rendered) > budget:
+        rendered.pop(0)
+    if not rendered:
+        return GroupTimeline(hidden=left_out)
+    shown = tuple(message for message, _ in rendered)
+    oldest_shown = window.index(shown[0])
+    # Seed 004: only valid HTTP(S) images count towards the limit; any other entry keeps its
+    # line's [图片] mark. The current image (the message's own, the quoted message's) goes with
+    # the current message, so it takes no history slot.
+    seen = {
+        url.lower() for url in vision_image_urls(turn.message.images, turn.quoted_message_images)
+    }
+    images: list[str] = []
+    for message in reversed(window[oldest_shown:]):
+        for url in reversed(message.images):
+            url = url.strip()
+            if is_vision_url(url) and url.lower() not in seen:
+                seen.add(url.lower())
+                images.append(url)
+    kept = images[: config.max_images][::-1]
+    text = "\n".join([TIMELINE_HEADER, *(line for _, line in rendered)])
+    # The current image is the message's own or the one of the message it quotes (seed 004,
+    # 当前/被引用的图片); asking what it is must not pull history images in.
+    current_image = bool(turn.message.images or turn.quoted_message_images)
+    if kept and current_image and is_recognition_question(turn.message.text):
+        # Seed 004, 识别问句聚焦当前图: history images would pull the answer away from the
+        # image the user is asking about.
+        return GroupTimeline(
+            text=text,
+            messages=shown,
+            images=(),
+            images_withheld="recognition_question",
+            hidden=left_out,
+        )
+    return GroupTimeline(text=text, messages=shown, images=tuple(kept), hidden=left_out)

@@ -1,0 +1,262 @@
+"""The recorder: incoming messages, delivered replies, and what follows them.
+
+:class:`Recorder` is one of the parts :class:`framework.Promptweave` is built from; the runtime's
+``record_message``, ``record_bot_reply``, ``note_delivered``… hand their work to it. None of them raises for a failing store: the failure is
+logged and the bot goes on (seed 004, 运行态不可用时的退化). Their return values are fixed, so each
+recording stage logs its duration at debug level on the ``promptweave.stages`` logger instead.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from time import perf_counter
+
+import attrs
+
+from framework.config import Config
+from framework.conversation.summary import CompressionResult, compress_session
+from framework.decision import Decision, DeliveryStyle
+from framework.delivery.writes import BackgroundRunner, record_bot_reply, record_message
+from framework.plugins.manager import PluginManager
+from framework.prompt.persona import PersonaPack
+from framework.routing.quoting import Delivery, resolve_delivery
+from framework.store.deliveries import DeliveryState, answered_key, delivered_key
+from framework.store.sessions import group_scope
+from framework.store.sqlite import STORE_ERRORS
+from framework.store.stores import Stores
+from framework.timing import elapsed_ms, stage_log
+from framework.turn import ChatMessage, Turn
+
+__all__ = ["Recorder"]
+
+log = logging.getLogger("promptweave")
+
+
+@attrs.define(kw_only=True)
+class Recorder:
+    """Records what a bot saw and delivered, and schedules what follows (session compression).
+
+    :param config: the configuration (routing cooldowns, session summaries).
+    :param plugins: the plugin manager (``summarize_session``, ``describe_image``).
+    :param persona: the persona pack (the bot's self label in the group log).
+    :param stores: where everything is recorded.
+    :param clock: the time of deliveries reported without one.
+    :param background: runs session compression off the caller's path.
+    """
+
+    config: Config
+    plugins: PluginManager
+    persona: PersonaPack
+    stores: Stores
+    clock: Callable[[], dt.datetime]
+    background: BackgroundRunner
+
+    def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
+        """How to deliver a decided reply: a QUOTE goes out plain when its target is no longer
+        one of the group's candidates (seed 004, 引用的原生引用), or when the routing state
+        cannot be read."""
+        try:
+            return resolve_delivery(
+                self.stores.routing, bot_id=turn.bot.id, group_id=turn.group_id, decision=decision
+            )
+        except STORE_ERRORS as exc:
+            log.warning("routing state unavailable, delivering plainly: %s", exc)
+            return Delivery(style=DeliveryStyle.PLAIN, reason="routing_state_unavailable")
+
+    def note_delivered(
+        self, turn: Turn, delivery: Delivery, *, at: dt.datetime | None = None
+    ) -> None:
+        """Record a delivered reply: it counts as recent bot presence, starts the group's reply
+        cooldown (``[routing] reply_cooldown_s``) and, for a quote, the quote cooldown.
+
+        A reply to ``turn.message`` already reported (here or through :meth:`record_bot_reply`
+        with ``answering``) is not counted again (:mod:`framework.store.deliveries`).
+        """
+        start = perf_counter()
+        quoted = delivery.reply_message_id if delivery.style is DeliveryStyle.QUOTE else None
+        at = at or self.clock()
+        state = self._record_delivery(
+            turn.bot.id, turn.group_id, answering=turn.message, message=None, at=at
+        )
+        if state is DeliveryState.NEW:
+            try:
+                self._note_routing_delivery(turn.bot.id, turn.group_id, at, quoted)
+            except STORE_ERRORS as exc:
+                log.warning("routing state not updated for a delivered reply: %s", exc)
+        stage_log.debug(
+            "note_delivered: %.3f ms (bot %s, group %s: %s)",
+            elapsed_ms(start),
+            turn.bot.id,
+            turn.group_id,
+            state.value,
+        )
+
+    def _record_delivery(
+        self,
+        bot_id: str,
+        group_id: str | None,
+        *,
+        answering: ChatMessage | None,
+        message: str | None,
+        at: dt.datetime,
+    ) -> DeliveryState:
+        """Report a delivery to the ledger; a failing ledger counts it as new (logged)."""
+        try:
+            return self.stores.deliveries.record_delivery(
+                bot_id,
+                group_scope(group_id),
+                answering=answered_key(answering) if answering is not None else None,
+                message=message,
+                now=at,
+            )
+        except STORE_ERRORS as exc:
+            log.warning("delivery ledger unavailable, counting the delivery as new: %s", exc)
+            return DeliveryState.NEW
+
+    def _note_routing_delivery(
+        self, bot_id: str, group_id: str | None, at: dt.datetime, quoted_message_id: str | None
+    ) -> None:
+        if group_id is None:
+            return
+        state = self.stores.routing
+        state.note_bot_reply(bot_id, group_id, at)
+        cooldown = self.config.routing.reply_cooldown_s
+        if cooldown > 0:
+            state.start_cooldown(bot_id, group_id, at + dt.timedelta(seconds=cooldown))
+        if quoted_message_id is not None:
+            state.note_quote_delivered(bot_id, group_id, quoted_message_id, at)
+
+    def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
+        """Store an incoming group message (the group timeline reads it); never raises for a
+        failing store. See :func:`framework.delivery.writes.record_message`."""
+        start = perf_counter()
+        stored = record_message(self.stores, bot_id, group_id, message)
+        stage_log.debug(
+            "record_message: %.3f ms (bot %s, group %s: %s)",
+            elapsed_ms(start),
+            bot_id,
+            group_id,
+            "stored" if stored else "not stored",
+        )
+        return stored
+
+    def record_bot_reply(
+        self,
+        bot_id: str,
+        group_id: str | None,
+        text: str,
+        *,
+        message_id: str | None,
+        answering: ChatMessage | None = None,
+        quoted: bool = False,
+        quote_of: str | None = None,
+        time: dt.datetime | None = None,
+    ) -> bool:
+        """Store a delivered bot message, note it in the routing state (bot presence, reply and
+        quote cooldowns, as :meth:`note_delivered`), then compress the user's session in the
+        background if it grew long (seed 004, 长会话压缩). Never raises for a failing store.
+
+        One delivered message (same bot and group, same ``message_id``, or without one the same
+        text and ``time``) is recorded once: a second call stores and counts nothing, and a call
+        answering a message :meth:`note_delivered` already reported stores the reply without
+        counting it again (:mod:`framework.store.deliveries`).
+
+        :param message_id: the platform's id of the delivered message.
+        :param answering: the user message it answers; the pair enters that user's session.
+        :param quoted: the reply quoted ``answering``.
+        :param quote_of: the id of the message the reply quoted, when it is not ``answering``
+            (a QUOTE decision quotes the message the user replied to:
+            ``delivery.reply_message_id``).
+        :param time: when it was delivered; the clock's time by default.
+        :returns: ``True`` when stored (now, or by an earlier call for the same message);
+            ``False`` when the store is disabled or failing.
+        """
+        start = perf_counter()
+        sent_at = time or self.clock()
+        quoted_id = quote_of or (answering.id if quoted and answering is not None else None)
+        state = self._record_delivery(
+            bot_id,
+            group_id,
+            answering=answering,
+            message=delivered_key(message_id, text, sent_at),
+            at=sent_at,
+        )
+        if state is DeliveryState.REPEATED:
+            stored = self.stores.sessions is not None
+        else:
+            stored = self._store_bot_reply(
+                state,
+                bot_id,
+                group_id,
+                text,
+                message_id=message_id,
+                answering=answering,
+                quoted_id=quoted_id,
+                sent_at=sent_at,
+            )
+        stage_log.debug(
+            "record_bot_reply: %.3f ms (bot %s, group %s: %s, %s)",
+            elapsed_ms(start),
+            bot_id,
+            group_id,
+            state.value,
+            "stored" if stored else "not stored",
+        )
+        return stored
+
+    def _store_bot_reply(
+        self,
+        state: DeliveryState,
+        bot_id: str,
+        group_id: str | None,
+        text: str,
+        *,
+        message_id: str | None,
+        answering: ChatMessage | None,
+        quoted_id: str | None,
+        sent_at: dt.datetime,
+    ) -> bool:
+        """Note a new delivery in the routing state, store the reply, and schedule the
+        session's compression."""
+        if state is DeliveryState.NEW:
+            # The routing state learns of the delivery too: bot presence, reply cooldown, and the
+            # quote cooldown, which counts from the quote actually delivered (seed 004).
+            try:
+                self._note_routing_delivery(bot_id, group_id, sent_at, quoted_id)
+            except STORE_ERRORS as exc:
+                log.warning("routing state not updated for a delivered reply: %s", exc)
+        recorded = record_bot_reply(
+            self.stores,
+            self.config,
+            bot_id,
+            group_id,
+            text,
+            message_id=message_id,
+            time=sent_at,
+            answering=answering,
+            quote_of=quoted_id,
+            bot_name=self.persona.labels.self_label,
+        )
+        if recorded.stored and answering is not None and self.config.session.summary_enabled:
+            user_id = answering.sender_id
+            self.background.submit(
+                ("compress", bot_id, group_id, user_id),
+                lambda: self.compress_session(bot_id, group_id, user_id, now=sent_at),
+            )
+        return recorded.stored
+
+    def compress_session(
+        self, bot_id: str, group_id: str | None, user_id: str, *, now: dt.datetime | None = None
+    ) -> CompressionResult:
+        """Compress one user's session now if it is long enough and the cooldown allows."""
+        return compress_session(
+            self.stores,
+            self.plugins,
+            self.config,
+            bot_id=bot_id,
+            group_id=group_id,
+            user_id=user_id,
+            now=now or self.clock(),
+        )

@@ -1,0 +1,255 @@
+"""Recording what happened in a chat, and the background work that follows delivery.
+
+:func:`record_message` stores an incoming message in the group log (the timeline reads it);
+:func:`record_bot_reply` stores a delivered bot message: in the group log, in the bot-reply
+context (so a reply to it can show what the bot said), and, with the message it answered, as a turn
+pair of that user's session, and says how many rows were new. Store failures are logged and
+reported (``False``, ``stored=False``): recording never raises into the bot (seed 004,
+运行态不可用时的退化).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+
+import attrs
+
+from framework.config import Config
+from framework.conversation.images import IMAGE_WITHOUT_URL
+from framework.prompt.sanitize import strip_lone_surrogates
+from framework.store.sessions import SessionTurn, group_scope
+from framework.store.sqlite import STORE_ERRORS
+from framework.store.stores import Stores
+from framework.turn import ChatMessage
+
+__all__ = ["BackgroundRunner", "RecordedReply", "record_bot_reply", "record_message"]
+
+log = logging.getLogger("promptweave.store")
+
+#: ``until`` for reading a session's newest summary whatever its time.
+_END_OF_TIME = dt.datetime.max.replace(tzinfo=dt.UTC)
+
+
+def record_message(stores: Stores, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
+    """Store an incoming group message in the group log.
+
+    A private message is not logged (private chats have no timeline); it enters the session when
+    the bot answers it.
+
+    :returns: ``True`` when stored; ``False`` for a private chat, a duplicate id, or a store that
+        is disabled or failing (logged).
+    """
+    if group_id is None or stores.group_log is None:
+        return False
+    if not group_id.strip():
+        log.warning("not recording a message with a blank group id")
+        return False
+    try:
+        return stores.group_log.append_group_message(bot_id, group_id, message)
+    except STORE_ERRORS as exc:
+        log.warning("recording a message of group %s failed: %s", group_id, exc)
+        return False
+
+
+def _user_turn(
+    bot_id: str,
+    group_id: str | None,
+    message: ChatMessage,
+    *,
+    keep_image_urls: bool,
+    max_chars: int,
+) -> SessionTurn:
+    """The session row of a user message, its text cut at ``max_chars`` like the bot's. Its
+    images keep their URLs for compression to describe them later; without ``keep_image_urls``
+    each is a plain ``[图片]`` mark and no URL is stored (seed 004, 图片进历史的延迟识别: the switch
+    off degrades to the bare placeholder)."""
+    images = message.images if keep_image_urls else (IMAGE_WITHOUT_URL,) * len(message.images)
+    return SessionTurn(
+        bot_id=bot_id,
+        group_id=group_scope(group_id),
+        user_id=message.sender_id,
+        role="user",
+        content=message.text[:max_chars],
+        message_id=message.id,
+        reply_to=message.reply_to,
+        images=images,
+        time=message.time,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class RecordedReply:
+    """What recording one delivered bot message did.
+
+    :param stored: every write succeeded; ``False`` when a store is disabled or failing.
+    :param added: rows that were new: the bot's message in the group log and the session turns.
+        0 when everything was stored already (the same ids recorded before).
+    """
+
+    stored: bool
+    added: int = 0
+
+
+def record_bot_reply(
+    stores: Stores,
+    config: Config,
+    bot_id: str,
+    group_id: str | None,
+    text: str,
+    *,
+    message_id: str | None,
+    time: dt.datetime,
+    answering: ChatMessage | None = None,
+    quote_of: str | None = None,
+    bot_name: str = "",
+) -> RecordedReply:
+    """Store a delivered bot message.
+
+    :param message_id: the platform's id of the delivered message.
+    :param answering: the user message it answers; with it, the pair enters that user's session
+        (its images as URLs, or as plain ``[图片]`` marks when ``[session] describe_images`` is
+        off).
+    :param quote_of: the id of the message the reply was delivered quoting (the timeline then
+        shows it).
+    :returns: whether everything was stored, and how many rows were new.
+    """
+    text = strip_lone_surrogates(text)
+    if stores.sessions is None:
+        return RecordedReply(stored=False)
+    if group_id is not None and not group_id.strip():
+        log.warning("not recording a bot reply with a blank group id")
+        return RecordedReply(stored=False)
+    session = config.session
+    sent = ChatMessage(
+        id=message_id,
+        sender_id=bot_id,
+        sender_name=bot_name,
+        text=text,
+        time=time,
+        reply_to=quote_of,
+    )
+    added = 0
+    try:
+        if group_id is not None and stores.group_log is not None:
+            added += stores.group_log.append_group_message(bot_id, group_id, sent)
+        if group_id is not None and message_id and stores.bot_replies is not None:
+            stores.bot_replies.remember(group_id, bot_id, message_id, text, now=time)
+        if answering is not None:
+            reply = SessionTurn(
+                bot_id=bot_id,
+                group_id=group_scope(group_id),
+                user_id=answering.sender_id,
+                role="assistant",
+                content=text[: session.max_content_chars],
+                message_id=message_id,
+                reply_to=answering.id,
+                time=time,
+            )
+            user = _user_turn(
+                bot_id,
+                group_id,
+                answering,
+                keep_image_urls=session.describe_images,
+                max_chars=session.max_content_chars,
+            )
+            pair = [user, reply]
+            # Turns older than the session's newest summary were compressed into it: recording
+            # them again (a log imported twice) must not bring them back.
+            summary = stores.sessions.latest_summary(
+                bot_id, reply.group_id, reply.user_id, until=_END_OF_TIME
+            )
+            if summary is not None:
+                pair = [row for row in pair if row.time > summary.time]
+            if pair:
+                added += stores.sessions.append_turns(pair, storage_window=session.storage_window)
+    except STORE_ERRORS as exc:
+        log.warning("recording a reply of bot %s failed: %s", bot_id, exc)
+        return RecordedReply(stored=False, added=added)
+    return RecordedReply(stored=True, added=added)
+
+
+@attrs.define
+class BackgroundRunner:
+    """Runs work after delivery on one worker thread, one job per key at a time.
+
+    A job submitted while another with the same key is queued or running is not lost: the newest
+    such job runs once the current one is done. Failures are logged and counted, never raised into
+    the caller.
+    """
+
+    _executor: concurrent.futures.ThreadPoolExecutor | None = attrs.field(default=None, init=False)
+    _pending: set[concurrent.futures.Future[object]] = attrs.field(factory=set, init=False)
+    _in_flight: set[Hashable] = attrs.field(factory=set, init=False)
+    _follow_up: dict[Hashable, Callable[[], object]] = attrs.field(factory=dict, init=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    failures: int = attrs.field(default=0, init=False)
+
+    def submit(self, key: Hashable, job: Callable[[], object]) -> bool:
+        """Queue ``job``; if a job with the same ``key`` is queued or running, run ``job`` after it
+        instead (replacing any job already waiting for that key).
+
+        :returns: ``True`` when queued now, ``False`` when deferred.
+        """
+        with self._lock:
+            if key in self._in_flight:
+                self._follow_up[key] = job
+                return False
+            self._in_flight.add(key)
+            self._start(key, job)
+        return True
+
+    def _start(self, key: Hashable, job: Callable[[], object]) -> None:
+        """Hand ``job`` to the worker; the caller holds the lock."""
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="promptweave-background"
+            )
+        future = self._executor.submit(self._run, key, job)
+        self._pending.add(future)
+        future.add_done_callback(self._forget)
+
+    def _run(self, key: Hashable, job: Callable[[], object]) -> object:
+        try:
+            return job()
+        except Exception:
+            log.exception("background job %r failed", key)
+            with self._lock:
+                self.failures += 1
+            return None
+        finally:
+            with self._lock:
+                follow_up = self._follow_up.pop(key, None)
+                if follow_up is None:
+                    self._in_flight.discard(key)
+                else:
+                    self._start(key, follow_up)
+
+    def _forget(self, future: concurrent.futures.Future[object]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for every queued job. :returns: ``True`` when all finished within ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                pending = [future for future in self._pending if not future.done()]
+            if not pending:
+                return True
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            _done, not_done = concurrent.futures.wait(pending, timeout=remaining)
+            if not_done:
+                return False
+
+    def shutdown(self) -> None:
+        """Finish the queued jobs and stop the worker thread."""
+        self.wait()
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)

@@ -1,0 +1,343 @@
+"""Every hook a promptweave plugin can implement.
+
+Hooks are grouped by phase. Contribution hooks receive a ``register`` callback, so the core knows
+which plugin contributed what and can refuse a duplicate with an error naming both plugins.
+Each hook is mirrored in ``docs/plugin_hooks.md`` under a heading that is its exact signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from framework.config import Config
+    from framework.conversation.images import FetchedImage, ImageLimits
+    from framework.conversation.sequence import PromptMessage
+    from framework.decision import RouteContext
+    from framework.plugins.records import (
+        DecisionRule,
+        PhrasePool,
+        Retriever,
+        Section,
+        SectionOverride,
+    )
+    from framework.prompt.render_context import RenderContext
+    from framework.providers.records import ProviderRequest, SubmitResult
+    from framework.store.sessions import SessionTurn
+    from framework.turn import ChatMessage
+
+__all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
+
+PROJECT_NAME = "promptweave"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# -------------------------------------------------------------------------
+# Start-up: contributions, collected once when the plugin manager is built
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def register_sections(register: Callable[[Section], None]) -> None:
+    """Contribute system-prompt sections.
+
+    Runs once at start-up, for every plugin, built-ins first. Call ``register`` once per section.
+    The built-in plugins register the fifteen documented sections in their canonical order.
+
+    :param register: ``register(section)``; raises
+        :class:`framework.errors.DuplicateRegistrationError` when the id is taken and
+        ``section.replace`` is false, naming both plugins.
+    :returns: nothing; the return value is ignored.
+    """
+
+
+@hookspec
+def register_retrievers(register: Callable[[Retriever], None]) -> None:
+    """Contribute retrievers, each feeding items to one section.
+
+    Runs once at start-up. Every turn, each retriever's ``retrieve`` receives a
+    :class:`framework.RetrievalQuery` and returns an iterable of items for the section it feeds, or
+    a :class:`framework.RetrievalResult`. The retrievers of a turn run concurrently (sync ones in
+    worker threads), each within its timeout; one that raises or times out is left out and traced.
+    Retrievers registered with ``persistent=True`` are not called on a short social turn. The
+    built-in plugin ``retrievers`` registers one retriever per section 4–10.
+
+    :param register: ``register(retriever)``; a duplicate name raises, naming both plugins.
+    :returns: nothing; the return value is ignored.
+    """
+
+
+@hookspec
+def register_decision_rules(register: Callable[[DecisionRule], None]) -> None:
+    """Contribute routing rules for the ``gate``, ``necessity`` or ``decide`` stage.
+
+    Runs once at start-up. Within a stage, rules run by ascending ``order``; the first match wins.
+    The built-in plugin ``routing_rules`` registers the gates, the reply-necessity terms and the
+    decide rules of ``docs/routing.md``.
+
+    :param register: ``register(rule)``; a duplicate name raises, naming both plugins.
+    :returns: nothing; the return value is ignored.
+    """
+
+
+@hookspec
+def register_low_engagement_pools(register: Callable[[PhrasePool], None]) -> None:
+    """Contribute phrase pools for the low-engagement exit.
+
+    Runs once at start-up. The built-in plugin ``phrase_pools`` registers ``group_phrases`` (the
+    group's own short replies from its stored expression pairs), ``gentle``, ``emotion_tangent``
+    (for messages with emotion words) and ``emoji_fallback``.
+
+    :param register: ``register(pool)``; a duplicate name raises, naming both plugins.
+    :returns: nothing; the return value is ignored.
+    """
+
+
+@hookspec
+def register_persona_packs(register: Callable[[str, Path], None]) -> None:
+    """Make persona packs available by name (``persona_pack = "NAME"`` in ``promptweave.toml``).
+
+    Runs once at start-up. The built-in plugin registers ``default``.
+
+    :param register: ``register(name, path)``; ``path`` is the pack's TOML file. A duplicate name
+        raises, naming both plugins.
+    :returns: nothing; the return value is ignored.
+    """
+
+
+# -------------------------------------------------------------------------
+# Per turn: assembly
+# -------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def override_section(
+    section_id: str,
+    text: str,
+    bot_id: str,
+    group_id: str,
+    context: RenderContext,
+) -> SectionOverride | None:
+    """Override one section's text for one bot in one group.
+
+    Runs for every section of every group-chat turn, after the section rendered and before it is
+    sanitized. Never runs for a private chat, nor for a turn when every implementing plugin also
+    defines ``has_overrides(context)`` and it returns ``False`` (``docs/plugin_hooks.md``). The
+    built-in implementation reads the overrides file of ``promptweave.toml`` and is ``trylast``,
+    so any other plugin's answer wins.
+
+    Stops at first non-None result.
+
+    :param section_id: the section's id, for example ``"persona"``.
+    :param text: the section's rendered text (``""`` when it rendered nothing).
+    :param bot_id: the bot's account id.
+    :param group_id: the group's id.
+    :param context: the turn's render context. When sections are only listed
+        (``promptweave sections``), a preview context whose message is empty.
+    :returns: a :class:`framework.SectionOverride`, or ``None`` to leave the section as it is.
+    """
+
+
+@hookspec(firstresult=True)
+def measure_text(text: str) -> int | None:
+    """Measure text for the request budget (``[budget] chars``).
+
+    Runs for the system prompt and for every message of every turn, when the budget is applied:
+    in ``render``, and again in ``build_turn_context`` for what is sent (sidecars, memory, notes
+    and parts included), also on candidate cuts while it trims. The default measure is the number
+    of characters; a plugin can count tokens instead (then set the budget in tokens).
+
+    Stops at first non-None result.
+
+    :param text: the system prompt, one message's content or sidecar, or one of its parts.
+    :returns: the length of ``text`` in the budget's unit, or ``None`` to leave it to the next
+        plugin (and finally to ``len``).
+    """
+
+
+# -------------------------------------------------------------------------
+# Per turn: turn context, provider request, submission
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def collect_turn_notes(context: RenderContext) -> Sequence[str] | str | None:
+    """Contribute must-deliver notes for this turn (a first-time introduction, a voice-channel
+    switch, an automatic-reset notice).
+
+    Runs once per turn, in :func:`framework.build_turn_context`, after the notes queued on
+    ``runtime.conversations.notes`` were taken. Notes ride the current user message (its sidecar,
+    or a trailing text part on a multimodal turn), never the system prompt, so the prompt cache
+    keeps hitting. They are consumed by this one turn: nothing is replayed later unless the hook
+    returns it again. A raising implementation is left out and traced; the others still deliver.
+
+    :param context: the turn's render context.
+    :returns: one note, several, or ``None`` for none.
+    """
+
+
+@hookspec(firstresult=True)
+def compress_turn_messages(
+    messages: Sequence[PromptMessage], pass_number: int, protect_first: int, protect_last: int
+) -> Sequence[PromptMessage] | None:
+    """Compress a turn's messages for the preflight, one pass.
+
+    Runs when the request's estimate reaches ``turn_context.threshold_tokens``, once per pass (at
+    most ``turn_context.max_passes``; passes stop at the first one without progress). A row whose
+    content is rewritten must lose its sidecar (:func:`framework.rewrite_content`). The built-in
+    implementation (``trylast``) strips earlier images, then drops the oldest unprotected rows,
+    then cuts the longest earlier row.
+
+    Stops at first non-None result.
+
+    :param messages: the messages, oldest first, the current user message among them.
+    :param pass_number: 1 for the first pass.
+    :param protect_first: how many leading rows to keep.
+    :param protect_last: how many trailing rows to keep.
+    :returns: the compressed messages, or ``None`` to let the next implementation decide.
+    """
+
+
+@hookspec(firstresult=True)
+def fetch_image(url: str, limits: ImageLimits) -> FetchedImage | None:
+    """Fetch an image a provider needs inline (``provider.inline_images``).
+
+    Runs while a provider request is built, once per distinct image URL; only valid HTTP(S) URLs
+    (:func:`framework.is_vision_url`) are ever fetched. Raising
+    :class:`framework.ImageFetchError` (or any exception) degrades that image to ``[图片]``; the
+    failure is traced in the request. The built-in implementation (``trylast``) reads ``http(s)``
+    (and, called directly, ``data:``) URLs within the limits.
+
+    Stops at first non-None result.
+
+    :param url: the image URL.
+    :param limits: the largest size, the accepted types and the timeout.
+    :returns: the image, or ``None`` to let the next implementation decide.
+    """
+
+
+@hookspec(firstresult=True)
+def submit_request(request: ProviderRequest, config: Config) -> SubmitResult | None:
+    """Send a provider request and return the reply.
+
+    Runs in :func:`framework.submit_request` after the request was built. The built-in
+    implementation (``trylast``) sends nothing and returns an offline result, so assembling and
+    inspecting turns never needs a network; the ``openai_compat`` contrib plugin sends to an
+    OpenAI-compatible server.
+
+    Stops at first non-None result.
+
+    :param request: the request: its API, path and exact body.
+    :param config: the deployment's settings (``[provider]``).
+    :returns: the result, or ``None`` to let the next implementation decide.
+    """
+
+
+# -------------------------------------------------------------------------
+# Per turn: routing
+# -------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def decide_with_model(context: RouteContext) -> str | None:
+    """Ask a model what to do with the current message.
+
+    Runs once per turn in the ``decide`` stage, only when ``[routing] model_decision = true`` and
+    the turn passed the gates and the reply-necessity score, and only when no required tool intent
+    already decided it. The answer must be one JSON object in the shape of
+    :data:`framework.MODEL_ANSWER_FORMAT`; it is validated strictly. An invalid answer
+    falls back to the decide rules (reason ``invalid_model_response``), and so does a hook that
+    raises (reason ``model_request_failed``). No built-in implements it.
+
+    Stops at first non-None result.
+
+    :param context: the turn's route context: the turn, its signals, the quote candidates, the
+        reply-necessity score.
+    :returns: the model's raw answer, or ``None`` when this plugin has no model to ask (the decide
+        rules then decide).
+    """
+
+
+# -------------------------------------------------------------------------
+# Incoming: platform adapters
+# -------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | None:
+    """Turn a platform's incoming message into a :class:`framework.ChatMessage`.
+
+    Runs when a bot calls :meth:`framework.Promptweave.parse_incoming`. The ``onebot`` contrib
+    plugin handles ``platform="onebot"`` (OneBot v11 events, CQ-code strings, segment arrays).
+
+    Stops at first non-None result.
+
+    :param platform: the platform's name, for example ``"onebot"``.
+    :param payload: what the platform delivered (an event mapping, a string, a segment list).
+    :param bot_id: the receiving bot's account id (a mention of it addresses the bot).
+    :returns: the message, or ``None`` when this plugin does not handle ``platform``.
+    """
+
+
+# -------------------------------------------------------------------------
+# After delivery: session compression
+# -------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def summarize_session(
+    bot_id: str,
+    group_id: str | None,
+    user_id: str,
+    turns: Sequence[SessionTurn],
+    previous_summary: str | None,
+    max_chars: int,
+) -> str | None:
+    """Summarize the older turns of a long session into one short Chinese text.
+
+    Runs in the background after a delivered reply, when the user's session holds
+    ``[session] summary_threshold`` user turns and the cooldown has passed; the turns summarized are
+    then replaced by one ``【此前对话摘要】`` row. The built-in ``session_summary`` plugin is
+    ``trylast`` and works offline: an extractive summary with no LLM call.
+
+    Stops at first non-None result.
+
+    :param bot_id: the bot's account id.
+    :param group_id: the group's id; ``None`` for a private chat.
+    :param user_id: the user whose session it is.
+    :param turns: the turns being replaced, oldest first; image placeholders are already described
+        (see ``describe_image``) in their ``content``.
+    :param previous_summary: the text of the summary these turns follow, if any.
+    :param max_chars: the longest summary kept (longer text is cut).
+    :returns: the summary text, or ``None`` to leave it to the next plugin; a blank result or one
+        containing ``【此前对话摘要】`` is rejected and the session is left as it is.
+    """
+
+
+@hookspec(firstresult=True)
+def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
+    """Describe an image of the session history, only when a summary needs it.
+
+    Images in history are stored as placeholders with their URL; this runs for each such URL
+    that is a valid HTTP(S) URL (:func:`framework.is_vision_url`; any other entry stays ``[图片]``)
+    while a session is being summarized, once per distinct URL of that compression. Never called
+    while ``[session] describe_images`` is off (the session then keeps no image URL, and a URL
+    stored before is not read). The built-in ``session_summary`` plugin is ``trylast`` and returns
+    the placeholder ``[图片]`` unchanged (nothing is downloaded).
+
+    Stops at first non-None result.
+
+    :param url: the image's URL.
+    :param bot_id: the bot's account id.
+    :param group_id: the group's id; ``None`` for a private chat.
+    :returns: a short description (shown as ``[图片：…]``), ``"[图片]"`` to keep the placeholder,
+        or ``None`` to leave it to the next plugin.
+    """

@@ -1,0 +1,241 @@
+"""Build the plugin manager: a factory with a documented load order (``docs/plugin_loading.md``).
+
+Load order:
+
+1. the block list, from ``PROMPTWEAVE_DISABLE_PLUGINS`` and the ``disabled`` argument;
+2. the built-in plugins, :data:`DEFAULT_PLUGINS`, registered like any other plugin;
+3. the requested ``contrib`` plugins, by name;
+4. plugins from the ``promptweave`` entry-point group, unless
+   ``PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD`` is set; ``PROMPTWEAVE_LOAD_PLUGINS`` is an allowlist of
+   distributions (``''`` loads none);
+5. programmatic extras;
+6. ``check_pending()``, so an implementation of a hook that does not exist fails at start-up.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from types import ModuleType
+
+import attrs
+import importlib_metadata
+import pluggy
+
+from framework.errors import PluginImportError, PluginValidationError
+from framework.plugins import hookspecs
+
+__all__ = [
+    "CONTRIB_PACKAGE",
+    "DEFAULT_PLUGINS",
+    "ENTRY_POINT_GROUP",
+    "PluginInfo",
+    "PluginManager",
+    "available_contrib_plugins",
+    "build_plugin_manager",
+]
+
+ENTRY_POINT_GROUP = "promptweave"
+CONTRIB_PACKAGE = "contrib"
+#: Modules of ``contrib`` that are not plugins: the example packages, and the Redis store, which
+#: ``[store] backend = "redis"`` selects.
+CONTRIB_NOT_PLUGINS = frozenset({"examples", "redis_store"})
+
+#: The built-in plugins, by dotted module name; each registers under its last name component.
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    "builtin_plugins.persona_packs",
+    "builtin_plugins.static_sections",
+    "builtin_plugins.profile_sections",
+    "builtin_plugins.retrieval_sections",
+    "builtin_plugins.retrievers",
+    "builtin_plugins.turn_sections",
+    "builtin_plugins.overrides_file",
+    "builtin_plugins.request_defaults",
+    "builtin_plugins.routing_rules",
+    "builtin_plugins.phrase_pools",
+    "builtin_plugins.session_summary",
+)
+
+ENV_LOAD = "PROMPTWEAVE_LOAD_PLUGINS"
+ENV_DISABLE = "PROMPTWEAVE_DISABLE_PLUGINS"
+ENV_NO_AUTOLOAD = "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD"
+ENV_TRACE = "PROMPTWEAVE_TRACE_PLUGINS"
+
+
+@attrs.frozen(kw_only=True)
+class PluginInfo:
+    """What ``promptweave plugins`` shows of one plugin.
+
+    :param kind: ``builtin``, ``contrib``, ``external`` (entry point) or ``extra`` (programmatic).
+    """
+
+    name: str
+    kind: str
+    distribution: str | None
+    version: str | None
+
+
+@attrs.define
+class PluginManager:
+    """The pluggy manager plus what is known of each plugin's origin."""
+
+    pm: pluggy.PluginManager
+    infos: dict[str, PluginInfo] = attrs.field(factory=dict)
+
+    def hooks_of(self, name: str) -> list[str]:
+        plugin = self.pm.get_plugin(name)
+        if plugin is None:
+            return []
+        return sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or [])
+
+
+def _names(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+def _normalize(distribution: str) -> str:
+    """A distribution name as packaging compares it: case-insensitive, ``-_.`` alike."""
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _own_version() -> str | None:
+    try:
+        return importlib_metadata.version("promptweave")
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+def _import(dotted: str, plugin_name: str, distribution: str, version: str | None) -> ModuleType:
+    try:
+        return importlib.import_module(dotted)
+    except Exception as exc:
+        raise PluginImportError(
+            f'Error importing plugin "{plugin_name}" ({dotted}) from distribution '
+            f"{distribution} {version or '(version unknown)'}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def available_contrib_plugins() -> list[str]:
+    """Names of the plugins in ``contrib`` that can be enabled."""
+    package = importlib.import_module(CONTRIB_PACKAGE)
+    return sorted(
+        info.name
+        for info in pkgutil.iter_modules(package.__path__)
+        if not info.name.startswith("_") and info.name not in CONTRIB_NOT_PLUGINS
+    )
+
+
+def build_plugin_manager(
+    *,
+    contrib: Iterable[str] = (),
+    extra_plugins: Iterable[object] = (),
+    disabled: Iterable[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> PluginManager:
+    """Create a plugin manager with every plugin loaded in the documented order.
+
+    :param contrib: names of ``contrib`` plugins to load (see :func:`available_contrib_plugins`).
+    :param extra_plugins: plugin objects (modules, classes, instances) registered last.
+    :param disabled: plugin names to block, in addition to ``PROMPTWEAVE_DISABLE_PLUGINS``.
+    :param environ: the environment to read; ``os.environ`` by default.
+    :raises PluginImportError: a plugin could not be imported.
+    :raises pluggy.PluginValidationError: a plugin implements a hook that does not exist.
+    """
+    env = os.environ if environ is None else environ
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    manager = PluginManager(pm=pm)
+    if _truthy(env.get(ENV_TRACE)):
+        pm.trace.root.setwriter(sys.stderr.write)
+        pm.enable_tracing()
+
+    for name in [*_names(env.get(ENV_DISABLE)), *disabled]:
+        pm.set_blocked(name)
+
+    own_version = _own_version()
+    for dotted in DEFAULT_PLUGINS:
+        name = dotted.rsplit(".", 1)[-1]
+        if pm.is_blocked(name):
+            continue
+        module = _import(dotted, name, "promptweave", own_version)
+        pm.register(module, name=name)
+        manager.infos[name] = PluginInfo(
+            name=name, kind="builtin", distribution="promptweave", version=own_version
+        )
+
+    known_contrib = available_contrib_plugins()
+    for name in contrib:
+        if name not in known_contrib:
+            raise PluginImportError(
+                f"unknown contrib plugin {name!r}; available: {', '.join(known_contrib) or 'none'}"
+            )
+        if pm.is_blocked(name):
+            continue
+        module = _import(f"{CONTRIB_PACKAGE}.{name}", name, "promptweave", own_version)
+        pm.register(module, name=name)
+        manager.infos[name] = PluginInfo(
+            name=name, kind="contrib", distribution="promptweave", version=own_version
+        )
+
+    if not _truthy(env.get(ENV_NO_AUTOLOAD)):
+        _load_entry_points(manager, env.get(ENV_LOAD))
+
+    for plugin in extra_plugins:
+        extra_name = pm.register(plugin)
+        if extra_name is not None:
+            manager.infos[extra_name] = PluginInfo(
+                name=extra_name, kind="extra", distribution=None, version=None
+            )
+
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        name = pm.get_name(exc.plugin) or repr(exc.plugin)
+        info = manager.infos.get(name)
+        origin = (
+            f"from distribution {info.distribution} {info.version or '(version unknown)'}"
+            if info is not None and info.distribution
+            else "(registered programmatically)"
+        )
+        raise PluginValidationError(exc.plugin, f'plugin "{name}" {origin}: {exc}') from exc
+    return manager
+
+
+def _load_entry_points(manager: PluginManager, allowlist: str | None) -> None:
+    pm = manager.pm
+    allowed = None if allowlist is None else {_normalize(name) for name in _names(allowlist)}
+    for entry_point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = entry_point.dist
+        dist_name = dist.name if dist is not None else "(unknown distribution)"
+        version = dist.version if dist is not None else None
+        if allowed is not None and _normalize(dist_name) not in allowed:
+            continue
+        if pm.is_blocked(entry_point.name):
+            continue
+        if entry_point.name in manager.infos:
+            holder = manager.infos[entry_point.name]
+            raise PluginImportError(
+                f'plugin "{entry_point.name}" from distribution {dist_name} '
+                f"{version or '(version unknown)'} has the name of the already loaded "
+                f"{holder.kind} plugin from {holder.distribution}; rename its entry point"
+            )
+        try:
+            plugin = entry_point.load()
+        except Exception as exc:
+            raise PluginImportError(
+                f'Error importing plugin "{entry_point.name}" ({entry_point.value}) from '
+                f"distribution {dist_name} {version or '(version unknown)'}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        pm.register(plugin, name=entry_point.name)
+        manager.infos[entry_point.name] = PluginInfo(
+            name=entry_point.name, kind="external", distribution=dist_name, version=version
+        )

@@ -1,0 +1,210 @@
+"""The records plugins give to the core through the ``register_*`` hooks (DESIGN.md §2).
+
+Every record is ``@attrs.frozen(kw_only=True)``: adding a field later never breaks a plugin.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from framework.prompt.render_context import RenderContext
+
+__all__ = [
+    "DEFAULT_RULE_ORDER",
+    "DecisionRule",
+    "OverrideMode",
+    "PhrasePool",
+    "Retriever",
+    "RuleStage",
+    "Section",
+    "SectionOverride",
+    "Volatility",
+]
+
+_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class Volatility(enum.StrEnum):
+    """How often a section's text changes, least to most volatile.
+
+    Sections are ordered so that less volatile ones come first: a provider's prompt cache can then
+    reuse the longest possible byte-identical prefix (seed 004, "段序按变化频率从低到高排布").
+
+    - ``static``: depends only on the persona pack, the configuration, the bot and the group; the
+      runtime renders it once per (bot, group) and reuses the text on later turns.
+    - ``profile``: what was learned of a group; changes slowly.
+    - ``retrieval``: what was retrieved for the current message.
+    - ``turn``: changes on every turn (timeline, time, policy, tool results).
+    """
+
+    STATIC = "static"
+    PROFILE = "profile"
+    RETRIEVAL = "retrieval"
+    TURN = "turn"
+
+    @property
+    def rank(self) -> int:
+        return list(Volatility).index(self)
+
+
+class RuleStage(enum.StrEnum):
+    """The routing stage a :class:`DecisionRule` belongs to (seed 004, 入口路由)."""
+
+    GATE = "gate"
+    NECESSITY = "necessity"
+    DECIDE = "decide"
+
+
+class OverrideMode(enum.StrEnum):
+    """What a :class:`SectionOverride` does to a section's text."""
+
+    REPLACE = "replace"
+    APPEND = "append"
+    DISABLE = "disable"
+
+
+def _check_id(kind: str) -> Callable[[Any, attrs.Attribute[Any], str], None]:
+    def check(_instance: Any, _attribute: attrs.Attribute[Any], value: str) -> None:
+        if not _ID.match(value):
+            raise ValueError(
+                f"{kind} id {value!r} must be lowercase letters, digits and underscores, "
+                "starting with a letter"
+            )
+
+    return check
+
+
+def _check_anchor(_instance: Any, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None and not _ID.match(value):
+        raise ValueError(f"{attribute.name}={value!r} is not a valid section id")
+
+
+@attrs.frozen(kw_only=True)
+class Section:
+    """One system-prompt section.
+
+    :param id: unique section id, for example ``"memory"``; overrides and placement refer to it.
+    :param title: the header the section writes, for listings (``"【相关旧话题】"``).
+    :param render: ``render(context) -> str | None``; ``None`` or ``""`` leaves the section out.
+    :param after: place the section right after this section id.
+    :param before: place the section right before this section id.
+    :param volatility: how often the text changes; see :class:`Volatility`.
+    :param replace: ``True`` to replace an already registered section with the same id.
+    """
+
+    id: str = attrs.field(validator=_check_id("section"))
+    title: str
+    render: Callable[[RenderContext], str | None]
+    after: str | None = attrs.field(default=None, validator=_check_anchor)
+    before: str | None = attrs.field(default=None, validator=_check_anchor)
+    volatility: Volatility = attrs.field(default=Volatility.TURN, converter=Volatility)
+    replace: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.after is not None and self.before is not None:
+            raise ValueError(f"section {self.id!r}: give either after= or before=, not both")
+        if self.id in (self.after, self.before):
+            raise ValueError(f"section {self.id!r} cannot be placed relative to itself")
+
+
+@attrs.frozen(kw_only=True)
+class Retriever:
+    """A source of data for one section.
+
+    :param name: unique retriever name.
+    :param feeds: the id of the section whose items it contributes.
+    :param retrieve: ``retrieve(query)``, sync or async, returning an iterable of items.
+    :param timeout_s: the longest the runtime waits for it; a late retriever is left out and traced.
+    :param persistent: ``True`` when it reads persistent memory (skipped on short social turns).
+    :param blocking: whether a synchronous ``retrieve`` may block (disk, network): such a call runs
+        in a worker thread, so its timeout can be enforced. A non-blocking one (pure computation
+        over memory) runs on the event loop, which saves a thread hop and GIL contention; its
+        timeout is checked when it returns. A callable decides per query (``blocking(query)``).
+        Async retrievers ignore it.
+    """
+
+    name: str = attrs.field(validator=_check_id("retriever"))
+    feeds: str = attrs.field(validator=_check_id("section"))
+    retrieve: Callable[..., Any]
+    timeout_s: float = attrs.field(default=2.0, validator=attrs.validators.gt(0))
+    persistent: bool = True
+    blocking: bool | Callable[..., bool] = True
+
+
+#: The order of a rule that gives none (a replacement takes the replaced rule's order instead).
+DEFAULT_RULE_ORDER = 100
+
+
+@attrs.frozen(kw_only=True)
+class DecisionRule:
+    """A routing rule (``docs/routing.md``).
+
+    :param name: unique rule name, shown in the decision trace.
+    :param stage: ``gate``, ``necessity`` or ``decide``.
+    :param evaluate: ``evaluate(route_context)``; a ``gate`` rule returns a
+        :class:`framework.GateSkip` or ``None``, a ``necessity`` rule a :class:`framework.ScoreTerm`
+        or ``None``, a ``decide`` rule a :class:`framework.Decision` or ``None``.
+    :param order: rules of one stage run in ascending order; the first match wins. ``None`` means
+        100, or, with ``replace=True``, the order of the rule replaced. The built-in rules use
+        1000 and above, so a plugin's rule runs before them unless it asks otherwise.
+    :param replace: ``True`` to replace the already registered rule of the same name.
+    """
+
+    name: str = attrs.field(validator=_check_id("rule"))
+    stage: RuleStage = attrs.field(converter=RuleStage)
+    evaluate: Callable[..., Any]
+    order: int | None = None
+    replace: bool = False
+
+    @property
+    def effective_order(self) -> int:
+        return DEFAULT_RULE_ORDER if self.order is None else self.order
+
+
+def _phrase_tuple(value: Any) -> tuple[str, ...]:
+    return tuple(str(phrase) for phrase in value)
+
+
+@attrs.frozen(kw_only=True)
+class PhrasePool:
+    """Short canned phrases for the low-engagement exit (seed 004, 低投入出口).
+
+    :param name: unique pool name.
+    :param phrases: the phrases it always offers.
+    :param applies: ``applies(query) -> bool`` with a :class:`framework.PoolQuery`; ``None`` means
+        the pool always applies.
+    :param phrases_for: ``phrases_for(query)`` returns more phrases for this query, for pools
+        whose phrases depend on the group (its own short phrases) or the moment.
+    """
+
+    name: str = attrs.field(validator=_check_id("pool"))
+    phrases: tuple[str, ...] = attrs.field(default=(), converter=_phrase_tuple)
+    applies: Callable[..., bool] | None = None
+    phrases_for: Callable[..., Iterable[str]] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SectionOverride:
+    """What an ``override_section`` implementation does to one section.
+
+    :param mode: ``replace`` (use ``content`` instead), ``append`` (add ``content`` after a blank
+        line) or ``disable`` (leave the section out).
+    :param content: the text for ``replace`` and ``append``; ignored for ``disable``.
+    """
+
+    mode: OverrideMode = attrs.field(converter=OverrideMode)
+    content: str = ""
+
+    def apply(self, text: str) -> str:
+        """Return the section text after this override."""
+        if self.mode is OverrideMode.DISABLE:
+            return ""
+        if self.mode is OverrideMode.REPLACE:
+            return self.content
+        return "\n\n".join(part.strip() for part in (text, self.content) if part.strip())

@@ -1,0 +1,137 @@
+"""The records of a provider request: its format, what the provider accepts, the request itself
+and what submitting it gave (``docs/turn_context.md``)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from framework.config import ProviderConfig
+from framework.conversation.images import ImageLimits
+from framework.providers.prefix import PrefixReport, canonical_json
+
+__all__ = [
+    "DEFAULT_MODELS",
+    "ProviderApi",
+    "ProviderRequest",
+    "ProviderSpec",
+    "SubmitResult",
+]
+
+
+class ProviderApi(enum.StrEnum):
+    """The request formats promptweave writes."""
+
+    OPENAI_CHAT = "openai_chat"
+    OPENAI_RESPONSES = "openai_responses"
+    ANTHROPIC = "anthropic"
+
+    @property
+    def path(self) -> str:
+        """The endpoint path, relative to the API's base URL."""
+        return {
+            ProviderApi.OPENAI_CHAT: "/chat/completions",
+            ProviderApi.OPENAI_RESPONSES: "/responses",
+            ProviderApi.ANTHROPIC: "/v1/messages",
+        }[self]
+
+
+#: The model used when ``provider.model`` is empty.
+DEFAULT_MODELS = {
+    ProviderApi.OPENAI_CHAT: "gpt-4o-mini",
+    ProviderApi.OPENAI_RESPONSES: "gpt-4o-mini",
+    ProviderApi.ANTHROPIC: "claude-sonnet-4-5",
+}
+
+
+@attrs.frozen(kw_only=True)
+class ProviderSpec:
+    """What a provider accepts.
+
+    :param api: the request format.
+    :param model: the model name.
+    :param supports_images: the model declares image input; else (the default) images become
+        ``[图片]`` and nothing is downloaded.
+    :param inline_images: with ``supports_images``, send images as base64, fetched through
+        ``fetch_image`` before the request (the default, as seed 004 downloads them: a platform's
+        image URLs are often out of the provider's reach); ``False`` sends the URLs.
+    :param max_tokens: the reply's token limit.
+    :param image_limits: size, type and timeout limits of fetched images.
+    """
+
+    api: ProviderApi = attrs.field(converter=ProviderApi)
+    model: str = ""
+    supports_images: bool = False
+    inline_images: bool = True
+    max_tokens: int = 1024
+    image_limits: ImageLimits = attrs.field(factory=ImageLimits)
+
+    @classmethod
+    def from_config(cls, config: ProviderConfig, api: str | None = None) -> ProviderSpec:
+        """The spec of ``[provider]``; ``api`` overrides the configured format."""
+        chosen = ProviderApi(api or config.api)
+        return cls(
+            api=chosen,
+            model=config.model or DEFAULT_MODELS[chosen],
+            supports_images=config.supports_images,
+            inline_images=config.inline_images,
+            max_tokens=config.max_tokens,
+            image_limits=ImageLimits.from_config(config),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ProviderRequest:
+    """One request, ready to send.
+
+    :param api: its format.
+    :param path: the endpoint path (``/chat/completions``…).
+    :param body: the exact JSON body.
+    :param segments: the body's text as labelled pieces (for the prefix report).
+    :param prefix: the comparison with the conversation's previous request, when there was one.
+    :param trace: images sent, inlined and degraded (with reasons), cache breakpoints, prefix.
+    :param stage_durations_ms: milliseconds spent in ``request`` (the whole build) and, when
+        images were fetched to be sent inline, within it ``request.images``. Timing is not part of
+        the value: two requests that differ only here are equal.
+    """
+
+    api: ProviderApi
+    path: str
+    body: Mapping[str, Any]
+    conversation_key: str
+    turn_id: str
+    segments: tuple[tuple[str, str], ...] = attrs.field(repr=False, eq=False)
+    prefix: PrefixReport | None = None
+    trace: Mapping[str, Any] = attrs.field(factory=dict)
+    stage_durations_ms: Mapping[str, float] = attrs.field(factory=dict, eq=False)
+
+    def body_text(self) -> str:
+        """The body as sent: compact JSON, UTF-8 characters kept, key order kept."""
+        return canonical_json(self.body)
+
+    def body_bytes(self) -> bytes:
+        return self.body_text().encode()
+
+
+@attrs.frozen(kw_only=True)
+class SubmitResult:
+    """What submitting a request gave.
+
+    :param sent: ``False`` when nothing was sent (the offline default).
+    :param text: the reply's text, when there is one.
+    :param status: ``offline``, ``ok`` or ``error``.
+    :param detail: why, for ``offline`` and ``error``.
+    :param raw: the provider's parsed response.
+    :param duration_ms: how long :func:`submit_request` took, in milliseconds (set there; not
+        part of equality).
+    """
+
+    sent: bool
+    status: str
+    text: str | None = None
+    detail: str = ""
+    raw: Mapping[str, Any] | None = None
+    duration_ms: float = attrs.field(default=0.0, eq=False)

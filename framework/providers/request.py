@@ -1,0 +1,159 @@
+"""Provider requests from one turn context, and their submission (``docs/turn_context.md``).
+
+:func:`build_provider_request` turns a :class:`framework.TurnContext` into the exact body of an
+OpenAI Chat Completions, OpenAI Responses or Anthropic Messages request; :func:`submit_request`
+hands it to the ``submit_request`` hook (offline by default).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from framework.conversation.images import FetchedImage, ImageLimits
+from framework.providers.bodies import (
+    anthropic_messages_body,
+    openai_chat_body,
+    openai_responses_body,
+)
+from framework.providers.prefix import (
+    canonical_json,
+    compare_request_prefix,
+    labelled_segments,
+)
+from framework.providers.records import (
+    ProviderApi,
+    ProviderRequest,
+    ProviderSpec,
+    SubmitResult,
+)
+from framework.providers.wire import images_to_send, wire_messages, wire_system
+from framework.timing import elapsed_ms, stage_log
+
+if TYPE_CHECKING:
+    from framework.runtime import Promptweave
+    from framework.turn_context.context import TurnContext
+
+__all__ = ["build_provider_request", "submit_request"]
+
+log = logging.getLogger("promptweave")
+
+
+_BUILDERS = {
+    ProviderApi.OPENAI_CHAT: openai_chat_body,
+    ProviderApi.OPENAI_RESPONSES: openai_responses_body,
+    ProviderApi.ANTHROPIC: anthropic_messages_body,
+}
+
+
+def _fetch_all(
+    runtime: Promptweave, urls: tuple[str, ...], limits: ImageLimits
+) -> tuple[dict[str, FetchedImage | None], list[dict[str, str]]]:
+    fetched: dict[str, FetchedImage | None] = {}
+    failures: list[dict[str, str]] = []
+    for url in urls:
+        try:
+            image = runtime.plugins.pm.hook.fetch_image(url=url, limits=limits)
+        except Exception as exc:
+            log.warning("image %s not fetched: %s", url, exc)
+            image, reason = None, f"{type(exc).__name__}: {exc}"
+        else:
+            reason = "no fetch_image implementation returned an image"
+        fetched[url] = image
+        if image is None:
+            failures.append({"url": url, "reason": reason})
+    return fetched, failures
+
+
+def build_provider_request(
+    runtime: Promptweave,
+    context: TurnContext,
+    spec: ProviderSpec | None = None,
+    *,
+    record_prefix: bool = True,
+) -> ProviderRequest:
+    """Build the request of ``context`` for ``spec`` (default: ``[provider]`` of the config).
+
+    Images the provider needs inline are fetched through the ``fetch_image`` hook; a failed fetch
+    becomes ``[图片]`` and is traced. The body is compared with the conversation's previous
+    request of the same API (:class:`framework.PrefixReport` in ``prefix`` and the trace).
+
+    :param record_prefix: remember this body as the conversation's latest request.
+    """
+    start = time.perf_counter()
+    durations: dict[str, float] = {}
+    spec = spec or ProviderSpec.from_config(runtime.config.provider)
+    urls = images_to_send(context, spec.supports_images)
+    fetched: dict[str, FetchedImage | None] = {}
+    failures: list[dict[str, str]] = []
+    if spec.inline_images and urls:
+        fetch_start = time.perf_counter()
+        fetched, failures = _fetch_all(runtime, urls, spec.image_limits)
+        durations["request.images"] = elapsed_ms(fetch_start)
+    timeline_sent: list[int] = []
+    messages = wire_messages(
+        context,
+        supports_images=spec.supports_images,
+        inline=spec.inline_images,
+        fetched=fetched,
+        on_timeline=timeline_sent.append,
+    )
+    body, labels = _BUILDERS[spec.api](
+        wire_system(context), messages, model=spec.model, max_tokens=spec.max_tokens
+    )
+    segments = tuple(labelled_segments(body, labels))
+    body_bytes = canonical_json(body).encode()
+    previous = (
+        runtime.conversations.remember_request(context.conversation_key, spec.api.value, body_bytes)
+        if record_prefix
+        else runtime.conversations.last_requests.get((context.conversation_key, spec.api.value))
+    )
+    prefix = compare_request_prefix(previous, segments) if previous is not None else None
+    trace: dict[str, Any] = {
+        "api": spec.api.value,
+        "model": spec.model,
+        "supports_images": spec.supports_images,
+        "images": {
+            "sent": len(urls) - len(failures),
+            "timeline": sum(timeline_sent),
+            "inline": spec.inline_images,
+            "failed": failures,
+        },
+        "request_bytes": len(body_bytes),
+        "prefix": prefix.to_json() if prefix is not None else None,
+    }
+    return ProviderRequest(
+        api=spec.api,
+        path=spec.api.path,
+        body=body,
+        conversation_key=context.conversation_key,
+        turn_id=context.turn_id,
+        segments=segments,
+        prefix=prefix,
+        trace=trace,
+        stage_durations_ms={"request": elapsed_ms(start), **durations},
+    )
+
+
+def submit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResult:
+    """Send ``request`` through the ``submit_request`` hook.
+
+    A raising implementation gives an ``error`` result rather than an exception, so one failed
+    call never takes the bot down.
+    """
+    start = time.perf_counter()
+    try:
+        result = runtime.plugins.pm.hook.submit_request(request=request, config=runtime.config)
+    except Exception as exc:
+        log.exception("submit_request raised")
+        result = SubmitResult(sent=False, status="error", detail=f"{type(exc).__name__}: {exc}")
+    if result is None:
+        result = SubmitResult(
+            sent=False, status="offline", detail="no submit_request implementation"
+        )
+    submitted: SubmitResult = attrs.evolve(result, duration_ms=elapsed_ms(start))
+    stage_log.debug("submit_request: %.3f ms (%s)", submitted.duration_ms, submitted.status)
+    return submitted
