@@ -22,13 +22,14 @@ from typing import Any
 
 import attrs
 
-from framework import IMAGE_WITHOUT_URL, ChatMessage, hookimpl, is_vision_url
+from framework import IMAGE_WITHOUT_URL, ChatMessage, IncomingEvent, hookimpl, is_vision_url
 
 __all__ = [
     "OneBotEvent",
     "escape_cq",
     "parse_cq_string",
     "parse_event",
+    "parse_incoming_event",
     "parse_message",
     "unescape_cq",
 ]
@@ -212,3 +213,25 @@ def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | No
     if not isinstance(payload, Mapping):
         raise ValueError("the onebot plugin parses OneBot v11 event objects")
     return parse_event(payload, bot_id).message
+
+
+@hookimpl(specname="parse_event")
+def parse_incoming_event(platform: str, payload: Any, bot_id: str) -> IncomingEvent | None:
+    """The live loop's event: the message, its group, the sender's role, and whether it is the
+    bot's own message reported back (``message_sent``, or sent from the bot's own account)."""
+    if platform != "onebot":
+        return None
+    if not isinstance(payload, Mapping):
+        raise ValueError("the onebot plugin parses OneBot v11 event objects")
+    parsed = parse_event(payload, bot_id)
+    sender = payload.get("sender")
+    role = sender.get("role") if isinstance(sender, Mapping) else None
+    own = payload.get("post_type") == "message_sent" or parsed.message.sender_id == parsed.bot_id
+    return IncomingEvent(
+        platform="onebot",
+        bot_id=parsed.bot_id,
+        group_id=parsed.group_id,
+        message=parsed.message,
+        sender_role=str(role or "member"),
+        self_sent=own,
+    )

@@ -7,7 +7,7 @@ Plugin authors import everything they need from here::
 
 from __future__ import annotations
 
-from framework.config import Config
+from framework.config import BotConfig, Config, LoopConfig
 from framework.conversation.ambient import AMBIENT_HEADER, AmbientEntry
 from framework.conversation.budget import BudgetReport, apply_budget
 from framework.conversation.images import (
@@ -77,6 +77,7 @@ from framework.items import (
     TopicSummary,
     TurnPolicy,
 )
+from framework.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
 from framework.plugins.hookspecs import hookimpl
 from framework.plugins.records import (
     DecisionRule,
@@ -86,6 +87,8 @@ from framework.plugins.records import (
     RuleStage,
     Section,
     SectionOverride,
+    Tool,
+    ToolCallContext,
     Volatility,
 )
 from framework.prompt.overrides import OverridesFile, load_overrides_file
@@ -183,6 +186,7 @@ __all__ = [
     "BehaviorRecord",
     "BehaviorStrategy",
     "Bot",
+    "BotConfig",
     "BudgetReport",
     "ChatMessage",
     "CompressionResult",
@@ -206,10 +210,12 @@ __all__ = [
     "ImageLimits",
     "InMemorySystemPromptStore",
     "InMemoryTurnTranscript",
+    "IncomingEvent",
     "InjectionDetector",
     "KnowledgeDocument",
     "KnowledgeItem",
     "LearningType",
+    "LoopConfig",
     "LowEngagement",
     "MemoryItem",
     "MemoryKind",
@@ -218,6 +224,7 @@ __all__ = [
     "MessageSignals",
     "NecessityScore",
     "NoteQueue",
+    "OutcomeStatus",
     "OverrideMode",
     "OverridesFile",
     "PersonFact",
@@ -271,6 +278,8 @@ __all__ = [
     "SubmitResult",
     "SummaryRecord",
     "SystemPromptStore",
+    "Tool",
+    "ToolCallContext",
     "ToolContext",
     "TopicSummary",
     "TopicSummarySource",
@@ -279,6 +288,7 @@ __all__ = [
     "TurnBudgetReport",
     "TurnContext",
     "TurnFileError",
+    "TurnOutcome",
     "TurnPolicy",
     "TurnRetrieved",
     "TurnTranscript",

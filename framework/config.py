@@ -357,6 +357,44 @@ class ProviderConfig:
 
 
 @attrs.frozen(kw_only=True)
+class LoopConfig:
+    """``[loop]``: the bounds of the live loop (``docs/bot.md``).
+
+    :param max_in_flight: turns running at once, over all conversations.
+    :param queue_per_conversation: events waiting behind a conversation's running turn; one more
+        is dropped (recorded, traced, not answered).
+    :param turn_deadline_s: the longest a turn may take from routing to the model's answer; past
+        it the turn ends in silence and the trace names the stage it was in.
+    :param send_timeout_s: the longest one send may take.
+    :param tool_rounds: model calls that may request tools in one turn.
+    :param tool_timeout_s: the longest one tool call may take.
+    """
+
+    max_in_flight: int = attrs.field(default=32, validator=_positive)
+    queue_per_conversation: int = attrs.field(default=16, validator=_positive)
+    turn_deadline_s: float = attrs.field(default=90.0, validator=attrs.validators.gt(0))
+    send_timeout_s: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    tool_rounds: int = attrs.field(default=3, validator=_non_negative)
+    tool_timeout_s: float = attrs.field(default=10.0, validator=attrs.validators.gt(0))
+
+
+@attrs.frozen(kw_only=True)
+class BotConfig:
+    """``[bots."ID"]``: one bot account's identity (``docs/configuration.md``).
+
+    :param name: its nickname; empty falls back to the persona pack's name.
+    :param aliases: other names members use for it; empty falls back to the persona pack's.
+    :param timezone: IANA time zone of section ``current_time``.
+    :param peer_bot_ids: accounts of other bots of the same deployment.
+    """
+
+    name: str = ""
+    aliases: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    timezone: str = "Asia/Shanghai"
+    peer_bot_ids: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+
+
+@attrs.frozen(kw_only=True)
 class Config:
     """All settings; every field has the seed's default.
 
@@ -379,6 +417,8 @@ class Config:
     routing: RoutingConfig = RoutingConfig()
     session: SessionConfig = SessionConfig()
     ambient: AmbientConfig = AmbientConfig()
+    loop: LoopConfig = LoopConfig()
+    bots: dict[str, BotConfig] = attrs.field(factory=dict)
     base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
     source: str = attrs.field(default=CONFIG_FILE_NAME, eq=False)
 
@@ -427,3 +467,5 @@ class _FileConfig:
     routing: RoutingConfig = RoutingConfig()
     session: SessionConfig = SessionConfig()
     ambient: AmbientConfig = AmbientConfig()
+    loop: LoopConfig = LoopConfig()
+    bots: dict[str, BotConfig] = attrs.field(factory=dict)

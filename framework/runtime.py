@@ -12,7 +12,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +207,28 @@ class Promptweave:
     def _learned_replies(self, bot_id: str, group_id: str) -> list[str]:
         pairs = self.stores.retrieval.expression_pairs(bot_id, group_id, limit=LEARNED_REPLIES_READ)
         return [pair.reply for pair in pairs]
+
+    def bot_for(self, bot_id: str, fallback_names: Sequence[str] = ()) -> Bot:
+        """The bot account ``bot_id`` as the turn sees it: its ``[bots."ID"]`` table; where that
+        leaves the name empty, ``fallback_names`` (a bot framework's own nicknames: the first is
+        the name, the rest aliases), else the persona pack's name and aliases
+        (``docs/configuration.md``)."""
+        identity = self.config.bots.get(bot_id)
+        name = identity.name if identity else ""
+        aliases: Sequence[str] = identity.aliases if identity else ()
+        if not name and fallback_names:
+            name, aliases = fallback_names[0], (*aliases, *fallback_names[1:])
+        name = name or self.persona.persona.name
+        aliases = tuple(aliases) or self.persona.identity.generic_aliases
+        if identity is None:
+            return Bot(id=bot_id, name=name, aliases=aliases)
+        return Bot(
+            id=bot_id,
+            name=name,
+            aliases=aliases,
+            timezone=identity.timezone,
+            peer_bot_ids=identity.peer_bot_ids,
+        )
 
     # -- assembly --------------------------------------------------------------------------
 
@@ -579,6 +601,7 @@ class Promptweave:
         quoted: bool = False,
         quote_of: str | None = None,
         time: dt.datetime | None = None,
+        session_text: str | None = None,
     ) -> bool:
         """Store a delivered bot message once, note it in the routing state and compress the
         session in the background: :meth:`framework.delivery.recorder.Recorder.record_bot_reply`."""
@@ -591,6 +614,7 @@ class Promptweave:
             quoted=quoted,
             quote_of=quote_of,
             time=time,
+            session_text=session_text,
         )
 
     def compress_session(

@@ -153,6 +153,7 @@ class Recorder:
         quoted: bool = False,
         quote_of: str | None = None,
         time: dt.datetime | None = None,
+        session_text: str | None = None,
     ) -> bool:
         """Store a delivered bot message, note it in the routing state (bot presence, reply and
         quote cooldowns, as :meth:`note_delivered`), then compress the user's session in the
@@ -170,6 +171,8 @@ class Recorder:
             (a QUOTE decision quotes the message the user replied to:
             ``delivery.reply_message_id``).
         :param time: when it was delivered; the clock's time by default.
+        :param session_text: what the user's session keeps as the answer when it was delivered
+            as several messages (all of them, one a line); ``text`` by default.
         :returns: ``True`` when stored (now, or by an earlier call for the same message);
             ``False`` when the store is disabled or failing.
         """
@@ -195,6 +198,7 @@ class Recorder:
                 answering=answering,
                 quoted_id=quoted_id,
                 sent_at=sent_at,
+                session_text=session_text,
             )
         stage_log.debug(
             "record_bot_reply: %.3f ms (bot %s, group %s: %s, %s)",
@@ -217,6 +221,7 @@ class Recorder:
         answering: ChatMessage | None,
         quoted_id: str | None,
         sent_at: dt.datetime,
+        session_text: str | None = None,
     ) -> bool:
         """Note a new delivery in the routing state, store the reply, and schedule the
         session's compression."""
@@ -238,6 +243,7 @@ class Recorder:
             answering=answering,
             quote_of=quoted_id,
             bot_name=self.persona.labels.self_label,
+            session_text=session_text,
         )
         if recorded.stored and answering is not None and self.config.session.summary_enabled:
             user_id = answering.sender_id

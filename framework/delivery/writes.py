@@ -107,6 +107,7 @@ def record_bot_reply(
     answering: ChatMessage | None = None,
     quote_of: str | None = None,
     bot_name: str = "",
+    session_text: str | None = None,
 ) -> RecordedReply:
     """Store a delivered bot message.
 
@@ -116,9 +117,12 @@ def record_bot_reply(
         off).
     :param quote_of: the id of the message the reply was delivered quoting (the timeline then
         shows it).
+    :param session_text: what the user's session keeps as the bot's answer, when it is more than
+        this one message (an answer delivered as several bubbles, one a line).
     :returns: whether everything was stored, and how many rows were new.
     """
     text = strip_lone_surrogates(text)
+    session_text = None if session_text is None else strip_lone_surrogates(session_text)
     if stores.sessions is None:
         return RecordedReply(stored=False)
     if group_id is not None and not group_id.strip():
@@ -145,7 +149,7 @@ def record_bot_reply(
                 group_id=group_scope(group_id),
                 user_id=answering.sender_id,
                 role="assistant",
-                content=text[: session.max_content_chars],
+                content=(session_text or text)[: session.max_content_chars],
                 message_id=message_id,
                 reply_to=answering.id,
                 time=time,

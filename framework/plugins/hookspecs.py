@@ -20,12 +20,14 @@ if TYPE_CHECKING:
     from framework.conversation.images import FetchedImage, ImageLimits
     from framework.conversation.sequence import PromptMessage
     from framework.decision import RouteContext
+    from framework.loop.records import IncomingEvent
     from framework.plugins.records import (
         DecisionRule,
         PhrasePool,
         Retriever,
         Section,
         SectionOverride,
+        Tool,
     )
     from framework.prompt.render_context import RenderContext
     from framework.providers.records import ProviderRequest, SubmitResult
@@ -284,6 +286,45 @@ def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | No
     :param payload: what the platform delivered (an event mapping, a string, a segment list).
     :param bot_id: the receiving bot's account id (a mention of it addresses the bot).
     :returns: the message, or ``None`` when this plugin does not handle ``platform``.
+    """
+
+
+@hookspec(firstresult=True)
+def parse_event(platform: str, payload: Any, bot_id: str) -> IncomingEvent | None:
+    """Turn a platform's incoming event into a :class:`framework.IncomingEvent` for the live loop:
+    the message, its group, the speaker's role, whether it is the bot's own message.
+
+    Runs when the live loop is handed a raw payload (:meth:`framework.BotLoop.handle_payload`,
+    ``promptweave replay``). The ``onebot`` contrib plugin handles ``platform="onebot"`` (OneBot
+    v11 ``message`` and ``message_sent`` events).
+
+    Stops at first non-None result.
+
+    :param platform: the platform's name, for example ``"onebot"``.
+    :param payload: the event as the platform delivered it (a mapping for OneBot).
+    :param bot_id: the receiving bot's account id.
+    :returns: the event, or ``None`` when this plugin does not handle ``platform``.
+    :raises ValueError: the payload is for this plugin's platform but malformed; the loop answers
+        it with a ``rejected`` outcome naming the problem.
+    """
+
+
+@hookspec
+def register_tools(register: Callable[[Tool], None]) -> None:
+    """Contribute tools the model may call on a ``tool`` turn.
+
+    Runs once at start-up, for every plugin. Call ``register`` once per tool. On a turn the
+    routing decides ``tool``, the live loop offers the model the tools whose ``permitted``
+    predicate accepts the speaker, runs the calls it makes (at most ``[loop] tool_rounds``
+    rounds, each call within ``[loop] tool_timeout_s``), answers a refused or failed call as
+    such, and feeds the results back; the results also reach the conversation's next turn in
+    section ``tool_context``. No built-in registers a tool; the contrib plugin ``group_tools``
+    registers ``roll_dice`` and ``upcoming_events``.
+
+    :param register: ``register(tool)``; raises
+        :class:`framework.errors.DuplicateRegistrationError` when the name is taken, naming both
+        plugins.
+    :returns: nothing; the return value is ignored.
     """
 
 
