@@ -182,7 +182,8 @@ def parse_event(event: Mapping[str, Any], bot_id: str | None = None) -> OneBotEv
     if missing:
         raise ValueError(f"OneBot message event lacks {', '.join(missing)}")
     receiver = bot_id if bot_id is not None else str(event.get("self_id", ""))
-    sender: Mapping[str, Any] = event.get("sender") or {}
+    given = event.get("sender")
+    sender: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     group = event.get("group_id") if event.get("message_type") == "group" else None
     message = parse_message(
         event["message"],

@@ -228,10 +228,8 @@ class BotLoop:
             group_id=event.group_id,
             trigger=_trigger(bot.id, bot.name, bot.aliases, message),
             route_hints=RouteHints(tool_intent=intent, tools_permitted=bool(permitted)),
-            tool_context=ToolContext(
-                background_events=background, action_tools_enabled=bool(permitted)
-            )
-            if background or permitted
+            tool_context=ToolContext(background_events=background, action_tools_enabled=bool(intent))
+            if background or intent
             else None,
         )
 
