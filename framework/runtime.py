@@ -392,7 +392,7 @@ class Promptweave:
         withheld: list[str] = []
         if not allow_persistent_memory:
             # A short social turn shows no persistent memory, relationship, person facts or old
-            # topics (DESIGN.md §5), not even items the turn brought along.
+            # topics (docs/design.md#short-social-turns), not even items the turn brought along.
             persistent = self._persistent_sections()
             withheld = [
                 section for section, items in given.items() if section in persistent and items
@@ -639,7 +639,8 @@ def _merge(
 
 def _with_stored_history(turn: Turn, reader: SessionReader) -> Turn:
     """The turn with the user's stored history when it carries none, for routing: whether the
-    bot just answered this user, and its recent replies, read the history (seed 004)."""
+    bot just answered this user, and its recent replies, read the history
+    (``docs/design.md#reply-necessity``)."""
     if turn.history:
         return turn
     rows = reader.history()

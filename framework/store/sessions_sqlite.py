@@ -37,7 +37,7 @@ __all__ = [
     "SQLiteSummaryStore",
 ]
 
-#: The most phrases the ledger applies per (bot, group), newest first (seed 004 ledger caps).
+#: The most phrases the ledger applies per (bot, group), newest first.
 FEEDBACK_MAX_PHRASES = 32
 
 
