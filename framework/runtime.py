@@ -265,7 +265,7 @@ class Promptweave:
         """Run every registered retriever for ``turn`` concurrently (``docs/retrieval.md``).
 
         :param allow_persistent_memory: ``None`` decides with
-            :func:`framework.routing.allows_persistent_memory` of the decision.
+            :func:`framework.allows_persistent_memory` of the decision.
         """
         query = RetrievalQuery.for_turn(
             turn,
@@ -340,7 +340,7 @@ class Promptweave:
             (routing updates the routing state, so a turn must be routed once); ``None`` routes
             it here.
         :param allow_persistent_memory: ``None`` decides with
-            :func:`framework.routing.allows_persistent_memory` of the decision.
+            :func:`framework.allows_persistent_memory` of the decision.
         :param retrieve: ``False`` runs no retriever: the sections get only the items the turn
             carries (``Turn.retrieved``), for a caller that retrieved them itself or a replay.
         """

@@ -129,7 +129,7 @@ def compress_session(
 
     The result carries how long the attempt took (``duration_ms``), also logged at debug level on
     the ``promptweave.stages`` logger, since the background runner discards the result. Store
-    errors propagate as :class:`framework.store.StoreUnavailableError`; the runtime's background
+    errors propagate as :class:`framework.StoreUnavailableError`; the runtime's background
     runner logs them.
     """
     start = time.perf_counter()

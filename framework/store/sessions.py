@@ -7,7 +7,7 @@ caller, so expiry and cooldowns follow the runtime's injectable clock
 (``docs/design.md#where-promptweave-differs-from-the-reference``).
 
 Scopes are strings: a private chat is stored under the group id ``""`` (see :func:`group_scope`).
-Every method may raise :class:`framework.store.StoreUnavailableError`; the runtime turns that into
+Every method may raise :class:`framework.StoreUnavailableError`; the runtime turns that into
 the degradation of ``docs/design.md#degradation`` and never lets it reach the bot.
 """
 
