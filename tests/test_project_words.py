@@ -4,10 +4,14 @@ Code, tests, docs and examples cite the project's own reference page, ``docs/des
 anchor of one of its headings (``docs/design.md#degradation``). A citation of the design notes the
 project was built from (a numbered source file, its directory, a design or style memo) means
 nothing to a user, so none may appear; and every ``docs/design.md#<anchor>`` must land on a heading.
+The pages and docstrings name ``framework``'s modules and names (``framework.routing.router``,
+``framework/plugins/hookspecs.py``) only as they exist, so a module that moves takes its mentions
+along.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +48,12 @@ CITATIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # Case-sensitive: docs/design.md is the project's own page.
     *((f"the {name.lower()} memo", re.compile(rf"\b{name}\.md\b")) for name in MEMOS),
 )
+
+#: A dotted name in ``framework`` (``framework.routing.router.Router``) and a path in its tree.
+FRAMEWORK_NAME = re.compile(r"(?<![\w./])framework(?:\.[A-Za-z_]\w*)+")
+FRAMEWORK_PATH = re.compile(r"(?<![\w./])framework/[\w/]*\w(?:\.py)?")
+#: Where the project names its own modules for a reader: the pages and the docstrings.
+NAMING_TREES = ("framework", "builtin_plugins", "contrib", "docs")
 
 #: A citation of the project's reference page with an anchor.
 DESIGN_CITATION = re.compile(r"\bdocs/design\.md#([A-Za-z0-9_-]+)")
@@ -141,3 +151,43 @@ def test_every_design_page_citation_lands_on_a_heading() -> None:
         f"{where}:{number}: #{anchor}" for where, number, anchor in cited if anchor not in known
     ]
     assert broken == [], "docs/design.md has no heading with these anchors:\n" + "\n".join(broken)
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` is a module of ``framework`` or an attribute reached from one."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:split]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[split:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+def test_every_framework_name_the_docs_and_docstrings_give_exists() -> None:
+    lines = [
+        (where, number, line)
+        for where, number, line in LINES
+        if where == FRONT_PAGE.name or where.split("/")[0] in NAMING_TREES
+    ]
+    names = [
+        (where, number, name)
+        for where, number, line in lines
+        for name in FRAMEWORK_NAME.findall(line)
+    ]
+    paths = [
+        (where, number, path)
+        for where, number, line in lines
+        for path in FRAMEWORK_PATH.findall(line)
+    ]
+    assert len(names) > 50 and paths
+    missing = [f"{where}:{number}: {name}" for where, number, name in names if not _resolves(name)]
+    missing += [
+        f"{where}:{number}: {path}" for where, number, path in paths if not (ROOT / path).exists()
+    ]
+    assert missing == [], "these names of framework no longer exist:\n" + "\n".join(missing)
