@@ -139,7 +139,7 @@ def parse_message(
             url = _image_url(data)
             if url is None:
                 # A local path or a platform file id is no URL a provider may be given, but the
-                # message did carry an image: keep its [图片] mark (seed 004).
+                # message did carry an image: keep its [图片] mark (docs/design.md#images).
                 images.append(IMAGE_WITHOUT_URL)
             elif url not in images:
                 images.append(url)

@@ -53,7 +53,8 @@ def _key_prefix(_instance: object, _attribute: object, value: str) -> None:
 
 @attrs.frozen(kw_only=True)
 class BudgetConfig:
-    """The character budget of one request: system prompt plus messages (seed 004, 字符预算).
+    """The character budget of one request: system prompt plus messages
+    (``docs/design.md#character-budget``).
 
     :param chars: the budget; 0 disables trimming.
     """
@@ -63,7 +64,7 @@ class BudgetConfig:
 
 @attrs.frozen(kw_only=True)
 class TimelineConfig:
-    """Section ``group_timeline`` (seed 004, 群聊相邻语境)."""
+    """Section ``group_timeline`` (``docs/design.md#group-timeline``)."""
 
     addressed_limit: int = attrs.field(default=8, validator=_positive)
     ambient_limit: int = attrs.field(default=4, validator=_positive)
@@ -93,7 +94,7 @@ class StoreConfig:
     :param prefix: the start of every Redis key, so deployments can share one server; no braces
         (keys carry their own ``{bot:group}`` Cluster hash tag).
     :param enabled: ``false`` runs without conversational state: every turn sends only the
-        current message (seed 004, 运行态不可用时的退化).
+        current message (``docs/design.md#degradation``).
     """
 
     backend: str = attrs.field(default="sqlite", validator=one_of("sqlite", "memory", "redis"))
@@ -105,7 +106,8 @@ class StoreConfig:
 
 @attrs.frozen(kw_only=True)
 class SessionConfig:
-    """Session storage, summary compression and the bot-reply context (seed 004, 长会话压缩).
+    """Session storage, summary compression and the bot-reply context
+    (``docs/design.md#long-session-compression`` and ``docs/design.md#bot-reply-context``).
 
     :param storage_window: session rows kept per user; older ones are deleted on append.
     :param max_content_chars: cap of one stored turn and of one user message sent.
@@ -117,9 +119,9 @@ class SessionConfig:
     :param summary_cooldown_s: seconds between two compressions of one (bot, group, user).
     :param summary_max_chars: the longest summary text.
     :param describe_images: keep the URLs of the images of a user's session turns, so that
-        compression can describe them once through the ``describe_image`` hook (seed 004,
-        图片进历史的延迟识别). ``False`` records them as plain ``[图片]`` marks without URL, and
-        compression describes no image, also of rows recorded while it was ``True``. The current
+        compression can describe them once through the ``describe_image`` hook
+        (``docs/design.md#images``). ``False`` records them as plain ``[图片]`` marks without URL,
+        and compression describes no image, also of rows recorded while it was ``True``. The current
         message's images and the group log (timeline, quoted images) are not affected.
     :param bot_reply_ttl_s: how long a delivered bot message can be looked up when quoted.
     :param bot_reply_max_entries: how many delivered bot messages are remembered.
@@ -153,7 +155,8 @@ class SessionConfig:
 
 @attrs.frozen(kw_only=True)
 class AmbientConfig:
-    """The ambient excerpt ``【群环境摘录】`` of the message sequence (seed 004, messages 序列).
+    """The ambient excerpt ``【群环境摘录】`` of the message sequence
+    (``docs/design.md#the-message-sequence``).
 
     :param enabled: ``false`` never sends the excerpt.
     :param window: the group's latest session turns read for it.
@@ -191,9 +194,9 @@ class RetrievalConfig:
     :param event_fill: when a group chat has no persistent memory hit, fill in recent group lines
         that read as events.
     :param knowledge_question_words: extra words that make a message a knowledge question.
-    :param mid_term_limit: old topics per turn (seed 004: at most 3).
-    :param expression_pairs: direct pairs per turn (seed 004: at most 2).
-    :param strategies: behavior strategies of each kind per turn (seed 004: at most 3).
+    :param mid_term_limit: old topics per turn (at most 3, ``docs/design.md#the-fifteen-sections``).
+    :param expression_pairs: direct pairs per turn (at most 2).
+    :param strategies: behavior strategies of each kind per turn (at most 3).
     """
 
     timeouts: dict[str, float] = attrs.field(factory=dict, converter=_timeouts)
@@ -238,7 +241,7 @@ def _probability_table(
 @attrs.frozen(kw_only=True)
 class RoutingConfig:
     """Turn routing: gates, reply necessity, decision rules, quoting, the low-engagement exit
-    (seed 004, 入口路由; ``docs/routing.md``).
+    (``docs/design.md#the-routing-flow``; ``docs/routing.md``).
 
     :param model_decision: ask the ``decide_with_model`` hook instead of the decide rules; an
         invalid answer or a failure falls back to the rules.
@@ -328,10 +331,10 @@ class ProviderConfig:
     :param base_url: the endpoint of an OpenAI-compatible server (else ``$OPENAI_BASE_URL``).
     :param api_key: the key (prefer ``$PROMPTWEAVE_API_KEY`` or ``$OPENAI_API_KEY``).
     :param supports_images: the model declares image input. Off by default: images are sent (and
-        downloaded) only for a provider that declares them (seed 004); else they become
-        ``[图片]`` and nothing is downloaded.
-    :param inline_images: with ``supports_images``, download each image before the request and
-        send it inline (base64), as seed 004 does for a provider that declares images; ``False``
+        downloaded) only for a provider that declares them (``docs/design.md#images``); else they
+        become ``[图片]`` and nothing is downloaded.
+    :param inline_images: with ``supports_images``, download each image before the request and send
+        it inline (base64), as the reference bot does for a provider that declares images; ``False``
         passes the URLs, for a provider that can reach the platform's image hosts itself.
     :param image_max_bytes: the largest image downloaded.
     :param image_types: the media types accepted.
@@ -396,7 +399,8 @@ class BotConfig:
 
 @attrs.frozen(kw_only=True)
 class Config:
-    """All settings; every field has the seed's default.
+    """All settings, each with its documented default (``docs/configuration.md``; ``docs/design.md``
+    says where the defaults come from).
 
     :param persona_pack: a pack name registered through ``register_persona_packs``, or a path.
     :param overrides_file: TOML file of per-bot, per-group section overrides (relative paths are

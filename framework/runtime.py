@@ -287,7 +287,7 @@ class Promptweave:
         """Run every registered retriever for ``turn`` concurrently (``docs/retrieval.md``).
 
         :param allow_persistent_memory: ``None`` decides with
-            :func:`framework.routing.allows_persistent_memory` of the decision.
+            :func:`framework.allows_persistent_memory` of the decision.
         """
         query = RetrievalQuery.for_turn(
             turn,
@@ -362,7 +362,7 @@ class Promptweave:
             (routing updates the routing state, so a turn must be routed once); ``None`` routes
             it here.
         :param allow_persistent_memory: ``None`` decides with
-            :func:`framework.routing.allows_persistent_memory` of the decision.
+            :func:`framework.allows_persistent_memory` of the decision.
         :param retrieve: ``False`` runs no retriever: the sections get only the items the turn
             carries (``Turn.retrieved``), for a caller that retrieved them itself or a replay.
         """
@@ -414,7 +414,7 @@ class Promptweave:
         withheld: list[str] = []
         if not allow_persistent_memory:
             # A short social turn shows no persistent memory, relationship, person facts or old
-            # topics (DESIGN.md §5), not even items the turn brought along.
+            # topics (docs/design.md#short-social-turns), not even items the turn brought along.
             persistent = self._persistent_sections()
             withheld = [
                 section for section, items in given.items() if section in persistent and items
@@ -663,7 +663,8 @@ def _merge(
 
 def _with_stored_history(turn: Turn, reader: SessionReader) -> Turn:
     """The turn with the user's stored history when it carries none, for routing: whether the
-    bot just answered this user, and its recent replies, read the history (seed 004)."""
+    bot just answered this user, and its recent replies, read the history
+    (``docs/design.md#reply-necessity``)."""
     if turn.history:
         return turn
     rows = reader.history()

@@ -1,10 +1,10 @@
 """Recording what happened in a chat, and the background work that follows delivery.
 
 :func:`record_message` stores an incoming message in the group log (the timeline reads it);
-:func:`record_bot_reply` stores a delivered bot message: in the group log, in the bot-reply
-context (so a reply to it can show what the bot said), and, with the message it answered, as a turn
-pair of that user's session, and says how many rows were new. Store failures are logged and
-reported (``False``, ``stored=False``): recording never raises into the bot (seed 004,
+:func:`record_bot_reply` stores a delivered bot message: in the group log, in the bot-reply context
+(so a reply to it can show what the bot said), and, with the message it answered, as a turn pair of
+that user's session, and says how many rows were new. Store failures are logged and reported
+(``False``, ``stored=False``): recording never raises into the bot (``docs/design.md#degradation``,
 运行态不可用时的退化).
 """
 
@@ -66,7 +66,7 @@ def _user_turn(
 ) -> SessionTurn:
     """The session row of a user message, its text cut at ``max_chars`` like the bot's. Its
     images keep their URLs for compression to describe them later; without ``keep_image_urls``
-    each is a plain ``[图片]`` mark and no URL is stored (seed 004, 图片进历史的延迟识别: the switch
+    each is a plain ``[图片]`` mark and no URL is stored (``docs/design.md#images``: the switch
     off degrades to the bare placeholder)."""
     images = message.images if keep_image_urls else (IMAGE_WITHOUT_URL,) * len(message.images)
     return SessionTurn(

@@ -1,4 +1,5 @@
-"""The records plugins give to the core through the ``register_*`` hooks (DESIGN.md §2).
+"""The records plugins give to the core through the ``register_*`` hooks
+(``docs/writing_plugins.md``).
 
 Every record is ``@attrs.frozen(kw_only=True)``: adding a field later never breaks a plugin.
 """
@@ -37,7 +38,8 @@ class Volatility(enum.StrEnum):
     """How often a section's text changes, least to most volatile.
 
     Sections are ordered so that less volatile ones come first: a provider's prompt cache can then
-    reuse the longest possible byte-identical prefix (seed 004, "段序按变化频率从低到高排布").
+    reuse the longest possible byte-identical prefix
+    (``docs/design.md#why-least-to-most-volatile``).
 
     - ``static``: depends only on the persona pack, the configuration, the bot and the group; the
       runtime renders it once per (bot, group) and reuses the text on later turns.
@@ -57,7 +59,8 @@ class Volatility(enum.StrEnum):
 
 
 class RuleStage(enum.StrEnum):
-    """The routing stage a :class:`DecisionRule` belongs to (seed 004, 入口路由)."""
+    """The routing stage a :class:`DecisionRule` belongs to
+    (``docs/design.md#the-routing-flow``)."""
 
     GATE = "gate"
     NECESSITY = "necessity"
@@ -176,7 +179,7 @@ def _phrase_tuple(value: Any) -> tuple[str, ...]:
 
 @attrs.frozen(kw_only=True)
 class PhrasePool:
-    """Short canned phrases for the low-engagement exit (seed 004, 低投入出口).
+    """Short canned phrases for the low-engagement exit (``docs/design.md#low-engagement-exit``).
 
     :param name: unique pool name.
     :param phrases: the phrases it always offers.
