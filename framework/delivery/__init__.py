@@ -30,6 +30,7 @@ from framework.delivery.records import (
 )
 from framework.delivery.reply_contract import (
     LEAK_RUN_CHARS,
+    QUOTABLE_HEADERS,
     STICKER_MODES,
     read_model_answer_default,
 )
@@ -37,6 +38,7 @@ from framework.delivery.reply_contract import (
 __all__ = [
     "LEAK_RUN_CHARS",
     "ONEBOT_V11",
+    "QUOTABLE_HEADERS",
     "STICKER_MODES",
     "DeliveryPlan",
     "ModelAnswer",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from framework.delivery.records import ModelAnswer
@@ -21,12 +21,35 @@ from framework.sanitize import strip_lone_surrogates
 __all__ = [
     "LEAK_RUN_CHARS",
     "MAX_ANSWER_CHARS",
+    "QUOTABLE_HEADERS",
     "STICKER_MODES",
     "read_model_answer_default",
 ]
 
 #: A run of this many characters (whitespace ignored) copied from the system prompt is a leak.
 LEAK_RUN_CHARS = 24
+#: The sections whose text the model may quote (DESIGN.md §3: learned expressions, behaviour
+#: strategies, the four memory blocks, knowledge, relationship notes, person facts, old topics,
+#: the group timeline and the quoted bot text, the current time, tool results), by a name their
+#: header contains. Answering from a memory or a tool result word for word is grounding, not a
+#: leak; the headers themselves still count as one.
+QUOTABLE_HEADERS = (
+    "群表达",
+    "接话参考",
+    "接话复盘",
+    "用户明确教导",
+    "已确认群事件",
+    "相关 IP 知识",
+    "相关群内记忆",
+    "相关知识参考",
+    "关系备注",
+    "稳定偏好",
+    "相关旧话题",
+    "刚才的群聊",
+    "刚才说",
+    "当前时间",
+    "工具上下文",
+)
 #: A copied run counts only with this many distinct characters ("哈哈哈…" is no leak).
 _LEAK_RUN_DISTINCT = 8
 #: Text past this length is not read (no chat answer is longer; a runaway generation is).
@@ -120,6 +143,7 @@ def read_model_answer_default(
     system_prompt: str = "",
     sticker_mode: str = "face",
     user_marker: str = "",
+    quotable_headers: Collection[str] = QUOTABLE_HEADERS,
 ) -> ModelAnswer:
     """Read a model's raw answer by the contract of section ``reply_shape``.
 
@@ -138,6 +162,9 @@ def read_model_answer_default(
     :param sticker_mode: ``face`` keeps the sticker intent; ``drop`` discards it.
     :param user_marker: the persona pack's user-message marker line; the default pack's
         ``【用户消息 — …】`` is recognised without it.
+    :param quotable_headers: the blocks of the prompt under a header containing one of these
+        names hold material the model may quote (memories, knowledge, the timeline, tool
+        results): a run copied from them is no leak. Their headers still are.
     :returns: the bubbles and sticker intent, or a silent answer with its reason.
     :raises ValueError: for an unknown ``sticker_mode``.
     """
@@ -151,7 +178,7 @@ def read_model_answer_default(
         return ModelAnswer.silence("pass")
     prompt = _normalise(system_prompt)
     headers = set(_HEADER_TOKEN.findall(prompt))
-    prompt_runs = _runs(prompt)
+    prompt_runs = _runs(prompt, quotable_headers)
     leak = _find_leak(raw, headers, prompt_runs, user_marker)
     if leak is not None:
         return ModelAnswer.silence("leak", (f"leak:{leak}",))
@@ -159,15 +186,17 @@ def read_model_answer_default(
     body = _unwrap(raw, removed)
     if body is None:
         return ModelAnswer.silence("empty", tuple(removed))
+    if body != raw:
+        # A JSON string can spell a header with escapes (\u3010…) that only unwrapping reveals.
+        leak = _find_leak(body, headers, prompt_runs, user_marker)
+        if leak is not None:
+            return ModelAnswer.silence("leak", (*removed, f"leak:{leak}"))
     lines, stickers = _clean_lines(body, removed)
     if any(_PASS.match(line) for line in lines):
         return ModelAnswer.silence("pass", tuple(removed))
     if lines and _is_preamble(lines[0]):
         del lines[0]
         removed.append("preamble")
-    leak = _find_leak("\n".join(lines), headers, prompt_runs, user_marker)
-    if leak is not None:
-        return ModelAnswer.silence("leak", (*removed, f"leak:{leak}"))
 
     sticker = stickers[-1] if stickers else None
     if sticker is not None and sticker_mode == "drop":
@@ -188,12 +217,29 @@ def _compact(text: str) -> str:
     return _WHITESPACE.sub("", text)
 
 
-def _runs(prompt: str) -> frozenset[str]:
-    """Every window of :data:`LEAK_RUN_CHARS` characters of the prompt, whitespace removed."""
-    compact = _compact(prompt)
-    return frozenset(
-        compact[i : i + LEAK_RUN_CHARS] for i in range(len(compact) - LEAK_RUN_CHARS + 1)
-    )
+def _runs(prompt: str, quotable_headers: Collection[str]) -> frozenset[str]:
+    """Every window of :data:`LEAK_RUN_CHARS` characters (whitespace removed) of the prompt's
+    blocks, except the blocks under a quotable header."""
+    windows: set[str] = set()
+    for header, block in _blocks(prompt):
+        if header and any(name in header for name in quotable_headers):
+            continue
+        compact = _compact(block)
+        windows.update(
+            compact[i : i + LEAK_RUN_CHARS] for i in range(len(compact) - LEAK_RUN_CHARS + 1)
+        )
+    return frozenset(windows)
+
+
+def _blocks(prompt: str) -> list[tuple[str, str]]:
+    """The prompt cut at each section header: ``(header, text)``, ``""`` before the first."""
+    blocks: list[tuple[str, list[str]]] = [("", [])]
+    for line in prompt.split("\n"):
+        header = _HEADER_TOKEN.match(line)
+        if header is not None:
+            blocks.append((header.group(1), []))
+        blocks[-1][1].append(line)
+    return [(header, "\n".join(lines)) for header, lines in blocks]
 
 
 def _find_leak(
