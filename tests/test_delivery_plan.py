@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from framework import (
     Config,
+    ConfigError,
     Decision,
     DeliveryPlan,
     DeliveryStyle,
@@ -194,3 +198,36 @@ def test_segments_hold_text_data_and_compare_by_value() -> None:
     assert hash(Segment.text("a")) == hash(Segment.text("a"))
     with pytest.raises(ValueError, match="segment data maps names to text or numbers"):
         Segment(kind="face", data={"id": True})  # type: ignore[dict-item]
+
+
+def test_the_delivery_table_is_read_from_promptweave_toml(tmp_path: Path) -> None:
+    path = tmp_path / "promptweave.toml"
+    path.write_text(
+        '[delivery]\npause_max_s = 1.5\nsticker = "drop"\n\n[delivery.faces]\n"笑" = 178\n"捂脸" = "264"\n',
+        encoding="utf-8",
+    )
+    delivery = Config.from_file(path).delivery
+    assert delivery == DeliveryConfig(
+        pause_max_s=1.5, sticker="drop", faces={"笑": "178", "捂脸": "264"}
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('sticker = "gif"', "sticker must be one of 'face', 'drop', not 'gif'"),
+        ("pause_base_s = -0.5", "pause_base_s"),
+        ('faces = { "笑" = "smile" }', "the face id of '笑' must be a number"),
+        ('faces = { " " = 1 }', "a sticker intent cannot be blank"),
+        ('faces = { "笑" = true }', "expected a string"),
+        ("stickers = true", "stickers"),
+    ],
+)
+def test_a_wrong_delivery_setting_is_a_one_line_error_naming_it(
+    tmp_path: Path, table: str, message: str
+) -> None:
+    path = tmp_path / "promptweave.toml"
+    path.write_text(f"[delivery]\n{table}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=re.escape(message)) as raised:
+        Config.from_file(path)
+    assert "delivery" in str(raised.value)
