@@ -404,6 +404,20 @@ def test_a_runaway_answer_is_read_without_error() -> None:
     assert found.bubbles == ("啊" * BANTER.max_chars,)
 
 
+@pytest.mark.parametrize(
+    "answer",
+    ["[" * 5000 + "]" * 5000, '{"reply": ' * 2000, "[表情：" * 4000, "**a " * 4000, "（a" * 8000],
+)
+def test_pathological_answers_are_read_without_error(answer: str) -> None:
+    found = read(answer)
+    assert all(len(bubble) <= BANTER.max_chars for bubble in found.bubbles)
+
+
+def test_a_shape_that_is_not_a_reply_shape_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match="shape must be a ReplyShape"):
+        read_model_answer_default("嗯", None)  # type: ignore[arg-type]
+
+
 def test_an_answer_that_is_not_text_is_a_clear_error() -> None:
     with pytest.raises(TypeError, match="must be text"):
         read_model_answer_default(None, BANTER)  # type: ignore[arg-type]

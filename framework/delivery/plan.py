@@ -1,8 +1,9 @@
 """The delivery plan: the messages one turn sends, in order, paced, quoting or mentioning.
 
-The decision's delivery style applies to the first message only (seed rule, ``docs/design.md``:
-quoting decides which message is answered, not the shape of the answer): a quote only while its
-target is still one of the group's quote candidates, a mention only in a group. Every bubble after
+The decision's delivery style applies to the first message only, since quoting decides which
+message is answered, not the shape of the answer (``docs/design.md``): a quote only while its
+target is still one of the group's quote candidates (the target may have left the group's newest
+six), a mention only in a group. Every bubble after
 the first waits a pause that grows with its length; a sticker is its own last message.
 """
 

@@ -28,7 +28,7 @@ __all__ = [
 
 #: A run of this many characters (whitespace ignored) copied from the system prompt is a leak.
 LEAK_RUN_CHARS = 24
-#: The sections whose text the model may quote (DESIGN.md §3: learned expressions, behaviour
+#: The sections whose text the model may quote (``docs/sections.md``: learned expressions, behaviour
 #: strategies, the four memory blocks, knowledge, relationship notes, person facts, old topics,
 #: the group timeline and the quoted bot text, the current time, tool results), by a name their
 #: header contains. Answering from a memory or a tool result word for word is grounding, not a
@@ -80,14 +80,15 @@ _JSON_TEXT_KEYS = (
 )
 _JSON_ACTION_KEYS = ("action", "decision")
 
-_STICKER = re.compile(r"[\[［【]\s*表情\s*[：:]\s*([^\]］】\n]*?)\s*[\]］】]")
+# The intent is short and holds no bracket, so an unclosed marker fails fast.
+_STICKER = re.compile(r"[\[［【]\s*表情\s*[：:]([^\[\]［］【】\n]{0,32})[\]］】]")
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)(\s+#+)?\s*$")
 _RULE = re.compile(r"^\s*([-*_])(\s*\1){2,}\s*$")
 _BLOCKQUOTE = re.compile(r"^\s*(>\s?)+")
 _BULLET = re.compile(r"^\s*([-*+•·]|\d{1,2}[.)])\s+")
-_LINK = re.compile(r"!?\[([^\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))+\)")
-_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
+_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))+\)")
+_BOLD = re.compile(r"\*\*(?=\S)(.{1,200}?)(?<=\S)\*\*|__(?=\S)(.{1,200}?)(?<=\S)__")
 _INLINE_CODE = re.compile(r"`([^`\n]+)`")
 # ``*x*`` may sit inside a word (CJK text has no spaces); ``_x_`` only between non-word characters.
 _ITALIC = re.compile(
@@ -98,7 +99,7 @@ _ITALIC = re.compile(
 # symbols of a kaomoji such as (´・ω・`) or the digits of a real aside such as (UTC+8).
 _ACTION = r"[\u4e00-\u9fffA-Za-z][\u4e00-\u9fffA-Za-z\s，,、·…。.!！~～?？：:；;'-]*"
 _STAGE_LINE = re.compile(
-    rf"^(?:[（(]\s*{_ACTION}\s*[）)]|\*\s*{_ACTION}\s*\*|【\s*{_ACTION}\s*】)$"
+    rf"^(?=.{{3,26}}$)(?:[（(]\s*{_ACTION}\s*[）)]|\*\s*{_ACTION}\s*\*|【\s*{_ACTION}\s*】)$"
 )
 _STAGE_LEADING = re.compile(
     r"^(?:[（(]\s*(?=.{1,12}[）)])"
@@ -167,11 +168,14 @@ def read_model_answer_default(
         results): a run copied from them is no leak. Their headers still are.
     :returns: the bubbles and sticker intent, or a silent answer with its reason.
     :raises ValueError: for an unknown ``sticker_mode``.
+    :raises TypeError: when ``text`` is not a string or ``shape`` not a :class:`ReplyShape`.
     """
     if sticker_mode not in STICKER_MODES:
         raise ValueError(f"sticker_mode must be one of {STICKER_MODES}, not {sticker_mode!r}")
     if not isinstance(text, str):
         raise TypeError(f"the model's answer must be text, not {type(text).__name__}")
+    if not isinstance(shape, ReplyShape):
+        raise TypeError(f"shape must be a ReplyShape, not {type(shape).__name__}")
     removed: list[str] = []
     raw = _normalise(text)
     if _PASS.match(raw):
@@ -273,7 +277,7 @@ def _unwrap(text: str, removed: list[str]) -> str | None:
         return text
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text
     if isinstance(value, dict):
         removed.append("json_wrapper")
@@ -323,7 +327,7 @@ def _clean_lines(body: str, removed: list[str]) -> tuple[list[str], list[str]]:
         markers = list(_STICKER.finditer(line))
         if markers:
             seen["sticker_line"] = True
-            stickers += [m.group(1) for m in markers if m.group(1)]
+            stickers += [m.group(1).strip() for m in markers if m.group(1).strip()]
             line = _STICKER.sub("", line).strip()
         line = _changed(_strip_markdown, line, seen, "markdown")
         line = _changed(_strip_stage_directions, line, seen, "stage_direction")
