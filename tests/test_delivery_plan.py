@@ -148,7 +148,7 @@ def test_a_sticker_only_answer_carries_the_quote() -> None:
 def test_a_silent_answer_plans_nothing() -> None:
     found = plan(ModelAnswer.silence("pass"), quote(), candidates=("9309",))
     assert found.is_empty
-    assert found.quoted_message_id is None
+    assert (found.style, found.quoted_message_id) == (DeliveryStyle.PLAIN, None)
     assert found.trace["silent"] == "pass"
 
 

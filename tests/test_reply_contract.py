@@ -160,6 +160,11 @@ def test_a_json_wrapper_gives_its_text(answer: str, bubbles: tuple[str, ...]) ->
     assert "json_wrapper" in found.removed
 
 
+def test_a_sticker_field_of_a_json_wrapper_is_the_sticker_intent() -> None:
+    found = read('{"reply": "哈哈哈", "sticker": "笑"}')
+    assert (found.bubbles, found.sticker) == (("哈哈哈",), "笑")
+
+
 def test_text_that_only_starts_with_a_bracket_is_not_json() -> None:
     assert read("[doge] 你猜").bubbles == ("[doge] 你猜",)
 

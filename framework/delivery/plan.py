@@ -54,20 +54,11 @@ def plan_delivery(
         "answer": _answer_trace(answer),
     }
     style, quoted = _resolve_style(decision, group_id, quote_candidate_ids, trace)
-    if answer.silent:
-        trace["silent"] = answer.reason
-        return DeliveryPlan(
-            bot_id=bot_id,
-            group_id=group_id,
-            user_id=user_id,
-            messages=(),
-            style=style,
-            quoted_message_id=None,
-            trace=trace,
-        )
     parts: list[list[Segment]] = [[Segment.text(bubble)] for bubble in answer.bubbles]
     pauses = [0.0 if i == 0 else pause.pause_for(b) for i, b in enumerate(answer.bubbles)]
-    if answer.sticker is not None:
+    if answer.silent:
+        trace["silent"] = answer.reason
+    elif answer.sticker is not None:
         trace["sticker"] = answer.sticker if sticker_segment is not None else "dropped"
         if sticker_segment is not None:
             parts.append([sticker_segment])
@@ -87,6 +78,7 @@ def plan_delivery(
     )
     trace["messages"] = len(messages)
     trace["pauses_s"] = [round(m.pause_s, 3) for m in messages]
+    # Nothing sent, nothing quoted: the caller records the quote cooldown from the plan.
     return DeliveryPlan(
         bot_id=bot_id,
         group_id=group_id,

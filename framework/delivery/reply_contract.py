@@ -79,6 +79,7 @@ _JSON_TEXT_KEYS = (
     "output",
 )
 _JSON_ACTION_KEYS = ("action", "decision")
+_JSON_STICKER_KEYS = ("sticker", "表情")
 
 # The intent is short and holds no bracket, so an unclosed marker fails fast.
 _STICKER = re.compile(r"[\[［【]\s*表情\s*[：:]([^\[\]［］【】\n]{0,32})[\]］】]")
@@ -284,6 +285,12 @@ def _unwrap(text: str, removed: list[str]) -> str | None:
         if any(_is_pass_value(value.get(key)) for key in _JSON_ACTION_KEYS):
             return "PASS"
         texts = _json_texts(value)
+        # A sticker field becomes the contract's own marker line, read like any other.
+        texts += [
+            f"[表情：{sticker.strip()}]"
+            for key in _JSON_STICKER_KEYS
+            if isinstance(sticker := value.get(key), str) and sticker.strip()
+        ]
         return "\n".join(texts) if texts else None
     if isinstance(value, list):
         texts = _json_texts(value)
