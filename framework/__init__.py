@@ -33,25 +33,27 @@ from framework.decision import (
     SocialAction,
     TurnAction,
 )
-from framework.delivery import (
-    LEAK_RUN_CHARS,
+from framework.delivery.onebot import (
     ONEBOT_V11,
-    QUOTABLE_HEADERS,
-    DeliveryPlan,
-    ModelAnswer,
     OneBotTransport,
-    OutgoingMessage,
-    PauseConfig,
-    Segment,
-    SendReceipt,
-    Transport,
     cq_escape,
     cq_unescape,
     onebot_action,
     onebot_segment,
     onebot_segments,
-    plan_delivery,
-    plan_phrase,
+)
+from framework.delivery.plan import PauseConfig, plan_delivery, plan_phrase
+from framework.delivery.records import (
+    DeliveryPlan,
+    ModelAnswer,
+    OutgoingMessage,
+    Segment,
+    SendReceipt,
+    Transport,
+)
+from framework.delivery.reply_contract import (
+    LEAK_RUN_CHARS,
+    QUOTABLE_HEADERS,
     read_model_answer_default,
 )
 from framework.errors import (

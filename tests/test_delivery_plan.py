@@ -168,6 +168,7 @@ def test_pause_config_comes_from_the_delivery_table() -> None:
     )
     pause = PauseConfig.from_config(config)
     assert pause == PauseConfig(base_s=1.0, per_char_s=0.1, max_s=2.0)
+    assert PauseConfig.from_config(config.delivery) == pause
     assert pause.pause_for("四个字啊") == pytest.approx(1.4)
     assert pause.pause_for("长" * 50) == 2.0
 

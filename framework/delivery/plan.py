@@ -3,8 +3,8 @@
 The decision's delivery style applies to the first message only, since quoting decides which
 message is answered, not the shape of the answer (``docs/design.md``): a quote only while its
 target is still one of the group's quote candidates (the target may have left the group's newest
-six), a mention only in a group. Every bubble after
-the first waits a pause that grows with its length; a sticker is its own last message.
+six), a mention only in a group. Every bubble after the first waits a pause that grows with its
+length; a sticker is its own last message.
 """
 
 from __future__ import annotations
@@ -12,16 +12,46 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from framework.decision import Decision, DeliveryStyle
-from framework.delivery.records import (
-    DeliveryPlan,
-    ModelAnswer,
-    OutgoingMessage,
-    PauseConfig,
-    Segment,
-)
+import attrs
 
-__all__ = ["plan_delivery", "plan_phrase"]
+from framework.config import Config, DeliveryConfig
+from framework.decision import Decision, DeliveryStyle
+from framework.delivery.records import DeliveryPlan, ModelAnswer, OutgoingMessage, Segment
+
+__all__ = ["PauseConfig", "plan_delivery", "plan_phrase"]
+
+
+def _non_negative(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must not be negative, got {value}")
+
+
+@attrs.frozen(kw_only=True)
+class PauseConfig:
+    """The pause before each bubble after the first: it grows with the bubble's length, capped.
+
+    :param base_s: the pause of an empty bubble.
+    :param per_char_s: added per character.
+    :param max_s: the longest pause.
+    """
+
+    base_s: float = attrs.field(default=0.6, validator=_non_negative)
+    per_char_s: float = attrs.field(default=0.05, validator=_non_negative)
+    max_s: float = attrs.field(default=3.0, validator=_non_negative)
+
+    @classmethod
+    def from_config(cls, config: DeliveryConfig | Config) -> PauseConfig:
+        """The pauses of ``[delivery]``: give the table (``config.delivery``) or all settings."""
+        delivery = config.delivery if isinstance(config, Config) else config
+        return cls(
+            base_s=delivery.pause_base_s,
+            per_char_s=delivery.pause_per_char_s,
+            max_s=delivery.pause_max_s,
+        )
+
+    def pause_for(self, text: str) -> float:
+        """``min(max_s, base_s + per_char_s * len(text))``."""
+        return min(self.max_s, self.base_s + self.per_char_s * len(text))
 
 
 def plan_delivery(

@@ -14,14 +14,12 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from framework._fields import str_tuple
-from framework.config import Config
 from framework.decision import DeliveryStyle
 
 __all__ = [
     "DeliveryPlan",
     "ModelAnswer",
     "OutgoingMessage",
-    "PauseConfig",
     "Segment",
     "SendReceipt",
     "Transport",
@@ -216,36 +214,3 @@ class Transport(Protocol):
 
     async def call_api(self, api: str, **params: Any) -> Any:
         """Call the platform action ``api`` with ``params`` and return its result."""
-
-
-def _non_negative(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if value < 0:
-        raise ValueError(f"{attribute.name} must not be negative, got {value}")
-
-
-@attrs.frozen(kw_only=True)
-class PauseConfig:
-    """The pause before each bubble after the first: it grows with the bubble's length, capped.
-
-    :param base_s: the pause of an empty bubble.
-    :param per_char_s: added per character.
-    :param max_s: the longest pause.
-    """
-
-    base_s: float = attrs.field(default=0.6, validator=_non_negative)
-    per_char_s: float = attrs.field(default=0.05, validator=_non_negative)
-    max_s: float = attrs.field(default=3.0, validator=_non_negative)
-
-    @classmethod
-    def from_config(cls, config: Config) -> PauseConfig:
-        """The pauses of ``[delivery]``."""
-        delivery = config.delivery
-        return cls(
-            base_s=delivery.pause_base_s,
-            per_char_s=delivery.pause_per_char_s,
-            max_s=delivery.pause_max_s,
-        )
-
-    def pause_for(self, text: str) -> float:
-        """``min(max_s, base_s + per_char_s * len(text))``."""
-        return min(self.max_s, self.base_s + self.per_char_s * len(text))

@@ -16,7 +16,6 @@ from typing import Any
 
 from framework.delivery.records import ModelAnswer
 from framework.items import ReplyShape
-from framework.sanitize import strip_lone_surrogates
 
 __all__ = [
     "LEAK_RUN_CHARS",
@@ -56,9 +55,11 @@ _LEAK_RUN_DISTINCT = 8
 MAX_ANSWER_CHARS = 16000
 STICKER_MODES = ("face", "drop")
 
-# Control characters other than tab and LF, bidi overrides, zero-width space and BOM. The
-# zero-width joiner stays: it holds compound emoji together.
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f\u200b\u202a-\u202e\u2066-\u2069\ufeff]")
+# Control characters other than tab and LF, bidi overrides, zero-width space, BOM and lone
+# surrogates. The zero-width joiner stays: it holds compound emoji together.
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f\u200b\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
+)
 _LINE_BREAKS = re.compile("\r\n?|[\u0085\u2028\u2029]")
 _WHITESPACE = re.compile(r"\s+")
 
@@ -214,8 +215,7 @@ def read_model_answer_default(
 
 
 def _normalise(text: str) -> str:
-    text = strip_lone_surrogates(text[:MAX_ANSWER_CHARS])
-    return _INVISIBLE.sub("", _LINE_BREAKS.sub("\n", text)).strip()
+    return _INVISIBLE.sub("", _LINE_BREAKS.sub("\n", text[:MAX_ANSWER_CHARS])).strip()
 
 
 def _compact(text: str) -> str:
