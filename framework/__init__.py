@@ -7,7 +7,7 @@ Plugin authors import everything they need from here::
 
 from __future__ import annotations
 
-from framework.config import BotConfig, Config, LoopConfig
+from framework.config import BotConfig, Config, DeliveryConfig, LoopConfig
 from framework.conversation.ambient import AMBIENT_HEADER, AmbientEntry
 from framework.conversation.budget import BudgetReport, apply_budget
 from framework.conversation.images import (
@@ -49,6 +49,29 @@ from framework.decision import (
     ScoreTerm,
     SocialAction,
     TurnAction,
+)
+from framework.delivery.onebot import (
+    ONEBOT_V11,
+    OneBotTransport,
+    cq_escape,
+    cq_unescape,
+    onebot_action,
+    onebot_segment,
+    onebot_segments,
+)
+from framework.delivery.plan import PauseConfig, plan_delivery, plan_phrase
+from framework.delivery.records import (
+    DeliveryPlan,
+    ModelAnswer,
+    OutgoingMessage,
+    Segment,
+    SendReceipt,
+    Transport,
+)
+from framework.delivery.reply_contract import (
+    LEAK_RUN_CHARS,
+    QUOTABLE_HEADERS,
+    read_model_answer_default,
 )
 from framework.errors import (
     ConfigError,
@@ -148,7 +171,11 @@ from framework.turn import (
     TurnRetrieved,
     load_turn_file,
 )
-from framework.turn_context.context import TurnContext, build_turn_context, collect_turn_notes
+from framework.turn_context.context import (
+    TurnContext,
+    build_turn_context,
+    collect_turn_notes,
+)
 from framework.turn_context.preflight import (
     PreflightResult,
     compression_made_progress,
@@ -177,7 +204,10 @@ __all__ = [
     "IMAGE_WITHOUT_URL",
     "INJECTION_PATTERNS",
     "KNOWLEDGE_QUESTION_WORDS",
+    "LEAK_RUN_CHARS",
     "MODEL_ANSWER_FORMAT",
+    "ONEBOT_V11",
+    "QUOTABLE_HEADERS",
     "RECOGNITION_QUESTION_WORDS",
     "SUMMARY_MARK",
     "TIMELINE_HEADER",
@@ -197,6 +227,8 @@ __all__ = [
     "Decision",
     "DecisionRule",
     "Delivery",
+    "DeliveryConfig",
+    "DeliveryPlan",
     "DeliveryStyle",
     "DuplicateRegistrationError",
     "ExpressionPair",
@@ -222,11 +254,15 @@ __all__ = [
     "MemoryPolicy",
     "MemoryRecord",
     "MessageSignals",
+    "ModelAnswer",
     "NecessityScore",
     "NoteQueue",
+    "OneBotTransport",
     "OutcomeStatus",
+    "OutgoingMessage",
     "OverrideMode",
     "OverridesFile",
+    "PauseConfig",
     "PersonFact",
     "PersonFactRecord",
     "PersonaPack",
@@ -268,6 +304,8 @@ __all__ = [
     "SectionListing",
     "SectionOverride",
     "SectionRenderError",
+    "Segment",
+    "SendReceipt",
     "SessionSummary",
     "SessionTurn",
     "SkipReason",
@@ -283,6 +321,7 @@ __all__ = [
     "ToolContext",
     "TopicSummary",
     "TopicSummarySource",
+    "Transport",
     "Turn",
     "TurnAction",
     "TurnBudgetReport",
@@ -305,6 +344,8 @@ __all__ = [
     "compose_user_api_content",
     "compression_made_progress",
     "conversation_key",
+    "cq_escape",
+    "cq_unescape",
     "default_compress_messages",
     "drop_stale_api_content",
     "estimate_messages_tokens_rough",
@@ -322,9 +363,15 @@ __all__ = [
     "load_turn_file",
     "looks_like_knowledge_question",
     "merge_image_urls",
+    "onebot_action",
+    "onebot_segment",
+    "onebot_segments",
+    "plan_delivery",
+    "plan_phrase",
     "query_terms",
     "quote_allowed",
     "quote_user_text",
+    "read_model_answer_default",
     "reads_as_event",
     "reanchor_current_turn_user_idx",
     "rewrite_content",

@@ -21,6 +21,7 @@ __all__ = [
     "AmbientConfig",
     "BudgetConfig",
     "Config",
+    "DeliveryConfig",
     "HistoryConfig",
     "PluginsConfig",
     "ProviderConfig",
@@ -284,6 +285,36 @@ class RoutingConfig:
     follow_up_window_s: float = attrs.field(default=180.0, validator=_non_negative_seconds)
 
 
+def _face_table(value: Any) -> dict[str, str]:
+    faces = {str(intent).strip(): str(face_id).strip() for intent, face_id in dict(value).items()}
+    for intent, face_id in faces.items():
+        if not intent:
+            raise ValueError("faces: a sticker intent cannot be blank")
+        if not face_id.isdigit():
+            raise ValueError(f"faces: the face id of {intent!r} must be a number, not {face_id!r}")
+    return faces
+
+
+@attrs.frozen(kw_only=True)
+class DeliveryConfig:
+    """How an answer goes out: pauses between bubbles and stickers (``docs/delivery.md``).
+
+    :param pause_base_s: the pause before every bubble after the first.
+    :param pause_per_char_s: added to that pause per character of the bubble, so a longer bubble
+        takes longer to "type".
+    :param pause_max_s: the longest pause.
+    :param sticker: ``face`` sends the answer's final ``[表情：…]`` intent as a platform face when
+        ``faces`` (or a ``choose_sticker`` plugin) maps it; ``drop`` never sends one.
+    :param faces: sticker intent to QQ face id (``"笑" = 178``); an intent not listed is dropped.
+    """
+
+    pause_base_s: float = attrs.field(default=0.6, validator=_non_negative_seconds)
+    pause_per_char_s: float = attrs.field(default=0.05, validator=_non_negative_seconds)
+    pause_max_s: float = attrs.field(default=3.0, validator=_non_negative_seconds)
+    sticker: str = attrs.field(default="face", validator=one_of("face", "drop"))
+    faces: dict[str, str] = attrs.field(factory=dict, converter=_face_table)
+
+
 @attrs.frozen(kw_only=True)
 class PluginsConfig:
     """Which optional plugins to load.
@@ -423,6 +454,7 @@ class Config:
     ambient: AmbientConfig = AmbientConfig()
     loop: LoopConfig = LoopConfig()
     bots: dict[str, BotConfig] = attrs.field(factory=dict)
+    delivery: DeliveryConfig = DeliveryConfig()
     base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
     source: str = attrs.field(default=CONFIG_FILE_NAME, eq=False)
 
@@ -473,3 +505,4 @@ class _FileConfig:
     ambient: AmbientConfig = AmbientConfig()
     loop: LoopConfig = LoopConfig()
     bots: dict[str, BotConfig] = attrs.field(factory=dict)
+    delivery: DeliveryConfig = DeliveryConfig()

@@ -58,7 +58,10 @@ def event(
     **fields: Any,
 ) -> IncomingEvent:
     return IncomingEvent(
-        platform="onebot", bot_id=BOT, group_id=group, message=message(text, **fields),
+        platform="onebot",
+        bot_id=BOT,
+        group_id=group,
+        message=message(text, **fields),
         sender_role=role,
     )
 

@@ -212,12 +212,16 @@ def test_turns_of_one_group_run_in_order_and_groups_run_concurrently() -> None:
 
     async def scenario() -> None:
         transport = RecordingTransport()
-        first = asyncio.create_task(loop.handle(event("小织 第一个问题？", addressed=True), transport))
+        first = asyncio.create_task(
+            loop.handle(event("小织 第一个问题？", addressed=True), transport)
+        )
         await asyncio.sleep(0.05)
         second = asyncio.create_task(
             loop.handle(event("小织 第二个问题？", addressed=True, at=_later(1)), transport)
         )
-        other = await loop.handle(event("小织 别的群的问题？", addressed=True, group="20002"), transport)
+        other = await loop.handle(
+            event("小织 别的群的问题？", addressed=True, group="20002"), transport
+        )
         assert other.status == OutcomeStatus.REPLIED
         gate.set()
         assert (await first).status == OutcomeStatus.REPLIED

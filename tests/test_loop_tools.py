@@ -99,7 +99,13 @@ def test_calls_are_answered_refused_failed_or_timed_out_and_traced() -> None:
 
     tools = (
         Tool(name="echo", description="", parameters=EVERYONE, call=_echo),
-        Tool(name="secret", description="", parameters=EVERYONE, call=_echo, permitted=lambda c: False),
+        Tool(
+            name="secret",
+            description="",
+            parameters=EVERYONE,
+            call=_echo,
+            permitted=lambda c: False,
+        ),
         Tool(name="raises", description="", parameters=EVERYONE, call=raises),
         Tool(name="hangs", description="", parameters=EVERYONE, call=hangs),
         Tool(name="number", description="", parameters=EVERYONE, call=lambda a, c: 42),
@@ -124,7 +130,13 @@ def test_calls_are_answered_refused_failed_or_timed_out_and_traced() -> None:
     assert texts[5].startswith("error: no tool named 'missing'")
     assert texts[6].startswith("error: the arguments are not a JSON object")
     assert [entry["status"] for entry in trace["tools"]] == [  # type: ignore[index]
-        "ok", "refused", "failed", "timeout", "failed", "unknown", "bad_arguments",
+        "ok",
+        "refused",
+        "failed",
+        "timeout",
+        "failed",
+        "unknown",
+        "bad_arguments",
     ]
 
 
@@ -134,9 +146,7 @@ def test_async_tool_is_awaited_and_the_context_carries_the_runtime_random_source
 
     runner = ToolRunner(
         tools={"roll": Tool(name="roll", description="", parameters=EVERYONE, call=roll)},
-        context=ToolCallContext(
-            bot_id="1", group_id="2", user_id="3", rng=random.Random(7)
-        ),
+        context=ToolCallContext(bot_id="1", group_id="2", user_id="3", rng=random.Random(7)),
         timeout_s=1.0,
     )
     first = asyncio.run(runner.run([ToolCall(id="1", name="roll", arguments="{}")], {}))

@@ -61,9 +61,7 @@ class _ChatCompletions(BaseHTTPRequestHandler):
             {
                 "id": "chatcmpl-1",
                 "object": "chat.completion",
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": ANSWER}}
-                ],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER}}],
                 "usage": {
                     "prompt_tokens": 1200,
                     "completion_tokens": 12,
@@ -97,7 +95,7 @@ def bot_folder(tmp_path: Path, model_url: str) -> tuple[Path, int]:
     port = _free_port()
     (tmp_path / "bot.py").write_text(BOT_PY, encoding="utf-8")
     (tmp_path / ".env").write_text(
-        f"DRIVER=~fastapi\nHOST=127.0.0.1\nPORT={port}\nNICKNAME=[\"小织\"]\n"
+        f'DRIVER=~fastapi\nHOST=127.0.0.1\nPORT={port}\nNICKNAME=["小织"]\n'
         "PROMPTWEAVE_CONFIG=promptweave.toml\n",
         encoding="utf-8",
     )
@@ -213,7 +211,9 @@ async def test_a_real_nonebot_process_answers_an_at_question_in_bubbles_and_reco
                 }
             )
         )
-        await ws.send(json.dumps(_group_message(501, [{"type": "text", "data": {"text": "今天好冷"}}], 30031)))
+        await ws.send(
+            json.dumps(_group_message(501, [{"type": "text", "data": {"text": "今天好冷"}}], 30031))
+        )
         question = [
             {"type": "at", "data": {"qq": str(SELF_ID)}},
             {"type": "text", "data": {"text": " 周末有什么活动吗？"}},

@@ -174,14 +174,19 @@ def test_hook_parse_event() -> None:
         "user_id": 5,
         "message_id": 77,
         "sender": {"user_id": 5, "nickname": "阿蒙", "role": "admin"},
-        "message": [{"type": "at", "data": {"qq": "10001"}}, {"type": "text", "data": {"text": "早"}}],
+        "message": [
+            {"type": "at", "data": {"qq": "10001"}},
+            {"type": "text", "data": {"text": "早"}},
+        ],
     }
     parsed = runtime.plugins.pm.hook.parse_event(platform="onebot", payload=event, bot_id="10001")
     assert isinstance(parsed, IncomingEvent)
     assert (parsed.group_id, parsed.sender_role, parsed.self_sent) == ("20001", "admin", False)
     assert parsed.message.addressed and parsed.message.text == "早"
     own = {**event, "post_type": "message_sent", "user_id": 10001}
-    assert runtime.plugins.pm.hook.parse_event(platform="onebot", payload=own, bot_id="10001").self_sent
+    assert runtime.plugins.pm.hook.parse_event(
+        platform="onebot", payload=own, bot_id="10001"
+    ).self_sent
     private = {**event, "message_type": "private", "sender": "x"}
     parsed = runtime.plugins.pm.hook.parse_event(platform="onebot", payload=private, bot_id="10001")
     assert parsed.group_id is None and parsed.sender_role == "member"

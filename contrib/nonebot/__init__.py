@@ -29,13 +29,13 @@ from nonebot.plugin import PluginMetadata
 from pydantic import BaseModel
 
 from contrib.onebot import parse_message
-from framework import BotLoop, Config, IncomingEvent, Promptweave, TurnOutcome
+from framework import BotLoop, Config, IncomingEvent, OneBotTransport, Promptweave, TurnOutcome
 
-__all__ = ["NoneBotTransport", "PluginConfig", "incoming_event", "promptweave_loop"]
+__all__ = ["PluginConfig", "incoming_event", "promptweave_loop"]
 
 log = logging.getLogger("promptweave.nonebot")
 
-#: The platform name of OneBot v11 transports (the built-in ``send_message`` handles it).
+#: The platform of the incoming events (the ``onebot`` contrib plugin's name).
 PLATFORM = "onebot"
 
 
@@ -54,17 +54,6 @@ __plugin_meta__ = PluginMetadata(
     config=PluginConfig,
     supported_adapters={"~onebot.v11"},
 )
-
-
-@attrs.define(eq=False)
-class NoneBotTransport:
-    """A NoneBot OneBot v11 bot as the loop's transport: ``call_api`` goes through the bot."""
-
-    bot: Bot
-    platform: str = PLATFORM
-
-    async def call_api(self, api: str, **params: Any) -> Any:
-        return await self.bot.call_api(api, **params)
 
 
 @attrs.define(eq=False)
@@ -157,7 +146,7 @@ async def _handle(bot: Bot, event: GroupMessageEvent | PrivateMessageEvent) -> N
     except ValueError as exc:
         log.warning("message %s not handled: %s", event.message_id, exc)
         return
-    outcome: TurnOutcome = await loop.handle(incoming, NoneBotTransport(bot=bot))
+    outcome: TurnOutcome = await loop.handle(incoming, OneBotTransport(bot))
     log.debug(
         "message %s: %s (%s), %d bubble(s)",
         event.message_id,

@@ -202,7 +202,9 @@ class BotLoop:
             async with asyncio.timeout(self.runtime.config.loop.turn_deadline_s):
                 prepared = await self._prepare(event, turn, stage, trace)
         except TimeoutError:
-            log.warning("message %s: turn deadline reached in stage %s", event.message.id, stage.name)
+            log.warning(
+                "message %s: turn deadline reached in stage %s", event.message.id, stage.name
+            )
             trace["deadline"] = {"stage": stage.name, "s": self.runtime.config.loop.turn_deadline_s}
             prepared = TurnOutcome(
                 event=event, status=OutcomeStatus.FAILED, reason="deadline", trace=trace
@@ -220,7 +222,9 @@ class BotLoop:
         message = event.message
         tools = ToolRunner.for_event(self.runtime, event)
         permitted = tools.permitted_names()
-        intent = tools.required_by(message.text) if message.addressed or event.group_id is None else None
+        intent = (
+            tools.required_by(message.text) if message.addressed or event.group_id is None else None
+        )
         background = self._tool_results.get(event.conversation, ())
         return Turn(
             bot=bot,
@@ -228,7 +232,9 @@ class BotLoop:
             group_id=event.group_id,
             trigger=_trigger(bot.id, bot.name, bot.aliases, message),
             route_hints=RouteHints(tool_intent=intent, tools_permitted=bool(permitted)),
-            tool_context=ToolContext(background_events=background, action_tools_enabled=bool(intent))
+            tool_context=ToolContext(
+                background_events=background, action_tools_enabled=bool(intent)
+            )
             if background or intent
             else None,
         )
@@ -390,7 +396,9 @@ class BotLoop:
             if message.pause_s > 0:
                 await self.sleep(message.pause_s)
             receipt = await self._send(message, transport)
-            text = "".join(seg.data.get("text", "") for seg in message.segments if seg.kind == "text")
+            text = "".join(
+                seg.data.get("text", "") for seg in message.segments if seg.kind == "text"
+            )
             quoted = next(
                 (seg.data.get("id") for seg in message.segments if seg.kind == "reply"), None
             )

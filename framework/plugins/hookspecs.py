@@ -7,7 +7,7 @@ Each hook is mirrored in ``docs/plugin_hooks.md`` under a heading that is its ex
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,14 @@ if TYPE_CHECKING:
     from framework.conversation.images import FetchedImage, ImageLimits
     from framework.conversation.sequence import PromptMessage
     from framework.decision import RouteContext
+    from framework.delivery.records import (
+        ModelAnswer,
+        OutgoingMessage,
+        Segment,
+        SendReceipt,
+        Transport,
+    )
+    from framework.items import ReplyShape
     from framework.loop.records import IncomingEvent
     from framework.plugins.records import (
         DecisionRule,
@@ -381,4 +389,75 @@ def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
     :param group_id: the group's id; ``None`` for a private chat.
     :returns: a short description (shown as ``[图片：…]``), ``"[图片]"`` to keep the placeholder,
         or ``None`` to leave it to the next plugin.
+    """
+
+
+# -------------------------------------------------------------------------
+# Delivery: reading the answer and sending it
+# -------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def read_model_answer(
+    text: str, shape: ReplyShape, system_prompt: str, config: Config
+) -> ModelAnswer | None:
+    """Read the model's raw answer into the bubbles to send, a sticker intent, or silence.
+
+    Runs once per turn that went to the model, after the provider answered and before anything is
+    sent. The built-in implementation (``trylast``) applies the contract section ``reply_shape``
+    states (:func:`framework.read_model_answer_default`, ``docs/delivery.md``): ``PASS`` alone
+    is silence; Markdown, code fences, JSON wrappers and stage directions are removed; one bubble a
+    line, at most ``shape.max_bubbles``, each at most ``shape.max_chars``; the final ``[表情：…]``
+    line is the sticker intent; an answer that repeats the prompt is not sent.
+
+    Stops at first non-None result.
+
+    :param text: the model's answer, as returned.
+    :param shape: this turn's reply shape.
+    :param system_prompt: the instructions the model saw, for the leak guard.
+    :param config: the deployment's settings (``[delivery] sticker``).
+    :returns: a :class:`framework.ModelAnswer`, or ``None`` to let the next implementation read it.
+    """
+
+
+@hookspec(firstresult=True)
+def choose_sticker(
+    intent: str, bot_id: str, group_id: str | None, config: Config
+) -> Segment | None:
+    """Turn the answer's sticker intent (``[表情：笑]`` gives ``"笑"``) into a segment to send.
+
+    Runs once per answer that carries a sticker intent, before its delivery is planned; the
+    segment goes out as the turn's last message. The built-in implementation (``trylast``) looks
+    the intent up in ``[delivery] faces`` and gives a ``face`` segment; with
+    ``[delivery] sticker = "drop"`` it gives nothing.
+
+    Stops at first non-None result.
+
+    :param intent: the sticker intent, as the model wrote it.
+    :param bot_id: the bot's account id.
+    :param group_id: the group's id; ``None`` for a private chat.
+    :param config: the deployment's settings (``[delivery]``).
+    :returns: a :class:`framework.Segment` (a ``face``, or any kind the platform adapter knows),
+        or ``None``: the sticker is dropped when no implementation gives one.
+    """
+
+
+@hookspec(firstresult=True)
+def send_message(message: OutgoingMessage, transport: Transport) -> Awaitable[SendReceipt] | None:
+    """Send one planned message through a platform connection.
+
+    Runs once per message of a delivery plan, in order, after the message's pause. An
+    implementation that does not speak ``transport.platform`` returns ``None`` at once (not an
+    awaitable that gives ``None``); one that does returns an awaitable (call an ``async def``
+    helper and return its coroutine). The built-in implementation (``trylast``) handles
+    ``"onebot.v11"``: it calls ``send_group_msg`` or ``send_private_msg`` with the message as a
+    segment array and reads the ``message_id`` of the result; a call that raises or gives no id is
+    a receipt with ``ok=False``, never an exception.
+
+    Stops at first non-None result.
+
+    :param message: the message: its segments, target and position in the plan.
+    :param transport: the connection, with its ``platform`` name and async ``call_api``.
+    :returns: an awaitable of a :class:`framework.SendReceipt`, or ``None`` when this plugin does
+        not handle ``transport.platform``.
     """
