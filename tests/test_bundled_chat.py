@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from contrib.onebot import parse_cq_string, parse_event
 from framework import Config
-from framework.cli import cli
+from framework.cli.main import cli
 from framework.routing.text_signals import SHUT_UP_WORDS, SPAM_WORDS, VENT_ENDINGS
 from tests.conftest import ROOT
 

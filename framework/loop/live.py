@@ -267,6 +267,7 @@ class BotLoop:
         rendered = await runtime.arender(turn, decision=decision)
         stage.enter("turn_context")
         context = build_turn_context(runtime, turn, rendered, context=rendered.context)
+        trace["chars"] = _chars(runtime.config.budget.chars, rendered.sections, context.messages)
         stage.enter("request")
         request = build_provider_request(runtime, context, self.spec)
         tools = ToolRunner.for_event(runtime, event)
@@ -404,6 +405,7 @@ class BotLoop:
             )
             sends.append(
                 {"bubble": message.bubble_index, "ok": receipt.ok, "id": receipt.message_id}
+                | ({"quoted": quoted} if quoted else {})
                 | ({"detail": receipt.detail} if receipt.detail else {})
             )
             if not receipt.ok:
@@ -515,6 +517,25 @@ def _sum_usage(usages: list[Any]) -> Any:
         return sum(values) if values else None
 
     return type(found[0])(**{name: total(name) for name in fields})
+
+
+#: The message kinds a request's characters are counted under (``PromptMessage.source``).
+MESSAGE_KINDS = ("ambient", "summary", "history", "current")
+
+
+def _chars(budget: int, sections: Any, messages: Any) -> dict[str, Any]:
+    """Characters of what the turn sends: per system section, per message kind, the sidecar."""
+    counted: dict[str, Any] = {"budget": budget, "system": {}, "sidecar": 0}
+    counted.update(dict.fromkeys(MESSAGE_KINDS, 0))
+    for section in sections:
+        if section.chars:
+            counted["system"][section.id] = section.chars
+    for message in messages:
+        kind = message.source if message.source in MESSAGE_KINDS else "history"
+        counted[kind] += len(message.content)
+        if message.api_content is not None:
+            counted["sidecar"] += max(0, len(message.api_content) - len(message.content))
+    return counted
 
 
 def _rejected(reason: str) -> TurnOutcome:
