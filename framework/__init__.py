@@ -30,6 +30,7 @@ from framework.conversation.state import (
     SystemPromptStore,
     TurnTranscript,
     conversation_key,
+    prompt_cache_key,
 )
 from framework.conversation.summary import CompressionResult, CompressionStatus
 from framework.conversation.timeline import (
@@ -312,6 +313,7 @@ __all__ = [
     "load_turn_file",
     "looks_like_knowledge_question",
     "merge_image_urls",
+    "prompt_cache_key",
     "query_terms",
     "quote_allowed",
     "quote_user_text",

@@ -162,6 +162,7 @@ PUBLIC_NAMES = frozenset(
         "load_turn_file",
         "looks_like_knowledge_question",
         "merge_image_urls",
+        "prompt_cache_key",
         "query_terms",
         "quote_allowed",
         "quote_user_text",

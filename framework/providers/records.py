@@ -38,6 +38,11 @@ class ProviderApi(enum.StrEnum):
             ProviderApi.ANTHROPIC: "/v1/messages",
         }[self]
 
+    @property
+    def takes_prompt_cache_key(self) -> bool:
+        """The format routes its prompt cache by a ``prompt_cache_key`` (the OpenAI ones)."""
+        return self is not ProviderApi.ANTHROPIC
+
 
 #: The model used when ``provider.model`` is empty.
 DEFAULT_MODELS = {
@@ -60,6 +65,8 @@ class ProviderSpec:
         image URLs are often out of the provider's reach); ``False`` sends the URLs.
     :param max_tokens: the reply's token limit.
     :param image_limits: size, type and timeout limits of fetched images.
+    :param prompt_cache_key: send the conversation's ``prompt_cache_key`` (OpenAI formats only;
+        see :attr:`framework.TurnContext.prompt_cache_key`).
     """
 
     api: ProviderApi = attrs.field(converter=ProviderApi)
@@ -68,6 +75,7 @@ class ProviderSpec:
     inline_images: bool = True
     max_tokens: int = 1024
     image_limits: ImageLimits = attrs.field(factory=ImageLimits)
+    prompt_cache_key: bool = True
 
     @classmethod
     def from_config(cls, config: ProviderConfig, api: str | None = None) -> ProviderSpec:
@@ -80,6 +88,7 @@ class ProviderSpec:
             inline_images=config.inline_images,
             max_tokens=config.max_tokens,
             image_limits=ImageLimits.from_config(config),
+            prompt_cache_key=config.prompt_cache_key,
         )
 
 

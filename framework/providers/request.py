@@ -104,6 +104,10 @@ def build_provider_request(
     body, labels = _BUILDERS[spec.api](
         wire_system(context), messages, model=spec.model, max_tokens=spec.max_tokens
     )
+    if spec.prompt_cache_key and spec.api.takes_prompt_cache_key and context.prompt_cache_key:
+        # Last in the body: the key is the same on every turn of a group, so it never shortens
+        # the byte-identical prefix; the provider routes the request by it, it is not prompt text.
+        body["prompt_cache_key"] = context.prompt_cache_key
     segments = tuple(labelled_segments(body, labels))
     body_bytes = canonical_json(body).encode()
     previous = (
