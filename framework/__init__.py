@@ -102,9 +102,19 @@ from framework.prompt.text_rules import (
     first_chars,
     is_recognition_question,
 )
+from framework.providers.answers import ProviderAnswer, parse_answer
 from framework.providers.prefix import PrefixReport, compare_request_prefix
-from framework.providers.records import ProviderApi, ProviderRequest, ProviderSpec, SubmitResult
+from framework.providers.records import (
+    ProviderApi,
+    ProviderRequest,
+    ProviderSpec,
+    SubmitResult,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from framework.providers.request import build_provider_request, submit_request
+from framework.providers.tools import with_tool_round, with_tools
 from framework.retrieval.policy import (
     KNOWLEDGE_QUESTION_WORDS,
     looks_like_knowledge_question,
@@ -234,6 +244,7 @@ __all__ = [
     "PromptMessage",
     "Promptweave",
     "PromptweaveError",
+    "ProviderAnswer",
     "ProviderApi",
     "ProviderRequest",
     "ProviderSpec",
@@ -272,7 +283,9 @@ __all__ = [
     "SubmitResult",
     "SummaryRecord",
     "SystemPromptStore",
+    "ToolCall",
     "ToolContext",
+    "ToolSpec",
     "TopicSummary",
     "TopicSummarySource",
     "Turn",
@@ -283,6 +296,7 @@ __all__ = [
     "TurnPolicy",
     "TurnRetrieved",
     "TurnTranscript",
+    "Usage",
     "Volatility",
     "allows_persistent_memory",
     "append_notes_to_multimodal_content",
@@ -313,6 +327,7 @@ __all__ = [
     "load_turn_file",
     "looks_like_knowledge_question",
     "merge_image_urls",
+    "parse_answer",
     "prompt_cache_key",
     "query_terms",
     "quote_allowed",
@@ -330,4 +345,6 @@ __all__ = [
     "substitute_api_content",
     "text_terms",
     "vision_image_urls",
+    "with_tool_round",
+    "with_tools",
 ]

@@ -80,6 +80,7 @@ PUBLIC_NAMES = frozenset(
         "PromptMessage",
         "Promptweave",
         "PromptweaveError",
+        "ProviderAnswer",
         "ProviderApi",
         "ProviderRequest",
         "ProviderSpec",
@@ -121,7 +122,9 @@ PUBLIC_NAMES = frozenset(
         "SummaryRecord",
         "SystemPromptStore",
         "TIMELINE_HEADER",
+        "ToolCall",
         "ToolContext",
+        "ToolSpec",
         "TopicSummary",
         "TopicSummarySource",
         "Turn",
@@ -132,6 +135,7 @@ PUBLIC_NAMES = frozenset(
         "TurnPolicy",
         "TurnRetrieved",
         "TurnTranscript",
+        "Usage",
         "Volatility",
         "allows_persistent_memory",
         "append_notes_to_multimodal_content",
@@ -162,6 +166,7 @@ PUBLIC_NAMES = frozenset(
         "load_turn_file",
         "looks_like_knowledge_question",
         "merge_image_urls",
+        "parse_answer",
         "prompt_cache_key",
         "query_terms",
         "quote_allowed",
@@ -179,6 +184,8 @@ PUBLIC_NAMES = frozenset(
         "substitute_api_content",
         "text_terms",
         "vision_image_urls",
+        "with_tool_round",
+        "with_tools",
     }
 )
 

@@ -139,6 +139,7 @@ def build_provider_request(
         prefix=prefix,
         trace=trace,
         stage_durations_ms={"request": elapsed_ms(start), **durations},
+        text_labels=labels,
     )
 
 
