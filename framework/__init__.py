@@ -113,7 +113,7 @@ from framework.providers.records import (
     ToolSpec,
     Usage,
 )
-from framework.providers.request import build_provider_request, submit_request
+from framework.providers.request import asubmit_request, build_provider_request, submit_request
 from framework.providers.tools import with_tool_round, with_tools
 from framework.retrieval.policy import (
     KNOWLEDGE_QUESTION_WORDS,
@@ -301,6 +301,7 @@ __all__ = [
     "allows_persistent_memory",
     "append_notes_to_multimodal_content",
     "apply_budget",
+    "asubmit_request",
     "build_group_timeline",
     "build_memory_context_block",
     "build_provider_request",

@@ -140,6 +140,7 @@ PUBLIC_NAMES = frozenset(
         "allows_persistent_memory",
         "append_notes_to_multimodal_content",
         "apply_budget",
+        "asubmit_request",
         "build_group_timeline",
         "build_memory_context_block",
         "build_provider_request",

@@ -213,8 +213,9 @@ class SubmitResult:
     :param raw: the provider's parsed response.
     :param tool_calls: the function calls the model asked for, in order.
     :param usage: the tokens the provider reported, when it reported any.
-    :param duration_ms: how long :func:`framework.submit_request` took, in milliseconds (set
-        there; not part of equality).
+    :param duration_ms: how long :func:`framework.submit_request` (or
+        :func:`framework.asubmit_request`) took, in milliseconds (set there; not part of
+        equality).
     """
 
     sent: bool
