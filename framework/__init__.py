@@ -30,6 +30,7 @@ from framework.conversation.state import (
     SystemPromptStore,
     TurnTranscript,
     conversation_key,
+    prompt_cache_key,
 )
 from framework.conversation.summary import CompressionResult, CompressionStatus
 from framework.conversation.timeline import (
@@ -127,9 +128,19 @@ from framework.prompt.text_rules import (
     first_chars,
     is_recognition_question,
 )
+from framework.providers.answers import ProviderAnswer, parse_answer
 from framework.providers.prefix import PrefixReport, compare_request_prefix
-from framework.providers.records import ProviderApi, ProviderRequest, ProviderSpec, SubmitResult
-from framework.providers.request import build_provider_request, submit_request
+from framework.providers.records import (
+    ProviderApi,
+    ProviderRequest,
+    ProviderSpec,
+    SubmitResult,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from framework.providers.request import asubmit_request, build_provider_request, submit_request
+from framework.providers.tools import with_tool_round, with_tools
 from framework.retrieval.policy import (
     KNOWLEDGE_QUESTION_WORDS,
     looks_like_knowledge_question,
@@ -276,6 +287,7 @@ __all__ = [
     "PromptMessage",
     "Promptweave",
     "PromptweaveError",
+    "ProviderAnswer",
     "ProviderApi",
     "ProviderRequest",
     "ProviderSpec",
@@ -317,8 +329,10 @@ __all__ = [
     "SummaryRecord",
     "SystemPromptStore",
     "Tool",
+    "ToolCall",
     "ToolCallContext",
     "ToolContext",
+    "ToolSpec",
     "TopicSummary",
     "TopicSummarySource",
     "Transport",
@@ -331,10 +345,12 @@ __all__ = [
     "TurnPolicy",
     "TurnRetrieved",
     "TurnTranscript",
+    "Usage",
     "Volatility",
     "allows_persistent_memory",
     "append_notes_to_multimodal_content",
     "apply_budget",
+    "asubmit_request",
     "build_group_timeline",
     "build_memory_context_block",
     "build_provider_request",
@@ -366,8 +382,10 @@ __all__ = [
     "onebot_action",
     "onebot_segment",
     "onebot_segments",
+    "parse_answer",
     "plan_delivery",
     "plan_phrase",
+    "prompt_cache_key",
     "query_terms",
     "quote_allowed",
     "quote_user_text",
@@ -385,4 +403,6 @@ __all__ = [
     "substitute_api_content",
     "text_terms",
     "vision_image_urls",
+    "with_tool_round",
+    "with_tools",
 ]

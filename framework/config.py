@@ -371,6 +371,8 @@ class ProviderConfig:
     :param image_types: the media types accepted.
     :param max_tokens: the reply's token limit.
     :param timeout_s: the request and download timeout.
+    :param prompt_cache_key: the OpenAI formats send ``prompt_cache_key`` (one per group, or per
+        user in a private chat), so one group's turns share the provider's prompt cache.
     """
 
     api: str = attrs.field(
@@ -388,6 +390,7 @@ class ProviderConfig:
     )
     max_tokens: int = attrs.field(default=1024, validator=_positive)
     timeout_s: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
+    prompt_cache_key: bool = True
 
 
 @attrs.frozen(kw_only=True)

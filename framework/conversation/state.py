@@ -33,6 +33,7 @@ __all__ = [
     "TurnTranscript",
     "conversation_key",
     "message_fingerprint",
+    "prompt_cache_key",
 ]
 
 log = logging.getLogger("promptweave")
@@ -48,6 +49,22 @@ MAX_SENT_PER_CONVERSATION = 256
 def conversation_key(turn: Turn) -> str:
     """The key of the conversation a turn belongs to: bot, group (or ``private``) and speaker."""
     return f"{turn.bot.id}:{turn.group_id or 'private'}:{turn.message.sender_id}"
+
+
+def prompt_cache_key(turn: Turn) -> str:
+    """The key OpenAI's prompt cache groups a turn's requests by: ``pw-`` and 16 hex digits.
+
+    A group chat's key depends on the bot and the group only, so every member's turns share one
+    cache (they share the system prompt and the timeline); a private chat's on the bot and the
+    user. The ids are hashed, so the key carries no account number to the provider.
+    """
+    scope = (
+        (turn.bot.id, turn.group_id)
+        if turn.group_id
+        else (turn.bot.id, "private", turn.message.sender_id)
+    )
+    digest = hashlib.sha256("\0".join(scope).encode("utf-8", "surrogatepass")).hexdigest()
+    return f"pw-{digest[:16]}"
 
 
 def message_fingerprint(message: PromptMessage) -> str:

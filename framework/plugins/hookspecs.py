@@ -251,6 +251,27 @@ def submit_request(request: ProviderRequest, config: Config) -> SubmitResult | N
     """
 
 
+@hookspec(firstresult=True)
+def submit_request_async(
+    request: ProviderRequest, config: Config
+) -> Awaitable[SubmitResult] | None:
+    """Send a provider request from an event loop: return the coroutine that sends it.
+
+    Runs in :func:`framework.asubmit_request` (the live loop's path). An implementation decides
+    synchronously: it returns ``None`` at once for a request it does not handle (another format),
+    else the not-yet-awaited coroutine, which the caller awaits (a :class:`framework.SubmitResult`
+    returned directly is accepted too). When every implementation returns ``None``,
+    :func:`framework.asubmit_request` falls back to ``submit_request`` in a worker thread, so the
+    offline default still answers. No built-in implements it.
+
+    Stops at first non-None result.
+
+    :param request: the request: its API, path and exact body.
+    :param config: the deployment's settings (``[provider]``).
+    :returns: an awaitable of the result, or ``None`` to let the next implementation decide.
+    """
+
+
 # -------------------------------------------------------------------------
 # Per turn: routing
 # -------------------------------------------------------------------------

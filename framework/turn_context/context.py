@@ -23,7 +23,11 @@ import attrs
 
 from framework.conversation.images import vision_image_urls
 from framework.conversation.sequence import PromptMessage, format_user_turn
-from framework.conversation.state import ActiveSystemPrompt, conversation_key
+from framework.conversation.state import (
+    ActiveSystemPrompt,
+    conversation_key,
+    prompt_cache_key,
+)
 from framework.plugins.records import Volatility
 from framework.prompt.render_context import RenderContext
 from framework.prompt.sanitize import sanitize_block, strip_lone_surrogates
@@ -56,6 +60,8 @@ class TurnContext:
     """Everything one turn sends, fixed before the first request.
 
     :param conversation_key: bot, group and speaker (:func:`framework.conversation_key`).
+    :param prompt_cache_key: the key the OpenAI formats send so that one group's turns share a
+        prompt cache (:func:`framework.prompt_cache_key`); ``""`` sends none.
     :param turn_id: ``<conversation key>:<task id>:<8 hex>``, unique per turn.
     :param task_id: the caller's task id, or a fresh one.
     :param user_message: the current user message's content, lone surrogates removed.
@@ -106,6 +112,7 @@ class TurnContext:
     )
     trace: Mapping[str, Any] = attrs.field(factory=dict)
     stage_durations_ms: Mapping[str, float] = attrs.field(factory=dict, eq=False)
+    prompt_cache_key: str = ""
 
     @property
     def system_prompt(self) -> str:
@@ -367,6 +374,7 @@ def build_turn_context(
     }
     return TurnContext(
         conversation_key=key,
+        prompt_cache_key=prompt_cache_key(turn),
         turn_id=turn_id,
         task_id=task,
         user_message=user_message,
