@@ -68,7 +68,9 @@ def _current_text(messages: Sequence[Mapping[str, Any]]) -> str:
         if not texts:
             continue
         lines = "\n".join(texts).splitlines()
-        words = [line.strip() for line in lines if line.strip() and not line.startswith(("【", "（"))]
+        words = [
+            line.strip() for line in lines if line.strip() and not line.startswith(("【", "（"))
+        ]
         if words:
             return words[0]
     return ""

@@ -101,6 +101,7 @@ from framework.items import (
     TopicSummary,
     TurnPolicy,
 )
+from framework.loop.live import BotLoop
 from framework.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
 from framework.plugins.hookspecs import hookimpl
 from framework.plugins.records import (
@@ -228,6 +229,7 @@ __all__ = [
     "BehaviorStrategy",
     "Bot",
     "BotConfig",
+    "BotLoop",
     "BudgetReport",
     "ChatMessage",
     "CompressionResult",

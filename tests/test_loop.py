@@ -18,8 +18,7 @@ from framework import (
 )
 from framework.config import LoopConfig, RoutingConfig
 from framework.loop.records import IncomingEvent
-
-from .loop_support import (
+from tests.loop_support import (
     BOT,
     GROUP,
     T0,
@@ -201,7 +200,14 @@ def test_turns_of_one_group_run_in_order_and_groups_run_concurrently() -> None:
 
     async def answer(request):  # type: ignore[no-untyped-def]
         text = request.body_text()
-        tag = "A1" if "第一个问题" in text else "A2" if "第二个问题" in text else "B"
+        # the question is the request's last user message (earlier ones are in its history)
+        latest = max(
+            ("A1", "第一个问题"),
+            ("A2", "第二个问题"),
+            ("B", "别的群"),
+            key=lambda t: text.rfind(t[1]),
+        )
+        tag = latest[0]
         order.append(f"start {tag}")
         if tag == "A1":
             await gate.wait()  # group A's first turn holds until group B has answered

@@ -20,8 +20,7 @@ from framework import (
 )
 from framework.loop.tools import ToolRunner
 from framework.providers.records import ToolCall
-
-from .loop_support import message
+from tests.loop_support import message
 
 EVERYONE = {"type": "object", "properties": {}}
 

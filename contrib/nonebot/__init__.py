@@ -20,7 +20,6 @@ import datetime as dt
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 import attrs
 from nonebot import get_driver, get_plugin_config, on_message

@@ -208,9 +208,10 @@ class Transport(Protocol):
     (:class:`framework.OneBotTransport` does for OneBot v11).
     """
 
-    #: The platform's name, for example ``"onebot.v11"``; ``send_message`` implementations
-    #: answer only for the platforms they speak.
-    platform: str
+    @property
+    def platform(self) -> str:
+        """The platform's name, for example ``"onebot.v11"``; ``send_message``
+        implementations answer only for the platforms they speak."""
 
     async def call_api(self, api: str, **params: Any) -> Any:
         """Call the platform action ``api`` with ``params`` and return its result."""

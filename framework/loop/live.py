@@ -266,7 +266,8 @@ class BotLoop:
         stage.enter("render")
         rendered = await runtime.arender(turn, decision=decision)
         stage.enter("turn_context")
-        context = build_turn_context(runtime, turn, rendered, context=rendered.context)
+        render_context = rendered.context or runtime.context_for(turn, decision=decision)
+        context = build_turn_context(runtime, turn, rendered, context=render_context)
         trace["chars"] = _chars(runtime.config.budget.chars, rendered.sections, context.messages)
         stage.enter("request")
         request = build_provider_request(runtime, context, self.spec)
@@ -304,7 +305,7 @@ class BotLoop:
             )
 
         stage.enter("read")
-        answer = self._read(result.text, rendered.context.reply_shape, context.system_prompt, trace)
+        answer = self._read(result.text, render_context.reply_shape, context.system_prompt, trace)
         if answer.silent or not answer.bubbles:
             return TurnOutcome(
                 event=event,

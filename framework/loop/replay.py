@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from framework.errors import TurnFileError
-from framework.loop.event_log import read_events
+from framework.loop.event_log import MessageEvent, read_events
 from framework.loop.live import BotLoop
 from framework.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
 from framework.runtime import Promptweave
@@ -136,7 +136,7 @@ def _store_events(lines: Sequence[tuple[int, str]], source: str) -> list[Incomin
     log = read_events([line], source=f"{source}:{number}")
     converted = []
     for event in log.events:
-        if hasattr(event, "message"):
+        if isinstance(event, MessageEvent):
             converted.append(
                 IncomingEvent(
                     platform="log",
@@ -198,7 +198,11 @@ def message_record(index: int, event: IncomingEvent, outcome: TurnOutcome) -> di
     prefix = getattr(request, "prefix", None)
     necessity = decision.necessity if decision is not None else None
     quoted = next(
-        (send["quoted"] for send in outcome.trace.get("sends", ()) if send.get("ok") and send.get("quoted")),
+        (
+            send["quoted"]
+            for send in outcome.trace.get("sends", ())
+            if send.get("ok") and send.get("quoted")
+        ),
         None,
     )
     return {
@@ -255,7 +259,9 @@ def summarize(
     statuses = Counter(record["status"] for record in records)
     answered = [r for r in records if r["status"] == OutcomeStatus.REPLIED]
     requested = [r for r in records if r["chars"] is not None]
-    reported = [r["usage"]["prompt_tokens"] for r in requested if r["usage"] and r["usage"]["prompt_tokens"]]
+    reported = [
+        r["usage"]["prompt_tokens"] for r in requested if r["usage"] and r["usage"]["prompt_tokens"]
+    ]
     estimated = len(reported) < len(requested)
     tokens = (
         [float(t) for t in reported]
@@ -284,7 +290,9 @@ def summarize(
         "chars_per_reply": _percentiles([float(_sent_chars(r)) for r in requested]),
         "tokens_per_reply": _percentiles(tokens),
         "tokens_estimated": estimated,
-        "cached_tokens": sum(c for c in cached if c is not None) if any(c is not None for c in cached) else None,
+        "cached_tokens": sum(c for c in cached if c is not None)
+        if any(c is not None for c in cached)
+        else None,
         "prefix_reuse": None
         if not reuse
         else {

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from framework._fields import str_tuple
+
 if TYPE_CHECKING:
     from framework.prompt.render_context import RenderContext
 
@@ -271,4 +273,4 @@ class Tool:
     parameters: Mapping[str, Any] = attrs.field(validator=_json_schema)
     call: Callable[..., Any]
     permitted: Callable[[ToolCallContext], bool] = _everyone
-    intent_words: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    intent_words: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
