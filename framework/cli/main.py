@@ -26,6 +26,7 @@ from framework.cli.render import (
     echo_stages,
     turn_stages,
 )
+from framework.cli.replay import replay
 from framework.conversation.state import conversation_key
 from framework.errors import TurnFileError
 from framework.providers.prefix import canonical_json
@@ -350,3 +351,4 @@ def route(
 
 cli.add_command(import_data)
 cli.add_command(store)
+cli.add_command(replay)

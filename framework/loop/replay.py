@@ -4,7 +4,7 @@ A replay reads a chat log, carries every message through :class:`framework.BotLo
 the log's timestamps as the clock, and gives one record per incoming message and a summary. With
 the same log, configuration and seed it repeats exactly.
 
-Two log formats are read, line by line, in one file or mixed:
+Two log formats are read, one per file:
 
 - raw OneBot v11 events, one JSON event a line, as NapCat and go-cqhttp write them (``message``
   and ``message_sent`` events; meta events, notices and requests are skipped and counted);
@@ -97,9 +97,10 @@ def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise TurnFileError(source, [f"cannot read: {exc}"]) from exc
+    if _is_event_log(lines):
+        return ReplayLog(source=source, events=tuple(_store_events(lines, source)))
     events: list[IncomingEvent] = []
     skipped = 0
-    store_lines: list[tuple[int, str]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -110,10 +111,6 @@ def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None
             raise TurnFileError(where, [f"not JSON: {exc}"]) from None
         if not isinstance(data, dict):
             raise TurnFileError(where, ["an event must be a JSON object"])
-        if "event" in data:
-            store_lines.append((number, line))
-            events.extend(_store_events(store_lines[-1:], source))
-            continue
         if data.get("post_type") in SKIPPED_POST_TYPES:
             skipped += 1
             continue
@@ -130,10 +127,19 @@ def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None
     return ReplayLog(source=source, events=tuple(events), skipped=skipped)
 
 
-def _store_events(lines: Sequence[tuple[int, str]], source: str) -> list[IncomingEvent]:
-    """The store's event-log lines as loop events (a ``bot_reply`` is the bot's own message)."""
-    number, line = lines[0]
-    log = read_events([line], source=f"{source}:{number}")
+def _is_event_log(lines: Sequence[str]) -> bool:
+    """The file is the store's event log: its first event has an ``event`` key."""
+    first = next((line for line in lines if line.strip()), "")
+    try:
+        data = json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and "event" in data
+
+
+def _store_events(lines: Sequence[str], source: str) -> list[IncomingEvent]:
+    """The store's event log as loop events (a ``bot_reply`` is the bot's own message)."""
+    log = read_events(lines, source=source)
     converted = []
     for event in log.events:
         if isinstance(event, MessageEvent):
