@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -200,6 +200,10 @@ class ToolCall:
     arguments: str
 
 
+def _tool_calls(calls: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    return tuple(calls)
+
+
 @attrs.frozen(kw_only=True)
 class SubmitResult:
     """What submitting a request gave.
@@ -223,6 +227,6 @@ class SubmitResult:
     text: str | None = None
     detail: str = ""
     raw: Mapping[str, Any] | None = None
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=tuple)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tool_calls)
     usage: Usage | None = None
     duration_ms: float = attrs.field(default=0.0, eq=False)
