@@ -7,7 +7,7 @@ Plugin authors import everything they need from here::
 
 from __future__ import annotations
 
-from framework.config import Config
+from framework.config import BotConfig, Config, DeliveryConfig, LoopConfig
 from framework.conversation.ambient import AMBIENT_HEADER, AmbientEntry
 from framework.conversation.budget import BudgetReport, apply_budget
 from framework.conversation.images import (
@@ -51,6 +51,29 @@ from framework.decision import (
     SocialAction,
     TurnAction,
 )
+from framework.delivery.onebot import (
+    ONEBOT_V11,
+    OneBotTransport,
+    cq_escape,
+    cq_unescape,
+    onebot_action,
+    onebot_segment,
+    onebot_segments,
+)
+from framework.delivery.plan import PauseConfig, plan_delivery, plan_phrase
+from framework.delivery.records import (
+    DeliveryPlan,
+    ModelAnswer,
+    OutgoingMessage,
+    Segment,
+    SendReceipt,
+    Transport,
+)
+from framework.delivery.reply_contract import (
+    LEAK_RUN_CHARS,
+    QUOTABLE_HEADERS,
+    read_model_answer_default,
+)
 from framework.errors import (
     ConfigError,
     DuplicateRegistrationError,
@@ -78,6 +101,7 @@ from framework.items import (
     TopicSummary,
     TurnPolicy,
 )
+from framework.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
 from framework.plugins.hookspecs import hookimpl
 from framework.plugins.records import (
     DecisionRule,
@@ -87,6 +111,8 @@ from framework.plugins.records import (
     RuleStage,
     Section,
     SectionOverride,
+    Tool,
+    ToolCallContext,
     Volatility,
 )
 from framework.prompt.overrides import OverridesFile, load_overrides_file
@@ -156,7 +182,11 @@ from framework.turn import (
     TurnRetrieved,
     load_turn_file,
 )
-from framework.turn_context.context import TurnContext, build_turn_context, collect_turn_notes
+from framework.turn_context.context import (
+    TurnContext,
+    build_turn_context,
+    collect_turn_notes,
+)
 from framework.turn_context.preflight import (
     PreflightResult,
     compression_made_progress,
@@ -185,7 +215,10 @@ __all__ = [
     "IMAGE_WITHOUT_URL",
     "INJECTION_PATTERNS",
     "KNOWLEDGE_QUESTION_WORDS",
+    "LEAK_RUN_CHARS",
     "MODEL_ANSWER_FORMAT",
+    "ONEBOT_V11",
+    "QUOTABLE_HEADERS",
     "RECOGNITION_QUESTION_WORDS",
     "SUMMARY_MARK",
     "TIMELINE_HEADER",
@@ -194,6 +227,7 @@ __all__ = [
     "BehaviorRecord",
     "BehaviorStrategy",
     "Bot",
+    "BotConfig",
     "BudgetReport",
     "ChatMessage",
     "CompressionResult",
@@ -204,6 +238,8 @@ __all__ = [
     "Decision",
     "DecisionRule",
     "Delivery",
+    "DeliveryConfig",
+    "DeliveryPlan",
     "DeliveryStyle",
     "DuplicateRegistrationError",
     "ExpressionPair",
@@ -217,20 +253,27 @@ __all__ = [
     "ImageLimits",
     "InMemorySystemPromptStore",
     "InMemoryTurnTranscript",
+    "IncomingEvent",
     "InjectionDetector",
     "KnowledgeDocument",
     "KnowledgeItem",
     "LearningType",
+    "LoopConfig",
     "LowEngagement",
     "MemoryItem",
     "MemoryKind",
     "MemoryPolicy",
     "MemoryRecord",
     "MessageSignals",
+    "ModelAnswer",
     "NecessityScore",
     "NoteQueue",
+    "OneBotTransport",
+    "OutcomeStatus",
+    "OutgoingMessage",
     "OverrideMode",
     "OverridesFile",
+    "PauseConfig",
     "PersonFact",
     "PersonFactRecord",
     "PersonaPack",
@@ -273,6 +316,8 @@ __all__ = [
     "SectionListing",
     "SectionOverride",
     "SectionRenderError",
+    "Segment",
+    "SendReceipt",
     "SessionSummary",
     "SessionTurn",
     "SkipReason",
@@ -283,16 +328,20 @@ __all__ = [
     "SubmitResult",
     "SummaryRecord",
     "SystemPromptStore",
+    "Tool",
     "ToolCall",
+    "ToolCallContext",
     "ToolContext",
     "ToolSpec",
     "TopicSummary",
     "TopicSummarySource",
+    "Transport",
     "Turn",
     "TurnAction",
     "TurnBudgetReport",
     "TurnContext",
     "TurnFileError",
+    "TurnOutcome",
     "TurnPolicy",
     "TurnRetrieved",
     "TurnTranscript",
@@ -311,6 +360,8 @@ __all__ = [
     "compose_user_api_content",
     "compression_made_progress",
     "conversation_key",
+    "cq_escape",
+    "cq_unescape",
     "default_compress_messages",
     "drop_stale_api_content",
     "estimate_messages_tokens_rough",
@@ -328,11 +379,17 @@ __all__ = [
     "load_turn_file",
     "looks_like_knowledge_question",
     "merge_image_urls",
+    "onebot_action",
+    "onebot_segment",
+    "onebot_segments",
     "parse_answer",
+    "plan_delivery",
+    "plan_phrase",
     "prompt_cache_key",
     "query_terms",
     "quote_allowed",
     "quote_user_text",
+    "read_model_answer_default",
     "reads_as_event",
     "reanchor_current_turn_user_idx",
     "rewrite_content",

@@ -194,7 +194,7 @@ PUBLIC_NAMES = frozenset(
 #: that runs (``docs/architecture.md``, "Dependency rules").
 HOOKSPEC_IMPORTS_ALLOWED = re.compile(
     r"framework\.(config|decision|items|turn|plugins\.records|prompt\.render_context|"
-    r"conversation\.(images|sequence)|providers\.records|store\.sessions|delivery\.records)$"
+    r"conversation\.(images|sequence)|providers\.records|store\.sessions|delivery\.records|loop\.records)$"
 )
 
 

@@ -11,7 +11,7 @@ its in-memory counterpart; a check-then-write (duplicate ids, windows, the compa
 Lua script, atomic across processes. Retrieval data (memories, knowledge…) stays in the SQLite file
 at ``[store] path``, which ``promptweave import`` fills and every process reads.
 
-A ``redis.RedisError`` surfaces as :class:`framework.store.StoreUnavailableError`, so a Redis that
+A ``redis.RedisError`` surfaces as :class:`framework.StoreUnavailableError`, so a Redis that
 goes away degrades turns exactly like a failing SQLite file.
 """
 

@@ -142,7 +142,7 @@ class RedisNamespace:
 
     @contextmanager
     def reached(self) -> Iterator[None]:
-        """Turn any ``redis.RedisError`` into :class:`framework.store.StoreUnavailableError`.
+        """Turn any ``redis.RedisError`` into :class:`framework.StoreUnavailableError`.
 
         The runtime degrades on :data:`framework.store.sqlite.STORE_ERRORS`; raising that
         project error here keeps ``framework`` free of any Redis import, exactly as the SQLite

@@ -3,8 +3,9 @@ what was sent (``docs/turn_context.md``).
 
 Each piece is an interface with an in-memory implementation. A session store can implement
 :class:`SystemPromptStore` and :class:`TurnTranscript` on its own tables and be handed to
-:class:`ConversationState`; callers never see the difference (DESIGN.md §6: no conversational state
-in module globals).
+:class:`ConversationState`; callers never see the difference
+(``docs/design.md#where-promptweave-differs-from-the-reference``: no conversational state in module
+globals).
 """
 
 from __future__ import annotations

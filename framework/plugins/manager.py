@@ -58,6 +58,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "builtin_plugins.routing_rules",
     "builtin_plugins.phrase_pools",
     "builtin_plugins.session_summary",
+    "builtin_plugins.delivery",
 )
 
 ENV_LOAD = "PROMPTWEAVE_LOAD_PLUGINS"

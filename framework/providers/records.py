@@ -66,8 +66,9 @@ class ProviderSpec:
     :param supports_images: the model declares image input; else (the default) images become
         ``[图片]`` and nothing is downloaded.
     :param inline_images: with ``supports_images``, send images as base64, fetched through
-        ``fetch_image`` before the request (the default, as seed 004 downloads them: a platform's
-        image URLs are often out of the provider's reach); ``False`` sends the URLs.
+        ``fetch_image`` before the request (the default, as the reference bot does,
+        ``docs/design.md#images``: a platform's image URLs are often out of the provider's reach);
+        ``False`` sends the URLs.
     :param max_tokens: the reply's token limit.
     :param image_limits: size, type and timeout limits of fetched images.
     :param prompt_cache_key: send the conversation's ``prompt_cache_key`` (OpenAI formats only;

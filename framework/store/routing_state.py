@@ -1,8 +1,9 @@
 """Per-group routing state: cooldowns, silences, kept messages, quote candidates, phrases.
 
-Seed 004 (入口路由, 引用的原生引用, 低投入出口) keeps small pieces of state per group; DESIGN.md §6
-puts them behind a store interface so several bot processes can share them. Every key is scoped by
-bot and group. :class:`MemoryRoutingState` keeps them in this process;
+Routing, quoting and the low-engagement exit (``docs/design.md#the-routing-flow``) keep small pieces
+of state per group; ``docs/design.md#where-promptweave-differs-from-the-reference`` puts them behind
+a store interface so several bot processes can share them. Every key is scoped by bot and group.
+:class:`MemoryRoutingState` keeps them in this process;
 :class:`framework.store.routing_state_sqlite.SQLiteRoutingState` in the shared SQLite file.
 """
 
@@ -40,7 +41,7 @@ def _candidate_text(value: object) -> str:
 
 @attrs.frozen(kw_only=True)
 class QuoteCandidate:
-    """A recent group message the bot may quote (seed 004, 引用的原生引用).
+    """A recent group message the bot may quote (``docs/design.md#quoting``).
 
     :param message_id: the platform's message id.
     :param sender_id: who sent it.

@@ -105,7 +105,7 @@ def _message(payload: str) -> ChatMessage:
 
 @attrs.define
 class SQLiteRoutingState(RoutingState):
-    """Routing state in a :class:`framework.store.SQLiteDatabase`.
+    """Routing state in a :class:`framework.store.sqlite.SQLiteDatabase`.
 
     The tables are created on first use, so building a runtime never touches the file.
     """

@@ -1,7 +1,7 @@
 """The SQLite schema of component ``sessions`` (``docs/store.md``), as versioned migrations.
 
-A schema change is a new :class:`framework.store.Migration` with the next version, never an edit of
-an applied one.
+A schema change is a new :class:`framework.store.sqlite.Migration` with the next version, never an
+edit of an applied one.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The SQLite implementations of the conversational stores (component ``sessions``).
 
-All tables live in the shared :class:`framework.store.SQLiteDatabase`. Times are stored as UTC
-epoch seconds plus the original UTC offset, so they sort correctly and read back as they were
+All tables live in the shared :class:`framework.store.sqlite.SQLiteDatabase`. Times are stored as
+UTC epoch seconds plus the original UTC offset, so they sort correctly and read back as they were
 written. Every window read is an index range scan that stops after ``limit`` rows, so its cost does
 not grow with the table (``benchmarks/bench_store.py``). Schema: ``docs/store.md``.
 """
@@ -37,7 +37,7 @@ __all__ = [
     "SQLiteSummaryStore",
 ]
 
-#: The most phrases the ledger applies per (bot, group), newest first (seed 004 ledger caps).
+#: The most phrases the ledger applies per (bot, group), newest first.
 FEEDBACK_MAX_PHRASES = 32
 
 

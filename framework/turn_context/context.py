@@ -1,4 +1,5 @@
-"""The per-turn snapshot between an assembled turn and a provider request (seed 000).
+"""The per-turn snapshot between an assembled turn and a provider request
+(``docs/design.md#turn-context``).
 
 :func:`build_turn_context` runs once per turn, after :meth:`framework.Promptweave.render`. It
 decides which system prompt is active for the conversation (built once and reused byte for byte,
