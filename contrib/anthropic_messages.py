@@ -36,6 +36,7 @@ __all__ = [
     "ANTHROPIC_VERSION",
     "DEFAULT_BASE_URL",
     "AnthropicMessagesClient",
+    "RetryPolicy",
     "submit_request",
     "submit_request_async",
 ]

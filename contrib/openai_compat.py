@@ -34,6 +34,7 @@ from framework import Config, ProviderApi, ProviderRequest, SubmitResult, hookim
 __all__ = [
     "DEFAULT_BASE_URL",
     "OpenAICompatClient",
+    "RetryPolicy",
     "submit_request",
     "submit_request_async",
 ]

@@ -9,11 +9,11 @@ import pytest
 from support_turn_context import ENVIRON, example_turn, make_runtime
 
 import contrib.anthropic_messages as messages_plugin
-from contrib._provider_http import RetryPolicy
 from contrib.anthropic_messages import (
     ANTHROPIC_VERSION,
     DEFAULT_BASE_URL,
     AnthropicMessagesClient,
+    RetryPolicy,
 )
 from framework import (
     Config,

@@ -8,8 +8,7 @@ import json
 import httpx
 from support_turn_context import ENVIRON, example_turn, make_runtime
 
-from contrib._provider_http import RetryPolicy
-from contrib.openai_compat import DEFAULT_BASE_URL, OpenAICompatClient
+from contrib.openai_compat import DEFAULT_BASE_URL, OpenAICompatClient, RetryPolicy
 from framework import (
     Config,
     Promptweave,
