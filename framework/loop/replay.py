@@ -189,11 +189,13 @@ async def replay_events(
     for index, event in enumerate(events):
         clock.now = event.message.time
         outcome = await loop.handle(event, transport)
+        # Session compression runs in the background; a replay waits for it after each turn,
+        # so the next turn reads the same history every time the log is replayed.
+        loop.runtime.wait_for_background()
         record = message_record(index, event, outcome)
         records.append(record)
         if on_record is not None:
             on_record(record)
-    loop.runtime.wait_for_background()
     return records
 
 
