@@ -9,7 +9,12 @@ import attrs
 from redis.commands.core import Script
 
 from contrib.redis_store._namespace import RedisNamespace, dumps
-from framework.store.sessions_sqlite import FEEDBACK_MAX_PHRASES
+from framework.store.sessions import (
+    BOT_REPLY_MAX_ENTRIES,
+    BOT_REPLY_TEXT_CHARS,
+    BOT_REPLY_TTL_S,
+    FEEDBACK_MAX_PHRASES,
+)
 
 __all__ = ["RedisBotReplyContext", "RedisFeedbackLedger"]
 
@@ -110,9 +115,9 @@ class RedisBotReplyContext:
     """
 
     namespace: RedisNamespace
-    ttl_s: float = 600.0
-    max_entries: int = 512
-    text_chars: int = 500
+    ttl_s: float = BOT_REPLY_TTL_S
+    max_entries: int = BOT_REPLY_MAX_ENTRIES
+    text_chars: int = BOT_REPLY_TEXT_CHARS
     refresh_on_lookup: bool = True
     _remember: Script = attrs.field(init=False, repr=False)
     _lookup: Script = attrs.field(init=False, repr=False)

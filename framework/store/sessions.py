@@ -23,6 +23,10 @@ from framework.prompt.text_rules import IMAGE_MARK
 from framework.turn import ChatMessage
 
 __all__ = [
+    "BOT_REPLY_MAX_ENTRIES",
+    "BOT_REPLY_TEXT_CHARS",
+    "BOT_REPLY_TTL_S",
+    "FEEDBACK_MAX_PHRASES",
     "GROUP_LOG_MAX_PER_GROUP",
     "SUMMARY_MARK",
     "BotReplyContext",
@@ -42,6 +46,17 @@ SUMMARY_MARK = "【此前对话摘要】"
 #: Messages a group log keeps per (bot, group) on every backend; the oldest go first. The
 #: timeline and the bot-presence count read far fewer, and a long-running bot stays bounded.
 GROUP_LOG_MAX_PER_GROUP = 1000
+
+#: Seconds a delivered bot message can be looked up after it was written (``[session]
+#: bot_reply_ttl_s`` sets the runtime's).
+BOT_REPLY_TTL_S = 600.0
+#: Delivered bot messages a bot-reply context keeps (``[session] bot_reply_max_entries``).
+BOT_REPLY_MAX_ENTRIES = 512
+#: The longest text a bot-reply context keeps of one message; the quote block needs no more.
+BOT_REPLY_TEXT_CHARS = 500
+
+#: The most phrases the feedback ledger applies per (bot, group), newest first.
+FEEDBACK_MAX_PHRASES = 32
 
 
 def group_scope(group_id: str | None) -> str:

@@ -18,12 +18,15 @@ from typing import TypeVar
 import attrs
 
 from framework.store.sessions import (
+    BOT_REPLY_MAX_ENTRIES,
+    BOT_REPLY_TEXT_CHARS,
+    BOT_REPLY_TTL_S,
+    FEEDBACK_MAX_PHRASES,
     GROUP_LOG_MAX_PER_GROUP,
     SessionSummary,
     SessionTurn,
     TurnKind,
 )
-from framework.store.sessions_sqlite import FEEDBACK_MAX_PHRASES
 from framework.turn import ChatMessage
 
 __all__ = [
@@ -242,9 +245,9 @@ class MemoryBotReplyContext:
     entry to the newest end (without extending its expiry); an insert beyond ``max_entries``
     evicts the least recently used."""
 
-    ttl_s: float = 600.0
-    max_entries: int = 512
-    text_chars: int = 500
+    ttl_s: float = BOT_REPLY_TTL_S
+    max_entries: int = BOT_REPLY_MAX_ENTRIES
+    text_chars: int = BOT_REPLY_TEXT_CHARS
     _entries: OrderedDict[tuple[str, str, str], tuple[float, str]] = attrs.field(
         factory=OrderedDict
     )

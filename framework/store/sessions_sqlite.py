@@ -18,6 +18,10 @@ from typing import Any
 import attrs
 
 from framework.store.sessions import (
+    BOT_REPLY_MAX_ENTRIES,
+    BOT_REPLY_TEXT_CHARS,
+    BOT_REPLY_TTL_S,
+    FEEDBACK_MAX_PHRASES,
     GROUP_LOG_MAX_PER_GROUP,
     SessionSummary,
     SessionTurn,
@@ -28,7 +32,6 @@ from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
 from framework.turn import ChatMessage
 
 __all__ = [
-    "FEEDBACK_MAX_PHRASES",
     "SESSION_MIGRATIONS",
     "SQLiteBotReplyContext",
     "SQLiteFeedbackLedger",
@@ -36,9 +39,6 @@ __all__ = [
     "SQLiteSessionStore",
     "SQLiteSummaryStore",
 ]
-
-#: The most phrases the ledger applies per (bot, group), newest first (seed 004 ledger caps).
-FEEDBACK_MAX_PHRASES = 32
 
 
 def _stamp(value: dt.datetime) -> tuple[float, int]:
@@ -386,9 +386,9 @@ class SQLiteBotReplyContext:
     """
 
     database: SQLiteDatabase
-    ttl_s: float = 600.0
-    max_entries: int = 512
-    text_chars: int = 500
+    ttl_s: float = BOT_REPLY_TTL_S
+    max_entries: int = BOT_REPLY_MAX_ENTRIES
+    text_chars: int = BOT_REPLY_TEXT_CHARS
     refresh_on_lookup: bool = True
 
     def remember(
