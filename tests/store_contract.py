@@ -343,6 +343,29 @@ class TestSessionStore:
             BOT, GROUP, "30022", remove=removed, summary=summary
         )
 
+    def test_a_summary_row_belongs_to_its_session_and_to_no_message(
+        self, store_backend: StoreBackend
+    ) -> None:
+        sessions = store_backend.sessions()
+        sessions.append_turns([turn("30022", "user", "第0句", 0)], storage_window=200)
+        (row,) = sessions.user_turns(BOT, GROUP, "30022", until=at(9), limit=9)
+        assert row.key is not None
+        summary = turn(
+            "someone-else",
+            "assistant",
+            "【此前对话摘要】\n聊了一句",
+            0.5,
+            message_id="s1",
+            reply_to="m0",
+            images=("https://img.example/a.jpg",),
+        )
+        assert sessions.replace_with_summary(BOT, GROUP, "30022", remove=[row.key], summary=summary)
+        stored = sessions.latest_summary(BOT, GROUP, "30022", until=at(9))
+        assert stored is not None
+        assert (stored.user_id, stored.role, stored.kind) == ("30022", "user", TurnKind.SUMMARY)
+        assert (stored.message_id, stored.reply_to, stored.images) == (None, None, ())
+        assert (stored.content, stored.time) == ("【此前对话摘要】\n聊了一句", at(0.5))
+
     def test_compaction_claim_respects_the_cooldown(self, store_backend: StoreBackend) -> None:
         claim = store_backend.sessions().claim_compaction
         assert claim(BOT, GROUP, "30022", now=at(0), cooldown_s=600)

@@ -14,6 +14,8 @@ from framework.store.sessions import (
     BOT_REPLY_TEXT_CHARS,
     BOT_REPLY_TTL_S,
     FEEDBACK_MAX_PHRASES,
+    bot_reply_entry,
+    feedback_phrases,
 )
 
 __all__ = ["RedisBotReplyContext", "RedisFeedbackLedger"]
@@ -138,10 +140,12 @@ class RedisBotReplyContext:
     def remember(
         self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
     ) -> None:
-        text = text.strip()[: self.text_chars]
-        if not message_id or not text:
+        entry = bot_reply_entry(
+            message_id, text, now=now, ttl_s=self.ttl_s, text_chars=self.text_chars
+        )
+        if entry is None:
             return
-        expires = now.timestamp() + self.ttl_s
+        text, expires = entry
         with self.namespace.reached():
             self._remember(
                 keys=self._keys(group_id, bot_id),
@@ -191,7 +195,7 @@ class RedisFeedbackLedger:
         *,
         now: dt.datetime,
     ) -> int:
-        unique = dict.fromkeys(p.strip() for p in phrases if p.strip())
+        unique = feedback_phrases(phrases)
         if not unique:
             return 0
         keys = [

@@ -37,7 +37,12 @@ __all__ = [
     "SessionTurn",
     "SummaryStore",
     "TurnKind",
+    "bot_reply_entry",
+    "compaction_due",
+    "feedback_phrases",
     "group_scope",
+    "newest_phrases",
+    "summary_row",
 ]
 
 #: The first line of a summary row (seed 004, 长会话压缩).
@@ -132,6 +137,66 @@ class SessionSummary:
     text: str
     created: dt.datetime = attrs.field(validator=_aware)
     turns_covered: int = 0
+
+
+# -- the rules every backend applies ----------------------------------------------------------
+# A backend stores and finds; what to keep, when something expires and what a row becomes are
+# decided here, once, so that no two engines can drift apart.
+
+
+def summary_row(bot_id: str, group_id: str, user_id: str, summary: SessionTurn) -> SessionTurn:
+    """The row :meth:`SessionStore.replace_with_summary` stores for ``summary``.
+
+    It belongs to the session it replaces rows of, is a ``user`` row of kind ``summary``, and has
+    no message id, reply or images of its own: it stands for many turns, none of which it is.
+    """
+    return attrs.evolve(
+        summary,
+        bot_id=bot_id,
+        group_id=group_id,
+        user_id=user_id,
+        role="user",
+        kind=TurnKind.SUMMARY,
+        message_id=None,
+        reply_to=None,
+        images=(),
+        key=None,
+    )
+
+
+def compaction_due(started: float | None, now: dt.datetime, cooldown_s: float) -> bool:
+    """Whether :meth:`SessionStore.claim_compaction` may start a compaction at ``now``.
+
+    :param started: when the last one of the session started (epoch seconds), if ever.
+    """
+    return started is None or now.timestamp() - started >= cooldown_s
+
+
+def bot_reply_entry(
+    message_id: str, text: str, *, now: dt.datetime, ttl_s: float, text_chars: int
+) -> tuple[str, float] | None:
+    """What a :class:`BotReplyContext` keeps of one delivered message.
+
+    :returns: the text, stripped and cut to ``text_chars``, and when the entry expires (epoch
+        seconds, ``ttl_s`` after ``now``: a lookup at or after it finds nothing); ``None`` when
+        the id or the text is blank, which is not kept.
+    """
+    kept = text.strip()[:text_chars]
+    if not message_id or not kept:
+        return None
+    return kept, now.timestamp() + ttl_s
+
+
+def feedback_phrases(phrases: Iterable[str]) -> list[str]:
+    """The phrases of one outcome as :meth:`FeedbackLedger.record_outcome` records them:
+    stripped, blank ones dropped, each once, in the order given."""
+    return list(dict.fromkeys(phrase.strip() for phrase in phrases if phrase.strip()))
+
+
+def newest_phrases(newest_first: Iterable[str]) -> tuple[str, ...]:
+    """What :meth:`FeedbackLedger.blacklisted_phrases` returns of the recorded phrases (newest
+    first, repeats included): each phrase once, at most :data:`FEEDBACK_MAX_PHRASES`."""
+    return tuple(dict.fromkeys(newest_first))[:FEEDBACK_MAX_PHRASES]
 
 
 @runtime_checkable

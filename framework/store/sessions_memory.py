@@ -21,11 +21,16 @@ from framework.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
     BOT_REPLY_TTL_S,
-    FEEDBACK_MAX_PHRASES,
     GROUP_LOG_MAX_PER_GROUP,
     SessionSummary,
     SessionTurn,
     TurnKind,
+    bot_reply_entry,
+    compaction_due,
+    feedback_phrases,
+    group_scope,
+    newest_phrases,
+    summary_row,
 )
 from framework.turn import ChatMessage
 
@@ -185,8 +190,7 @@ class MemorySessionStore:
     ) -> bool:
         scope = (bot_id, group_id, user_id)
         with self._lock:
-            started = self._compactions.get(scope)
-            if started is not None and now.timestamp() - started < cooldown_s:
+            if not compaction_due(self._compactions.get(scope), now, cooldown_s):
                 return False
             self._compactions[scope] = now.timestamp()
         return True
@@ -207,7 +211,7 @@ class MemorySessionStore:
             if len(kept) == len(rows):
                 return False
             key = next(self._counter)
-            stored = attrs.evolve(summary, kind=TurnKind.SUMMARY, role="user", key=key)
+            stored = attrs.evolve(summary_row(bot_id, group_id, user_id, summary), key=key)
             bisect.insort(kept, (summary.time.timestamp(), key, stored), key=_order)
             self._rows[(bot_id, group_id, user_id)] = kept
         return True
@@ -232,7 +236,7 @@ class MemorySummaryStore:
                 summary
                 for summary in self._summaries
                 if summary.bot_id == bot_id
-                and summary.group_id == (group_id or "")
+                and summary.group_id == group_scope(group_id)
                 and (user_id is None or summary.user_id == user_id)
             ]
         ordered = sorted(enumerate(found), key=lambda pair: (pair[1].created, pair[0]))
@@ -256,13 +260,16 @@ class MemoryBotReplyContext:
     def remember(
         self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
     ) -> None:
-        text = text.strip()[: self.text_chars]
-        if not message_id or not text:
+        entry = bot_reply_entry(
+            message_id, text, now=now, ttl_s=self.ttl_s, text_chars=self.text_chars
+        )
+        if entry is None:
             return
+        text, expires = entry
         key = (group_id, bot_id, message_id)
         with self._lock:
             self._entries.pop(key, None)
-            self._entries[key] = (now.timestamp() + self.ttl_s, text)
+            self._entries[key] = (expires, text)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
 
@@ -301,7 +308,7 @@ class MemoryFeedbackLedger:
         added = 0
         with self._lock:
             stored = self._phrases.setdefault((bot_id, group_id), [])
-            for phrase in dict.fromkeys(p.strip() for p in phrases if p.strip()):
+            for phrase in feedback_phrases(phrases):
                 if (outcome_id, phrase) not in stored:
                     stored.append((outcome_id, phrase))
                     added += 1
@@ -317,5 +324,4 @@ class MemoryFeedbackLedger:
     def blacklisted_phrases(self, bot_id: str, group_id: str) -> tuple[str, ...]:
         with self._lock:
             stored = list(self._phrases.get((bot_id, group_id), []))
-        newest_first = dict.fromkeys(phrase for _, phrase in reversed(stored))
-        return tuple(newest_first)[:FEEDBACK_MAX_PHRASES]
+        return newest_phrases(phrase for _, phrase in reversed(stored))
