@@ -537,6 +537,11 @@ class TestRoutingState:
 
     def test_kept_messages_come_back_once_oldest_first(self, store_backend: StoreBackend) -> None:
         state = store_backend.routing()
+        # Fewer messages than the limit: all of them stay.
+        few = [ChatMessage(id=f"f{index}", sender_id="3", text="在", time=T0) for index in range(2)]
+        for message in few:
+            state.keep_message("b", "g", message, limit=3)
+        assert state.take_kept_messages("b", "g") == tuple(few)
         for index in range(3):
             message = ChatMessage(
                 id=f"m{index}",
@@ -558,6 +563,9 @@ class TestRoutingState:
         self, store_backend: StoreBackend
     ) -> None:
         state = store_backend.routing()
+        # Fewer candidates than the limit: all of them stay.
+        state.record_candidates("b", "g", [_candidate(f"c{i}", i) for i in range(4)], limit=6)
+        assert [c.message_id for c in state.candidates("b", "g")] == ["c0", "c1", "c2", "c3"]
         state.record_candidates("b", "g", [_candidate(f"c{i}", i) for i in range(8)], limit=6)
         state.record_candidates("b", "g", [_candidate("c0", 0), _candidate("c1", 1)], limit=6)
         found = state.candidates("b", "g")

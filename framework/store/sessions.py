@@ -1,13 +1,16 @@
 """The conversational stores: group log, sessions, summaries, bot-reply context, feedback ledger.
 
-Each store is a :class:`typing.Protocol`; SQLite (:mod:`framework.store.sessions_sqlite`) and
-in-memory (:mod:`framework.store.sessions_memory`) implementations exist, and another engine can be
-added without touching the callers. Every method takes the time it acts at (``now``) from the
-caller, so expiry and cooldowns follow the runtime's injectable clock (DESIGN.md §6).
+Each store is a :class:`typing.Protocol`; SQLite (:mod:`framework.store.sessions_sqlite`),
+in-memory (:mod:`framework.store.sessions_memory`) and Redis (``contrib.redis_store``)
+implementations exist, and another engine can be added without touching the callers (``Writing a
+store backend`` in ``docs/store.md``). What a store keeps, when an entry expires and what a row
+becomes is decided by the functions of this module, which every backend calls. Every method takes
+the time it acts at (``now``) from the caller, so expiry and cooldowns follow the runtime's
+injectable clock.
 
 Scopes are strings: a private chat is stored under the group id ``""`` (see :func:`group_scope`).
 Every method may raise :class:`framework.store.StoreUnavailableError`; the runtime turns that into
-the degradation of seed 004 (运行态不可用时的退化) and never lets it reach the bot.
+a degraded turn (``docs/design.md``, degradation) and never lets it reach the bot.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ __all__ = [
     "summary_row",
 ]
 
-#: The first line of a summary row (seed 004, 长会话压缩).
+#: The first line of a summary row (``docs/design.md``, long-session compression).
 SUMMARY_MARK = "【此前对话摘要】"
 
 #: Messages a group log keeps per (bot, group) on every backend; the oldest go first. The
@@ -220,8 +223,8 @@ class GroupLog(Protocol):
         """The newest ``limit`` messages at or before ``until``, oldest first."""
 
     def find_group_message(self, bot_id: str, group_id: str, message_id: str) -> ChatMessage | None:
-        """The kept message with id ``message_id``, or ``None``: what a reply quotes (seed 004,
-        当前/被引用的图片, the message store as the fallback)."""
+        """The kept message with id ``message_id``, or ``None``: what a reply quotes, where its
+        images come from when the platform does not send them (``docs/design.md``, images)."""
 
 
 @runtime_checkable
@@ -307,7 +310,8 @@ class BotReplyContext(Protocol):
     """What the bot said in each delivered message, so a reply to it can show the quoted text.
 
     Keyed by (group, bot, message id); entries expire after a TTL, and beyond a maximum count the
-    least recently used (written, or found by :meth:`lookup`) are evicted (seed 004, 引用兜底).
+    least recently used (written, or found by :meth:`lookup`) are evicted (``docs/design.md``,
+    bot-reply context).
     """
 
     def remember(
@@ -324,7 +328,7 @@ class BotReplyContext(Protocol):
 @runtime_checkable
 class FeedbackLedger(Protocol):
     """Phrases group members rejected, per (bot, group); ambient turns containing one are not
-    injected again (negative feedback, seed 004 messages 序列)."""
+    injected again (negative feedback, ``docs/messages.md``)."""
 
     def record_outcome(
         self,
