@@ -216,14 +216,19 @@ def test_a_missing_redis_client_is_a_config_error(monkeypatch: pytest.MonkeyPatc
         Stores.from_config(Config(store=StoreConfig(backend="redis")))
 
 
+def write_redis_config(directory: Path, url: str, prefix: str) -> Path:
+    """A ``promptweave.toml`` selecting the Redis backend."""
+    config_file = directory / "promptweave.toml"
+    config_file.write_text(
+        f'[store]\nbackend = "redis"\nurl = "{url}"\nprefix = "{prefix}"\n', encoding="utf-8"
+    )
+    return config_file
+
+
 def test_render_reads_redis_and_leaves_its_routing_state_alone(
     redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
-    config_file = tmp_path / "promptweave.toml"
-    config_file.write_text(
-        f'[store]\nbackend = "redis"\nurl = "{redis_url}"\nprefix = "{redis_prefix}"\n',
-        encoding="utf-8",
-    )
+    config_file = write_redis_config(tmp_path, redis_url, redis_prefix)
     runtime = Promptweave.from_config(Config.from_file(config_file))
     with LOG.open(encoding="utf-8") as lines:
         import_events(runtime, lines, source=str(LOG))
@@ -255,11 +260,7 @@ def test_render_reads_redis_and_leaves_its_routing_state_alone(
 def test_retrieval_data_is_imported_into_the_sqlite_file_beside_redis(
     redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
-    config_file = tmp_path / "promptweave.toml"
-    config_file.write_text(
-        f'[store]\nbackend = "redis"\nurl = "{redis_url}"\nprefix = "{redis_prefix}"\n',
-        encoding="utf-8",
-    )
+    config_file = write_redis_config(tmp_path, redis_url, redis_prefix)
     memories = tmp_path / "m.jsonl"
     memories.write_text('{"kind": "teaching", "text": "七点开始"}\n', encoding="utf-8")
     result = CliRunner().invoke(

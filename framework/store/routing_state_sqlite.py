@@ -106,6 +106,23 @@ def _message(payload: str) -> ChatMessage:
     return ChatMessage(**data)
 
 
+def _replace_rows(
+    connection: sqlite3.Connection,
+    table: str,
+    columns: tuple[str, ...],
+    scope: tuple[str, str],
+    rows: Sequence[tuple[Any, ...]],
+) -> None:
+    """Make ``rows`` (the values of ``columns``) the (bot, group)'s rows of a per-group list in
+    ``table``, in order: ``seq`` keeps it."""
+    connection.execute(f"DELETE FROM {table} WHERE bot_id = ? AND group_id = ?", scope)
+    names = ", ".join(("bot_id", "group_id", *columns))
+    marks = ", ".join("?" * (len(scope) + len(columns)))
+    connection.executemany(
+        f"INSERT INTO {table} ({names}) VALUES ({marks})", [(*scope, *row) for row in rows]
+    )
+
+
 @attrs.define
 class SQLiteRoutingState(RoutingState):
     """Routing state in a :class:`framework.store.SQLiteDatabase`.
@@ -181,17 +198,14 @@ class SQLiteRoutingState(RoutingState):
                 _message(row["payload"]) for row in self._kept_rows(connection, bot_id, group_id)
             ]
             after = kept_messages_after(kept, message, limit)
-            if after == kept:
-                return
-            connection.execute(
-                "DELETE FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?",
-                (bot_id, group_id),
-            )
-            connection.executemany(
-                "INSERT INTO routing_kept_messages (bot_id, group_id, message_id, payload)"
-                " VALUES (?, ?, ?, ?)",
-                [(bot_id, group_id, m.id, _message_payload(m)) for m in after],
-            )
+            if after != kept:
+                _replace_rows(
+                    connection,
+                    "routing_kept_messages",
+                    ("message_id", "payload"),
+                    (bot_id, group_id),
+                    [(m.id, _message_payload(m)) for m in after],
+                )
 
     def take_kept_messages(self, bot_id: str, group_id: str) -> tuple[ChatMessage, ...]:
         # Most turns find nothing kept: look before taking the write lock.
@@ -227,20 +241,14 @@ class SQLiteRoutingState(RoutingState):
         with self.database.transaction() as connection:
             kept = self._candidates(connection, bot_id, group_id)
             after = candidates_after(kept, candidates, limit)
-            if after == kept:
-                return
-            connection.execute(
-                "DELETE FROM routing_candidates WHERE bot_id = ? AND group_id = ?",
-                (bot_id, group_id),
-            )
-            connection.executemany(
-                "INSERT INTO routing_candidates"
-                " (bot_id, group_id, message_id, sender_id, text, time) VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    (bot_id, group_id, c.message_id, c.sender_id, c.text, _epoch(c.time))
-                    for c in after
-                ],
-            )
+            if after != kept:
+                _replace_rows(
+                    connection,
+                    "routing_candidates",
+                    ("message_id", "sender_id", "text", "time"),
+                    (bot_id, group_id),
+                    [(c.message_id, c.sender_id, c.text, _epoch(c.time)) for c in after],
+                )
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
         return tuple(self._candidates(self.database.connection(), bot_id, group_id))
