@@ -27,6 +27,7 @@ import random
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import attrs
 import pytest
 
 from framework import (
@@ -65,6 +66,7 @@ from framework.store.sessions import (
 
 __all__ = [
     "StoreBackend",
+    "StoreClasses",
     "TestBotReplyContext",
     "TestDeliveryLedger",
     "TestFeedbackLedger",
@@ -102,6 +104,47 @@ class StoreBackend(Protocol):
     def routing(self) -> RoutingState: ...
 
     def deliveries(self) -> DeliveryLedger: ...
+
+
+@attrs.frozen(kw_only=True)
+class StoreClasses:
+    """A :class:`StoreBackend` that builds each store by calling its class (or any factory) with
+    ``args`` first (the backend's database, client…), then the options a test passes.
+
+    A backend whose stores share one constructor shape needs nothing more::
+
+        StoreClasses(args=(database,), group_log=MyGroupLog, sessions=MySessionStore, ...)
+    """
+
+    args: tuple[Any, ...] = ()
+    group_log_class: Callable[..., GroupLog] = attrs.field(alias="group_log")
+    sessions_class: Callable[..., SessionStore] = attrs.field(alias="sessions")
+    summaries_class: Callable[..., SummaryStore] = attrs.field(alias="summaries")
+    bot_replies_class: Callable[..., BotReplyContext] = attrs.field(alias="bot_replies")
+    feedback_class: Callable[..., FeedbackLedger] = attrs.field(alias="feedback")
+    routing_class: Callable[..., RoutingState] = attrs.field(alias="routing")
+    deliveries_class: Callable[..., DeliveryLedger] = attrs.field(alias="deliveries")
+
+    def group_log(self, **options: Any) -> GroupLog:
+        return self.group_log_class(*self.args, **options)
+
+    def sessions(self) -> SessionStore:
+        return self.sessions_class(*self.args)
+
+    def summaries(self) -> SummaryStore:
+        return self.summaries_class(*self.args)
+
+    def bot_replies(self, **options: Any) -> BotReplyContext:
+        return self.bot_replies_class(*self.args, **options)
+
+    def feedback(self) -> FeedbackLedger:
+        return self.feedback_class(*self.args)
+
+    def routing(self) -> RoutingState:
+        return self.routing_class(*self.args)
+
+    def deliveries(self) -> DeliveryLedger:
+        return self.deliveries_class(*self.args)
 
 
 def at(minute: float) -> dt.datetime:
