@@ -1,8 +1,10 @@
-"""What the Redis stores share: the client, the key layout, error and time conversions.
+"""What the Redis stores share: the client, the key layout, transactions, error and time
+conversions.
 
 Every key is ``<prefix>{<bot>:<group>}:<name>``, optionally followed by ``:<user>`` or
 ``:<outcome>``. The part in braces is a Redis Cluster hash tag: all keys of one bot in one group land
-in the same slot, so a cluster shards by bot and group and every Lua script touches one slot only.
+in the same slot, so a cluster shards by bot and group and every Lua script or transaction touches
+one slot only.
 Ids are percent-encoded (``:``, ``{``, ``}`` and ``%`` never appear raw), so no two scopes can
 produce the same key and an id can never end the hash tag early.
 """
