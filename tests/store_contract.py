@@ -15,7 +15,7 @@ test module imports them, and provides the fixtures they ask for:
 
 ``tests/test_store_contract.py`` runs them on the in-memory, SQLite and Redis backends; ``Writing a
 store backend`` in ``docs/store.md`` shows how a third-party backend runs them. This module
-imports only ``framework`` and pytest, so it can be copied into another package's tests.
+imports only ``framework``, attrs and pytest, so it can be copied into another package's tests.
 """
 
 from __future__ import annotations
