@@ -324,9 +324,16 @@ def chromium(
     )
 
 
-def screenshot(page: Path, png: Path, *, profile: Path) -> None:
-    """Take a 1200x1600 screenshot of the HTML file ``page`` into ``png``."""
-    chromium("--hide-scrollbars", f"--screenshot={png}", page.resolve().as_uri(), profile=profile)
+def screenshot(page: Path, png: Path, *, profile: Path, height: int = 1600) -> None:
+    """Take a screenshot, 1200 pixels wide, of the HTML file ``page`` into ``png``."""
+    chromium(
+        "--hide-scrollbars",
+        # The last --window-size given wins over the one in HEADLESS.
+        f"--window-size=1200,{height}",
+        f"--screenshot={png}",
+        page.resolve().as_uri(),
+        profile=profile,
+    )
 
 
 def _main(arguments: Sequence[str]) -> None:
@@ -339,7 +346,7 @@ def _main(arguments: Sequence[str]) -> None:
             render_report(realistic_records(), title="replay of two groups, one evening"),
             encoding="utf-8",
         )
-        screenshot(page, target, profile=Path(scratch) / "profile")
+        screenshot(page, target, profile=Path(scratch) / "profile", height=2200)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ from report_support import (
 from framework.loop.report import ReportInputError, render_report
 from framework.loop.report_charts import BAR_WIDTH
 
-HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>&amp;\"'"
+# Markup, an entity, both quotes, and a placeholder of the page template.
+HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>&amp;\"' $timeline"
 
 
 def _message(index: int, **fields: Any) -> dict[str, Any]:
@@ -584,9 +585,13 @@ async def _load_with_devtools(
                 assert process.poll() is None, "chromium exited before DevTools listened"
                 await asyncio.sleep(0.05)
             port = int(port_file.read_text().split()[0])
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as answer:
-                targets = json.load(answer)
-            target = next(t for t in targets if t["type"] == "page")
+            pages: list[dict[str, Any]] = []
+            while not pages:  # the first tab may be listed a moment after DevTools listens
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as answer:
+                    pages = [t for t in json.load(answer) if t["type"] == "page"]
+                if not pages:
+                    await asyncio.sleep(0.05)
+            target = pages[0]
             async with websockets.connect(target["webSocketDebuggerUrl"], max_size=None) as socket:
                 devtools = _DevTools(socket)
                 for domain in ("Runtime", "Log", "Page", "Network"):
