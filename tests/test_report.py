@@ -296,6 +296,14 @@ def test_a_request_over_its_budget_runs_past_the_budget_line() -> None:
     )
 
 
+def test_negative_counts_draw_no_negative_widths() -> None:
+    chars = _chars({"persona": -300, "identity": 200}, budget=-5, history=-1)
+    page = parse_html(render_report(_with_summary([_replied(0, chars=chars)]), title="t"))
+    bar = page.find_all("svg", "chars-bar")[0]
+    assert [p.attributes["data-part"] for p in bar.find_all("rect", "part")] == ["system:identity"]
+    assert all(float(r.attributes["width"]) >= 0 for r in bar.find_all("rect"))
+
+
 def test_only_rows_with_a_request_get_a_bar() -> None:
     records = realistic_records()
     rows = _rows(parse_html(render_report(records, title="t")))

@@ -96,8 +96,10 @@ def chars_bar_svg(parts: Sequence[BarPart], budget: int) -> str:
     """A stacked horizontal bar of ``parts`` with a vertical line at ``budget``.
 
     One pixel scale serves the bar and the line, so a request over its budget runs past the line.
-    Parts of zero characters are left out.
+    Parts of zero characters are left out; a negative budget reads as none (SVG refuses a
+    negative width).
     """
+    budget = max(budget, 0)
     shown = [part for part in parts if part.chars > 0]
     total = sum(part.chars for part in shown)
     scale = BAR_WIDTH / max(budget, total, 1)
