@@ -222,20 +222,15 @@ def _decision_cell(row: _Row) -> str:
     )
 
 
-_NOT_SENT = {
-    "silent": "silent",
-    "failed": "failed",
-    "dropped": "dropped",
-    "rejected": "rejected",
-}
-
-
 def _sent_cell(row: _Row) -> str:
     if row.status == "recorded":
         return "<td class='sent'><span class='muted'>the bot's own message, recorded</span></td>"
     if not row.bubbles:
-        label = _NOT_SENT.get(row.status, escape(row.status))
-        return f"<td class='sent'><span class='silence'>{label}: {escape(row.reason)}</span></td>"
+        # silent, failed, dropped or rejected: the reason says why nothing went out
+        return (
+            f"<td class='sent'><span class='silence'>{escape(row.status)}: "
+            f"{escape(row.reason)}</span></td>"
+        )
     tags = []
     if row.status == "phrase":
         tags.append("<span class='tag'>canned phrase</span>")
