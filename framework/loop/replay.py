@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import attrs
 
@@ -186,21 +187,27 @@ async def replay_events(
     """
     transport = transport or ReplayTransport()
     records = []
+    zones: dict[str, dt.tzinfo] = {}
     for index, event in enumerate(events):
         clock.now = event.message.time
+        if event.bot_id not in zones:
+            zones[event.bot_id] = ZoneInfo(loop.runtime.bot_for(event.bot_id).timezone)
         outcome = await loop.handle(event, transport)
         # Session compression runs in the background; a replay waits for it after each turn,
         # so the next turn reads the same history every time the log is replayed.
         loop.runtime.wait_for_background()
-        record = message_record(index, event, outcome)
+        record = message_record(index, event, outcome, zones[event.bot_id])
         records.append(record)
         if on_record is not None:
             on_record(record)
     return records
 
 
-def message_record(index: int, event: IncomingEvent, outcome: TurnOutcome) -> dict[str, Any]:
-    """One message's record: what came in, what was decided, what was sent, what it cost."""
+def message_record(
+    index: int, event: IncomingEvent, outcome: TurnOutcome, zone: dt.tzinfo = dt.UTC
+) -> dict[str, Any]:
+    """One message's record: what came in, what was decided, what was sent, what it cost; its
+    time in ``zone`` (the bot's time zone in a replay)."""
     decision = outcome.decision
     request = outcome.request
     prefix = getattr(request, "prefix", None)
@@ -216,7 +223,7 @@ def message_record(index: int, event: IncomingEvent, outcome: TurnOutcome) -> di
     return {
         "type": "message",
         "index": index,
-        "time": event.message.time.isoformat(),
+        "time": event.message.time.astimezone(zone).isoformat(),
         "message_id": event.message.id,
         "group_id": event.group_id,
         "sender_id": event.message.sender_id,
