@@ -335,6 +335,21 @@ class TestSessionStore:
         reply = turn("30022", "assistant", "你好呀", 0.1, message_id="m1")
         assert sessions.append_turns([reply], storage_window=200) == 1
 
+    def test_an_answers_usage_is_kept_with_it(self, store_backend: StoreBackend) -> None:
+        sessions = store_backend.sessions()
+        usage = {"prompt_tokens": 1200, "output_tokens": 12, "cached_tokens": 1024}
+        sessions.append_turns(
+            [
+                turn("30022", "user", "周末有活动吗", 0, message_id="m1"),
+                attrs.evolve(
+                    turn("30022", "assistant", "有桌游局", 1, message_id="r1"), usage=usage
+                ),
+            ],
+            storage_window=200,
+        )
+        rows = sessions.user_turns(BOT, GROUP, "30022", until=at(9), limit=9)
+        assert [(row.role, row.usage) for row in rows] == [("user", None), ("assistant", usage)]
+
     def test_keeps_only_the_storage_window(self, store_backend: StoreBackend) -> None:
         sessions = store_backend.sessions()
         sessions.append_turns(

@@ -46,9 +46,22 @@ def test_two_memory_stores_share_nothing() -> None:
 
 def test_sqlite_migration_is_recorded_and_applied_once(tmp_path: Path) -> None:
     database = SQLiteDatabase(tmp_path / "s.sqlite3")
-    assert database.migrate(SESSION_MIGRATIONS) == [("sessions", 1)]
+    assert database.migrate(SESSION_MIGRATIONS) == [("sessions", 1), ("sessions", 2)]
     assert database.migrate(SESSION_MIGRATIONS) == []
-    assert database.schema_version("sessions") == 1
+    assert database.schema_version("sessions") == 2
+
+
+def test_a_version_1_store_gains_the_usage_column_and_keeps_its_rows(tmp_path: Path) -> None:
+    database = SQLiteDatabase(tmp_path / "s.sqlite3")
+    assert database.migrate(SESSION_MIGRATIONS[:1]) == [("sessions", 1)]
+    with database.transaction() as connection:
+        connection.execute(
+            "INSERT INTO session_turns (bot_id, group_id, user_id, role, kind, content, images,"
+            " time, utc_offset) VALUES ('10001', '20001', '30022', 'user', 'turn', '早', '[]', 0, 0)"
+        )
+    assert database.migrate(SESSION_MIGRATIONS) == [("sessions", 2)]
+    row = database.connection().execute("SELECT content, usage FROM session_turns").fetchone()
+    assert (row["content"], row["usage"]) == ("早", None)
 
 
 @pytest.mark.parametrize(

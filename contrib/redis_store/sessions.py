@@ -179,6 +179,7 @@ def _turn_row(turn: SessionTurn) -> str:
             "reply_to": turn.reply_to,
             "images": list(turn.images),
             "time": encode_time(turn.time),
+            "usage": None if turn.usage is None else dict(turn.usage),
         }
     )
 

@@ -416,7 +416,7 @@ class BotLoop:
             if text.strip():
                 sent.append((text.strip(), receipt.message_id, quoted))
         trace["sends"] = sends
-        self._record_delivered(event, sent)
+        self._record_delivered(event, sent, prepared.usage)
         if not sent:
             return TurnOutcome(
                 event=event,
@@ -459,10 +459,14 @@ class BotLoop:
         return receipt
 
     def _record_delivered(
-        self, event: IncomingEvent, sent: list[tuple[str, str | None, str | None]]
+        self, event: IncomingEvent, sent: list[tuple[str, str | None, str | None]], usage: Any
     ) -> None:
         """Record what reached the group: each bubble in the group log and the bot-reply context
-        under its own id; the user's session keeps the answer once, its bubbles one a line."""
+        under its own id; the user's session keeps the answer once, its bubbles one a line, with
+        the token usage the provider reported for it."""
+        reported = None
+        if usage is not None:
+            reported = {k: v for k, v in attrs.asdict(usage).items() if v is not None}
         for index, (text, message_id, quoted) in enumerate(sent):
             self.runtime.record_bot_reply(
                 event.bot_id,
@@ -473,6 +477,7 @@ class BotLoop:
                 session_text="\n".join(text for text, _, _ in sent) if index == 0 else None,
                 quote_of=quoted,
                 time=self.runtime.clock(),
+                usage=reported if index == 0 else None,
             )
 
     def _record_own(self, event: IncomingEvent) -> None:

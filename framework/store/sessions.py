@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -101,6 +101,9 @@ class SessionTurn:
     :param images: the turn's images, one entry each: their URLs, described only when a summary
         needs them, or :data:`framework.IMAGE_WITHOUT_URL` marks (``[session] describe_images``
         off, or an image that came without a URL). Either way the turn reads ``[图片]``.
+    :param usage: on a bot's answer, the token usage the provider reported for it
+        (``prompt_tokens``, ``output_tokens``, ``cached_tokens``, ``cache_creation_tokens``; a
+        count the provider did not report is left out); ``None`` when unknown.
     :param key: the store's own row key; ``None`` before the row is stored.
     """
 
@@ -114,6 +117,7 @@ class SessionTurn:
     message_id: str | None = None
     reply_to: str | None = None
     images: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    usage: Mapping[str, int] | None = None
     key: int | None = None
 
     @property

@@ -102,6 +102,7 @@ def _turn(row: sqlite3.Row) -> SessionTurn:
         reply_to=row["reply_to"],
         images=_images(row["images"]),
         time=_time(row["time"], row["utc_offset"]),
+        usage=json.loads(row["usage"]) if row["usage"] else None,
         key=row["seq"],
     )
 
@@ -314,8 +315,8 @@ def _insert_turn(connection: sqlite3.Connection, turn: SessionTurn) -> sqlite3.C
     stamp, offset = _stamp(turn.time)
     return connection.execute(
         "INSERT OR IGNORE INTO session_turns (bot_id, group_id, user_id, role, kind,"
-        " content, message_id, reply_to, images, time, utc_offset)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " content, message_id, reply_to, images, time, utc_offset, usage)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             turn.bot_id,
             turn.group_id,
@@ -328,6 +329,7 @@ def _insert_turn(connection: sqlite3.Connection, turn: SessionTurn) -> sqlite3.C
             json.dumps(list(turn.images)),
             stamp,
             offset,
+            None if turn.usage is None else json.dumps(dict(turn.usage)),
         ),
     )
 
