@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -44,6 +45,9 @@ __all__ = ["BotLoop"]
 log = logging.getLogger("promptweave.loop")
 
 Sleep = Callable[[float], Awaitable[None]]
+
+#: Conversations whose last tool results are kept for their next turn.
+TOOL_RESULT_CONVERSATIONS = 4096
 
 
 @attrs.define(eq=False)
@@ -94,7 +98,11 @@ class BotLoop:
     fallback_names: tuple[str, ...] = ()
     _lanes: dict[tuple[str, str], _Lane] = attrs.field(factory=dict, init=False)
     _slots: asyncio.Semaphore | None = attrs.field(default=None, init=False)
-    _tool_results: dict[tuple[str, str], tuple[str, ...]] = attrs.field(factory=dict, init=False)
+    # The last tool round's results per conversation, for its next turn's tool_context section;
+    # the least recently used conversations are forgotten past TOOL_RESULT_CONVERSATIONS.
+    _tool_results: OrderedDict[tuple[str, str], tuple[str, ...]] = attrs.field(
+        factory=OrderedDict, init=False
+    )
     _closed: bool = attrs.field(default=False, init=False)
 
     # -- entry points ----------------------------------------------------------------------
@@ -287,7 +295,7 @@ class BotLoop:
             rounds += 1
             stage.enter("tools")
             answered = await tools.run(result.tool_calls, trace)
-            self._tool_results[event.conversation] = tools.background_lines(answered)
+            self._remember_tool_results(event.conversation, tools.background_lines(answered))
             request = with_tool_round(request, offered, result.tool_calls, answered)
             stage.enter("submit")
             result = await asubmit_request(runtime, request)
@@ -344,6 +352,12 @@ class BotLoop:
             request=request,
             usage=total_usage,
         )
+
+    def _remember_tool_results(self, conversation: tuple[str, str], lines: tuple[str, ...]) -> None:
+        self._tool_results[conversation] = lines
+        self._tool_results.move_to_end(conversation)
+        while len(self._tool_results) > TOOL_RESULT_CONVERSATIONS:
+            self._tool_results.popitem(last=False)
 
     def _read(
         self, text: str, shape: Any, system_prompt: str, trace: dict[str, Any]
