@@ -51,6 +51,12 @@ def _group_id(_instance: Any, _attribute: Any, value: str | None) -> None:
         raise ValueError("group_id must be a group's id, or null for a private chat")
 
 
+def _account_id(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    # A blank id would file the bot's state under no account at all.
+    if not value.strip():
+        raise ValueError(f"{attribute.name} must be the bot's account id, not blank")
+
+
 def _aware(value: dt.datetime) -> dt.datetime:
     if value.tzinfo is None:
         raise ValueError(f"time {value.isoformat()} has no UTC offset")
@@ -77,7 +83,7 @@ class Bot:
     :param peer_bot_ids: accounts of other bots of the same deployment.
     """
 
-    id: str
+    id: str = attrs.field(validator=_account_id)
     name: str
     aliases: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     timezone: str = "Asia/Shanghai"

@@ -66,7 +66,7 @@ def test_sections_shows_overrides_and_reports_a_broken_file(run, tmp_path):
     (tmp_path / "o.toml").write_text("[bots\n", encoding="utf-8")
     result = CliRunner().invoke(cli, ["sections", "--bot", "10001", "--group", "20001"])
     assert result.exit_code == 0
-    assert "warning: overrides not applied:" in result.output
+    assert result.output.count("warning: overrides not applied:") == 1
     assert "o.toml: invalid TOML" in result.output
 
 
@@ -255,9 +255,10 @@ def test_invalid_turn_file_exits_2_naming_file_and_problem(tmp_path):
     path.write_text('{"bot": {"id": "1", "name": "x"}}', encoding="utf-8")
     result = CliRunner().invoke(cli, ["render", str(path)])
     assert result.exit_code == 2
-    assert "bad.json" in result.output and "required field missing @ $.message" in result.output
+    assert result.output == f"Error: {path}: message: required field missing\n"
     missing = CliRunner().invoke(cli, ["render", str(tmp_path / "nope.json")])
-    assert missing.exit_code == 2 and "nope.json: cannot read" in missing.output
+    assert missing.exit_code == 2
+    assert missing.output == f"Error: {tmp_path / 'nope.json'}: no such file\n"
 
 
 def test_broken_config_is_a_clear_error(tmp_path):

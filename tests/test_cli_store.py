@@ -117,9 +117,10 @@ def test_render_without_store_writes_no_file(tmp_path: Path) -> None:
     assert list(Path.cwd().glob("*.sqlite3")) == []
 
 
-def test_render_with_missing_store_is_an_error(tmp_path: Path) -> None:
-    code, _, err = invoke("render", str(TURN), "--store", str(tmp_path / "nope.sqlite3"))
-    assert code == 1 and "does not exist" in err
+def test_render_with_missing_store_is_an_input_error(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = invoke("render", str(TURN), "--store", "nope.sqlite3")
+    assert code == 2 and err == "Error: nope.sqlite3: no such file\n"
 
 
 def test_bad_import_line_names_file_and_line(tmp_path: Path) -> None:

@@ -156,8 +156,8 @@ def test_cli_import_fails_with_the_problems_and_writes_nothing(tmp_path):
     result = CliRunner().invoke(
         cli, ["import", "memories", str(path), "--store", str(store), "--bot", "b", "--group", "g"]
     )
-    assert result.exit_code == 1
-    assert "line 1" in result.output and "$.text" in result.output
+    assert result.exit_code == 2
+    assert result.output == f"Error: {path}:1: text: required field missing\n"
     assert not store.exists()
 
 

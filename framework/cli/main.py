@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from pathlib import Path
 
 import attrs
@@ -16,9 +15,11 @@ from framework.cli.common import (
     build_runtime,
     config_option,
     echo_json,
+    not_blank,
     store_option,
 )
 from framework.cli.data import import_data, store
+from framework.cli.problems import input_error, parse_problem, report_lines, require_file
 from framework.cli.render import (
     echo_budget,
     echo_retrieval,
@@ -51,21 +52,16 @@ REQUEST_FORMATS = {
 }
 
 
-def _not_blank(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """An id option may be left out, but not given blank (a private chat is no ``--group``)."""
-    if value is not None and not value.strip():
-        raise click.BadParameter("must not be blank; leave the option out instead", param=param)
-    return value
-
-
 @click.group()
 @click.version_option(package_name="promptweave")
 def cli() -> None:
     """Decide whether a chat bot answers, and weave exactly what the LLM receives."""
     # Library warnings (volatility inversions, sections that raised) go to stderr, once.
     logger = logging.getLogger("promptweave")
-    logger.handlers = [EchoHandler()]
+    handler = EchoHandler()
+    logger.handlers = [handler]
     logger.propagate = False
+    click.get_current_context().call_on_close(handler.report_repeats)
 
 
 @cli.command()
@@ -97,13 +93,13 @@ def plugins(
 
 @cli.command()
 @click.option(
-    "--bot", "bot_id", default="0", show_default=True, callback=_not_blank, help="Bot account id."
+    "--bot", "bot_id", default="0", show_default=True, callback=not_blank, help="Bot account id."
 )
 @click.option(
     "--group",
     "group_id",
     default=None,
-    callback=_not_blank,
+    callback=not_blank,
     help="Group id (omit for a private chat).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Output JSON.")
@@ -112,8 +108,9 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     """Show the effective section order for a bot and group, with overrides in force."""
     runtime = build_runtime(config_path)
     rows = [attrs.asdict(row) for row in runtime.list_sections(bot_id, group_id)]
-    errors = sorted({error for row in rows if (error := row.pop("error"))})
-    for problem in errors:
+    # Every section asks the same broken override source: say each problem once.
+    errors = dict.fromkeys(error for row in rows if (error := row.pop("error")))
+    for problem in report_lines(parse_problem(None, error) for error in errors):
         click.echo(f"warning: overrides not applied: {problem}", err=True)
     if as_json:
         echo_json(rows)
@@ -129,10 +126,10 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
 @cli.command()
 @click.argument("turn_file", type=click.Path(path_type=Path))
 @click.option(
-    "--bot", "bot_id", default=None, callback=_not_blank, help="Override the turn's bot id."
+    "--bot", "bot_id", default=None, callback=not_blank, help="Override the turn's bot id."
 )
 @click.option(
-    "--group", "group_id", default=None, callback=_not_blank, help="Override the turn's group id."
+    "--group", "group_id", default=None, callback=not_blank, help="Override the turn's group id."
 )
 @click.option(
     "--format",
@@ -245,11 +242,11 @@ def _budget_unit(runtime: Promptweave) -> str:
 
 
 def _load_turn(path: Path, bot_id: str | None, group_id: str | None) -> Turn:
+    require_file(path)
     try:
         turn = load_turn_file(path)
     except TurnFileError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+        raise input_error(exc) from exc
     if bot_id is not None:
         turn = attrs.evolve(turn, bot=attrs.evolve(turn.bot, id=bot_id))
     if group_id is not None:
@@ -268,11 +265,11 @@ def _replay_previous(
 ) -> None:
     """Make ``path`` the conversation's previous request: render it if it is a turn file (so the
     conversation's system prompt and sent messages carry over), else take it as a body."""
+    require_file(path)
     try:
         data = load_json(path, TurnFileError)
     except TurnFileError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+        raise input_error(exc) from exc
     if isinstance(data, dict) and "bot" in data and "message" in data:
         previous = _load_turn(path, bot_id, group_id)
         context: TurnContext = build_turn_context(
@@ -318,12 +315,12 @@ def route(
     Lines are whole turns (the turn-file format) or compact messages; see docs/routing.md.
     The routing state is in memory and starts empty, so a run is reproducible.
     """
+    require_file(route_file)
     runtime = build_runtime(config_path)
     try:
         cases = load_route_file(route_file, bot=default_route_bot(runtime.persona))
     except TurnFileError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+        raise input_error(exc) from exc
     results = decide_cases(runtime, cases, seed=seed, stream=stream)
     for result in results:
         if as_json:
