@@ -352,3 +352,31 @@ def test_blank_bot_or_group_is_a_usage_error(args):
     assert result.exit_code == 2
     assert "must not be blank" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_plugins_on_a_fresh_install_says_the_builtins_are_hidden():
+    result = CliRunner().invoke(cli, ["plugins"])
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert result.stderr == "No plugin besides the built-in ones (11); add --all to list them.\n"
+
+
+def test_plugins_hint_names_the_hook_filter():
+    result = CliRunner().invoke(cli, ["plugins", "--hook", "override_section"])
+    assert result.stderr == (
+        "No plugin implementing override_section besides the built-in ones (1); "
+        "add --all to list them.\n"
+    )
+    nothing = CliRunner().invoke(cli, ["plugins", "--all", "--hook", "measure_text"])
+    assert nothing.stderr == "No plugin implementing measure_text is loaded.\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "suggestion"),
+    [("nonexistent_hook", ""), ("overide_section", "; did you mean 'override_section'?")],
+)
+def test_plugins_refuses_a_hook_that_does_not_exist(name, suggestion):
+    result = CliRunner().invoke(cli, ["plugins", "--all", "--hook", name])
+    assert result.exit_code == 2
+    assert (
+        f"Error: Invalid value for '--hook': no hook is named {name!r}{suggestion}" in result.output
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 from pathlib import Path
@@ -74,12 +75,15 @@ def plugins(
 ) -> None:
     """List the loaded plugins and the hooks they implement."""
     runtime = build_runtime(config_path)
+    _check_hook_names(hooks, runtime.plugins.hook_names())
     rows = []
+    hidden = 0
     for info in runtime.plugins.infos.values():
         implemented = runtime.plugins.hooks_of(info.name)
-        if info.kind == "builtin" and not show_all:
-            continue
         if hooks and not set(hooks) & set(implemented):
+            continue
+        if info.kind == "builtin" and not show_all:
+            hidden += 1
             continue
         rows.append({**attrs.asdict(info), "hooks": implemented})
     if as_json:
@@ -89,6 +93,28 @@ def plugins(
         version = f"{row['distribution']} {row['version'] or ''}".strip()
         click.echo(f"{row['name']}  [{row['kind']}]  {version}")
         click.echo(f"    hooks: {', '.join(row['hooks']) or '(none)'}")
+    if not rows:
+        click.echo(_no_plugins_hint(hooks, hidden), err=True)
+
+
+def _check_hook_names(hooks: tuple[str, ...], known: list[str]) -> None:
+    """``--hook`` names must be hooks: a typo would otherwise list nothing, successfully."""
+    for name in hooks:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            suggestion = f"; did you mean {close[0]!r}?" if close else ""
+            raise click.BadParameter(
+                f"no hook is named {name!r}{suggestion} (the hooks: docs/plugin_hooks.md)",
+                param_hint="'--hook'",
+            )
+
+
+def _no_plugins_hint(hooks: tuple[str, ...], hidden: int) -> str:
+    """What an empty listing means, and how to see more."""
+    what = f"implementing {', '.join(hooks)} " if hooks else ""
+    if hidden:
+        return f"No plugin {what}besides the built-in ones ({hidden}); add --all to list them."
+    return f"No plugin {what}is loaded."
 
 
 @cli.command()
