@@ -20,7 +20,14 @@ from framework.cli.common import (
     store_option,
 )
 from framework.cli.data import import_data, store
-from framework.cli.problems import input_error, parse_problem, report_lines, require_file
+from framework.cli.problems import (
+    PassRefused,
+    Problem,
+    input_error,
+    parse_problem,
+    report_lines,
+    require_file,
+)
 from framework.cli.render import (
     echo_budget,
     echo_retrieval,
@@ -29,6 +36,7 @@ from framework.cli.render import (
     turn_stages,
 )
 from framework.conversation.state import conversation_key
+from framework.decision import Decision, TurnAction
 from framework.errors import TurnFileError
 from framework.providers.prefix import canonical_json
 from framework.providers.records import ProviderRequest, ProviderSpec
@@ -166,6 +174,17 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     help="Output format; openai, responses and anthropic print the exact request body.",
 )
 @click.option(
+    "--pretty",
+    is_flag=True,
+    help="Indent the request body of openai, responses and anthropic (to read, not to send).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Print the request body of openai, responses and anthropic even when the routing "
+    "decided to pass.",
+)
+@click.option(
     "--previous",
     "previous_file",
     type=click.Path(path_type=Path),
@@ -187,6 +206,8 @@ def render(
     bot_id: str | None,
     group_id: str | None,
     output_format: str,
+    pretty: bool,
+    force: bool,
     previous_file: Path | None,
     no_retrieval: bool,
     store: Path | None,
@@ -194,6 +215,11 @@ def render(
     config_path: Path | None,
 ) -> None:
     """Assemble one turn from TURN_FILE and print the system prompt, messages and trace."""
+    for flag, given in (("--pretty", pretty), ("--force", force)):
+        if given and output_format not in REQUEST_FORMATS:
+            raise click.UsageError(
+                f"{flag} applies to --format {'/'.join(REQUEST_FORMATS)} only, not {output_format}"
+            )
     turn = _load_turn(turn_file, bot_id, group_id)
     runtime = build_runtime(config_path, store, seed, render=True)
     spec = ProviderSpec.from_config(
@@ -202,10 +228,15 @@ def render(
     if previous_file is not None:
         _replay_previous(runtime, previous_file, turn, spec, bot_id, group_id, not no_retrieval)
     result = runtime.render(turn, retrieve=not no_retrieval)
+    if output_format in REQUEST_FORMATS and not force:
+        _refuse_a_silent_turn(turn_file, result.decision)
     context = build_turn_context(runtime, turn, result)
     request = build_provider_request(runtime, context, spec)
     if output_format in REQUEST_FORMATS:
-        click.echo(request.body_text())
+        if pretty:
+            echo_json(request.body)
+        else:
+            click.echo(request.body_text())
         if request.prefix is not None:
             click.echo(f"prefix: {json.dumps(request.prefix.to_json())}", err=True)
         return
@@ -258,6 +289,28 @@ def render(
         )
     echo_retrieval(result)
     echo_stages(turn_stages(result, context, request))
+
+
+def _refuse_a_silent_turn(turn_file: Path, decision: Decision) -> None:
+    """A request body is what a script sends to the model: for a turn the bot stays silent on
+    (or answers with a canned phrase, without the model) there is none to send."""
+    if decision.action is not TurnAction.PASS:
+        return
+    phrase = decision.low_engagement_phrase
+    outcome = (
+        f"the bot sends the canned phrase {phrase!r} without the model"
+        if phrase
+        else "the bot stays silent and sends nothing to the model"
+    )
+    raise PassRefused(
+        [
+            Problem(
+                file=str(turn_file),
+                text=f"the routing decided to pass ({decision.reason}): {outcome}; "
+                "--force prints the request anyway",
+            )
+        ]
+    )
 
 
 def _budget_unit(runtime: Promptweave) -> str:
