@@ -76,7 +76,7 @@ def test_render_text_prints_prompt_messages_decision_and_sections(run):
     assert "==== system prompt ====\n【安全约束】" in result.output
     assert "【工具上下文】" in result.output
     assert "==== decision ====" in result.output
-    assert "tool_context         rendered" in result.output
+    assert "\ntool_context        rendered    140 chars  turn_sections\n" in result.output
 
 
 TEXT_BLOCKS = [
@@ -136,21 +136,22 @@ def test_render_text_shows_what_the_budget_dropped(run, tmp_path):
         str(tmp_path / "promptweave.toml"),
     )
     budget = blocks(result.output)["budget"]
-    assert budget[0].startswith("total: ") and " / 2150 chars (system prompt " in budget[0]
-    assert budget[1:] == [
-        "dropped: history ×3",
-        "cut: none",
-        "preflight: skipped, threshold 24000 tokens",
-        "sent: 2124 / 2150 chars (system prompt 2068, before trimming 2124)",
-        "  dropped: none",
+    assert budget == [
+        "total: 2124 / 2150 chars (system prompt 2068, before trimming 2226)",
+        "  dropped: history ×3",
         "  cut: none",
+        "preflight: skipped, threshold 24000 tokens",
+        "sent: the same as total",
     ]
 
 
-def test_render_text_budget_with_the_defaults_drops_nothing(run):
+def test_render_text_budget_with_the_defaults_says_once_that_nothing_was_trimmed(run):
     budget = blocks(run("render", str(EXAMPLES / "at_question.json")).output)["budget"]
-    assert " / 12000 chars " in budget[0]
-    assert budget[1:3] == ["dropped: none", "cut: none"]
+    assert budget == [
+        "total: 2226 / 12000 chars (system prompt 2068), nothing trimmed",
+        "preflight: skipped, threshold 24000 tokens",
+        "sent: the same as total",
+    ]
 
 
 def test_render_text_budget_says_when_the_current_message_was_cut(run, tmp_path):
@@ -160,8 +161,8 @@ def test_render_text_budget_says_when_the_current_message_was_cut(run, tmp_path)
     (tmp_path / "promptweave.toml").write_text("[budget]\nchars = 2200\n", encoding="utf-8")
     budget = blocks(run("render", str(tmp_path / "long.json")).output)["budget"]
     assert " / 2200 chars " in budget[0]
-    assert budget[1] == "dropped: history ×3"
-    assert budget[2] == "cut: current message"
+    assert budget[1] == "  dropped: history ×3"
+    assert budget[2] == "  cut: current message"
 
 
 def test_render_text_budget_shows_each_preflight_pass(run, tmp_path):
@@ -169,9 +170,9 @@ def test_render_text_budget_shows_each_preflight_pass(run, tmp_path):
     config.write_text("[turn_context]\nthreshold_tokens = 30\n", encoding="utf-8")
     result = run("render", str(EXAMPLES / "at_question.json"), "--config", str(config))
     budget = blocks(result.output)["budget"]
-    assert budget[3].startswith("preflight: no_progress, ") and budget[3].endswith(" / 30 tokens")
-    assert budget[4].startswith("  pass 1: 4 -> 4 messages, ")
-    assert budget[4].endswith(" tokens (no progress)")
+    assert budget[1].startswith("preflight: no_progress, ") and budget[1].endswith(" / 30 tokens")
+    assert budget[2].startswith("  pass 1: 4 -> 4 messages, ")
+    assert budget[2].endswith(" tokens (no progress)")
 
 
 def test_render_text_budget_counts_in_the_unit_of_a_measure_text_plugin(monkeypatch):
@@ -379,4 +380,62 @@ def test_plugins_refuses_a_hook_that_does_not_exist(name, suggestion):
     assert result.exit_code == 2
     assert (
         f"Error: Invalid value for '--hook': no hook is named {name!r}{suggestion}" in result.output
+    )
+
+
+def test_render_retrieval_says_there_is_no_store_and_lists_the_turn_files_items(run):
+    lines = blocks(run("render", str(EXAMPLES / "at_question.json")).output)["retrieval"]
+    assert lines[2] == (
+        "store: none (no file promptweave.sqlite3): the built-in retrievers had no data to search"
+    )
+    assert lines[3] == "group_expression    (turn file)         given    3 items"
+    assert "memory              (turn file)         given    4 items" in lines
+    assert "knowledge           (turn file)         given    1 item" in lines
+
+
+def test_render_retrieval_names_the_store_it_searched(run, tmp_path):
+    data = tmp_path / "memories.jsonl"
+    data.write_text('{"kind": "teaching", "text": "桌游局周六晚上七点开始"}\n', encoding="utf-8")
+    run(
+        "import",
+        "memories",
+        str(data),
+        "--store",
+        "s.sqlite3",
+        "--bot",
+        "10001",
+        "--group",
+        "20001",
+    )
+    result = run("render", str(EXAMPLES / "at_question.json"), "--store", "s.sqlite3")
+    lines = blocks(result.output)["retrieval"]
+    assert lines[2] == "store: s.sqlite3"
+    assert any(line.startswith("memory              memory              hit") for line in lines)
+
+
+def test_render_warns_when_a_turn_that_needs_the_store_has_none():
+    turn = EXAMPLES / "from_store.json"
+    result = CliRunner().invoke(cli, ["render", str(turn)])
+    assert result.exit_code == 0
+    assert result.stderr == (
+        f"warning: {turn}: there is no store to read (store: none (no file "
+        "promptweave.sqlite3)) and the turn file gives no recent_messages or history: only the "
+        "current message is sent; give --store FILE, or --config with the [store] that holds "
+        "them\n"
+    )
+    assert CliRunner().invoke(cli, ["render", str(EXAMPLES / "at_question.json")]).stderr == ""
+
+
+def test_render_sections_print_a_broken_override_source_once(tmp_path):
+    (tmp_path / "promptweave.toml").write_text('overrides_file = "o.toml"\n', encoding="utf-8")
+    (tmp_path / "o.toml").write_text(
+        '[bots."10001".groups."20001".sections.persona]\nmode = "apend"\n', encoding="utf-8"
+    )
+    result = CliRunner().invoke(cli, ["render", str(EXAMPLES / "at_question.json")])
+    lines = blocks(result.output)["sections"]
+    assert len(lines) == 16
+    assert all(line.endswith("  error [1]") for line in lines[:15])
+    assert lines[15] == (
+        f"[1] {tmp_path / 'o.toml'}: bots.10001.groups.20001.sections.persona.mode: expected one "
+        "of replace, append, disable, not 'apend' (every section)"
     )

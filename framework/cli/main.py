@@ -17,6 +17,7 @@ from framework.cli.common import (
     config_option,
     echo_json,
     not_blank,
+    render_store_source,
     store_option,
 )
 from framework.cli.data import import_data, store
@@ -32,6 +33,7 @@ from framework.cli.render import (
     echo_budget,
     echo_retrieval,
     echo_route_trace,
+    echo_sections,
     echo_stages,
     turn_stages,
 )
@@ -222,6 +224,18 @@ def render(
             )
     turn = _load_turn(turn_file, bot_id, group_id)
     runtime = build_runtime(config_path, store, seed, render=True)
+    source = render_store_source(runtime.config, explicit=store is not None)
+    if (
+        not source.has_data
+        and runtime.config.store.enabled
+        and not (turn.recent_messages or turn.history)
+    ):
+        click.echo(
+            f"warning: {turn_file}: there is no store to read (store: {source.description}) and "
+            "the turn file gives no recent_messages or history: only the current message is "
+            "sent; give --store FILE, or --config with the [store] that holds them",
+            err=True,
+        )
     spec = ProviderSpec.from_config(
         runtime.config.provider, REQUEST_FORMATS.get(output_format, runtime.config.provider.api)
     )
@@ -280,14 +294,8 @@ def render(
     if request.prefix is not None:
         click.echo("\n==== prefix ====")
         click.echo(json.dumps(request.prefix.to_json(), ensure_ascii=False))
-    click.echo("\n==== sections ====")
-    for entry in result.trace["sections"]:
-        extra = "".join(f"  {key}={entry[key]}" for key in ("override", "error") if key in entry)
-        click.echo(
-            f"{entry['id']:<20} {entry['status']:<9} {entry['chars']:>5} chars  "
-            f"{entry['plugin']}{extra}"
-        )
-    echo_retrieval(result)
+    echo_sections(result.trace["sections"])
+    echo_retrieval(result, turn.retrieved_items(), source)
     echo_stages(turn_stages(result, context, request))
 
 
