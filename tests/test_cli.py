@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -439,3 +440,41 @@ def test_render_sections_print_a_broken_override_source_once(tmp_path):
         f"[1] {tmp_path / 'o.toml'}: bots.10001.groups.20001.sections.persona.mode: expected one "
         "of replace, append, disable, not 'apend' (every section)"
     )
+
+
+def _commands(group, path=()):
+    for name, command in group.commands.items():
+        yield (*path, name), command
+        if hasattr(command, "commands"):
+            yield from _commands(command, (*path, name))
+
+
+COMMANDS = list(_commands(cli))
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+@pytest.mark.parametrize(
+    ("path", "command"), COMMANDS, ids=[" ".join(path) for path, _ in COMMANDS]
+)
+def test_help_never_breaks_a_choice_mid_word(path, command, width):
+    import click
+
+    result = CliRunner().invoke(cli, [*path, "--help"], terminal_width=width)
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    choices = [
+        str(choice)
+        for param in command.params
+        if isinstance(param.type, click.Choice)
+        for choice in param.type.choices
+    ]
+    broken = [
+        (ends, starts)
+        for ends, starts in itertools.pairwise(lines)
+        for choice in choices
+        for cut in range(1, len(choice))
+        if ends.endswith(choice[:cut])
+        and not ends[: -cut or None][-1:].isalnum()
+        and starts.lstrip().startswith(choice[cut:])
+    ]
+    assert not broken, f"{' '.join(path)} --help at {width} columns breaks {broken}"

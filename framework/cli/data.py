@@ -40,7 +40,7 @@ def _group_scope(_ctx: click.Context, param: click.Parameter, value: str | None)
 
 
 @click.command(name="import")
-@click.argument("kind", type=click.Choice([*KINDS, AUTO_KIND]))
+@click.argument("kind", type=click.Choice([*KINDS, AUTO_KIND]), metavar="KIND")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @store_option
 @click.option(
@@ -64,8 +64,9 @@ def import_data(
 ) -> None:
     """Load retrieval data of KIND from FILES into the store, all or nothing.
 
-    KIND is one of the data kinds, or 'auto' to tell each file's kind from its name
-    (memories.jsonl, knowledge/*.md…); a directory imports every file in it.
+    KIND is one of memories, knowledge, relationships, person_facts, expression_pairs,
+    rhythm_baselines, behavior_strategies, topic_summaries, or auto to tell each file's kind
+    from its name (memories.jsonl, knowledge/*.md…); a directory imports every file in it.
     """
     missing = [Problem(file=str(path), text="no such file") for path in files if not path.exists()]
     if missing:
@@ -88,13 +89,31 @@ def import_data(
         batch = read_files(kind, list(files), bot_id=bot_id, group_id=group_id)
     except PromptweaveError as exc:
         raise input_error(exc) from exc
+    retrieval = Stores.from_config(config).retrieval
     try:
-        written = Stores.from_config(config).retrieval.write(batch)
+        before = retrieval.counts()
+        written = retrieval.write(batch)
+        after = retrieval.counts()
     except PromptweaveError as exc:
         raise config_error(exc) from exc
-    path = config.resolve_path(config.store.path)
-    summary = ", ".join(f"{count} {name}" for name, count in written.items() if count) or "nothing"
-    click.echo(f"imported {summary} into {path}")
+    path = shown_path(config.resolve_path(config.store.path))
+    read = ", ".join(_counted(written)) or "nothing"
+    # The store updates a record it holds already (same text, same scope) in place: count only
+    # the rows that are new, so importing the same files again says so.
+    added = {name: after[name] - before.get(name, 0) for name in after}
+    new = ", ".join(_counted(added))
+    click.echo(f"read {read}")
+    click.echo(f"new in {path}: {new or 'nothing (all of it was stored already)'}")
+
+
+def _counted(counts: dict[str, int]) -> list[str]:
+    """``15 memories``, ``2 knowledge documents``: the kinds with a count, in words."""
+    names = {"knowledge": "knowledge documents"}
+    return [
+        f"{count} {names.get(name, name.replace('_', ' '))}"
+        for name, count in counts.items()
+        if count > 0
+    ]
 
 
 @click.group()
@@ -166,10 +185,11 @@ def store_import(
 @click.option("--json", "as_json", is_flag=True, help="Output JSON.")
 @config_option
 def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None) -> None:
-    """Count the rows of each conversational table and show the schema versions."""
+    """Count the conversational rows and the retrieval data, and show the schema versions."""
     path = _store_path(store_path, config_path)
-    database = open_store(path, config_path, create=False).database
-    if database is None:
+    stores = open_store(path, config_path, create=False)
+    database = stores.database
+    if database is None or stores.retrieval is None:
         raise config_error([Problem(file=shown_path(path), text="not a SQLite store")])
     connection = database.connection()
     tables = (
@@ -182,16 +202,26 @@ def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None
     counts = {
         table: connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables
     }
+    retrieval = stores.retrieval.counts()
     versions = dict(
         connection.execute(
             "SELECT component, MAX(version) FROM schema_versions GROUP BY component"
         ).fetchall()
     )
     if as_json:
-        echo_json({"path": str(path), "tables": counts, "schema_versions": versions})
+        echo_json(
+            {
+                "path": str(path),
+                "tables": counts,
+                "retrieval": retrieval,
+                "schema_versions": versions,
+            }
+        )
         return
-    click.echo(str(path))
-    for table, count in counts.items():
-        click.echo(f"  {table:<20} {count:>10}")
+    click.echo(shown_path(path))
+    for title, rows in (("conversation", counts), ("retrieval", retrieval)):
+        click.echo(f"  {title}")
+        for name, count in rows.items():
+            click.echo(f"    {name:<20} {count:>8}")
     for component, version in sorted(versions.items()):
         click.echo(f"  schema {component}: v{version}")
