@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from framework._convert import load_json, structure
-from framework._fields import one_of, str_tuple
+from framework._fields import Text, one_of, str_tuple
 from framework.errors import TurnFileError
 from framework.items import (
     BehaviorStrategy,
@@ -107,7 +107,7 @@ class ChatMessage:
 
     sender_id: str
     # Lone surrogates are dropped on arrival: no store, hash or provider accepts them.
-    text: str = attrs.field(converter=strip_lone_surrogates)
+    text: Text = attrs.field(converter=strip_lone_surrogates)
     time: dt.datetime = attrs.field(validator=lambda _i, _a, v: _aware(v))
     id: str | None = None
     sender_name: str = attrs.field(default="", converter=strip_lone_surrogates)
@@ -123,7 +123,7 @@ class HistoryEntry:
     """One turn of the current user's conversation with the bot."""
 
     role: str = attrs.field(validator=one_of("user", "assistant"))
-    content: str = attrs.field(converter=strip_lone_surrogates)
+    content: Text = attrs.field(converter=strip_lone_surrogates)
 
 
 @attrs.frozen(kw_only=True)

@@ -37,6 +37,7 @@ from framework.cli.render import (
     echo_stages,
     turn_stages,
 )
+from framework.cli.route_input import load_route_input
 from framework.conversation.state import conversation_key
 from framework.decision import Decision, TurnAction
 from framework.errors import TurnFileError
@@ -47,7 +48,6 @@ from framework.routing.batch import (
     confusion_table,
     decide_cases,
     default_route_bot,
-    load_route_file,
 )
 from framework.runtime import Promptweave
 from framework.turn import Turn, load_turn_file
@@ -399,13 +399,15 @@ def route(
 ) -> None:
     """Decide every message of ROUTE_FILE (JSON Lines) and print one decision per line.
 
-    Lines are whole turns (the turn-file format) or compact messages; see docs/routing.md.
-    The routing state is in memory and starts empty, so a run is reproducible.
+    Lines are whole turns (the turn-file format) or compact messages; see docs/routing.md. An
+    event log (the format of 'store import') is read too: each message event is decided with the
+    log's earlier messages and replies around it. The routing state is in memory and starts
+    empty, so a run is reproducible.
     """
     require_file(route_file)
     runtime = build_runtime(config_path)
     try:
-        cases = load_route_file(route_file, bot=default_route_bot(runtime.persona))
+        cases = load_route_input(route_file, bot=default_route_bot(runtime.persona))
     except TurnFileError as exc:
         raise input_error(exc) from exc
     results = decide_cases(runtime, cases, seed=seed, stream=stream)

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from framework._convert import structure
+from framework._fields import Text
 from framework.conversation.summary import CompressionStatus
 from framework.delivery.writes import record_bot_reply
 from framework.errors import TurnFileError
@@ -54,7 +55,7 @@ class _MessageEvent:
 class _ReplyEvent:
     bot_id: str
     group_id: str | None
-    text: str
+    text: Text
     time: dt.datetime = attrs.field(validator=lambda _i, _a, value: _aware(value))
     message_id: str | None = None
     answering: str | None = None
