@@ -13,6 +13,7 @@ import attrs
 import click
 
 from framework.cli.problems import Problem, config_error, input_error, shown_path
+from framework.cli.style import coloured
 from framework.config import Config
 from framework.errors import PromptweaveError
 from framework.runtime import Promptweave
@@ -168,7 +169,8 @@ class EchoHandler(logging.Handler):
             self.repeats[line] += 1
             return
         self.repeats[line] = 0
-        click.echo(line, err=True)
+        level, _, message = line.partition(": ")
+        click.echo(f"{coloured(level + ':', 'yellow', bold=True)} {message}", err=True)
 
     def report_repeats(self) -> None:
         for line, count in self.repeats.items():

@@ -20,6 +20,7 @@ from typing import IO, Any
 import attrs
 import click
 
+from framework.cli.style import coloured
 from framework.errors import ConfigError
 from framework.store.retrieval_import import RetrievalImportError
 
@@ -179,8 +180,9 @@ class CommandError(click.ClickException):
         super().__init__("\n".join(report_lines(self.problems)))
 
     def show(self, file: IO[Any] | None = None) -> None:
+        label = coloured("Error:", "red", bold=True)
         for line in report_lines(self.problems):
-            click.echo(f"Error: {line}", err=file is None, file=file)
+            click.echo(f"{label} {line}", err=file is None, file=file)
 
 
 class InputError(CommandError):
