@@ -170,3 +170,42 @@ def test_names_the_docs_import_from_framework_exist(page: Path) -> None:
             if isinstance(node, ast.ImportFrom) and node.module == "framework":
                 missing = [a.name for a in node.names if not hasattr(framework, a.name)]
                 assert not missing, f"{page.name} python block {number} imports {missing}"
+
+
+# -- the test command ----------------------------------------------------------------------------
+
+_SKIPPING = """
+import pytest
+
+
+@pytest.mark.parametrize("n", range(5))
+def test_needs_a_server(n):
+    pytest.skip("no server")
+
+
+def test_runs():
+    pass
+"""
+
+
+def _run_skipping(pytester, monkeypatch):
+    """A run of five skipped tests and one that passes, with the plugin the suite uses."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(_SKIPPING)
+    return pytester.runpytest_subprocess("-p", "tests.skip_summary", "-p", "no:cacheprovider")
+
+
+def test_skipped_tests_are_summarised_in_one_line_per_reason(pytester, monkeypatch):
+    monkeypatch.delenv("PROMPTWEAVE_REQUIRE_REDIS", raising=False)
+    result = _run_skipping(pytester, monkeypatch)
+    assert result.ret == 0
+    assert result.outlines.count("5 skipped: no server") == 1
+    assert not any(line.startswith("SKIPPED") for line in result.outlines)
+
+
+def test_a_skipped_test_fails_the_run_where_services_are_required(pytester, monkeypatch):
+    monkeypatch.setenv("PROMPTWEAVE_REQUIRE_REDIS", "1")
+    result = _run_skipping(pytester, monkeypatch)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "PROMPTWEAVE_REQUIRE_REDIS=1: no test may be skipped, and 5 were" in result.outlines
