@@ -437,7 +437,7 @@ def test_render_sections_print_a_broken_override_source_once(tmp_path):
     assert len(lines) == 16
     assert all(line.endswith("  error [1]") for line in lines[:15])
     assert lines[15] == (
-        f"[1] {tmp_path / 'o.toml'}: bots.10001.groups.20001.sections.persona.mode: expected one "
+        "[1] o.toml: bots.10001.groups.20001.sections.persona.mode: expected one "
         "of replace, append, disable, not 'apend' (every section)"
     )
 

@@ -11,7 +11,7 @@ import click
 
 from framework.cli.common import EchoHandler, build_runtime, config_option, echo_json, not_blank
 from framework.cli.data import import_data, store
-from framework.cli.problems import parse_problem, report_lines
+from framework.cli.problems import configured_file_problem, report_lines
 from framework.cli.render import render
 from framework.cli.route import route
 from framework.cli.style import resolve_colour
@@ -109,16 +109,17 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     rows = [attrs.asdict(row) for row in runtime.list_sections(bot_id, group_id)]
     # Every section asks the same broken override source: say each problem once.
     errors = dict.fromkeys(error for row in rows if (error := row.pop("error")))
-    for problem in report_lines(parse_problem(None, error) for error in errors):
+    for problem in report_lines(configured_file_problem(error) for error in errors):
         click.echo(f"warning: overrides not applied: {problem}", err=True)
     if as_json:
         echo_json(rows)
         return
+    widths = {key: max(len(row[key]) for row in rows) for key in ("id", "volatility", "plugin")}
     for number, row in enumerate(rows, 1):
         override = f"  override: {row['override']}" if row["override"] else ""
         click.echo(
-            f"{number:>2}. {row['id']:<20} {row['volatility']:<9} {row['plugin']:<20} "
-            f"{row['title']}{override}"
+            f"{number:>2}. {row['id']:<{widths['id']}}  {row['volatility']:<{widths['volatility']}}"
+            f"  {row['plugin']:<{widths['plugin']}}  {row['title']}{override}"
         )
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "PassRefused",
     "Problem",
     "config_error",
+    "configured_file_problem",
     "input_error",
     "parse_problem",
     "problems_of",
@@ -126,6 +127,12 @@ def parse_problem(source: str | None, text: str) -> Problem:
     return Problem(file=source, line=line, path=path, text=_plain(text))
 
 
+def configured_file_problem(text: str) -> Problem:
+    """A problem of a file the configuration names (an overrides file), which the library
+    reports by its resolved, absolute path: shown as the user would type it from here."""
+    return _relative(parse_problem(None, text))
+
+
 def problems_of(exc: BaseException) -> list[Problem]:
     """The problems an exception of the library reports, one per line of its message."""
     if isinstance(exc, ConfigError):
@@ -203,8 +210,16 @@ def input_error(found: BaseException | Sequence[Problem]) -> InputError:
 
 
 def config_error(found: BaseException | Sequence[Problem]) -> CommandError:
-    """The configuration is wrong, or the run failed: exit status 1."""
-    return CommandError(found if isinstance(found, Sequence) else problems_of(found))
+    """The configuration is wrong, or the run failed: exit status 1. The files a configuration
+    names (a persona pack, an overrides file) are shown relative to here when they are below."""
+    problems = found if isinstance(found, Sequence) else problems_of(found)
+    return CommandError([_relative(problem) for problem in problems])
+
+
+def _relative(problem: Problem) -> Problem:
+    if problem.file is not None and Path(problem.file).is_absolute():
+        return attrs.evolve(problem, file=shown_path(Path(problem.file)))
+    return problem
 
 
 def shown_path(path: Path) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from framework.cli.common import StoreSource
-from framework.cli.problems import parse_problem, report_lines
+from framework.cli.problems import configured_file_problem, report_lines
 from framework.cli.style import ACTION_COLOURS, coloured, heading, status
 from framework.prompt.rendered import RenderedTurn
 from framework.providers.records import ProviderRequest
@@ -123,7 +123,7 @@ def echo_sections(entries: Sequence[Mapping[str, Any]]) -> None:
     for error, number in errors.items():
         count = sum(1 for entry in entries if entry.get("error") == error)
         where = "every section" if count == len(entries) else f"{count} sections"
-        problem = report_lines([parse_problem(None, error)])[0]
+        problem = report_lines([configured_file_problem(error)])[0]
         click.echo(f"[{number}] {problem} ({where})")
 
 
