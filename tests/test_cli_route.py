@@ -117,3 +117,18 @@ def test_a_bad_event_log_line_is_named_like_a_route_file_line(tmp_path):
         2,
         f"Error: {log}:3: unknown event 'reaction' (expected message or bot_reply)\n",
     )
+
+
+@pytest.mark.parametrize(
+    "command", [["route", "{log}"], ["store", "import", "{log}", "--store", "s.sqlite3"]]
+)
+def test_an_event_with_a_blank_bot_id_is_an_input_error(tmp_path, command):
+    log = tmp_path / "ev.jsonl"
+    event = json.loads(LOG.read_text(encoding="utf-8").split("\n")[0])
+    event["bot_id"] = " "
+    log.write_text(json.dumps(event, ensure_ascii=False) + "\n", encoding="utf-8")
+    result = invoke(*(part.format(log=log) for part in command))
+    assert (result.exit_code, result.output) == (
+        2,
+        f"Error: {log}:1: bot_id must be the bot's account id, not blank\n",
+    )

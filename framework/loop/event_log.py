@@ -43,9 +43,15 @@ def _aware(value: dt.datetime) -> None:
         raise ValueError(f"time {value.isoformat()} has no UTC offset")
 
 
+def _bot_id(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    # A blank id would file the events under no bot at all.
+    if not value.strip():
+        raise ValueError(f"{attribute.name} must be the bot's account id, not blank")
+
+
 @attrs.frozen(kw_only=True)
 class _MessageEvent:
-    bot_id: str
+    bot_id: str = attrs.field(validator=_bot_id)
     group_id: str | None
     message: ChatMessage
     event: str = "message"
@@ -53,7 +59,7 @@ class _MessageEvent:
 
 @attrs.frozen(kw_only=True)
 class _ReplyEvent:
-    bot_id: str
+    bot_id: str = attrs.field(validator=_bot_id)
     group_id: str | None
     text: Text
     time: dt.datetime = attrs.field(validator=lambda _i, _a, value: _aware(value))
