@@ -18,6 +18,8 @@ from framework.cli.style import resolve_colour
 
 __all__ = ["cli"]
 
+log = logging.getLogger("promptweave.cli")
+
 
 @click.group()
 @click.version_option(package_name="promptweave")
@@ -110,7 +112,7 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
     # Every section asks the same broken override source: say each problem once.
     errors = dict.fromkeys(error for row in rows if (error := row.pop("error")))
     for problem in report_lines(configured_file_problem(error) for error in errors):
-        click.echo(f"warning: overrides not applied: {problem}", err=True)
+        log.warning("overrides not applied: %s", problem)
     if as_json:
         echo_json(rows)
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import attrs
@@ -31,6 +32,9 @@ from framework.turn_context.context import TurnContext, build_turn_context
 
 __all__ = ["REQUEST_FORMATS", "render"]
 
+log = logging.getLogger("promptweave.cli")
+
+#: ``render --format`` values that print a provider request body, and the API each names.
 REQUEST_FORMATS = {
     "openai": "openai_chat",
     "responses": "openai_responses",
@@ -109,11 +113,12 @@ def render(
         and runtime.config.store.enabled
         and not (turn.recent_messages or turn.history)
     ):
-        click.echo(
-            f"warning: {turn_file}: there is no store to read (store: {source.description}) and "
-            "the turn file gives no recent_messages or history: only the current message is "
-            "sent; give --store FILE, or --config with the [store] that holds them",
-            err=True,
+        log.warning(
+            "%s: there is no store to read (store: %s) and the turn file gives no "
+            "recent_messages or history: only the current message is sent; give --store FILE, "
+            "or --config with the [store] that holds them",
+            turn_file,
+            source.description,
         )
     spec = ProviderSpec.from_config(
         runtime.config.provider, REQUEST_FORMATS.get(output_format, runtime.config.provider.api)
@@ -224,10 +229,10 @@ def _replay_previous(
         )
         request: ProviderRequest = build_provider_request(runtime, context, spec)
         if context.conversation_key != conversation_key(turn):
-            click.echo(
-                f"warning: {path} is another conversation ({context.conversation_key}); "
-                "its request is compared anyway",
-                err=True,
+            log.warning(
+                "%s is another conversation (%s); its request is compared anyway",
+                path,
+                context.conversation_key,
             )
             runtime.conversations.remember_request(
                 conversation_key(turn), spec.api.value, request.body_bytes()
