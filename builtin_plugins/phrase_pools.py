@@ -1,9 +1,9 @@
 """Built-in plugin ``phrase_pools``: the canned phrases of the low-engagement exit.
 
-Seed 004, 低投入出口: a gentle pool, the group's own short phrases when known, an emoji fallback,
-and, for messages with emotion words, a tangent pool of clean one-liners that change the subject
-lightly. Every phrase is at most 12 characters with no question or exclamation mark; offensive
-lines never enter a pool.
+``docs/design.md#low-engagement-exit``: a gentle pool, the group's own short phrases when known, an
+emoji fallback, and, for messages with emotion words, a tangent pool of clean one-liners that change
+the subject lightly. Every phrase is at most 12 characters with no question or exclamation mark;
+offensive lines never enter a pool.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Built-in plugin ``profile_sections``: sections 4–5, what the bot learned of a group.
 
-Seed 004, 语义风格参考: direct pairs recalled by similarity to the trigger come first; abstract
-strategies observed between members are a fallback used only when no direct pair was recalled; the
-bot's own past pick-ups (self_reflection) are always shown under their own header.
+``docs/design.md#persona-and-style``: direct pairs recalled by similarity to the trigger come first;
+abstract strategies observed between members are a fallback used only when no direct pair was
+recalled; the bot's own past pick-ups (self_reflection) are always shown under their own header.
 """
 
 from __future__ import annotations

@@ -83,9 +83,9 @@ def render_knowledge(context: RenderContext) -> str:
 def _relationship_fallback(context: RenderContext) -> str:
     """The persona pack's generic line for a speaker the bot knows nothing particular about.
 
-    Seed 004 (上下文装配顺序): in a group chat with a known speaker, ``include_fallback`` follows
-    whether this turn may read persistent memory, so a short social turn shows none. Decided here
-    rather than in the retriever, so a turn rendered without retrieval gets it too.
+    ``docs/design.md#retrieval-order``: in a group chat with a known speaker, ``include_fallback``
+    follows whether this turn may read persistent memory, so a short social turn shows none. Decided
+    here rather than in the retriever, so a turn rendered without retrieval gets it too.
     """
     if context.turn.is_private or not context.turn.message.sender_id.strip():
         return ""

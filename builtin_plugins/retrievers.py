@@ -1,6 +1,7 @@
 """Built-in plugin ``retrievers``: what feeds sections 4–10 from the retrieval store.
 
-One retriever per section, named like the section (seed 004, 上下文装配顺序 and 语义风格参考):
+One retriever per section, named like the section (``docs/design.md#retrieval-order`` and
+``docs/design.md#persona-and-style``):
 
 - ``memory``: the four memory kinds, searched by relevance; in a group with no persistent hit,
   recent group lines that read as events fill in.
@@ -51,7 +52,7 @@ SUMMARY_MARK = "【此前对话摘要】"
 #: The most expression pairs and strategies compared per turn (newest / best supported first).
 PROFILE_SCAN = 5000
 STRATEGY_SCAN = 500
-#: Recent lines that fill in memory when there is no persistent hit (seed 004: ``top_k`` ≤ 8).
+#: Recent lines that fill in memory when there is no persistent hit (``top_k`` ≤ 8).
 EVENT_FILL_SOURCE = "recent_group_line"
 
 
@@ -304,7 +305,7 @@ def _reads_disk(query: RetrievalQuery) -> bool:
 
 @hookimpl
 def register_retrievers(register: Callable[[Retriever], None]) -> None:
-    # Persistent: skipped on short social turns (seed 004, 短社交话的上下文裁剪).
+    # Persistent: skipped on short social turns (docs/design.md#short-social-turns).
     for name, retrieve, persistent in (
         ("memory", retrieve_memory, True),
         ("knowledge", retrieve_knowledge, False),

@@ -1,8 +1,9 @@
 """Built-in plugin ``routing_rules``: every gate, reply-necessity term and decide rule.
 
-Seed 004, 入口路由. Orders start at 1000 so that a plugin's rule (default order 100) runs before
-the built-ins; a plugin replaces one with ``DecisionRule(name=..., replace=True)`` or blocks this
-whole plugin with ``PROMPTWEAVE_DISABLE_PLUGINS=routing_rules`` (``docs/routing.md``).
+``docs/design.md#the-routing-flow``. Orders start at 1000 so that a plugin's rule (default order
+100) runs before the built-ins; a plugin replaces one with ``DecisionRule(name=..., replace=True)``
+or blocks this whole plugin with ``PROMPTWEAVE_DISABLE_PLUGINS=routing_rules``
+(``docs/routing.md``).
 """
 
 from __future__ import annotations

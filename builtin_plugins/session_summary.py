@@ -1,10 +1,10 @@
 """Built-in plugin ``session_summary``: the offline defaults of session compression.
 
-``summarize_session`` writes an extractive summary with no LLM call: the turns are cut into
-clauses, each clause is scored by how many other turns share its character pairs (the topic thread)
-plus a bonus for preferences, plans and the bot's promises, and the best clauses are kept in
-chronological order, labelled ``对方`` (the user) and ``你`` (the bot), within the length limit.
-Small talk, fillers and instruction-like clauses are left out (seed 004, 长会话压缩).
+``summarize_session`` writes an extractive summary with no LLM call: the turns are cut into clauses,
+each clause is scored by how many other turns share its character pairs (the topic thread) plus a
+bonus for preferences, plans and the bot's promises, and the best clauses are kept in chronological
+order, labelled ``对方`` (the user) and ``你`` (the bot), within the length limit. Small talk,
+fillers and instruction-like clauses are left out (``docs/design.md#long-session-compression``).
 ``describe_image`` keeps the ``[图片]`` placeholder. Both are ``trylast``: any plugin that answers
 (an LLM summarizer, a vision describer) wins.
 """

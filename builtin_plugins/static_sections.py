@@ -1,6 +1,6 @@
 """Built-in plugin ``static_sections``: sections 1–3, the same on every turn of a bot.
 
-Their texts come from the persona pack (seed 004, 人格与风格的职责边界): the persona defines a
+Their texts come from the persona pack (``docs/design.md#persona-and-style``): the persona defines a
 stable identity across groups; nothing here is specific to one bot.
 """
 

@@ -54,7 +54,8 @@ def render_group_timeline(context: RenderContext) -> str:
     blocks = [context.timeline.text] if context.timeline.text else []
     quoted = quote_user_text(context.turn.quoted_bot_text, QUOTED_BOT_TEXT_CHARS)
     if quoted:
-        # Seed 004, 引用兜底: the model must know which of its own messages the user replied to.
+        # docs/design.md#bot-reply-context: the model must know which of its own messages the user
+        # replied to.
         blocks.append(
             context.persona.format(context.persona.labels.bot_said_header) + "\n" + quoted
         )

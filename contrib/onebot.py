@@ -22,13 +22,14 @@ from typing import Any
 
 import attrs
 
-from framework import IMAGE_WITHOUT_URL, ChatMessage, hookimpl, is_vision_url
+from framework import IMAGE_WITHOUT_URL, ChatMessage, IncomingEvent, hookimpl, is_vision_url
 
 __all__ = [
     "OneBotEvent",
     "escape_cq",
     "parse_cq_string",
     "parse_event",
+    "parse_incoming_event",
     "parse_message",
     "unescape_cq",
 ]
@@ -138,7 +139,7 @@ def parse_message(
             url = _image_url(data)
             if url is None:
                 # A local path or a platform file id is no URL a provider may be given, but the
-                # message did carry an image: keep its [图片] mark (seed 004).
+                # message did carry an image: keep its [图片] mark (docs/design.md#images).
                 images.append(IMAGE_WITHOUT_URL)
             elif url not in images:
                 images.append(url)
@@ -181,7 +182,8 @@ def parse_event(event: Mapping[str, Any], bot_id: str | None = None) -> OneBotEv
     if missing:
         raise ValueError(f"OneBot message event lacks {', '.join(missing)}")
     receiver = bot_id if bot_id is not None else str(event.get("self_id", ""))
-    sender: Mapping[str, Any] = event.get("sender") or {}
+    given = event.get("sender")
+    sender: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     group = event.get("group_id") if event.get("message_type") == "group" else None
     message = parse_message(
         event["message"],
@@ -212,3 +214,25 @@ def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | No
     if not isinstance(payload, Mapping):
         raise ValueError("the onebot plugin parses OneBot v11 event objects")
     return parse_event(payload, bot_id).message
+
+
+@hookimpl(specname="parse_event")
+def parse_incoming_event(platform: str, payload: Any, bot_id: str) -> IncomingEvent | None:
+    """The live loop's event: the message, its group, the sender's role, and whether it is the
+    bot's own message reported back (``message_sent``, or sent from the bot's own account)."""
+    if platform != "onebot":
+        return None
+    if not isinstance(payload, Mapping):
+        raise ValueError("the onebot plugin parses OneBot v11 event objects")
+    parsed = parse_event(payload, bot_id)
+    sender = payload.get("sender")
+    role = sender.get("role") if isinstance(sender, Mapping) else None
+    own = payload.get("post_type") == "message_sent" or parsed.message.sender_id == parsed.bot_id
+    return IncomingEvent(
+        platform="onebot",
+        bot_id=parsed.bot_id,
+        group_id=parsed.group_id,
+        message=parsed.message,
+        sender_role=str(role or "member"),
+        self_sent=own,
+    )

@@ -7,7 +7,7 @@ Plugin authors import everything they need from here::
 
 from __future__ import annotations
 
-from framework.config import Config
+from framework.config import BotConfig, Config, DeliveryConfig, LoopConfig
 from framework.conversation.ambient import AMBIENT_HEADER, AmbientEntry
 from framework.conversation.budget import BudgetReport, apply_budget
 from framework.conversation.images import (
@@ -30,6 +30,7 @@ from framework.conversation.state import (
     SystemPromptStore,
     TurnTranscript,
     conversation_key,
+    prompt_cache_key,
 )
 from framework.conversation.summary import CompressionResult, CompressionStatus
 from framework.conversation.timeline import (
@@ -49,6 +50,29 @@ from framework.decision import (
     ScoreTerm,
     SocialAction,
     TurnAction,
+)
+from framework.delivery.onebot import (
+    ONEBOT_V11,
+    OneBotTransport,
+    cq_escape,
+    cq_unescape,
+    onebot_action,
+    onebot_segment,
+    onebot_segments,
+)
+from framework.delivery.plan import PauseConfig, plan_delivery, plan_phrase
+from framework.delivery.records import (
+    DeliveryPlan,
+    ModelAnswer,
+    OutgoingMessage,
+    Segment,
+    SendReceipt,
+    Transport,
+)
+from framework.delivery.reply_contract import (
+    LEAK_RUN_CHARS,
+    QUOTABLE_HEADERS,
+    read_model_answer_default,
 )
 from framework.errors import (
     ConfigError,
@@ -77,6 +101,8 @@ from framework.items import (
     TopicSummary,
     TurnPolicy,
 )
+from framework.loop.live import BotLoop
+from framework.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
 from framework.plugins.hookspecs import hookimpl
 from framework.plugins.records import (
     DecisionRule,
@@ -86,6 +112,8 @@ from framework.plugins.records import (
     RuleStage,
     Section,
     SectionOverride,
+    Tool,
+    ToolCallContext,
     Volatility,
 )
 from framework.prompt.overrides import OverridesFile, load_overrides_file
@@ -101,9 +129,19 @@ from framework.prompt.text_rules import (
     first_chars,
     is_recognition_question,
 )
+from framework.providers.answers import ProviderAnswer, parse_answer
 from framework.providers.prefix import PrefixReport, compare_request_prefix
-from framework.providers.records import ProviderApi, ProviderRequest, ProviderSpec, SubmitResult
-from framework.providers.request import build_provider_request, submit_request
+from framework.providers.records import (
+    ProviderApi,
+    ProviderRequest,
+    ProviderSpec,
+    SubmitResult,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from framework.providers.request import asubmit_request, build_provider_request, submit_request
+from framework.providers.tools import with_tool_round, with_tools
 from framework.retrieval.policy import (
     KNOWLEDGE_QUESTION_WORDS,
     looks_like_knowledge_question,
@@ -145,7 +183,11 @@ from framework.turn import (
     TurnRetrieved,
     load_turn_file,
 )
-from framework.turn_context.context import TurnContext, build_turn_context, collect_turn_notes
+from framework.turn_context.context import (
+    TurnContext,
+    build_turn_context,
+    collect_turn_notes,
+)
 from framework.turn_context.preflight import (
     PreflightResult,
     compression_made_progress,
@@ -174,7 +216,10 @@ __all__ = [
     "IMAGE_WITHOUT_URL",
     "INJECTION_PATTERNS",
     "KNOWLEDGE_QUESTION_WORDS",
+    "LEAK_RUN_CHARS",
     "MODEL_ANSWER_FORMAT",
+    "ONEBOT_V11",
+    "QUOTABLE_HEADERS",
     "RECOGNITION_QUESTION_WORDS",
     "SUMMARY_MARK",
     "TIMELINE_HEADER",
@@ -183,6 +228,8 @@ __all__ = [
     "BehaviorRecord",
     "BehaviorStrategy",
     "Bot",
+    "BotConfig",
+    "BotLoop",
     "BudgetReport",
     "ChatMessage",
     "CompressionResult",
@@ -193,6 +240,8 @@ __all__ = [
     "Decision",
     "DecisionRule",
     "Delivery",
+    "DeliveryConfig",
+    "DeliveryPlan",
     "DeliveryStyle",
     "DuplicateRegistrationError",
     "ExpressionPair",
@@ -206,20 +255,27 @@ __all__ = [
     "ImageLimits",
     "InMemorySystemPromptStore",
     "InMemoryTurnTranscript",
+    "IncomingEvent",
     "InjectionDetector",
     "KnowledgeDocument",
     "KnowledgeItem",
     "LearningType",
+    "LoopConfig",
     "LowEngagement",
     "MemoryItem",
     "MemoryKind",
     "MemoryPolicy",
     "MemoryRecord",
     "MessageSignals",
+    "ModelAnswer",
     "NecessityScore",
     "NoteQueue",
+    "OneBotTransport",
+    "OutcomeStatus",
+    "OutgoingMessage",
     "OverrideMode",
     "OverridesFile",
+    "PauseConfig",
     "PersonFact",
     "PersonFactRecord",
     "PersonaPack",
@@ -233,6 +289,7 @@ __all__ = [
     "PromptMessage",
     "Promptweave",
     "PromptweaveError",
+    "ProviderAnswer",
     "ProviderApi",
     "ProviderRequest",
     "ProviderSpec",
@@ -261,6 +318,8 @@ __all__ = [
     "SectionListing",
     "SectionOverride",
     "SectionRenderError",
+    "Segment",
+    "SendReceipt",
     "SessionSummary",
     "SessionTurn",
     "SkipReason",
@@ -271,21 +330,29 @@ __all__ = [
     "SubmitResult",
     "SummaryRecord",
     "SystemPromptStore",
+    "Tool",
+    "ToolCall",
+    "ToolCallContext",
     "ToolContext",
+    "ToolSpec",
     "TopicSummary",
     "TopicSummarySource",
+    "Transport",
     "Turn",
     "TurnAction",
     "TurnBudgetReport",
     "TurnContext",
     "TurnFileError",
+    "TurnOutcome",
     "TurnPolicy",
     "TurnRetrieved",
     "TurnTranscript",
+    "Usage",
     "Volatility",
     "allows_persistent_memory",
     "append_notes_to_multimodal_content",
     "apply_budget",
+    "asubmit_request",
     "build_group_timeline",
     "build_memory_context_block",
     "build_provider_request",
@@ -295,6 +362,8 @@ __all__ = [
     "compose_user_api_content",
     "compression_made_progress",
     "conversation_key",
+    "cq_escape",
+    "cq_unescape",
     "default_compress_messages",
     "drop_stale_api_content",
     "estimate_messages_tokens_rough",
@@ -312,9 +381,17 @@ __all__ = [
     "load_turn_file",
     "looks_like_knowledge_question",
     "merge_image_urls",
+    "onebot_action",
+    "onebot_segment",
+    "onebot_segments",
+    "parse_answer",
+    "plan_delivery",
+    "plan_phrase",
+    "prompt_cache_key",
     "query_terms",
     "quote_allowed",
     "quote_user_text",
+    "read_model_answer_default",
     "reads_as_event",
     "reanchor_current_turn_user_idx",
     "rewrite_content",
@@ -328,4 +405,6 @@ __all__ = [
     "substitute_api_content",
     "text_terms",
     "vision_image_urls",
+    "with_tool_round",
+    "with_tools",
 ]

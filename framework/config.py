@@ -21,6 +21,7 @@ __all__ = [
     "AmbientConfig",
     "BudgetConfig",
     "Config",
+    "DeliveryConfig",
     "HistoryConfig",
     "PluginsConfig",
     "ProviderConfig",
@@ -53,7 +54,8 @@ def _key_prefix(_instance: object, _attribute: object, value: str) -> None:
 
 @attrs.frozen(kw_only=True)
 class BudgetConfig:
-    """The character budget of one request: system prompt plus messages (seed 004, 字符预算).
+    """The character budget of one request: system prompt plus messages
+    (``docs/design.md#character-budget``).
 
     :param chars: the budget; 0 disables trimming.
     """
@@ -63,7 +65,7 @@ class BudgetConfig:
 
 @attrs.frozen(kw_only=True)
 class TimelineConfig:
-    """Section ``group_timeline`` (seed 004, 群聊相邻语境)."""
+    """Section ``group_timeline`` (``docs/design.md#group-timeline``)."""
 
     addressed_limit: int = attrs.field(default=8, validator=_positive)
     ambient_limit: int = attrs.field(default=4, validator=_positive)
@@ -93,7 +95,7 @@ class StoreConfig:
     :param prefix: the start of every Redis key, so deployments can share one server; no braces
         (keys carry their own ``{bot:group}`` Cluster hash tag).
     :param enabled: ``false`` runs without conversational state: every turn sends only the
-        current message (seed 004, 运行态不可用时的退化).
+        current message (``docs/design.md#degradation``).
     """
 
     backend: str = attrs.field(default="sqlite", validator=one_of("sqlite", "memory", "redis"))
@@ -105,7 +107,8 @@ class StoreConfig:
 
 @attrs.frozen(kw_only=True)
 class SessionConfig:
-    """Session storage, summary compression and the bot-reply context (seed 004, 长会话压缩).
+    """Session storage, summary compression and the bot-reply context
+    (``docs/design.md#long-session-compression`` and ``docs/design.md#bot-reply-context``).
 
     :param storage_window: session rows kept per user; older ones are deleted on append.
     :param max_content_chars: cap of one stored turn and of one user message sent.
@@ -117,9 +120,9 @@ class SessionConfig:
     :param summary_cooldown_s: seconds between two compressions of one (bot, group, user).
     :param summary_max_chars: the longest summary text.
     :param describe_images: keep the URLs of the images of a user's session turns, so that
-        compression can describe them once through the ``describe_image`` hook (seed 004,
-        图片进历史的延迟识别). ``False`` records them as plain ``[图片]`` marks without URL, and
-        compression describes no image, also of rows recorded while it was ``True``. The current
+        compression can describe them once through the ``describe_image`` hook
+        (``docs/design.md#images``). ``False`` records them as plain ``[图片]`` marks without URL,
+        and compression describes no image, also of rows recorded while it was ``True``. The current
         message's images and the group log (timeline, quoted images) are not affected.
     :param bot_reply_ttl_s: how long a delivered bot message can be looked up when quoted.
     :param bot_reply_max_entries: how many delivered bot messages are remembered.
@@ -153,7 +156,8 @@ class SessionConfig:
 
 @attrs.frozen(kw_only=True)
 class AmbientConfig:
-    """The ambient excerpt ``【群环境摘录】`` of the message sequence (seed 004, messages 序列).
+    """The ambient excerpt ``【群环境摘录】`` of the message sequence
+    (``docs/design.md#the-message-sequence``).
 
     :param enabled: ``false`` never sends the excerpt.
     :param window: the group's latest session turns read for it.
@@ -191,9 +195,9 @@ class RetrievalConfig:
     :param event_fill: when a group chat has no persistent memory hit, fill in recent group lines
         that read as events.
     :param knowledge_question_words: extra words that make a message a knowledge question.
-    :param mid_term_limit: old topics per turn (seed 004: at most 3).
-    :param expression_pairs: direct pairs per turn (seed 004: at most 2).
-    :param strategies: behavior strategies of each kind per turn (seed 004: at most 3).
+    :param mid_term_limit: old topics per turn (at most 3, ``docs/design.md#the-fifteen-sections``).
+    :param expression_pairs: direct pairs per turn (at most 2).
+    :param strategies: behavior strategies of each kind per turn (at most 3).
     """
 
     timeouts: dict[str, float] = attrs.field(factory=dict, converter=_timeouts)
@@ -238,7 +242,7 @@ def _probability_table(
 @attrs.frozen(kw_only=True)
 class RoutingConfig:
     """Turn routing: gates, reply necessity, decision rules, quoting, the low-engagement exit
-    (seed 004, 入口路由; ``docs/routing.md``).
+    (``docs/design.md#the-routing-flow``; ``docs/routing.md``).
 
     :param model_decision: ask the ``decide_with_model`` hook instead of the decide rules; an
         invalid answer or a failure falls back to the rules.
@@ -279,6 +283,36 @@ class RoutingConfig:
     bot_reply_window: int = attrs.field(default=48, validator=_positive)
     bot_reply_window_s: float = attrs.field(default=600.0, validator=_non_negative_seconds)
     follow_up_window_s: float = attrs.field(default=180.0, validator=_non_negative_seconds)
+
+
+def _face_table(value: Any) -> dict[str, str]:
+    faces = {str(intent).strip(): str(face_id).strip() for intent, face_id in dict(value).items()}
+    for intent, face_id in faces.items():
+        if not intent:
+            raise ValueError("faces: a sticker intent cannot be blank")
+        if not face_id.isdigit():
+            raise ValueError(f"faces: the face id of {intent!r} must be a number, not {face_id!r}")
+    return faces
+
+
+@attrs.frozen(kw_only=True)
+class DeliveryConfig:
+    """How an answer goes out: pauses between bubbles and stickers (``docs/delivery.md``).
+
+    :param pause_base_s: the pause before every bubble after the first.
+    :param pause_per_char_s: added to that pause per character of the bubble, so a longer bubble
+        takes longer to "type".
+    :param pause_max_s: the longest pause.
+    :param sticker: ``face`` sends the answer's final ``[表情：…]`` intent as a platform face when
+        ``faces`` (or a ``choose_sticker`` plugin) maps it; ``drop`` never sends one.
+    :param faces: sticker intent to QQ face id (``"笑" = 178``); an intent not listed is dropped.
+    """
+
+    pause_base_s: float = attrs.field(default=0.6, validator=_non_negative_seconds)
+    pause_per_char_s: float = attrs.field(default=0.05, validator=_non_negative_seconds)
+    pause_max_s: float = attrs.field(default=3.0, validator=_non_negative_seconds)
+    sticker: str = attrs.field(default="face", validator=one_of("face", "drop"))
+    faces: dict[str, str] = attrs.field(factory=dict, converter=_face_table)
 
 
 @attrs.frozen(kw_only=True)
@@ -325,18 +359,27 @@ class ProviderConfig:
 
     :param api: ``openai_chat``, ``openai_responses`` or ``anthropic``.
     :param model: the model name; ``""`` uses the API's default model.
-    :param base_url: the endpoint of an OpenAI-compatible server (else ``$OPENAI_BASE_URL``).
-    :param api_key: the key (prefer ``$PROMPTWEAVE_API_KEY`` or ``$OPENAI_API_KEY``).
+    :param base_url: the API's base URL for the client plugin of ``api`` (``openai_compat``: an
+        OpenAI-compatible server, else ``$OPENAI_BASE_URL``; ``anthropic_messages``: else
+        ``$ANTHROPIC_BASE_URL``).
+    :param api_key: the key (prefer ``$PROMPTWEAVE_API_KEY``, ``$OPENAI_API_KEY`` or
+        ``$ANTHROPIC_API_KEY``).
     :param supports_images: the model declares image input. Off by default: images are sent (and
-        downloaded) only for a provider that declares them (seed 004); else they become
-        ``[图片]`` and nothing is downloaded.
-    :param inline_images: with ``supports_images``, download each image before the request and
-        send it inline (base64), as seed 004 does for a provider that declares images; ``False``
+        downloaded) only for a provider that declares them (``docs/design.md#images``); else they
+        become ``[图片]`` and nothing is downloaded.
+    :param inline_images: with ``supports_images``, download each image before the request and send
+        it inline (base64), as the reference bot does for a provider that declares images; ``False``
         passes the URLs, for a provider that can reach the platform's image hosts itself.
     :param image_max_bytes: the largest image downloaded.
     :param image_types: the media types accepted.
     :param max_tokens: the reply's token limit.
     :param timeout_s: the request and download timeout.
+    :param prompt_cache_key: the OpenAI formats send ``prompt_cache_key`` (one per group, or per
+        user in a private chat), so one group's turns share the provider's prompt cache.
+    :param max_attempts: how many times a client plugin tries a request (the first try
+        included) on a rate limit, a server error, a timeout or a broken connection.
+    :param retry_max_wait_s: the longest wait between two attempts, a server's ``Retry-After``
+        included.
     """
 
     api: str = attrs.field(
@@ -354,11 +397,53 @@ class ProviderConfig:
     )
     max_tokens: int = attrs.field(default=1024, validator=_positive)
     timeout_s: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
+    prompt_cache_key: bool = True
+    max_attempts: int = attrs.field(default=3, validator=_positive)
+    retry_max_wait_s: float = attrs.field(default=20.0, validator=attrs.validators.ge(0.0))
+
+
+@attrs.frozen(kw_only=True)
+class LoopConfig:
+    """``[loop]``: the bounds of the live loop (``docs/bot.md``).
+
+    :param max_in_flight: turns running at once, over all conversations.
+    :param queue_per_conversation: events waiting behind a conversation's running turn; one more
+        is dropped (recorded, traced, not answered).
+    :param turn_deadline_s: the longest a turn may take from routing to the model's answer; past
+        it the turn ends in silence and the trace names the stage it was in.
+    :param send_timeout_s: the longest one send may take.
+    :param tool_rounds: model calls that may request tools in one turn.
+    :param tool_timeout_s: the longest one tool call may take.
+    """
+
+    max_in_flight: int = attrs.field(default=32, validator=_positive)
+    queue_per_conversation: int = attrs.field(default=16, validator=_positive)
+    turn_deadline_s: float = attrs.field(default=90.0, validator=attrs.validators.gt(0))
+    send_timeout_s: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    tool_rounds: int = attrs.field(default=3, validator=_non_negative)
+    tool_timeout_s: float = attrs.field(default=10.0, validator=attrs.validators.gt(0))
+
+
+@attrs.frozen(kw_only=True)
+class BotConfig:
+    """``[bots."ID"]``: one bot account's identity (``docs/configuration.md``).
+
+    :param name: its nickname; empty falls back to the persona pack's name.
+    :param aliases: other names members use for it; empty falls back to the persona pack's.
+    :param timezone: IANA time zone of section ``current_time``.
+    :param peer_bot_ids: accounts of other bots of the same deployment.
+    """
+
+    name: str = ""
+    aliases: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    timezone: str = "Asia/Shanghai"
+    peer_bot_ids: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
 
 
 @attrs.frozen(kw_only=True)
 class Config:
-    """All settings; every field has the seed's default.
+    """All settings, each with its documented default (``docs/configuration.md``; ``docs/design.md``
+    says where the defaults come from).
 
     :param persona_pack: a pack name registered through ``register_persona_packs``, or a path.
     :param overrides_file: TOML file of per-bot, per-group section overrides (relative paths are
@@ -379,6 +464,9 @@ class Config:
     routing: RoutingConfig = RoutingConfig()
     session: SessionConfig = SessionConfig()
     ambient: AmbientConfig = AmbientConfig()
+    loop: LoopConfig = LoopConfig()
+    bots: dict[str, BotConfig] = attrs.field(factory=dict)
+    delivery: DeliveryConfig = DeliveryConfig()
     base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
     source: str = attrs.field(default=CONFIG_FILE_NAME, eq=False)
 
@@ -427,3 +515,6 @@ class _FileConfig:
     routing: RoutingConfig = RoutingConfig()
     session: SessionConfig = SessionConfig()
     ambient: AmbientConfig = AmbientConfig()
+    loop: LoopConfig = LoopConfig()
+    bots: dict[str, BotConfig] = attrs.field(factory=dict)
+    delivery: DeliveryConfig = DeliveryConfig()

@@ -1,4 +1,5 @@
-"""The routing decision of a turn, what each routing stage returns, and its trace (seed 004, 入口路由).
+"""The routing decision of a turn, what each routing stage returns, and its trace
+(``docs/design.md#the-routing-flow``).
 
 A :class:`framework.DecisionRule` receives a :class:`RouteContext`. What its ``evaluate`` returns
 depends on its stage (``docs/routing.md``):
@@ -129,7 +130,7 @@ class NecessityScore:
 
 @attrs.frozen(kw_only=True)
 class MemoryPolicy:
-    """What the retrieval stage may read for this turn (seed 004, 短社交话的上下文裁剪).
+    """What the retrieval stage may read for this turn (``docs/design.md#short-social-turns``).
 
     :param read_persistent_memory: ``False`` on short social turns: no persistent memory,
         relationship notes, person facts or old topics.
@@ -253,7 +254,7 @@ class RouteContext:
     :param now: the routing time (the message's time unless given).
     :param config: the deployment's settings; ``config.routing`` holds the routing defaults.
     :param signals: what the router read from the message once, for every rule
-        (:class:`framework.routing.MessageSignals`).
+        (:class:`framework.MessageSignals`).
     :param state: the routing state of the deployment (cooldowns, quote candidates, …).
     :param candidates: the group's quotable recent messages, the current one included.
     :param recent_bot_replies: the bot's replies among the group's recent messages (0–6).

@@ -49,7 +49,8 @@ def _at_least_one(value: int) -> int:
 
 
 class MemoryKind(enum.StrEnum):
-    """The four memory blocks, in the order the memory section renders them (seed 004, table #6)."""
+    """The four memory blocks, in the order the memory section renders them
+    (``docs/design.md#the-fifteen-sections``, section 6)."""
 
     TEACHING = "teaching"
     GROUP_EVENT = "group_event"

@@ -12,7 +12,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +208,28 @@ class Promptweave:
         pairs = self.stores.retrieval.expression_pairs(bot_id, group_id, limit=LEARNED_REPLIES_READ)
         return [pair.reply for pair in pairs]
 
+    def bot_for(self, bot_id: str, fallback_names: Sequence[str] = ()) -> Bot:
+        """The bot account ``bot_id`` as the turn sees it: its ``[bots."ID"]`` table; where that
+        leaves the name empty, ``fallback_names`` (a bot framework's own nicknames: the first is
+        the name, the rest aliases), else the persona pack's name and aliases
+        (``docs/configuration.md``)."""
+        identity = self.config.bots.get(bot_id)
+        name = identity.name if identity else ""
+        aliases: Sequence[str] = identity.aliases if identity else ()
+        if not name and fallback_names:
+            name, aliases = fallback_names[0], (*aliases, *fallback_names[1:])
+        name = name or self.persona.persona.name
+        aliases = tuple(aliases) or self.persona.identity.generic_aliases
+        if identity is None:
+            return Bot(id=bot_id, name=name, aliases=aliases)
+        return Bot(
+            id=bot_id,
+            name=name,
+            aliases=aliases,
+            timezone=identity.timezone,
+            peer_bot_ids=identity.peer_bot_ids,
+        )
+
     # -- assembly --------------------------------------------------------------------------
 
     def context_for(
@@ -265,7 +287,7 @@ class Promptweave:
         """Run every registered retriever for ``turn`` concurrently (``docs/retrieval.md``).
 
         :param allow_persistent_memory: ``None`` decides with
-            :func:`framework.routing.allows_persistent_memory` of the decision.
+            :func:`framework.allows_persistent_memory` of the decision.
         """
         query = RetrievalQuery.for_turn(
             turn,
@@ -340,7 +362,7 @@ class Promptweave:
             (routing updates the routing state, so a turn must be routed once); ``None`` routes
             it here.
         :param allow_persistent_memory: ``None`` decides with
-            :func:`framework.routing.allows_persistent_memory` of the decision.
+            :func:`framework.allows_persistent_memory` of the decision.
         :param retrieve: ``False`` runs no retriever: the sections get only the items the turn
             carries (``Turn.retrieved``), for a caller that retrieved them itself or a replay.
         """
@@ -392,7 +414,7 @@ class Promptweave:
         withheld: list[str] = []
         if not allow_persistent_memory:
             # A short social turn shows no persistent memory, relationship, person facts or old
-            # topics (DESIGN.md §5), not even items the turn brought along.
+            # topics (docs/design.md#short-social-turns), not even items the turn brought along.
             persistent = self._persistent_sections()
             withheld = [
                 section for section, items in given.items() if section in persistent and items
@@ -579,6 +601,8 @@ class Promptweave:
         quoted: bool = False,
         quote_of: str | None = None,
         time: dt.datetime | None = None,
+        session_text: str | None = None,
+        usage: Mapping[str, int] | None = None,
     ) -> bool:
         """Store a delivered bot message once, note it in the routing state and compress the
         session in the background: :meth:`framework.delivery.recorder.Recorder.record_bot_reply`."""
@@ -591,6 +615,8 @@ class Promptweave:
             quoted=quoted,
             quote_of=quote_of,
             time=time,
+            session_text=session_text,
+            usage=usage,
         )
 
     def compress_session(
@@ -639,7 +665,8 @@ def _merge(
 
 def _with_stored_history(turn: Turn, reader: SessionReader) -> Turn:
     """The turn with the user's stored history when it carries none, for routing: whether the
-    bot just answered this user, and its recent replies, read the history (seed 004)."""
+    bot just answered this user, and its recent replies, read the history
+    (``docs/design.md#reply-necessity``)."""
     if turn.history:
         return turn
     rows = reader.history()

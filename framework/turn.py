@@ -64,7 +64,7 @@ def _aware(value: dt.datetime) -> dt.datetime:
 
 
 class SpeakTrigger(enum.StrEnum):
-    """Why the bot is looking at this message (seed 004, 群聊相邻语境)."""
+    """Why the bot is looking at this message (``docs/design.md#group-timeline``)."""
 
     MENTION = "mention"
     ALIAS = "alias"
@@ -178,7 +178,7 @@ class Turn:
     :param quoted_bot_text: when the message replies to one of the bot's messages, that message's
         text (from the bot-reply context), shown as "what the bot just said".
     :param quoted_message_images: image URLs of the message this one replies to; they are sent
-        with the current message, as images the user is asking about (seed 004, 当前/被引用的图片).
+        with the current message, as images the user is asking about (``docs/design.md#images``).
         Left empty, they are those of the ``message.reply_to`` message, found among the recent
         messages or in the group log.
     :param route_hints: tool intent, scene and rhythm known to the bot, for routing.

@@ -189,3 +189,31 @@ def message() -> MessageFactory:
         )
 
     return build
+
+
+# -- NoneBot2: the contrib.nonebot plugin under nonebug (tests/test_nonebot.py) ---------------------
+
+NONEBOT_CONFIG = ROOT / "tests" / "data" / "nonebot.toml"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from nonebug import NONEBOT_INIT_KWARGS
+
+    # nonebug's session fixture calls nonebot.init(**these).
+    config.stash[NONEBOT_INIT_KWARGS] = {
+        "driver": "~fastapi",
+        "promptweave_config": str(NONEBOT_CONFIG),
+        "nickname": ["小织"],
+        "log_level": "WARNING",
+    }
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def after_nonebot_init(after_nonebot_init: None) -> None:
+    """Load the plugin after ``nonebot.init`` and before nonebug starts the driver's lifespan, so
+    its start-up hook (opening the promptweave loop) runs."""
+    import nonebot
+    from nonebot.adapters.onebot.v11 import Adapter
+
+    nonebot.get_driver().register_adapter(Adapter)
+    nonebot.load_plugin("contrib.nonebot")

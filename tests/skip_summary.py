@@ -2,8 +2,9 @@
 
 Without a Redis server the Redis tests skip, each for the same reason; pytest's ``-rs`` would list
 every one of them. This plugin prints ``96 skipped: PROMPTWEAVE_TEST_REDIS_URL is not set: …``
-instead (``-rs`` still gives the full list). With ``PROMPTWEAVE_REQUIRE_REDIS=1``, which CI sets
-(``.ci/run``), a skipped test fails the run: every service test must have run.
+instead (``-rs`` still gives the full list). With a ``PROMPTWEAVE_REQUIRE_<SERVICE>=1`` variable,
+which CI sets for each service it starts (``.ci/run``), a skipped test fails the run: every
+service test must have run.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from typing import Any
 
 import pytest
 
-__all__ = ["REQUIRE_SERVICES_ENV"]
+__all__: list[str] = []
 
-#: Set to ``1`` where the service tests must run (CI): a skipped test then fails the run.
-REQUIRE_SERVICES_ENV = "PROMPTWEAVE_REQUIRE_REDIS"
+#: ``PROMPTWEAVE_REQUIRE_REDIS=1``, ``PROMPTWEAVE_REQUIRE_LLAMA=1``…: set where the tests of that
+#: service must run (CI); any skipped test then fails the run.
+_REQUIRE = "PROMPTWEAVE_REQUIRE_"
 
 
 def _skip_reasons(config: pytest.Config) -> Counter[str]:
@@ -31,8 +33,11 @@ def _skip_reasons(config: pytest.Config) -> Counter[str]:
     )
 
 
-def _required() -> bool:
-    return os.environ.get(REQUIRE_SERVICES_ENV) == "1"
+def _required() -> list[str]:
+    """The ``PROMPTWEAVE_REQUIRE_*`` variables set to ``1`` (CI sets one per service)."""
+    return sorted(
+        name for name, value in os.environ.items() if name.startswith(_REQUIRE) and value == "1"
+    )
 
 
 @pytest.hookimpl(trylast=True)
@@ -41,9 +46,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not {"s", "a", "A"} & set(terminalreporter.reportchars):
         for reason, count in reasons.items():
             terminalreporter.write_line(f"{count} skipped: {reason}", yellow=True)
-    if reasons and _required():
+    required = _required()
+    if reasons and required:
         terminalreporter.write_line(
-            f"{REQUIRE_SERVICES_ENV}=1: no test may be skipped, and {reasons.total()} were",
+            f"{', '.join(f'{name}=1' for name in required)}: no test may be skipped, and "
+            f"{reasons.total()} were",
             red=True,
         )
 

@@ -1,4 +1,4 @@
-"""The request budget (seed 004, 字符预算)."""
+"""The request budget (``docs/design.md#character-budget``)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from framework.cli.main import cli
+from framework.plugins.manager import DEFAULT_PLUGINS
 from tests.conftest import EXAMPLES
 
 
@@ -359,7 +360,10 @@ def test_blank_bot_or_group_is_a_usage_error(args):
 def test_plugins_on_a_fresh_install_says_the_builtins_are_hidden():
     result = CliRunner().invoke(cli, ["plugins"])
     assert (result.exit_code, result.stdout) == (0, "")
-    assert result.stderr == "No plugin besides the built-in ones (11); add --all to list them.\n"
+    builtins = len(DEFAULT_PLUGINS)
+    assert result.stderr == (
+        f"No plugin besides the built-in ones ({builtins}); add --all to list them.\n"
+    )
 
 
 def test_plugins_hint_names_the_hook_filter():

@@ -30,8 +30,8 @@ def run(monkeypatch, tmp_path):
 @pytest.mark.parametrize(
     ("fmt", "keys"),
     [
-        ("openai", ["model", "messages", "max_tokens"]),
-        ("responses", ["model", "instructions", "input", "max_output_tokens"]),
+        ("openai", ["model", "messages", "max_tokens", "prompt_cache_key"]),
+        ("responses", ["model", "instructions", "input", "max_output_tokens", "prompt_cache_key"]),
         ("anthropic", ["model", "max_tokens", "system", "messages"]),
     ],
 )

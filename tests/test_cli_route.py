@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from framework import Bot
+from framework.cli.event_cases import is_event_log, load_route_input
 from framework.cli.main import cli
-from framework.cli.route_input import is_event_log, load_route_input
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LOG = EXAMPLES / "logs" / "lunch_chat.jsonl"

@@ -29,7 +29,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def test_defaults_are_the_seed_values():
+def test_defaults_are_the_documented_values():
     config = Config()
     assert config.budget.chars == 12000
     assert (config.timeline.addressed_limit, config.timeline.ambient_limit) == (8, 4)

@@ -1,4 +1,4 @@
-"""``[store]``, ``[session]`` and ``[ambient]`` settings: the seed's defaults, validated."""
+"""``[store]``, ``[session]`` and ``[ambient]`` settings: the documented defaults, validated."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from framework import Config
 from framework.errors import ConfigError
 
 
-def test_defaults_are_the_seeds() -> None:
+def test_defaults_are_the_documented_ones() -> None:
     config = Config()
     assert config.store.enabled is True and config.store.backend == "sqlite"
     session = config.session

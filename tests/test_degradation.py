@@ -1,5 +1,5 @@
 """Without its store the bot keeps working: only the current message is sent, and the trace says why
-(seed 004, 运行态不可用时的退化)."""
+(``docs/design.md#degradation``, 运行态不可用时的退化)."""
 
 from __future__ import annotations
 

@@ -8,25 +8,23 @@ Python example in the docs at least compiles.
 from __future__ import annotations
 
 import inspect
+import os
 import re
-import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from docs_support import ROOT, anchors, headings, prose_lines
 
 from framework.plugins import hookspecs
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 TESTS = ROOT / "tests"
 PLUGIN_HOOKS = DOCS / "plugin_hooks.md"
 PAGES = sorted([*DOCS.glob("*.md"), ROOT / "README.md"])
 
 _SPEC_ATTRIBUTE = f"{hookspecs.PROJECT_NAME}_spec"
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^()\s]+)\)")
 _HOOK_HEADING = re.compile(r"^## `([a-z_]+)\((.*)\)`$")
 _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -46,50 +44,10 @@ def _signature(function: Callable[..., Any]) -> str:
     return f"{function.__name__}({parameters})"
 
 
-def _prose_lines(text: str) -> Iterator[str]:
-    """The lines of a Markdown text outside fenced code blocks."""
-    in_fence = False
-    for line in text.splitlines():
-        if _FENCE.match(line):
-            in_fence = not in_fence
-            continue
-        if not in_fence:
-            yield line
-
-
-def _headings(path: Path) -> list[str]:
-    return [
-        match.group(2)
-        for line in _prose_lines(path.read_text(encoding="utf-8"))
-        if (match := _HEADING.match(line))
-    ]
-
-
-def _slug(heading: str) -> str:
-    """The anchor GitHub gives a heading: lowercase, punctuation dropped, spaces to hyphens."""
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").lower()
-    kept = "".join(
-        char for char in text if char in "-_ " or unicodedata.category(char)[0] in ("L", "M", "N")
-    )
-    return kept.replace(" ", "-")
-
-
-def _anchors(path: Path) -> set[str]:
-    anchors: set[str] = set()
-    for heading in _headings(path):
-        slug = _slug(heading)
-        candidate, counter = slug, 0
-        while candidate in anchors:
-            counter += 1
-            candidate = f"{slug}-{counter}"
-        anchors.add(candidate)
-    return anchors
-
-
 def _local_links() -> list[tuple[Path, str]]:
     links = []
     for page in PAGES:
-        for line in _prose_lines(page.read_text(encoding="utf-8")):
+        for line in prose_lines(page.read_text(encoding="utf-8")):
             for target in _LINK.findall(line):
                 if not re.match(r"^[a-z][a-z0-9+.-]*:", target):
                     links.append((page, target))
@@ -108,8 +66,8 @@ def test_hookspecs_are_found() -> None:
 @pytest.mark.parametrize("name", sorted(HOOKS))
 def test_every_hook_has_a_docs_section_headed_by_its_exact_signature(name: str) -> None:
     signature = _signature(HOOKS[name])
-    headings = _headings(PLUGIN_HOOKS)
-    assert any(f"`{signature}`" in heading for heading in headings), (
+    titles = headings(PLUGIN_HOOKS)
+    assert any(f"`{signature}`" in title for title in titles), (
         f"docs/plugin_hooks.md has no heading `## `{signature}``"
     )
 
@@ -117,7 +75,7 @@ def test_every_hook_has_a_docs_section_headed_by_its_exact_signature(name: str) 
 def test_every_hook_heading_in_the_docs_names_an_existing_hook() -> None:
     documented = {
         match.group(1): match.group(2)
-        for heading in _headings(PLUGIN_HOOKS)
+        for heading in headings(PLUGIN_HOOKS)
         if (match := _HOOK_HEADING.match(f"## {heading}"))
     }
     stale = {name: args for name, args in documented.items() if name not in HOOKS}
@@ -148,7 +106,7 @@ def test_links_between_docs_pages_resolve(page: Path, target: str) -> None:
     linked = (page.parent / path_part).resolve() if path_part else page
     assert linked.exists(), f"{page.name} links to {target}, which does not exist"
     if anchor and linked.suffix == ".md":
-        assert anchor in _anchors(linked), (
+        assert anchor in anchors(linked), (
             f"{page.name} links to {target}, but {linked.name} has no heading with that anchor"
         )
 
@@ -188,8 +146,13 @@ def test_runs():
 """
 
 
-def _run_skipping(pytester, monkeypatch):
-    """A run of five skipped tests and one that passes, with the plugin the suite uses."""
+def _run_skipping(pytester, monkeypatch, required=()):
+    """A run of five skipped tests and one that passes, with the plugin the suite uses, and
+    ``required`` the only ``PROMPTWEAVE_REQUIRE_*`` variables set."""
+    for name in [name for name in os.environ if name.startswith("PROMPTWEAVE_REQUIRE_")]:
+        monkeypatch.delenv(name)
+    for name in required:
+        monkeypatch.setenv(name, "1")
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     pytester.makepyfile(_SKIPPING)
@@ -197,15 +160,14 @@ def _run_skipping(pytester, monkeypatch):
 
 
 def test_skipped_tests_are_summarised_in_one_line_per_reason(pytester, monkeypatch):
-    monkeypatch.delenv("PROMPTWEAVE_REQUIRE_REDIS", raising=False)
     result = _run_skipping(pytester, monkeypatch)
     assert result.ret == 0
     assert result.outlines.count("5 skipped: no server") == 1
     assert not any(line.startswith("SKIPPED") for line in result.outlines)
 
 
-def test_a_skipped_test_fails_the_run_where_services_are_required(pytester, monkeypatch):
-    monkeypatch.setenv("PROMPTWEAVE_REQUIRE_REDIS", "1")
-    result = _run_skipping(pytester, monkeypatch)
+@pytest.mark.parametrize("service", ["PROMPTWEAVE_REQUIRE_REDIS", "PROMPTWEAVE_REQUIRE_LLAMA"])
+def test_a_skipped_test_fails_the_run_where_services_are_required(pytester, monkeypatch, service):
+    result = _run_skipping(pytester, monkeypatch, required=[service])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert "PROMPTWEAVE_REQUIRE_REDIS=1: no test may be skipped, and 5 were" in result.outlines
+    assert f"{service}=1: no test may be skipped, and 5 were" in result.outlines

@@ -41,7 +41,7 @@ def test_the_emit_probability_falls_with_recent_bot_replies(replies, probability
 
 
 def test_a_rule_pass_emits_a_phrase_when_the_roll_hits():
-    # Seed 1 draws 0.134 < 0.35 (no bot reply in the window).
+    # random.Random(1) draws 0.134 < 0.35 (no bot reply in the window).
     decision = make_runtime(1).decide(_pass_turn())
     assert (decision.action, decision.reason) == (TurnAction.PASS, "rule_low_value_social_pass")
     low = decision.low_engagement
@@ -294,7 +294,7 @@ def test_insults_never_enter_a_pool(phrase):
     assert list(pool.phrases_for(query)) == ["确实"]
 
 
-def test_the_tangent_pool_holds_the_seeds_examples():
+def test_the_tangent_pool_holds_the_documented_examples():
     from builtin_plugins.phrase_pools import EMOTION_TANGENT_POOL
 
     assert {"阴完了", "没绷住", "休息会"} <= set(EMOTION_TANGENT_POOL)

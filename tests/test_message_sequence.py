@@ -1,4 +1,5 @@
-"""The message sequence: ambient excerpt, user history, current message (seed 004, messages 序列)."""
+"""The message sequence: ambient excerpt, user history, current message
+(``docs/design.md#the-message-sequence``)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from contrib.onebot import escape_cq, parse_cq_string, parse_event, parse_message, unescape_cq
-from framework import IMAGE_WITHOUT_URL, Config, Promptweave, Stores, is_vision_url
+from framework import IMAGE_WITHOUT_URL, Config, IncomingEvent, Promptweave, Stores, is_vision_url
 from framework.errors import PluginImportError
 
 TIME = dt.datetime(2026, 11, 29, 4, 15, 48, tzinfo=dt.UTC)
@@ -161,3 +161,33 @@ def test_malformed_events_raise_value_errors_that_say_why(change, problem):
     }
     with pytest.raises(ValueError, match=problem):
         parse_event(event)
+
+
+def test_hook_parse_event() -> None:
+    runtime = Promptweave.from_config(Config(), contrib=["onebot"], stores=Stores.in_memory())
+    event = {
+        "post_type": "message",
+        "message_type": "group",
+        "group_id": 20001,
+        "self_id": 10001,
+        "time": 0,
+        "user_id": 5,
+        "message_id": 77,
+        "sender": {"user_id": 5, "nickname": "阿蒙", "role": "admin"},
+        "message": [
+            {"type": "at", "data": {"qq": "10001"}},
+            {"type": "text", "data": {"text": "早"}},
+        ],
+    }
+    parsed = runtime.plugins.pm.hook.parse_event(platform="onebot", payload=event, bot_id="10001")
+    assert isinstance(parsed, IncomingEvent)
+    assert (parsed.group_id, parsed.sender_role, parsed.self_sent) == ("20001", "admin", False)
+    assert parsed.message.addressed and parsed.message.text == "早"
+    own = {**event, "post_type": "message_sent", "user_id": 10001}
+    assert runtime.plugins.pm.hook.parse_event(
+        platform="onebot", payload=own, bot_id="10001"
+    ).self_sent
+    private = {**event, "message_type": "private", "sender": "x"}
+    parsed = runtime.plugins.pm.hook.parse_event(platform="onebot", payload=private, bot_id="10001")
+    assert parsed.group_id is None and parsed.sender_role == "member"
+    assert runtime.plugins.pm.hook.parse_event(platform="matrix", payload={}, bot_id="1") is None

@@ -16,6 +16,7 @@ from framework import (
     build_turn_context,
     conversation_key,
     hookimpl,
+    prompt_cache_key,
 )
 from framework.providers.bodies import MAX_CACHE_BREAKPOINTS
 from framework.providers.wire import TIMELINE_IMAGES_TEXT
@@ -48,7 +49,7 @@ def request_for(api, turn=None, runtime=None, **spec):
 
 def test_openai_chat_body_shape():
     body = request_for(ProviderApi.OPENAI_CHAT, image_turn()).body
-    assert list(body) == ["model", "messages", "max_tokens"]
+    assert list(body) == ["model", "messages", "max_tokens", "prompt_cache_key"]
     system, *rest = body["messages"]
     assert system["role"] == "system" and system["content"].startswith("【安全约束】")
     vision, current = rest[-2], rest[-1]
@@ -61,7 +62,7 @@ def test_openai_chat_body_shape():
 
 def test_openai_responses_body_shape():
     body = request_for(ProviderApi.OPENAI_RESPONSES, image_turn()).body
-    assert list(body) == ["model", "instructions", "input", "max_output_tokens"]
+    assert list(body) == ["model", "instructions", "input", "max_output_tokens", "prompt_cache_key"]
     assert body["instructions"].startswith("【安全约束】")
     current = body["input"][-1]
     assert [p["type"] for p in current["content"]] == ["input_text", "input_image", "input_image"]
@@ -226,3 +227,49 @@ def test_spec_from_config_uses_the_default_model_per_api():
     assert (spec.api, spec.model) == (ProviderApi.ANTHROPIC, "claude-sonnet-4-5")
     spec = ProviderSpec.from_config(ProviderConfig(model="qwen-plus", supports_images=False))
     assert (spec.api, spec.model, spec.supports_images) == ("openai_chat", "qwen-plus", False)
+
+
+def _other_speaker(turn, sender_id="30099"):
+    return attrs.evolve(turn, message=attrs.evolve(turn.message, sender_id=sender_id))
+
+
+def test_prompt_cache_key_is_one_per_group_and_one_per_user_in_private():
+    turn = example_turn()
+    key = prompt_cache_key(turn)
+    assert key.startswith("pw-") and len(key) == 19
+    assert int(key[3:], 16) >= 0
+    # Every member of a group shares the group's cache; the key hides the account numbers.
+    assert prompt_cache_key(_other_speaker(turn)) == key
+    assert "10001" not in key and "20001" not in key
+    assert prompt_cache_key(attrs.evolve(turn, group_id="20002")) != key
+    assert prompt_cache_key(attrs.evolve(turn, bot=attrs.evolve(turn.bot, id="10003"))) != key
+    private = attrs.evolve(turn, group_id=None)
+    assert prompt_cache_key(private) != key
+    assert prompt_cache_key(_other_speaker(private)) != prompt_cache_key(private)
+    assert prompt_cache_key(private) == prompt_cache_key(attrs.evolve(turn, group_id=None))
+
+
+@pytest.mark.parametrize("api", ["openai_chat", "openai_responses"])
+def test_openai_formats_send_the_group_prompt_cache_key_last(api):
+    runtime = make_runtime()
+    turn = example_turn()
+    first = request_for(api, turn, runtime)
+    other = request_for(api, _other_speaker(turn), runtime)
+    assert list(first.body)[-1] == "prompt_cache_key"
+    assert first.body["prompt_cache_key"] == prompt_cache_key(turn)
+    assert other.body["prompt_cache_key"] == first.body["prompt_cache_key"]
+
+
+def test_anthropic_has_no_prompt_cache_key():
+    assert "prompt_cache_key" not in request_for(ProviderApi.ANTHROPIC).body
+
+
+def test_prompt_cache_key_can_be_switched_off():
+    from framework.config import ProviderConfig
+
+    spec = ProviderSpec.from_config(ProviderConfig(prompt_cache_key=False))
+    runtime = make_runtime()
+    turn = example_turn()
+    context = build_turn_context(runtime, turn, runtime.render(turn))
+    assert "prompt_cache_key" not in build_provider_request(runtime, context, spec).body
+    assert ProviderSpec.from_config(ProviderConfig()).prompt_cache_key is True

@@ -56,7 +56,7 @@ def test_the_short_vent_rule_runs_before_the_quote_rule():
 
 def test_a_reply_to_a_candidate_is_quoted_when_the_throttle_allows():
     context = [{"id": "c1", "text": "有人知道周末哪里有音乐节吗"}]
-    # Seed 1 draws 0.134 < 0.25: the throttle lets this quote through.
+    # random.Random(1) draws 0.134 < 0.25: the throttle lets this quote through.
     decision = _decide("@小织 你知道吗？", seed=1, addressed=True, reply_to="c1", context=context)
     assert decision.delivery_style is DeliveryStyle.QUOTE
     assert decision.reply_message_id == "c1"
@@ -65,7 +65,7 @@ def test_a_reply_to_a_candidate_is_quoted_when_the_throttle_allows():
 
 def test_a_reply_to_a_candidate_goes_plain_when_the_draw_misses():
     context = [{"id": "c1", "text": "有人知道周末哪里有音乐节吗"}]
-    # Seed 0 draws 0.844 >= 0.25.
+    # random.Random(0) draws 0.844 >= 0.25.
     decision = _decide("@小织 你知道吗？", seed=0, addressed=True, reply_to="c1", context=context)
     assert decision.delivery_style is DeliveryStyle.PLAIN
     assert decision.reason == "rule_reply_obligation"

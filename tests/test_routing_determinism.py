@@ -1,4 +1,5 @@
-"""Replaying one event stream with one seed gives identical decisions (DESIGN.md §6)."""
+"""Replaying one event stream with one seed gives identical decisions
+(``docs/design.md#where-promptweave-differs-from-the-reference``)."""
 
 from __future__ import annotations
 

@@ -114,7 +114,9 @@ def test_observed_strategies_only_without_direct_pairs(promptweave_runtime, rich
     assert "我之前是这样接的：笑着怼回去" in text["behavior_reference"]
 
 
-def test_memory_blocks_follow_the_seed_order_and_drop_duplicates(promptweave_runtime, rich_turn):
+def test_memory_blocks_follow_the_documented_order_and_drop_duplicates(
+    promptweave_runtime, rich_turn
+):
     memory = (
         MemoryItem(kind="group_memory", text="记忆"),
         MemoryItem(kind="ip_knowledge", text="知识"),

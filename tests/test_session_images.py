@@ -1,4 +1,4 @@
-"""Images in the session history and ``[session] describe_images`` (seed 004, 图片进历史的延迟识别).
+"""Images in the session history and ``[session] describe_images`` (``docs/design.md#images``).
 
 On (the default), a user message's images enter the session with their URLs, read ``[图片]`` and
 are described once, when the session is compressed. Off, they enter as plain ``[图片]`` marks with

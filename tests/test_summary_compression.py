@@ -1,4 +1,5 @@
-"""Long-session compression (seed 004, 长会话压缩), against the real SQLite store."""
+"""Long-session compression (``docs/design.md#long-session-compression``), against the real SQLite
+store."""
 
 from __future__ import annotations
 

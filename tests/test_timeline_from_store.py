@@ -1,4 +1,4 @@
-"""Section 11, the group timeline, read from the group log (seed 004, 群聊相邻语境)."""
+"""Section 11, the group timeline, read from the group log (``docs/design.md#group-timeline``)."""
 
 from __future__ import annotations
 

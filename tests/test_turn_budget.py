@@ -1,4 +1,5 @@
-"""The budget of what a turn sends: the second pass in build_turn_context (seed 004, 字符预算)."""
+"""The budget of what a turn sends: the second pass in build_turn_context
+(``docs/design.md#character-budget``)."""
 
 from __future__ import annotations
 

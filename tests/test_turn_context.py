@@ -400,8 +400,11 @@ def test_user_placement_keeps_the_whole_history_a_byte_identical_prefix():
         runtime, build(runtime, example_turn("at_question_followup")), spec
     )
     assert second.prefix is not None
-    # Everything up to the end of the first request's last message is reused.
-    tail = len(b'],"max_tokens":1024}')
+    # Everything up to the end of the first request's last message is reused; both turns are
+    # of one group, so they carry the same prompt cache key after it.
+    key = first.body["prompt_cache_key"]
+    assert second.body["prompt_cache_key"] == key
+    tail = len(f'],"max_tokens":1024,"prompt_cache_key":"{key}"}}'.encode())
     assert second.prefix.common_prefix_bytes == len(first.body_bytes()) - tail
     assert second.prefix.first_difference == "message 5 (assistant)"
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
+import threading
 from pathlib import Path
 
+import pytest
 from support_turn_context import PNG_BYTES, example_turn, make_runtime
 
 from framework import (
@@ -13,6 +17,7 @@ from framework import (
     ProviderApi,
     ProviderSpec,
     SubmitResult,
+    asubmit_request,
     build_provider_request,
     build_turn_context,
     hookimpl,
@@ -21,7 +26,13 @@ from framework import (
 from framework.plugins.manager import DEFAULT_PLUGINS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugin_hooks.md"
-HOOKS = ("collect_turn_notes", "compress_turn_messages", "fetch_image", "submit_request")
+HOOKS = (
+    "collect_turn_notes",
+    "compress_turn_messages",
+    "fetch_image",
+    "submit_request",
+    "submit_request_async",
+)
 
 
 def _context(runtime, turn=None):
@@ -124,6 +135,137 @@ def test_a_raising_submit_becomes_an_error_result():
         "error",
         "ConnectionError: provider down",
     )
+
+
+def _asubmit(runtime, api=ProviderApi.OPENAI_CHAT):
+    spec = ProviderSpec(api=api, model="m")
+    request = build_provider_request(runtime, _context(runtime), spec)
+    return asyncio.run(asubmit_request(runtime, request))
+
+
+class _AsyncEcho:
+    """Answers OpenAI Chat Completions requests from a coroutine; leaves the others."""
+
+    def __init__(self):
+        self.awaited = []
+
+    async def _send(self, request, config):
+        await asyncio.sleep(0)
+        self.awaited.append(request.api.value)
+        return SubmitResult(sent=True, status="ok", text=f"async:{config.provider.max_tokens}")
+
+    @hookimpl
+    def submit_request_async(self, request, config):
+        if request.api is not ProviderApi.OPENAI_CHAT:
+            return None
+        return self._send(request, config)
+
+
+def test_hook_submit_request_async():
+    echo = _AsyncEcho()
+    runtime = make_runtime(extra_plugins=(echo,))
+    result = _asubmit(runtime)
+    assert (result.sent, result.status, result.text) == (True, "ok", "async:1024")
+    assert echo.awaited == ["openai_chat"]
+    assert isinstance(result.duration_ms, float) and result.duration_ms >= 0
+    # A format no async implementation takes goes to the synchronous hook: here the offline
+    # default, since no client is enabled.
+    offline = _asubmit(runtime, ProviderApi.ANTHROPIC)
+    assert (offline.sent, offline.status) == (False, "offline")
+    assert echo.awaited == ["openai_chat"]
+
+
+def test_asubmit_falls_back_to_a_synchronous_client_in_a_worker_thread():
+    threads = []
+
+    class SyncOnly:
+        @hookimpl
+        def submit_request(self, request, config):
+            threads.append(threading.current_thread())
+            return SubmitResult(sent=True, status="ok", text="sync")
+
+    runtime = make_runtime(extra_plugins=(SyncOnly(),))
+    assert _asubmit(runtime).text == "sync"
+    assert threads and threads[0] is not threading.main_thread()
+
+
+def test_an_async_client_is_preferred_to_a_synchronous_one():
+    class SyncEcho:
+        @hookimpl
+        def submit_request(self, request, config):
+            return SubmitResult(sent=True, status="ok", text="sync")
+
+    runtime = make_runtime(extra_plugins=(_AsyncEcho(), SyncEcho()))
+    assert _asubmit(runtime).text == "async:1024"
+
+
+class _Failing:
+    def __init__(self, where):
+        self.where = where
+
+    async def _send(self):
+        await asyncio.sleep(0)
+        raise ConnectionError("provider down")
+
+    @hookimpl
+    def submit_request_async(self, request, config):
+        if self.where == "hook":
+            raise RuntimeError("bad config")
+        if self.where == "type":
+            return "要的"
+        return self._send()
+
+
+@pytest.mark.parametrize(
+    ("where", "detail"),
+    [
+        ("hook", "RuntimeError: bad config"),
+        ("coroutine", "ConnectionError: provider down"),
+        ("type", "submit_request_async returned str, not a SubmitResult"),
+    ],
+)
+def test_a_failing_async_client_gives_a_logged_error_result(where, detail, caplog):
+    runtime = make_runtime(extra_plugins=(_Failing(where),))
+    with caplog.at_level(logging.ERROR, logger="promptweave"):
+        result = _asubmit(runtime)
+    assert (result.sent, result.status, result.detail) == (False, "error", detail)
+    assert any("submit_request_async" in record.getMessage() for record in caplog.records)
+
+
+def test_a_result_returned_directly_by_the_async_hook_is_accepted():
+    class Immediate:
+        @hookimpl
+        def submit_request_async(self, request, config):
+            return SubmitResult(sent=False, status="error", detail="quota used up")
+
+    result = _asubmit(make_runtime(extra_plugins=(Immediate(),)))
+    assert (result.status, result.detail) == ("error", "quota used up")
+
+
+def test_cancelling_the_caller_cancels_the_request():
+    started = []
+
+    class Slow:
+        async def _send(self):
+            started.append(True)
+            await asyncio.sleep(3600)
+
+        @hookimpl
+        def submit_request_async(self, request, config):
+            return self._send()
+
+    runtime = make_runtime(extra_plugins=(Slow(),))
+    request = build_provider_request(runtime, _context(runtime))
+
+    async def cancel_it():
+        task = asyncio.create_task(asubmit_request(runtime, request))
+        while not started:
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_it())
 
 
 def test_request_defaults_is_a_builtin_plugin():

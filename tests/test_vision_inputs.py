@@ -1,5 +1,6 @@
-"""Which images a request carries (seed 004): only valid HTTP(S) URLs are vision images, wherever
-they come from; any other entry of a message's images stays a ``[图片]`` mark in the text."""
+"""Which images a request carries (``docs/design.md#images``): only valid HTTP(S) URLs are vision
+images, wherever they come from; any other entry of a message's images stays a ``[图片]`` mark in
+the text."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from framework.cli.common import EchoHandler, build_runtime, config_option, echo
 from framework.cli.data import import_data, store
 from framework.cli.problems import configured_file_problem, report_lines
 from framework.cli.render import render
+from framework.cli.replay import replay
 from framework.cli.route import route
 from framework.cli.style import resolve_colour
 
@@ -129,3 +130,4 @@ cli.add_command(render)
 cli.add_command(route)
 cli.add_command(import_data)
 cli.add_command(store)
+cli.add_command(replay)

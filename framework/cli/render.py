@@ -19,7 +19,7 @@ from framework.cli.common import (
     store_option,
 )
 from framework.cli.problems import PassRefused, Problem, input_error, require_file
-from framework.cli.render_text import echo_text
+from framework.cli.text_blocks import echo_text
 from framework.conversation.state import conversation_key
 from framework.decision import Decision, TurnAction
 from framework.errors import TurnFileError

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from framework.cli.common import build_runtime, config_option
+from framework.cli.event_cases import load_route_input
 from framework.cli.problems import input_error, require_file
-from framework.cli.route_input import load_route_input
 from framework.cli.style import (
     ACTION_COLOURS,
     STATUS_COLOURS,

@@ -1,4 +1,5 @@
-"""The ambient excerpt ``【群环境摘录】`` and the injection snapshot (seed 004, messages 序列).
+"""The ambient excerpt ``【群环境摘录】`` and the injection snapshot
+(``docs/design.md#the-message-sequence``).
 
 The excerpt shows the bot what the rest of the group has been saying to it: the group's latest
 session turns, the current user's own turns removed (they are in the user's history already), and
@@ -103,9 +104,9 @@ def select_ambient_turns(
 ) -> AmbientSelection:
     """Choose the excerpt's turns from the group's latest ``window``.
 
-    The current user's turns go; when that leaves nothing, the latest pair stays (seed 004
-    changelog: 剔除自己后回退保留最近一对), except the turns ``already_sent`` says the message
-    sequence carries anyway (the user's own history): nothing is sent twice. Then turns
+    The current user's turns go; when that leaves nothing, the latest pair stays
+    (剔除自己后回退保留最近一对, as the reference bot does), except the turns ``already_sent`` says
+    the message sequence carries anyway (the user's own history): nothing is sent twice. Then turns
     containing a blacklisted phrase go; when the ledger cannot be read, nothing is filtered
     (fail-open).
     """

@@ -1,4 +1,4 @@
-"""The budget of one request: system prompt plus messages (seed 004, 字符预算).
+"""The budget of one request: system prompt plus messages (``docs/design.md#character-budget``).
 
 The oldest messages go first (the ambient excerpt, then the oldest history); the current message is
 never dropped, only cut when it alone does not fit; the system prompt, and with it the group

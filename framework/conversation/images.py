@@ -1,13 +1,13 @@
 """Images of a request: which go where, and fetching those a provider needs inline.
 
-Seed 004: when the provider declares image support, the timeline's recent images go in one user
-message before the current one, and the current message's images (its own and those of the message
-it quotes) go with it; a text provider downloads nothing and sees ``[图片]``. Only valid HTTP(S)
-URLs are images a request carries (:func:`is_vision_url`); any other entry of a message's
-``images`` (a platform file id, :data:`IMAGE_WITHOUT_URL`, a ``file:`` path) still marks the
-message ``[图片]`` but never reaches a provider or a fetcher. Fetching is a hook (``fetch_image``)
-with size and type limits; a failed fetch degrades that image to ``[图片]`` and is traced, it never
-fails the turn.
+``docs/design.md#images``: when the provider declares image support, the timeline's recent images go
+in one user message before the current one, and the current message's images (its own and those of
+the message it quotes) go with it; a text provider downloads nothing and sees ``[图片]``. Only valid
+HTTP(S) URLs are images a request carries (:func:`is_vision_url`); any other entry of a message's
+``images`` (a platform file id, :data:`IMAGE_WITHOUT_URL`, a ``file:`` path) still marks the message
+``[图片]`` but never reaches a provider or a fetcher. Fetching is a hook (``fetch_image``) with size
+and type limits; a failed fetch degrades that image to ``[图片]`` and is traced, it never fails the
+turn.
 """
 
 from __future__ import annotations
@@ -120,8 +120,9 @@ def is_vision_url(url: str) -> bool:
     """Whether ``url`` may be sent to a provider as an image: an ``http`` or ``https`` URL (the
     scheme in any case) naming a host, without whitespace or control characters.
 
-    Seed 004 keeps only valid HTTP(S) images: anything else (``file:`` paths, platform file ids,
-    ``data:`` URLs, the ``[图片]`` placeholder) stays a ``[图片]`` mark in the text.
+    Only valid HTTP(S) images are kept (``docs/design.md#images``): anything else (``file:`` paths,
+    platform file ids, ``data:`` URLs, the ``[图片]`` placeholder) stays a ``[图片]`` mark in the
+    text.
     """
     candidate = url.strip()
     if not candidate or any(ch.isspace() or not ch.isprintable() for ch in candidate):

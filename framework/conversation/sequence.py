@@ -1,4 +1,5 @@
-"""The message sequence of a turn (seed 004, messages 序列; ``docs/messages.md``).
+"""The message sequence of a turn (``docs/design.md#the-message-sequence``;
+``docs/messages.md``).
 
 In order: the ambient excerpt ``【群环境摘录】`` (group chats, when no group timeline is in the
 system prompt), the current user's history (the newest turns, a summary row kept at the front), and
@@ -119,7 +120,8 @@ def format_assistant_turn(text: str, *, max_len: int = USER_MESSAGE_MAX_CHARS) -
 
 def window_history(rows: Sequence[HistoryRow], limit: int) -> list[HistoryRow]:
     """The newest ``limit`` rows, oldest first; when the newest summary row would slide out of
-    that window, it is kept at the front with the newest ``limit - 1`` rows (seed 004, 长会话压缩)."""
+    that window, it is kept at the front with the newest ``limit - 1`` rows
+    (``docs/design.md#the-message-sequence``)."""
     if limit <= 0:
         return []
     window = list(rows[-limit:])
@@ -161,8 +163,8 @@ def build_message_sequence(
         called when the excerpt belongs in this turn.
     :param degraded: why the session state is unavailable; then only the current message is sent.
     :param include_ambient_excerpt: the turn's memory policy allows the excerpt; a short social
-        remark in an exchange the bot is part of has none (seed 004, 短社交话的上下文裁剪), but
-        keeps the user's whole bounded history window.
+        remark in an exchange the bot is part of has none (``docs/design.md#short-social-turns``),
+        but keeps the user's whole bounded history window.
     """
     max_len = config.session.max_content_chars
     current_text = format_user_turn(persona, _current_text(turn), max_len=max_len)
@@ -172,7 +174,8 @@ def build_message_sequence(
                 role="user",
                 content=current_text,
                 source="current",
-                # Any image shows [图片] in the text; only valid URLs are sent (seed 004).
+                # Any image shows [图片] in the text; only valid URLs are sent
+                # (docs/design.md#images).
                 images=vision_image_urls(turn.message.images),
             )
         ]

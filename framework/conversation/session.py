@@ -3,7 +3,7 @@
 A turn may carry its recent group messages, history, quoted bot text and quoted message images
 itself (a turn file does); whatever it leaves out is read from the stores. When the stores are
 disabled or a read fails, the reader records why and the message sequence falls back to the current
-message alone (seed 004, 运行态不可用时的退化). No store error ever leaves this module.
+message alone (``docs/design.md#degradation``). No store error ever leaves this module.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ class SessionReader:
     def quoted_message_images(self, recent: Sequence[ChatMessage]) -> tuple[str, ...]:
         """The images of the message the current one replies to: the turn's own
         ``quoted_message_images``, else those of the ``reply_to`` message found among ``recent``
-        (the turn's recent messages), else in the group log (seed 004, 当前/被引用的图片: the
+        (the turn's recent messages), else in the group log (``docs/design.md#images``: the
         received messages first, the message store as the fallback). A message newer than the
         turn is not read, so a stored log can be replayed."""
         if self.turn.quoted_message_images:

@@ -3,8 +3,9 @@ what was sent (``docs/turn_context.md``).
 
 Each piece is an interface with an in-memory implementation. A session store can implement
 :class:`SystemPromptStore` and :class:`TurnTranscript` on its own tables and be handed to
-:class:`ConversationState`; callers never see the difference (DESIGN.md §6: no conversational state
-in module globals).
+:class:`ConversationState`; callers never see the difference
+(``docs/design.md#where-promptweave-differs-from-the-reference``: no conversational state in module
+globals).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "TurnTranscript",
     "conversation_key",
     "message_fingerprint",
+    "prompt_cache_key",
 ]
 
 log = logging.getLogger("promptweave")
@@ -47,6 +49,22 @@ MAX_SENT_PER_CONVERSATION = 256
 def conversation_key(turn: Turn) -> str:
     """The key of the conversation a turn belongs to: bot, group (or ``private``) and speaker."""
     return f"{turn.bot.id}:{turn.group_id or 'private'}:{turn.message.sender_id}"
+
+
+def prompt_cache_key(turn: Turn) -> str:
+    """The key OpenAI's prompt cache groups a turn's requests by: ``pw-`` and 16 hex digits.
+
+    A group chat's key depends on the bot and the group only, so every member's turns share one
+    cache (they share the system prompt and the timeline); a private chat's on the bot and the
+    user. The ids are hashed, so the key carries no account number to the provider.
+    """
+    scope = (
+        (turn.bot.id, turn.group_id)
+        if turn.group_id
+        else (turn.bot.id, "private", turn.message.sender_id)
+    )
+    digest = hashlib.sha256("\0".join(scope).encode("utf-8", "surrogatepass")).hexdigest()
+    return f"pw-{digest[:16]}"
 
 
 def message_fingerprint(message: PromptMessage) -> str:

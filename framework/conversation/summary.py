@@ -1,4 +1,5 @@
-"""Long-session compression (seed 004, 长会话压缩; ``docs/messages.md``).
+"""Long-session compression (``docs/design.md#long-session-compression``;
+``docs/messages.md``).
 
 When a user's session holds ``summary_threshold`` user turns (24 by default) and no compression of
 that (bot, group, user) started within the cooldown (600 s), every row but the newest
@@ -69,8 +70,8 @@ def _skipped(reason: str) -> CompressionResult:
 @attrs.define
 class _ImageDescriber:
     """Describes the images of one compression through the ``describe_image`` hook, each distinct
-    URL once, so a sticker sent in many turns costs one description (seed 004: one description
-    per placeholder). Only valid HTTP(S) URLs are described. Without ``enabled`` (``[session]
+    URL once, so a sticker sent in many turns costs one description (``docs/design.md#images``:
+    described once). Only valid HTTP(S) URLs are described. Without ``enabled`` (``[session]
     describe_images`` off) none is, also one stored while the switch was on: no URL reaches a
     plugin."""
 
@@ -93,7 +94,7 @@ class _ImageDescriber:
 
 def _described(turn: SessionTurn, describe: _ImageDescriber) -> SessionTurn:
     """The turn with each image placeholder replaced by its description; an image that is not
-    described stays ``[图片]`` (seed 004)."""
+    described stays ``[图片]`` (``docs/design.md#images``)."""
     if not turn.images:
         return turn
     marks = []
@@ -128,7 +129,7 @@ def compress_session(
 
     The result carries how long the attempt took (``duration_ms``), also logged at debug level on
     the ``promptweave.stages`` logger, since the background runner discards the result. Store
-    errors propagate as :class:`framework.store.StoreUnavailableError`; the runtime's background
+    errors propagate as :class:`framework.StoreUnavailableError`; the runtime's background
     runner logs them.
     """
     start = time.perf_counter()

@@ -1,7 +1,7 @@
 """The group timeline: the latest group messages as a continuous, speaker-labelled dialogue.
 
-Seed 004, 群聊相邻语境. The section ``group_timeline`` renders it into the system prompt; its images
-become vision inputs of the request.
+``docs/design.md#group-timeline``. The section ``group_timeline`` renders it into the system prompt;
+its images become vision inputs of the request.
 """
 
 from __future__ import annotations
@@ -129,9 +129,9 @@ def build_group_timeline(
         return GroupTimeline(hidden=left_out)
     shown = tuple(message for message, _ in rendered)
     oldest_shown = window.index(shown[0])
-    # Seed 004: only valid HTTP(S) images count towards the limit; any other entry keeps its
-    # line's [图片] mark. The current image (the message's own, the quoted message's) goes with
-    # the current message, so it takes no history slot.
+    # docs/design.md#images: only valid HTTP(S) images count towards the limit; any other entry
+    # keeps its line's [图片] mark. The current image (the message's own, the quoted message's) goes
+    # with the current message, so it takes no history slot.
     seen = {
         url.lower() for url in vision_image_urls(turn.message.images, turn.quoted_message_images)
     }
@@ -144,12 +144,12 @@ def build_group_timeline(
                 images.append(url)
     kept = images[: config.max_images][::-1]
     text = "\n".join([TIMELINE_HEADER, *(line for _, line in rendered)])
-    # The current image is the message's own or the one of the message it quotes (seed 004,
-    # 当前/被引用的图片); asking what it is must not pull history images in.
+    # The current image is the message's own or the one of the message it quotes
+    # (docs/design.md#images); asking what it is must not pull history images in.
     current_image = bool(turn.message.images or turn.quoted_message_images)
     if kept and current_image and is_recognition_question(turn.message.text):
-        # Seed 004, 识别问句聚焦当前图: history images would pull the answer away from the
-        # image the user is asking about.
+        # docs/design.md#images, 识别问句聚焦当前图: history images would pull the answer away from
+        # the image the user is asking about.
         return GroupTimeline(
             text=text,
             messages=shown,

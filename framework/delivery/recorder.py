@@ -2,7 +2,7 @@
 
 :class:`Recorder` is one of the parts :class:`framework.Promptweave` is built from; the runtime's
 ``record_message``, ``record_bot_reply``, ``note_delivered``… hand their work to it. None of them raises for a failing store: the failure is
-logged and the bot goes on (seed 004, 运行态不可用时的退化). Their return values are fixed, so each
+logged and the bot goes on (``docs/design.md#degradation``). Their return values are fixed, so each
 recording stage logs its duration at debug level on the ``promptweave.stages`` logger instead.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from time import perf_counter
 
 import attrs
@@ -55,7 +55,7 @@ class Recorder:
 
     def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
         """How to deliver a decided reply: a QUOTE goes out plain when its target is no longer
-        one of the group's candidates (seed 004, 引用的原生引用), or when the routing state
+        one of the group's candidates (``docs/design.md#quoting``), or when the routing state
         cannot be read."""
         try:
             return resolve_delivery(
@@ -153,10 +153,13 @@ class Recorder:
         quoted: bool = False,
         quote_of: str | None = None,
         time: dt.datetime | None = None,
+        session_text: str | None = None,
+        usage: Mapping[str, int] | None = None,
     ) -> bool:
         """Store a delivered bot message, note it in the routing state (bot presence, reply and
         quote cooldowns, as :meth:`note_delivered`), then compress the user's session in the
-        background if it grew long (seed 004, 长会话压缩). Never raises for a failing store.
+        background if it grew long (``docs/design.md#long-session-compression``). Never raises for a
+        failing store.
 
         One delivered message (same bot and group, same ``message_id``, or without one the same
         text and ``time``) is recorded once: a second call stores and counts nothing, and a call
@@ -170,6 +173,10 @@ class Recorder:
             (a QUOTE decision quotes the message the user replied to:
             ``delivery.reply_message_id``).
         :param time: when it was delivered; the clock's time by default.
+        :param session_text: what the user's session keeps as the answer when it was delivered
+            as several messages (all of them, one a line); ``text`` by default.
+        :param usage: the token usage the provider reported for the answer, kept with it in the
+            user's session.
         :returns: ``True`` when stored (now, or by an earlier call for the same message);
             ``False`` when the store is disabled or failing.
         """
@@ -195,6 +202,8 @@ class Recorder:
                 answering=answering,
                 quoted_id=quoted_id,
                 sent_at=sent_at,
+                session_text=session_text,
+                usage=usage,
             )
         stage_log.debug(
             "record_bot_reply: %.3f ms (bot %s, group %s: %s, %s)",
@@ -217,12 +226,15 @@ class Recorder:
         answering: ChatMessage | None,
         quoted_id: str | None,
         sent_at: dt.datetime,
+        session_text: str | None = None,
+        usage: Mapping[str, int] | None = None,
     ) -> bool:
         """Note a new delivery in the routing state, store the reply, and schedule the
         session's compression."""
         if state is DeliveryState.NEW:
             # The routing state learns of the delivery too: bot presence, reply cooldown, and the
-            # quote cooldown, which counts from the quote actually delivered (seed 004).
+            # quote cooldown, which counts from the quote actually delivered
+            # (docs/design.md#quoting).
             try:
                 self._note_routing_delivery(bot_id, group_id, sent_at, quoted_id)
             except STORE_ERRORS as exc:
@@ -238,6 +250,8 @@ class Recorder:
             answering=answering,
             quote_of=quoted_id,
             bot_name=self.persona.labels.self_label,
+            session_text=session_text,
+            usage=usage,
         )
         if recorded.stored and answering is not None and self.config.session.summary_enabled:
             user_id = answering.sender_id

@@ -1,10 +1,10 @@
 """Recording what happened in a chat, and the background work that follows delivery.
 
 :func:`record_message` stores an incoming message in the group log (the timeline reads it);
-:func:`record_bot_reply` stores a delivered bot message: in the group log, in the bot-reply
-context (so a reply to it can show what the bot said), and, with the message it answered, as a turn
-pair of that user's session, and says how many rows were new. Store failures are logged and
-reported (``False``, ``stored=False``): recording never raises into the bot (seed 004,
+:func:`record_bot_reply` stores a delivered bot message: in the group log, in the bot-reply context
+(so a reply to it can show what the bot said), and, with the message it answered, as a turn pair of
+that user's session, and says how many rows were new. Store failures are logged and reported
+(``False``, ``stored=False``): recording never raises into the bot (``docs/design.md#degradation``,
 运行态不可用时的退化).
 """
 
@@ -15,7 +15,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 
 import attrs
 
@@ -66,7 +66,7 @@ def _user_turn(
 ) -> SessionTurn:
     """The session row of a user message, its text cut at ``max_chars`` like the bot's. Its
     images keep their URLs for compression to describe them later; without ``keep_image_urls``
-    each is a plain ``[图片]`` mark and no URL is stored (seed 004, 图片进历史的延迟识别: the switch
+    each is a plain ``[图片]`` mark and no URL is stored (``docs/design.md#images``: the switch
     off degrades to the bare placeholder)."""
     images = message.images if keep_image_urls else (IMAGE_WITHOUT_URL,) * len(message.images)
     return SessionTurn(
@@ -107,6 +107,8 @@ def record_bot_reply(
     answering: ChatMessage | None = None,
     quote_of: str | None = None,
     bot_name: str = "",
+    session_text: str | None = None,
+    usage: Mapping[str, int] | None = None,
 ) -> RecordedReply:
     """Store a delivered bot message.
 
@@ -116,9 +118,13 @@ def record_bot_reply(
         off).
     :param quote_of: the id of the message the reply was delivered quoting (the timeline then
         shows it).
+    :param session_text: what the user's session keeps as the bot's answer, when it is more than
+        this one message (an answer delivered as several bubbles, one a line).
+    :param usage: the token usage the provider reported for the answer, kept on its session row.
     :returns: whether everything was stored, and how many rows were new.
     """
     text = strip_lone_surrogates(text)
+    session_text = None if session_text is None else strip_lone_surrogates(session_text)
     if stores.sessions is None:
         return RecordedReply(stored=False)
     if group_id is not None and not group_id.strip():
@@ -145,7 +151,8 @@ def record_bot_reply(
                 group_id=group_scope(group_id),
                 user_id=answering.sender_id,
                 role="assistant",
-                content=text[: session.max_content_chars],
+                content=(session_text or text)[: session.max_content_chars],
+                usage=usage,
                 message_id=message_id,
                 reply_to=answering.id,
                 time=time,

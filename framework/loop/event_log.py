@@ -33,7 +33,16 @@ from framework.runtime import Promptweave
 from framework.store.sqlite import STORE_ERRORS
 from framework.turn import ChatMessage
 
-__all__ = ["EventLog", "ImportReport", "import_events", "read_events", "record_events"]
+__all__ = [
+    "EventLog",
+    "ImportReport",
+    "LoggedReply",
+    "MessageEvent",
+    "ReplyEvent",
+    "import_events",
+    "read_events",
+    "record_events",
+]
 
 logger = logging.getLogger("promptweave.store")
 
@@ -50,7 +59,7 @@ def _bot_id(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None
 
 
 @attrs.frozen(kw_only=True)
-class _MessageEvent:
+class MessageEvent:
     bot_id: str = attrs.field(validator=_bot_id)
     group_id: str | None
     message: ChatMessage
@@ -58,7 +67,7 @@ class _MessageEvent:
 
 
 @attrs.frozen(kw_only=True)
-class _ReplyEvent:
+class ReplyEvent:
     bot_id: str = attrs.field(validator=_bot_id)
     group_id: str | None
     text: Text
@@ -90,10 +99,10 @@ class ImportReport:
 
 
 @attrs.frozen(kw_only=True)
-class _Reply:
+class LoggedReply:
     """A bot_reply event with the message it answers looked up."""
 
-    event: _ReplyEvent
+    event: ReplyEvent
     answering: ChatMessage | None
 
 
@@ -102,7 +111,7 @@ class EventLog:
     """The events of one file, every line checked, in order; :func:`record_events` stores them."""
 
     source: str
-    events: tuple[_MessageEvent | _Reply, ...]
+    events: tuple[MessageEvent | LoggedReply, ...]
 
 
 def read_events(lines: Iterable[str], *, source: str) -> EventLog:
@@ -113,7 +122,7 @@ def read_events(lines: Iterable[str], *, source: str) -> EventLog:
         field, an ``answering`` that names no earlier message event).
     """
     seen: dict[tuple[str, str | None, str], ChatMessage] = {}
-    events: list[_MessageEvent | _Reply] = []
+    events: list[MessageEvent | LoggedReply] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -121,12 +130,12 @@ def read_events(lines: Iterable[str], *, source: str) -> EventLog:
         data = _parse(line, where)
         kind = data.get("event")
         if kind == "message":
-            event = structure(data, _MessageEvent, where, TurnFileError)
+            event = structure(data, MessageEvent, where, TurnFileError)
             if event.message.id is not None:
                 seen[(event.bot_id, event.group_id, event.message.id)] = event.message
             events.append(event)
         elif kind == "bot_reply":
-            reply = structure(data, _ReplyEvent, where, TurnFileError)
+            reply = structure(data, ReplyEvent, where, TurnFileError)
             answering = None
             if reply.answering is not None:
                 answering = seen.get((reply.bot_id, reply.group_id, reply.answering))
@@ -134,13 +143,13 @@ def read_events(lines: Iterable[str], *, source: str) -> EventLog:
                     raise TurnFileError(
                         where, [f"answering={reply.answering!r} names no earlier message event"]
                     )
-            events.append(_Reply(event=reply, answering=answering))
+            events.append(LoggedReply(event=reply, answering=answering))
         else:
             raise TurnFileError(where, [f"unknown event {kind!r} (expected message or bot_reply)"])
     return EventLog(source=source, events=tuple(events))
 
 
-def _record_message(runtime: Promptweave, event: _MessageEvent) -> str:
+def _record_message(runtime: Promptweave, event: MessageEvent) -> str:
     """Log one message event; the report counter it goes to."""
     group_log = runtime.stores.group_log
     if event.group_id is None or not event.group_id.strip():
@@ -162,7 +171,7 @@ def record_events(runtime: Promptweave, log: EventLog, *, compress: bool = True)
     """
     counts = {"messages": 0, "replies": 0, "skipped": 0, "failed": 0, "summaries": 0}
     for event in log.events:
-        if isinstance(event, _MessageEvent):
+        if isinstance(event, MessageEvent):
             counts[_record_message(runtime, event)] += 1
             continue
         reply, answering = event.event, event.answering

@@ -7,7 +7,7 @@ Each hook is mirrored in ``docs/plugin_hooks.md`` under a heading that is its ex
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,12 +20,22 @@ if TYPE_CHECKING:
     from framework.conversation.images import FetchedImage, ImageLimits
     from framework.conversation.sequence import PromptMessage
     from framework.decision import RouteContext
+    from framework.delivery.records import (
+        ModelAnswer,
+        OutgoingMessage,
+        Segment,
+        SendReceipt,
+        Transport,
+    )
+    from framework.items import ReplyShape
+    from framework.loop.records import IncomingEvent
     from framework.plugins.records import (
         DecisionRule,
         PhrasePool,
         Retriever,
         Section,
         SectionOverride,
+        Tool,
     )
     from framework.prompt.render_context import RenderContext
     from framework.providers.records import ProviderRequest, SubmitResult
@@ -231,13 +241,36 @@ def submit_request(request: ProviderRequest, config: Config) -> SubmitResult | N
     Runs in :func:`framework.submit_request` after the request was built. The built-in
     implementation (``trylast``) sends nothing and returns an offline result, so assembling and
     inspecting turns never needs a network; the ``openai_compat`` contrib plugin sends to an
-    OpenAI-compatible server.
+    OpenAI-compatible server, ``anthropic_messages`` to the Anthropic Messages API.
 
     Stops at first non-None result.
 
     :param request: the request: its API, path and exact body.
     :param config: the deployment's settings (``[provider]``).
     :returns: the result, or ``None`` to let the next implementation decide.
+    """
+
+
+@hookspec(firstresult=True)
+def submit_request_async(
+    request: ProviderRequest, config: Config
+) -> Awaitable[SubmitResult] | None:
+    """Send a provider request from an event loop: return the coroutine that sends it.
+
+    Runs in :func:`framework.asubmit_request` (the live loop's path). An implementation decides
+    synchronously: it returns ``None`` at once for a request it does not handle (another format),
+    else the not-yet-awaited coroutine, which the caller awaits (a :class:`framework.SubmitResult`
+    returned directly is accepted too). When every implementation returns ``None``,
+    :func:`framework.asubmit_request` falls back to ``submit_request`` in a worker thread, so the
+    offline default still answers. No built-in implements it; the ``openai_compat`` and
+    ``anthropic_messages`` contrib plugins send on ``httpx.AsyncClient``, retrying rate limits,
+    server errors, timeouts and broken connections.
+
+    Stops at first non-None result.
+
+    :param request: the request: its API, path and exact body.
+    :param config: the deployment's settings (``[provider]``).
+    :returns: an awaitable of the result, or ``None`` to let the next implementation decide.
     """
 
 
@@ -284,6 +317,45 @@ def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | No
     :param payload: what the platform delivered (an event mapping, a string, a segment list).
     :param bot_id: the receiving bot's account id (a mention of it addresses the bot).
     :returns: the message, or ``None`` when this plugin does not handle ``platform``.
+    """
+
+
+@hookspec(firstresult=True)
+def parse_event(platform: str, payload: Any, bot_id: str) -> IncomingEvent | None:
+    """Turn a platform's incoming event into a :class:`framework.IncomingEvent` for the live loop:
+    the message, its group, the speaker's role, whether it is the bot's own message.
+
+    Runs when the live loop is handed a raw payload (:meth:`framework.BotLoop.handle_payload`,
+    ``promptweave replay``). The ``onebot`` contrib plugin handles ``platform="onebot"`` (OneBot
+    v11 ``message`` and ``message_sent`` events).
+
+    Stops at first non-None result.
+
+    :param platform: the platform's name, for example ``"onebot"``.
+    :param payload: the event as the platform delivered it (a mapping for OneBot).
+    :param bot_id: the receiving bot's account id.
+    :returns: the event, or ``None`` when this plugin does not handle ``platform``.
+    :raises ValueError: the payload is for this plugin's platform but malformed; the loop answers
+        it with a ``rejected`` outcome naming the problem.
+    """
+
+
+@hookspec
+def register_tools(register: Callable[[Tool], None]) -> None:
+    """Contribute tools the model may call on a ``tool`` turn.
+
+    Runs once at start-up, for every plugin. Call ``register`` once per tool. On a turn the
+    routing decides ``tool``, the live loop offers the model the tools whose ``permitted``
+    predicate accepts the speaker, runs the calls it makes (at most ``[loop] tool_rounds``
+    rounds, each call within ``[loop] tool_timeout_s``), answers a refused or failed call as
+    such, and feeds the results back; the results also reach the conversation's next turn in
+    section ``tool_context``. No built-in registers a tool; the contrib plugin ``group_tools``
+    registers ``roll_dice`` and ``upcoming_events``.
+
+    :param register: ``register(tool)``; raises
+        :class:`framework.errors.DuplicateRegistrationError` when the name is taken, naming both
+        plugins.
+    :returns: nothing; the return value is ignored.
     """
 
 
@@ -340,4 +412,75 @@ def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
     :param group_id: the group's id; ``None`` for a private chat.
     :returns: a short description (shown as ``[图片：…]``), ``"[图片]"`` to keep the placeholder,
         or ``None`` to leave it to the next plugin.
+    """
+
+
+# -------------------------------------------------------------------------
+# Delivery: reading the answer and sending it
+# -------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def read_model_answer(
+    text: str, shape: ReplyShape, system_prompt: str, config: Config
+) -> ModelAnswer | None:
+    """Read the model's raw answer into the bubbles to send, a sticker intent, or silence.
+
+    Runs once per turn that went to the model, after the provider answered and before anything is
+    sent. The built-in implementation (``trylast``) applies the contract section ``reply_shape``
+    states (:func:`framework.read_model_answer_default`, ``docs/delivery.md``): ``PASS`` alone
+    is silence; Markdown, code fences, JSON wrappers and stage directions are removed; one bubble a
+    line, at most ``shape.max_bubbles``, each at most ``shape.max_chars``; the final ``[表情：…]``
+    line is the sticker intent; an answer that repeats the prompt is not sent.
+
+    Stops at first non-None result.
+
+    :param text: the model's answer, as returned.
+    :param shape: this turn's reply shape.
+    :param system_prompt: the instructions the model saw, for the leak guard.
+    :param config: the deployment's settings (``[delivery] sticker``).
+    :returns: a :class:`framework.ModelAnswer`, or ``None`` to let the next implementation read it.
+    """
+
+
+@hookspec(firstresult=True)
+def choose_sticker(
+    intent: str, bot_id: str, group_id: str | None, config: Config
+) -> Segment | None:
+    """Turn the answer's sticker intent (``[表情：笑]`` gives ``"笑"``) into a segment to send.
+
+    Runs once per answer that carries a sticker intent, before its delivery is planned; the
+    segment goes out as the turn's last message. The built-in implementation (``trylast``) looks
+    the intent up in ``[delivery] faces`` and gives a ``face`` segment; with
+    ``[delivery] sticker = "drop"`` it gives nothing.
+
+    Stops at first non-None result.
+
+    :param intent: the sticker intent, as the model wrote it.
+    :param bot_id: the bot's account id.
+    :param group_id: the group's id; ``None`` for a private chat.
+    :param config: the deployment's settings (``[delivery]``).
+    :returns: a :class:`framework.Segment` (a ``face``, or any kind the platform adapter knows),
+        or ``None``: the sticker is dropped when no implementation gives one.
+    """
+
+
+@hookspec(firstresult=True)
+def send_message(message: OutgoingMessage, transport: Transport) -> Awaitable[SendReceipt] | None:
+    """Send one planned message through a platform connection.
+
+    Runs once per message of a delivery plan, in order, after the message's pause. An
+    implementation that does not speak ``transport.platform`` returns ``None`` at once (not an
+    awaitable that gives ``None``); one that does returns an awaitable (call an ``async def``
+    helper and return its coroutine). The built-in implementation (``trylast``) handles
+    ``"onebot.v11"``: it calls ``send_group_msg`` or ``send_private_msg`` with the message as a
+    segment array and reads the ``message_id`` of the result; a call that raises or gives no id is
+    a receipt with ``ok=False``, never an exception.
+
+    Stops at first non-None result.
+
+    :param message: the message: its segments, target and position in the plan.
+    :param transport: the connection, with its ``platform`` name and async ``call_api``.
+    :returns: an awaitable of a :class:`framework.SendReceipt`, or ``None`` when this plugin does
+        not handle ``transport.platform``.
     """

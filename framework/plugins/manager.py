@@ -60,6 +60,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "builtin_plugins.routing_rules",
     "builtin_plugins.phrase_pools",
     "builtin_plugins.session_summary",
+    "builtin_plugins.delivery",
 )
 
 log = logging.getLogger("promptweave.plugins")

@@ -1,4 +1,5 @@
-"""The records plugins give to the core through the ``register_*`` hooks (DESIGN.md §2).
+"""The records plugins give to the core through the ``register_*`` hooks
+(``docs/writing_plugins.md``).
 
 Every record is ``@attrs.frozen(kw_only=True)``: adding a field later never breaks a plugin.
 """
@@ -6,11 +7,14 @@ Every record is ``@attrs.frozen(kw_only=True)``: adding a field later never brea
 from __future__ import annotations
 
 import enum
+import random
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
+
+from framework._fields import str_tuple
 
 if TYPE_CHECKING:
     from framework.prompt.render_context import RenderContext
@@ -24,6 +28,8 @@ __all__ = [
     "RuleStage",
     "Section",
     "SectionOverride",
+    "Tool",
+    "ToolCallContext",
     "Volatility",
 ]
 
@@ -34,7 +40,8 @@ class Volatility(enum.StrEnum):
     """How often a section's text changes, least to most volatile.
 
     Sections are ordered so that less volatile ones come first: a provider's prompt cache can then
-    reuse the longest possible byte-identical prefix (seed 004, "段序按变化频率从低到高排布").
+    reuse the longest possible byte-identical prefix
+    (``docs/design.md#why-least-to-most-volatile``).
 
     - ``static``: depends only on the persona pack, the configuration, the bot and the group; the
       runtime renders it once per (bot, group) and reuses the text on later turns.
@@ -54,7 +61,8 @@ class Volatility(enum.StrEnum):
 
 
 class RuleStage(enum.StrEnum):
-    """The routing stage a :class:`DecisionRule` belongs to (seed 004, 入口路由)."""
+    """The routing stage a :class:`DecisionRule` belongs to
+    (``docs/design.md#the-routing-flow``)."""
 
     GATE = "gate"
     NECESSITY = "necessity"
@@ -173,7 +181,7 @@ def _phrase_tuple(value: Any) -> tuple[str, ...]:
 
 @attrs.frozen(kw_only=True)
 class PhrasePool:
-    """Short canned phrases for the low-engagement exit (seed 004, 低投入出口).
+    """Short canned phrases for the low-engagement exit (``docs/design.md#low-engagement-exit``).
 
     :param name: unique pool name.
     :param phrases: the phrases it always offers.
@@ -208,3 +216,61 @@ class SectionOverride:
         if self.mode is OverrideMode.REPLACE:
             return self.content
         return "\n\n".join(part.strip() for part in (text, self.content) if part.strip())
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallContext:
+    """Who is asking for a tool, where: what a tool's permission predicate and its call receive.
+
+    :param bot_id: the bot's account id.
+    :param group_id: the group's id; ``None`` for a private chat.
+    :param user_id: the speaker's account id.
+    :param sender_role: the speaker's role in the group as the platform reports it: ``owner``,
+        ``admin`` or ``member`` (``member`` when unknown; a private chat reports ``member``).
+    :param text: the text of the message that asked.
+    :param rng: the runtime's random source (seeded in a replay, so a dice roll repeats).
+    :param stores: the runtime's :class:`framework.Stores`, for tools that read what the bot
+        knows (``None`` outside a runtime).
+    """
+
+    bot_id: str
+    group_id: str | None
+    user_id: str
+    sender_role: str = "member"
+    text: str = ""
+    rng: random.Random = attrs.field(factory=random.Random, eq=False, repr=False)
+    stores: Any = attrs.field(default=None, eq=False, repr=False)
+
+
+def _everyone(_context: ToolCallContext) -> bool:
+    return True
+
+
+def _json_schema(_instance: Any, _attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, Mapping) or value.get("type") != "object":
+        raise ValueError("tool parameters must be a JSON schema object: {'type': 'object', ...}")
+
+
+@attrs.frozen(kw_only=True)
+class Tool:
+    """A tool the model may call on a ``tool`` turn (``docs/bot.md``, "Tools").
+
+    :param name: unique tool name, offered to the model as the function's name.
+    :param description: what the tool does, for the model.
+    :param parameters: the JSON schema of its arguments (an ``object`` schema).
+    :param call: ``call(arguments, context)`` returns the result text (or an awaitable of it);
+        ``arguments`` is the decoded JSON object the model sent, ``context`` a
+        :class:`ToolCallContext`. A call that raises or outlasts ``[loop] tool_timeout_s`` is
+        answered to the model as failed.
+    :param permitted: ``permitted(context) -> bool``: may this speaker use the tool here? A refused
+        call is answered to the model as refused. Everyone may, by default.
+    :param intent_words: words that make an addressed message *require* this tool (the routing's
+        ``tool_intent``), so the turn is decided ``tool`` when the speaker is permitted.
+    """
+
+    name: str = attrs.field(validator=_check_id("tool"))
+    description: str
+    parameters: Mapping[str, Any] = attrs.field(validator=_json_schema)
+    call: Callable[..., Any]
+    permitted: Callable[[ToolCallContext], bool] = _everyone
+    intent_words: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)

@@ -16,7 +16,14 @@ import attrs
 import pluggy
 
 from framework.errors import DuplicateRegistrationError, PlacementError
-from framework.plugins.records import DecisionRule, PhrasePool, Retriever, RuleStage, Section
+from framework.plugins.records import (
+    DecisionRule,
+    PhrasePool,
+    Retriever,
+    RuleStage,
+    Section,
+    Tool,
+)
 
 __all__ = ["Registered", "Registries", "collect_registries", "order_sections"]
 
@@ -41,6 +48,7 @@ class Registries:
     decision_rules: dict[str, Registered[DecisionRule]]
     pools: dict[str, Registered[PhrasePool]]
     persona_packs: dict[str, Registered[Path]]
+    tools: dict[str, Registered[Tool]] = attrs.field(factory=dict)
 
     def rules_for(self, stage: RuleStage | str) -> tuple[Registered[DecisionRule], ...]:
         """The rules of one stage, by ascending ``order``, registration order breaking ties."""
@@ -85,7 +93,7 @@ def _collect_named(
     pm: pluggy.PluginManager,
     hook_name: str,
     kind: str,
-    record: type[Retriever] | type[PhrasePool],
+    record: type[Retriever] | type[PhrasePool] | type[Tool],
 ) -> dict[str, Registered[Any]]:
     collected: dict[str, Registered[Any]] = {}
     for plugin_name, caller in _per_plugin(pm, hook_name):
@@ -223,6 +231,7 @@ def collect_registries(pm: pluggy.PluginManager) -> Registries:
         decision_rules=_collect_rules(pm),
         pools=_collect_named(pm, "register_low_engagement_pools", "phrase pool", PhrasePool),
         persona_packs=_collect_named_packs(pm),
+        tools=_collect_named(pm, "register_tools", "tool", Tool),
     )
 
 

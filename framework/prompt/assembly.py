@@ -1,9 +1,10 @@
 """Section assembly: render, override, sanitize, skip empty and duplicate blocks, join.
 
-DESIGN.md §3: sections render in their effective order; an override (per bot and group, never in
-a private chat) may replace, extend or disable one; each block is sanitized and capped; empty
-blocks and exact duplicates of an earlier one are skipped; the rest are joined with a blank line.
-A section whose ``render`` raises is left out and traced, unless the assembler is strict.
+``docs/design.md#assembly`` and ``docs/sections.md``: sections render in their effective order; an
+override (per bot and group, never in a private chat) may replace, extend or disable one; each block
+is sanitized and capped; empty blocks and exact duplicates of an earlier one are skipped; the rest
+are joined with a blank line. A section whose ``render`` raises is left out and traced, unless the
+assembler is strict.
 """
 
 from __future__ import annotations

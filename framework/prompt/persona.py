@@ -89,9 +89,9 @@ class Labels:
 class RelationshipTexts:
     """Section ``relationship``: what is said of the current speaker when nothing is known.
 
-    :param fallback: the one line shown in a group chat, on a turn that may read persistent
-        memory, when the speaker has no fact, no guidance and an affinity of 0 (seed 004,
-        上下文装配顺序: ``include_fallback``); ``""`` shows nothing then.
+    :param fallback: the one line shown in a group chat, on a turn that may read persistent memory,
+        when the speaker has no fact, no guidance and an affinity of 0
+        (``docs/design.md#retrieval-order``, ``include_fallback``); ``""`` shows nothing then.
     """
 
     fallback: str = ""

@@ -1,8 +1,9 @@
 """Text sanitizers for everything that lands in a system prompt.
 
-The rules are those of DESIGN.md §3: drop control characters except tab, LF and CR, drop zero-width
-and bidi marks, normalise CRLF/CR to LF, strip, cap. ``quote_user_text`` adds the one guarantee the
-seed's design relies on: text that came from a user can never forge a section header ``【…】``.
+The rules are those of ``docs/design.md#assembly``: drop control characters except tab, LF and CR,
+drop zero-width and bidi marks, normalise CRLF/CR to LF, strip, cap. ``quote_user_text`` adds the
+one guarantee the design relies on: text that came from a user can never forge a section header
+``【…】``.
 """
 
 from __future__ import annotations

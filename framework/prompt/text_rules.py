@@ -25,7 +25,8 @@ __all__ = [
 ]
 
 #: Regular expressions (case-insensitive) of likely prompt injection. ``{persona}`` stands for the
-#: persona's name, so "你现在是小织" is not an injection but "你现在是猫娘" is (seed 004, messages 序列).
+#: persona's name, so "你现在是小织" is not an injection but "你现在是猫娘" is
+#: (docs/design.md#the-message-sequence).
 INJECTION_PATTERNS: tuple[str, ...] = (
     r"ignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|preceding)\s+"
     r"(?:instructions?|prompts?|rules?|messages?)",
@@ -51,7 +52,7 @@ INJECTION_PATTERNS: tuple[str, ...] = (
 )
 
 #: Questions about what an image shows; when the current message carries an image and asks one,
-#: history images are not sent, so the model looks at the current image (seed 004, 识别问句).
+#: history images are not sent, so the model looks at the current image (docs/design.md#images).
 RECOGNITION_QUESTION_WORDS: tuple[str, ...] = (
     "这是谁",
     "这是什么",

@@ -43,8 +43,9 @@ def _label_for(path: tuple[str | int, ...], body: Mapping[str, Any]) -> str:
     if head in _MESSAGE_LISTS and len(path) > 1 and isinstance(path[1], int):
         index = path[1]
         item = body[str(head)][index]
-        role = item.get("role", "?") if isinstance(item, Mapping) else "?"
-        return f"message {index} ({role})"
+        # A Responses input item without a role (a function call, its output) is named by type.
+        kind = (item.get("role") or item.get("type", "?")) if isinstance(item, Mapping) else "?"
+        return f"message {index} ({kind})"
     if head == "system" and len(path) > 1:
         return f"system block {path[1]}"
     return str(head)

@@ -2,11 +2,14 @@
 
 :func:`build_provider_request` turns a :class:`framework.TurnContext` into the exact body of an
 OpenAI Chat Completions, OpenAI Responses or Anthropic Messages request; :func:`submit_request`
-hands it to the ``submit_request`` hook (offline by default).
+hands it to the ``submit_request`` hook and :func:`asubmit_request` to ``submit_request_async``
+(both offline by default).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
     from framework.runtime import Promptweave
     from framework.turn_context.context import TurnContext
 
-__all__ = ["build_provider_request", "submit_request"]
+__all__ = ["asubmit_request", "build_provider_request", "submit_request"]
 
 log = logging.getLogger("promptweave")
 
@@ -104,6 +107,10 @@ def build_provider_request(
     body, labels = _BUILDERS[spec.api](
         wire_system(context), messages, model=spec.model, max_tokens=spec.max_tokens
     )
+    if spec.prompt_cache_key and spec.api.takes_prompt_cache_key and context.prompt_cache_key:
+        # Last in the body: the key is the same on every turn of a group, so it never shortens
+        # the byte-identical prefix; the provider routes the request by it, it is not prompt text.
+        body["prompt_cache_key"] = context.prompt_cache_key
     segments = tuple(labelled_segments(body, labels))
     body_bytes = canonical_json(body).encode()
     previous = (
@@ -135,25 +142,74 @@ def build_provider_request(
         prefix=prefix,
         trace=trace,
         stage_durations_ms={"request": elapsed_ms(start), **durations},
+        text_labels=labels,
     )
+
+
+def _settled(result: object, hook: str) -> SubmitResult:
+    if result is None:
+        return SubmitResult(sent=False, status="offline", detail=f"no {hook} implementation")
+    if not isinstance(result, SubmitResult):
+        log.error("%s returned %s, not a SubmitResult", hook, type(result).__name__)
+        return SubmitResult(
+            sent=False,
+            status="error",
+            detail=f"{hook} returned {type(result).__name__}, not a SubmitResult",
+        )
+    return result
+
+
+def _failed(exc: Exception, hook: str) -> SubmitResult:
+    log.error("%s raised", hook, exc_info=exc)
+    return SubmitResult(sent=False, status="error", detail=f"{type(exc).__name__}: {exc}")
 
 
 def submit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResult:
     """Send ``request`` through the ``submit_request`` hook.
 
-    A raising implementation gives an ``error`` result rather than an exception, so one failed
-    call never takes the bot down.
+    A raising implementation gives an ``error`` result rather than an exception (it is logged),
+    so one failed call never takes the bot down; so does one that returns something other than
+    a :class:`SubmitResult`.
     """
     start = time.perf_counter()
     try:
-        result = runtime.plugins.pm.hook.submit_request(request=request, config=runtime.config)
+        answer = runtime.plugins.pm.hook.submit_request(request=request, config=runtime.config)
     except Exception as exc:
-        log.exception("submit_request raised")
-        result = SubmitResult(sent=False, status="error", detail=f"{type(exc).__name__}: {exc}")
-    if result is None:
-        result = SubmitResult(
-            sent=False, status="offline", detail="no submit_request implementation"
-        )
+        result = _failed(exc, "submit_request")
+    else:
+        result = _settled(answer, "submit_request")
     submitted: SubmitResult = attrs.evolve(result, duration_ms=elapsed_ms(start))
     stage_log.debug("submit_request: %.3f ms (%s)", submitted.duration_ms, submitted.status)
+    return submitted
+
+
+async def asubmit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResult:
+    """Send ``request`` through the ``submit_request_async`` hook, without blocking the loop.
+
+    When no implementation takes the request (every one returned ``None``), the
+    ``submit_request`` hook answers instead, in a worker thread: a client that only speaks the
+    synchronous hook still works, and with no client at all the result is the offline default.
+    As :func:`submit_request`, a raising implementation (or one whose coroutine raises) gives a
+    logged ``error`` result, never an exception; cancelling the caller cancels the request.
+    """
+    start = time.perf_counter()
+    hook = runtime.plugins.pm.hook
+    name = "submit_request_async"
+    try:
+        pending = hook.submit_request_async(request=request, config=runtime.config)
+        if pending is None:
+            name = "submit_request"
+            answer = await asyncio.to_thread(
+                hook.submit_request, request=request, config=runtime.config
+            )
+        elif inspect.isawaitable(pending):
+            answer = await pending
+        else:
+            answer = pending
+    except Exception as exc:
+        result = _failed(exc, name)
+    else:
+        result = _settled(answer, name)
+    submitted: SubmitResult = attrs.evolve(result, duration_ms=elapsed_ms(start))
+    stage_log.debug("asubmit_request: %.3f ms (%s)", submitted.duration_ms, submitted.status)
     return submitted

@@ -30,7 +30,7 @@ __all__ = [
     "wire_system",
 ]
 
-#: The text of the user message that carries the timeline's images (seed 004, vision_messages).
+#: The text of the user message that carries the timeline's images (docs/design.md#images).
 TIMELINE_IMAGES_TEXT = "以下是刚才群聊里出现的图片，按时间顺序排列，仅作群聊上下文参考："
 
 

@@ -78,7 +78,7 @@ class RetrievalQuery:
         allow_persistent_memory: bool | None = None,
     ) -> RetrievalQuery:
         """The query of ``turn``; ``allow_persistent_memory`` defaults to the decision's memory
-        policy (:func:`framework.routing.allows_persistent_memory`)."""
+        policy (:func:`framework.allows_persistent_memory`)."""
         if allow_persistent_memory is None:
             allow_persistent_memory = allows_persistent_memory(decision)
         return cls(

@@ -1,9 +1,9 @@
 """Run a turn's retrievers concurrently, each within its timeout, and trace what each did.
 
-Seed 004, 上下文装配顺序: every retrieval step records its duration and a trace. Async retrievers
-run on the event loop; sync ones in a worker thread (like :func:`asyncio.to_thread`, but on the
-runner's own pool, so a sync retriever that hangs past its timeout never holds up the turn or the
-shutdown of the event loop). A retriever that raises or times out contributes nothing; the trace
+``docs/design.md#retrieval-order``: every retrieval step records its duration and a trace. Async
+retrievers run on the event loop; sync ones in a worker thread (like :func:`asyncio.to_thread`, but
+on the runner's own pool, so a sync retriever that hangs past its timeout never holds up the turn or
+the shutdown of the event loop). A retriever that raises or times out contributes nothing; the trace
 says why and the turn goes on.
 """
 

@@ -1,6 +1,6 @@
 """Turn routing: gates, reply necessity, decision rules, quoting and the low-engagement exit.
 
-Seed 004, 入口路由 (``docs/routing.md``). The rules themselves are plugins
+``docs/design.md#the-routing-flow`` and ``docs/routing.md``. The rules themselves are plugins
 (``builtin_plugins/routing_rules.py``, ``builtin_plugins/phrase_pools.py``); this package runs
 them, reads the message's signals, and resolves the memory policy, turn policy and reply shape.
 """

@@ -1,9 +1,9 @@
 """The low-engagement exit: a short canned phrase instead of silence, without the LLM.
 
-Seed 004, 低投入出口: a PASS that was not addressed to the bot, or a necessity skip of a
-high-frequency short reaction, rolls against a probability that falls as the bot has been more
-present; on a hit, a phrase of at most 12 characters comes from the registered pools. Emotion words
-select the tangent pools; the group's last phrase is never repeated right away.
+``docs/design.md#low-engagement-exit``: a PASS that was not addressed to the bot, or a necessity
+skip of a high-frequency short reaction, rolls against a probability that falls as the bot has been
+more present; on a hit, a phrase of at most 12 characters comes from the registered pools. Emotion
+words select the tangent pools; the group's last phrase is never repeated right away.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The memory policy of a turn (seed 004, 短社交话的上下文裁剪).
+"""The memory policy of a turn (``docs/design.md#short-social-turns``).
 
 Short social turns (greetings, nicknames, teasing, a short sigh: at most 24 characters with no
 question or request) read no persistent memory, relationship notes, person facts or old topics;
@@ -19,9 +19,9 @@ __all__ = [
     "memory_policy_for",
 ]
 
-#: The sections of persistent memory, empty on a short social turn (seed 004, 短社交话的上下文裁剪):
-#: memory, relationship, person facts and old topics. Sections fed by a retriever registered with
-#: ``persistent=True`` count too.
+#: The sections of persistent memory, empty on a short social turn
+#: (docs/design.md#short-social-turns): memory, relationship, person facts and old topics. Sections
+#: fed by a retriever registered with ``persistent=True`` count too.
 PERSISTENT_MEMORY_SECTIONS = frozenset({"memory", "relationship", "person_facts", "mid_term"})
 
 #: Social actions that make a reply a short social turn whatever its text.
@@ -37,7 +37,8 @@ def memory_policy_for(decision: Decision, signals: MessageSignals, turn: Turn) -
     )
     if not short:
         return MemoryPolicy()
-    # The bot just answered this user: the exchange itself is the context (seed 004).
+    # The bot just answered this user: the exchange itself is the context
+    # (docs/design.md#short-social-turns).
     in_exchange = signals.addressed and (
         signals.back_and_forth or bool(turn.history and turn.history[-1].role == "assistant")
     )

@@ -1,4 +1,4 @@
-"""Native quoting (seed 004, 引用的原生引用).
+"""Native quoting (``docs/design.md#quoting``).
 
 A reply to one of the group's recent candidates may be delivered quoting it, when the group's
 throttle allows: 120 s since the last *delivered* quote, then a 0.25 draw. At delivery the target

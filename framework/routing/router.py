@@ -1,4 +1,5 @@
-"""The router: gates, then reply necessity, then the decide rules (seed 004, 入口路由).
+"""The router: gates, then reply necessity, then the decide rules
+(``docs/design.md#the-routing-flow``).
 
 Every stage is made of :class:`framework.DecisionRule` contributions; this module only runs them
 in order, applies what they ask of the routing state, and completes the decision with the memory
@@ -53,7 +54,7 @@ DEFAULT_DECISION = Decision(
     source="default",
     reason="no_rule_matched",
 )
-#: Recent bot replies are counted up to this (seed 004: 0–6).
+#: Recent bot replies are counted up to this (docs/design.md#reply-necessity: 0–6).
 BOT_REPLIES_CAP = 6
 #: With no bot message in the group window, the user's last turns with the bot are counted.
 HISTORY_FALLBACK = 6
@@ -234,7 +235,8 @@ class Router:
             return self._rules(context, notes)
         hints = context.turn.route_hints
         if hints.tool_intent and hints.tools_permitted:
-            # A required tool needs no model to decide (seed 004: TOOL needs only permission).
+            # A required tool needs no model to decide (docs/design.md#decide-rules: TOOL needs only
+            # permission).
             return Decision(action=TurnAction.TOOL, reason="required_tool_intent")
         try:
             raw = self.model_hook(context=context)

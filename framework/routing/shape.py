@@ -1,4 +1,5 @@
-"""Turn policy and reply shape resolution (seed 004, 本轮策略 and 回复形状; sections 12 and 13).
+"""Turn policy and reply shape resolution (sections 12 and 13,
+``docs/design.md#the-reply-contract``).
 
 The router resolves both for every turn; the runtime uses them whenever the turn does not bring
 its own. Casual replies follow the group's rhythm profile; randomness comes from the runtime's

@@ -135,7 +135,7 @@ class MessageSignals:
         """Read the signals of ``turn``'s message."""
         bot = turn.bot
         # Routing reads the head of a message: what decides it is there, and word lists over a
-        # megabyte of text would only cost time (seed 004's decision input holds 4000).
+        # megabyte of text would only cost time (the reference bot's decision input holds 4000).
         message = turn.message
         if len(message.text) > ROUTING_TEXT_CHARS:
             message = attrs.evolve(message, text=message.text[:ROUTING_TEXT_CHARS])

@@ -1,4 +1,5 @@
-"""Word lists and text predicates of routing, kept as data (seed 004, 入口路由 and 低投入出口).
+"""Word lists and text predicates of routing, kept as data (``docs/design.md#the-routing-flow`` and
+``docs/design.md#low-engagement-exit``).
 
 Every predicate takes the *focus text*: the message with the bot's own @-mentions and CQ codes
 removed (:func:`focus_text`). The lists are plain tuples so a plugin can read, extend or replace
@@ -272,8 +273,8 @@ def is_deictic_question(text: str) -> bool:
     return bool(_DEICTIC.match(_strip_tail(text)))
 
 
-#: Insults and swearing: a learned reply containing one never enters a phrase pool (seed 004,
-#: 脏样本不进池), however often the group says it.
+#: Insults and swearing: a learned reply containing one never enters a phrase pool
+#: (docs/design.md#low-engagement-exit, 脏样本不进池), however often the group says it.
 ABUSIVE_WORDS: tuple[str, ...] = (
     "傻逼", "煞笔", "沙比", "傻b", "sb", "妈的", "他妈", "tmd", "你妈", "尼玛", "cnm", "nmsl",
     "草泥马", "操你", "滚", "智障", "脑残", "弱智", "废物", "去死", "贱", "狗东西",

@@ -66,7 +66,7 @@ def _search(
 
 @attrs.define
 class InMemoryRetrievalStore:
-    """Retrieval data held in this process (see :class:`framework.store.RetrievalStore`)."""
+    """Retrieval data held in this process (see :class:`framework.RetrievalStore`)."""
 
     _state: _State = attrs.field(factory=_State, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)

@@ -74,7 +74,7 @@ def _rank(
 
 @attrs.define
 class SQLiteRetrievalStore:
-    """Retrieval data in the shared SQLite database (see :class:`framework.store.RetrievalStore`)."""
+    """Retrieval data in the shared SQLite database (see :class:`framework.RetrievalStore`)."""
 
     database: SQLiteDatabase
     _ready: bool = attrs.field(default=False, init=False)

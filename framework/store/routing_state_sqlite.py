@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,8 @@ from framework.store.routing_state import (
     GroupMute,
     QuoteCandidate,
     RoutingState,
+    candidates_after,
+    kept_messages_after,
 )
 from framework.store.sqlite import Migration, SQLiteDatabase
 from framework.turn import ChatMessage
@@ -103,9 +106,26 @@ def _message(payload: str) -> ChatMessage:
     return ChatMessage(**data)
 
 
+def _replace_rows(
+    connection: sqlite3.Connection,
+    table: str,
+    columns: tuple[str, ...],
+    scope: tuple[str, str],
+    rows: Sequence[tuple[Any, ...]],
+) -> None:
+    """Make ``rows`` (the values of ``columns``) the (bot, group)'s rows of a per-group list in
+    ``table``, in order: ``seq`` keeps it."""
+    connection.execute(f"DELETE FROM {table} WHERE bot_id = ? AND group_id = ?", scope)
+    names = ", ".join(("bot_id", "group_id", *columns))
+    marks = ", ".join("?" * (len(scope) + len(columns)))
+    connection.executemany(
+        f"INSERT INTO {table} ({names}) VALUES ({marks})", [(*scope, *row) for row in rows]
+    )
+
+
 @attrs.define
 class SQLiteRoutingState(RoutingState):
-    """Routing state in a :class:`framework.store.SQLiteDatabase`.
+    """Routing state in a :class:`framework.store.sqlite.SQLiteDatabase`.
 
     The tables are created on first use, so building a runtime never touches the file.
     """
@@ -174,25 +194,18 @@ class SQLiteRoutingState(RoutingState):
 
     def keep_message(self, bot_id: str, group_id: str, message: ChatMessage, limit: int) -> None:
         with self.database.transaction() as connection:
-            if message.id is not None:
-                known = connection.execute(
-                    "SELECT 1 FROM routing_kept_messages"
-                    " WHERE bot_id = ? AND group_id = ? AND message_id = ?",
-                    (bot_id, group_id, message.id),
-                ).fetchone()
-                if known:
-                    return
-            connection.execute(
-                "INSERT INTO routing_kept_messages (bot_id, group_id, message_id, payload)"
-                " VALUES (?, ?, ?, ?)",
-                (bot_id, group_id, message.id, _message_payload(message)),
-            )
-            connection.execute(
-                "DELETE FROM routing_kept_messages WHERE bot_id = ? AND group_id = ? AND seq NOT IN"
-                " (SELECT seq FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?"
-                "  ORDER BY seq DESC LIMIT ?)",
-                (bot_id, group_id, bot_id, group_id, limit),
-            )
+            kept = [
+                _message(row["payload"]) for row in self._kept_rows(connection, bot_id, group_id)
+            ]
+            after = kept_messages_after(kept, message, limit)
+            if after != kept:
+                _replace_rows(
+                    connection,
+                    "routing_kept_messages",
+                    ("message_id", "payload"),
+                    (bot_id, group_id),
+                    [(m.id, _message_payload(m)) for m in after],
+                )
 
     def take_kept_messages(self, bot_id: str, group_id: str) -> tuple[ChatMessage, ...]:
         # Most turns find nothing kept: look before taking the write lock.
@@ -207,63 +220,49 @@ class SQLiteRoutingState(RoutingState):
         if anything is None:
             return ()
         with self.database.transaction() as connection:
-            rows = connection.execute(
-                "SELECT payload FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?"
-                " ORDER BY seq",
-                (bot_id, group_id),
-            ).fetchall()
+            rows = self._kept_rows(connection, bot_id, group_id)
             connection.execute(
                 "DELETE FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?",
                 (bot_id, group_id),
             )
         return tuple(_message(row["payload"]) for row in rows)
 
+    @staticmethod
+    def _kept_rows(connection: sqlite3.Connection, bot_id: str, group_id: str) -> list[sqlite3.Row]:
+        return connection.execute(
+            "SELECT payload FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?"
+            " ORDER BY seq",
+            (bot_id, group_id),
+        ).fetchall()
+
     def record_candidates(
         self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
     ) -> None:
-        if not candidates:
-            return
         with self.database.transaction() as connection:
-            newest = connection.execute(
-                "SELECT MAX(time) FROM routing_candidates WHERE bot_id = ? AND group_id = ?",
-                (bot_id, group_id),
-            ).fetchone()[0]
-            for candidate in candidates:
-                at = _epoch(candidate.time)
-                if newest is not None and at < newest:
-                    continue
-                newest = at if newest is None else max(newest, at)
-                connection.execute(
-                    "INSERT OR IGNORE INTO routing_candidates"
-                    " (bot_id, group_id, message_id, sender_id, text, time)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        bot_id,
-                        group_id,
-                        candidate.message_id,
-                        candidate.sender_id,
-                        candidate.text,
-                        _epoch(candidate.time),
-                    ),
+            kept = self._candidates(connection, bot_id, group_id)
+            after = candidates_after(kept, candidates, limit)
+            if after != kept:
+                _replace_rows(
+                    connection,
+                    "routing_candidates",
+                    ("message_id", "sender_id", "text", "time"),
+                    (bot_id, group_id),
+                    [(c.message_id, c.sender_id, c.text, _epoch(c.time)) for c in after],
                 )
-            connection.execute(
-                "DELETE FROM routing_candidates WHERE bot_id = ? AND group_id = ? AND seq NOT IN"
-                " (SELECT seq FROM routing_candidates WHERE bot_id = ? AND group_id = ?"
-                "  ORDER BY seq DESC LIMIT ?)",
-                (bot_id, group_id, bot_id, group_id, limit),
-            )
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
-        rows = (
-            self.database.connection()
-            .execute(
-                "SELECT message_id, sender_id, text, time FROM routing_candidates"
-                " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
-                (bot_id, group_id),
-            )
-            .fetchall()
-        )
-        return tuple(
+        return tuple(self._candidates(self.database.connection(), bot_id, group_id))
+
+    @staticmethod
+    def _candidates(
+        connection: sqlite3.Connection, bot_id: str, group_id: str
+    ) -> list[QuoteCandidate]:
+        rows = connection.execute(
+            "SELECT message_id, sender_id, text, time FROM routing_candidates"
+            " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
+            (bot_id, group_id),
+        ).fetchall()
+        return [
             QuoteCandidate(
                 message_id=row["message_id"],
                 sender_id=row["sender_id"],
@@ -271,7 +270,7 @@ class SQLiteRoutingState(RoutingState):
                 time=dt.datetime.fromtimestamp(row["time"], dt.UTC),
             )
             for row in rows
-        )
+        ]
 
     def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
         return _time(self._get(bot_id, group_id, "last_quote_at"))

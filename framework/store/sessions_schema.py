@@ -1,7 +1,7 @@
 """The SQLite schema of component ``sessions`` (``docs/store.md``), as versioned migrations.
 
-A schema change is a new :class:`framework.store.Migration` with the next version, never an edit of
-an applied one.
+A schema change is a new :class:`framework.store.sqlite.Migration` with the next version, never an
+edit of an applied one.
 """
 
 from __future__ import annotations
@@ -101,5 +101,11 @@ SESSION_MIGRATIONS = (
             ON feedback_phrases (bot_id, group_id, outcome_id, phrase);
         CREATE INDEX feedback_phrases_scope ON feedback_phrases (bot_id, group_id, seq);
         """,
+    ),
+    Migration(
+        component="sessions",
+        version=2,
+        # What the provider reported for a delivered answer (the live loop's usage), as JSON.
+        sql="ALTER TABLE session_turns ADD COLUMN usage TEXT;",
     ),
 )

@@ -1,7 +1,7 @@
 """The SQLite implementations of the conversational stores (component ``sessions``).
 
-All tables live in the shared :class:`framework.store.SQLiteDatabase`. Times are stored as UTC
-epoch seconds plus the original UTC offset, so they sort correctly and read back as they were
+All tables live in the shared :class:`framework.store.sqlite.SQLiteDatabase`. Times are stored as
+UTC epoch seconds plus the original UTC offset, so they sort correctly and read back as they were
 written. Every window read is an index range scan that stops after ``limit`` rows, so its cost does
 not grow with the table (``benchmarks/bench_store.py``). Schema: ``docs/store.md``.
 """
@@ -18,17 +18,26 @@ from typing import Any
 import attrs
 
 from framework.store.sessions import (
+    BOT_REPLY_MAX_ENTRIES,
+    BOT_REPLY_TEXT_CHARS,
+    BOT_REPLY_TTL_S,
+    FEEDBACK_MAX_PHRASES,
     GROUP_LOG_MAX_PER_GROUP,
     SessionSummary,
     SessionTurn,
     TurnKind,
+    bot_reply_entry,
+    compaction_due,
+    feedback_phrases,
+    group_scope,
+    newest_phrases,
+    summary_row,
 )
 from framework.store.sessions_schema import SESSION_MIGRATIONS
 from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
 from framework.turn import ChatMessage
 
 __all__ = [
-    "FEEDBACK_MAX_PHRASES",
     "SESSION_MIGRATIONS",
     "SQLiteBotReplyContext",
     "SQLiteFeedbackLedger",
@@ -36,9 +45,6 @@ __all__ = [
     "SQLiteSessionStore",
     "SQLiteSummaryStore",
 ]
-
-#: The most phrases the ledger applies per (bot, group), newest first (seed 004 ledger caps).
-FEEDBACK_MAX_PHRASES = 32
 
 
 def _stamp(value: dt.datetime) -> tuple[float, int]:
@@ -96,6 +102,7 @@ def _turn(row: sqlite3.Row) -> SessionTurn:
         reply_to=row["reply_to"],
         images=_images(row["images"]),
         time=_time(row["time"], row["utc_offset"]),
+        usage=json.loads(row["usage"]) if row["usage"] else None,
         key=row["seq"],
     )
 
@@ -185,25 +192,7 @@ class SQLiteSessionStore:
         scopes: set[tuple[str, str, str]] = set()
         with _write(self.database) as connection:
             for turn in turns:
-                stamp, offset = _stamp(turn.time)
-                cursor = connection.execute(
-                    "INSERT OR IGNORE INTO session_turns (bot_id, group_id, user_id, role, kind,"
-                    " content, message_id, reply_to, images, time, utc_offset)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        turn.bot_id,
-                        turn.group_id,
-                        turn.user_id,
-                        turn.role,
-                        turn.kind.value,
-                        turn.content,
-                        turn.message_id,
-                        turn.reply_to,
-                        json.dumps(list(turn.images)),
-                        stamp,
-                        offset,
-                    ),
-                )
+                cursor = _insert_turn(connection, turn)
                 if cursor.rowcount > 0 and cursor.lastrowid is not None:
                     added.append(cursor.lastrowid)
                 scopes.add((turn.bot_id, turn.group_id, turn.user_id))
@@ -234,13 +223,7 @@ class SQLiteSessionStore:
         limit: int,
         since: dt.datetime | None = None,
     ) -> list[SessionTurn]:
-        rows = _read(
-            self.database,
-            "SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND user_id = ?"
-            " AND time <= ? AND time >= ? ORDER BY time DESC, seq DESC LIMIT ?",
-            (bot_id, group_id, user_id, until.timestamp(), _since(since), limit),
-        )
-        return [_turn(row) for row in reversed(rows)]
+        return self._window("user_id = ?", (bot_id, group_id, user_id), until, since, limit)
 
     def latest_summary(
         self, bot_id: str, group_id: str, user_id: str, *, until: dt.datetime
@@ -262,11 +245,24 @@ class SQLiteSessionStore:
         limit: int,
         since: dt.datetime | None = None,
     ) -> list[SessionTurn]:
+        return self._window("kind = 'turn'", (bot_id, group_id), until, since, limit)
+
+    def _window(
+        self,
+        condition: str,
+        scope: tuple[str, ...],
+        until: dt.datetime,
+        since: dt.datetime | None,
+        limit: int,
+    ) -> list[SessionTurn]:
+        """The newest ``limit`` rows of ``(bot_id, group_id, *condition)`` in ``[since, until]``,
+        oldest first: a backward range scan of index ``session_turns_user`` or
+        ``session_turns_group``."""
         rows = _read(
             self.database,
-            "SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND kind = 'turn'"
+            f"SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND {condition}"
             " AND time <= ? AND time >= ? ORDER BY time DESC, seq DESC LIMIT ?",
-            (bot_id, group_id, until.timestamp(), _since(since), limit),
+            (*scope, until.timestamp(), _since(since), limit),
         )
         return [_turn(row) for row in reversed(rows)]
 
@@ -280,7 +276,7 @@ class SQLiteSessionStore:
                 " WHERE bot_id = ? AND group_id = ? AND user_id = ?",
                 (bot_id, group_id, user_id),
             ).fetchone()
-            if row is not None and stamp - row["started"] < cooldown_s:
+            if row is not None and not compaction_due(row["started"], now, cooldown_s):
                 return False
             connection.execute(
                 "INSERT INTO session_compactions (bot_id, group_id, user_id, started)"
@@ -299,7 +295,6 @@ class SQLiteSessionStore:
         remove: Sequence[int],
         summary: SessionTurn,
     ) -> bool:
-        stamp, offset = _stamp(summary.time)
         with _write(self.database) as connection:
             removed = 0
             for key in remove:
@@ -310,12 +305,33 @@ class SQLiteSessionStore:
                 ).rowcount
             if removed == 0:
                 return False
-            connection.execute(
-                "INSERT INTO session_turns (bot_id, group_id, user_id, role, kind, content,"
-                " images, time, utc_offset) VALUES (?, ?, ?, 'user', 'summary', ?, '[]', ?, ?)",
-                (bot_id, group_id, user_id, summary.content, stamp, offset),
-            )
+            _insert_turn(connection, summary_row(bot_id, group_id, user_id, summary))
         return True
+
+
+def _insert_turn(connection: sqlite3.Connection, turn: SessionTurn) -> sqlite3.Cursor:
+    """Insert one session row; one with the (scope, role, message id) of a stored row is
+    ignored (``cursor.rowcount`` is then 0)."""
+    stamp, offset = _stamp(turn.time)
+    return connection.execute(
+        "INSERT OR IGNORE INTO session_turns (bot_id, group_id, user_id, role, kind,"
+        " content, message_id, reply_to, images, time, utc_offset, usage)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            turn.bot_id,
+            turn.group_id,
+            turn.user_id,
+            turn.role,
+            turn.kind.value,
+            turn.content,
+            turn.message_id,
+            turn.reply_to,
+            json.dumps(list(turn.images)),
+            stamp,
+            offset,
+            None if turn.usage is None else json.dumps(dict(turn.usage)),
+        ),
+    )
 
 
 def _since(since: dt.datetime | None) -> float:
@@ -353,13 +369,13 @@ class SQLiteSummaryStore:
                 "SELECT * FROM session_summaries WHERE bot_id = ? AND group_id = ?"
                 " ORDER BY created DESC, id DESC LIMIT ?"
             )
-            params: tuple[Any, ...] = (bot_id, group_id or "", limit)
+            params: tuple[Any, ...] = (bot_id, group_scope(group_id), limit)
         else:
             sql = (
                 "SELECT * FROM session_summaries WHERE bot_id = ? AND group_id = ?"
                 " AND user_id = ? ORDER BY created DESC, id DESC LIMIT ?"
             )
-            params = (bot_id, group_id or "", user_id, limit)
+            params = (bot_id, group_scope(group_id), user_id, limit)
         return [
             SessionSummary(
                 bot_id=row["bot_id"],
@@ -386,24 +402,28 @@ class SQLiteBotReplyContext:
     """
 
     database: SQLiteDatabase
-    ttl_s: float = 600.0
-    max_entries: int = 512
-    text_chars: int = 500
+    ttl_s: float = BOT_REPLY_TTL_S
+    max_entries: int = BOT_REPLY_MAX_ENTRIES
+    text_chars: int = BOT_REPLY_TEXT_CHARS
     refresh_on_lookup: bool = True
 
     def remember(
         self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
     ) -> None:
-        text = text.strip()[: self.text_chars]
-        if not message_id or not text:
+        entry = bot_reply_entry(
+            message_id, text, now=now, ttl_s=self.ttl_s, text_chars=self.text_chars
+        )
+        if entry is None:
             return
-        stamp = now.timestamp()
+        text, expires = entry
         with _write(self.database) as connection:
-            connection.execute("DELETE FROM bot_reply_context WHERE expires <= ?", (stamp,))
+            connection.execute(
+                "DELETE FROM bot_reply_context WHERE expires <= ?", (now.timestamp(),)
+            )
             connection.execute(
                 "INSERT OR REPLACE INTO bot_reply_context (group_id, bot_id, message_id, text,"
                 " expires) VALUES (?, ?, ?, ?, ?)",
-                (group_id, bot_id, message_id, text, stamp + self.ttl_s),
+                (group_id, bot_id, message_id, text, expires),
             )
             connection.execute(
                 "DELETE FROM bot_reply_context WHERE seq <= (SELECT seq FROM bot_reply_context"
@@ -451,7 +471,7 @@ class SQLiteFeedbackLedger:
     ) -> int:
         added = 0
         with _write(self.database) as connection:
-            for phrase in dict.fromkeys(p.strip() for p in phrases if p.strip()):
+            for phrase in feedback_phrases(phrases):
                 added += connection.execute(
                     "INSERT OR IGNORE INTO feedback_phrases (bot_id, group_id, outcome_id,"
                     " phrase, created) VALUES (?, ?, ?, ?, ?)",
@@ -473,4 +493,4 @@ class SQLiteFeedbackLedger:
             " ORDER BY seq DESC LIMIT ?",
             (bot_id, group_id, FEEDBACK_MAX_PHRASES * 4),
         )
-        return tuple(dict.fromkeys(str(row["phrase"]) for row in rows))[:FEEDBACK_MAX_PHRASES]
+        return newest_phrases(str(row["phrase"]) for row in rows)

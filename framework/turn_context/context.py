@@ -1,4 +1,5 @@
-"""The per-turn snapshot between an assembled turn and a provider request (seed 000).
+"""The per-turn snapshot between an assembled turn and a provider request
+(``docs/design.md#turn-context``).
 
 :func:`build_turn_context` runs once per turn, after :meth:`framework.Promptweave.render`. It
 decides which system prompt is active for the conversation (built once and reused byte for byte,
@@ -22,7 +23,11 @@ import attrs
 
 from framework.conversation.images import vision_image_urls
 from framework.conversation.sequence import PromptMessage, format_user_turn
-from framework.conversation.state import ActiveSystemPrompt, conversation_key
+from framework.conversation.state import (
+    ActiveSystemPrompt,
+    conversation_key,
+    prompt_cache_key,
+)
 from framework.plugins.records import Volatility
 from framework.prompt.render_context import RenderContext
 from framework.prompt.sanitize import sanitize_block, strip_lone_surrogates
@@ -47,6 +52,7 @@ log = logging.getLogger("promptweave")
 
 #: Sections of these volatilities, at the front of the prompt, form the cached stable prefix.
 STABLE_VOLATILITIES = frozenset({Volatility.STATIC.value, Volatility.PROFILE.value})
+STATIC_ONLY = frozenset({Volatility.STATIC.value})
 SECTION_SEPARATOR = "\n\n"
 
 
@@ -55,6 +61,8 @@ class TurnContext:
     """Everything one turn sends, fixed before the first request.
 
     :param conversation_key: bot, group and speaker (:func:`framework.conversation_key`).
+    :param prompt_cache_key: the key the OpenAI formats send so that one group's turns share a
+        prompt cache (:func:`framework.prompt_cache_key`); ``""`` sends none.
     :param turn_id: ``<conversation key>:<task id>:<8 hex>``, unique per turn.
     :param task_id: the caller's task id, or a fresh one.
     :param user_message: the current user message's content, lone surrogates removed.
@@ -105,6 +113,7 @@ class TurnContext:
     )
     trace: Mapping[str, Any] = attrs.field(factory=dict)
     stage_durations_ms: Mapping[str, float] = attrs.field(factory=dict, eq=False)
+    prompt_cache_key: str = ""
 
     @property
     def system_prompt(self) -> str:
@@ -120,11 +129,12 @@ class TurnContext:
 
 
 def _split_sections(
-    sections: Sequence[RenderedSection],
+    sections: Sequence[RenderedSection], stable_volatilities: frozenset[str]
 ) -> tuple[list[RenderedSection], list[RenderedSection]]:
-    """The leading run of static/profile sections, and everything after the first other one."""
+    """The leading run of sections of ``stable_volatilities``, and everything after the first
+    other one."""
     shown = [s for s in sections if s.status == "rendered"]
-    cut = next((i for i, s in enumerate(shown) if s.volatility not in STABLE_VOLATILITIES), None)
+    cut = next((i for i, s in enumerate(shown) if s.volatility not in stable_volatilities), None)
     cut = len(shown) if cut is None else cut
     return shown[:cut], shown[cut:]
 
@@ -251,7 +261,12 @@ def build_turn_context(
         turn.message.text if persist_user_message is None else persist_user_message
     )
 
-    stable, tail = _split_sections(rendered.sections)
+    # With the turn part on the user message, the system prompt keeps the static sections alone:
+    # profile sections are recalled for each message, and would change it turn after turn.
+    stable, tail = _split_sections(
+        rendered.sections,
+        STATIC_ONLY if settings.turn_sections == "user" else STABLE_VOLATILITIES,
+    )
     fresh = _active_prompt(stable)
     active = state.system_prompts.get(key)
     if active is None:
@@ -366,6 +381,7 @@ def build_turn_context(
     }
     return TurnContext(
         conversation_key=key,
+        prompt_cache_key=prompt_cache_key(turn),
         turn_id=turn_id,
         task_id=task,
         user_message=user_message,

@@ -1,5 +1,6 @@
 """Compression safety before a request: the size gate, the progress rule, re-anchoring
-(seed 000, 压缩进度估计 and 边界与失败).
+(``docs/design.md#preflight-estimate``, ``docs/design.md#re-anchoring-after-compression`` and
+``docs/design.md#compression-progress``).
 
 A compression rewrites the history: it drops, merges or summarises rows, so the current user
 message moves. Everything that must land on that message (the sidecar stamp, the persisted "what
@@ -34,7 +35,8 @@ __all__ = [
 #: Sources of rows a user actually wrote; every other source (an ambient excerpt, a summary, a
 #: vision message) is synthetic and never becomes the current turn's anchor.
 USER_ORIGINATED_SOURCES = frozenset({"history", "current"})
-#: A pass must cut tokens below this share of before, else it is no progress (seed 000: 5%).
+#: A pass must cut tokens below this share of before, else it is no progress
+#: (docs/design.md#compression-progress: 5%).
 PROGRESS_TOKEN_RATIO = 0.95
 TRUNCATED_MARK = "…（已截断）"
 
@@ -109,9 +111,10 @@ def should_run_preflight_estimate(
 ) -> bool:
     """Whether the full estimate is worth running.
 
-    True when there are more messages than a compression protects (``protect_first + protect_last
-    + 1``), or when the cheap estimate already reaches the threshold: a few huge messages must
-    trigger compression too, or the request hits the provider's hard limit (seed 000, 边界与失败).
+    True when there are more messages than a compression protects (``protect_first +
+    protect_last + 1``), or when the cheap estimate already reaches the threshold: a few huge
+    messages must trigger compression too, or the request hits the provider's hard limit
+    (``docs/design.md#preflight-estimate``).
     """
     if len(messages) > protect_first + protect_last + 1:
         return True

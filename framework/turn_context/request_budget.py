@@ -1,5 +1,5 @@
-"""The budget of what a turn actually sends (seed 004, 字符预算: the budget covers the system prompt
-and the messages, and what is merged into the messages no longer escapes it).
+"""The budget of what a turn actually sends (``docs/design.md#character-budget``: the budget covers
+the system prompt and the messages, and what is merged into the messages no longer escapes it).
 
 :meth:`framework.Promptweave.render` fits the rendered system prompt and the clean messages into
 ``[budget] chars``. :func:`framework.build_turn_context` then sends more than that: the

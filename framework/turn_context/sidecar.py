@@ -1,5 +1,5 @@
 """The user-message sidecar: per-turn context that reaches the model without touching the system
-prompt (seed 000, 设计动机).
+prompt (``docs/design.md#notes-ride-the-user-message``).
 
 A message's ``content`` is its clean text: what the user said, kept for memory and log queries.
 Its ``api_content`` sidecar is the exact text sent in its place: the clean content, then each
@@ -97,7 +97,7 @@ def append_notes_to_multimodal_content(message: PromptMessage, notes: str) -> Pr
 
     A multimodal message is sent as a list of parts, so its per-turn context cannot ride a text
     sidecar; it becomes a part of the message instead, and is persisted and replayed with it. What
-    is put here therefore ends up in storage (seed 000, 边界与失败).
+    is put here therefore ends up in storage (``docs/design.md#notes-ride-the-user-message``).
 
     :returns: the message with the part added; the message unchanged when ``notes`` is blank or
         the message is not multimodal.

@@ -1,4 +1,4 @@
-"""What ``promptweave route`` reads: a route file, or the event log ``store import`` records.
+"""Event logs as route cases: what ``promptweave route`` reads besides a route file.
 
 A route file (``docs/routing.md``) has one case per line. An event log (``docs/store.md``) is
 recognised by the ``event`` key of its first line: each ``message`` event becomes a case, decided
@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import attrs
 
-from framework.loop.event_log import read_events
+from framework.loop.event_log import LoggedReply, MessageEvent, read_events
 from framework.routing.batch import CaseState, RouteCase, load_route_file
 from framework.turn import Bot, ChatMessage, HistoryEntry, Turn
 
@@ -64,13 +63,11 @@ class _Group:
     history: dict[str, list[HistoryEntry]] = attrs.field(factory=dict)
 
 
-def _cases(events: Iterable[tuple[int, Any]], bot: Bot) -> list[RouteCase]:
-    # The log's records are private to it: read their fields, telling a message event from a
-    # reply by the fields each has.
+def _cases(events: Iterable[tuple[int, MessageEvent | LoggedReply]], bot: Bot) -> list[RouteCase]:
     groups: dict[tuple[str, str | None], _Group] = {}
     cases = []
     for line, item in events:
-        if hasattr(item, "message"):
+        if isinstance(item, MessageEvent):
             event = item
             group_id = event.group_id if event.group_id and event.group_id.strip() else None
             seen = groups.setdefault((event.bot_id, group_id), _Group())

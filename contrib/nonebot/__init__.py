@@ -1,0 +1,155 @@
+"""NoneBot2 plugin: a bot on NoneBot2 and OneBot v11 that takes part in its groups through
+promptweave's live loop (``docs/bot.md``).
+
+Load it in a NoneBot2 bot with ``nonebot.load_plugin("contrib.nonebot")`` (install
+``promptweave[nonebot]``). It opens one :class:`framework.Promptweave` and one
+:class:`framework.BotLoop` per process at start-up and closes them at shutdown; one non-blocking
+message matcher hands every group and private message to the loop, which records it, routes it,
+and answers, quotes, @s, sends a short phrase or stays silent as the routing decides, sending
+through the bot's own API and recording the message ids it returns.
+
+The promptweave configuration is NoneBot's config key ``promptweave_config`` (``.env``:
+``PROMPTWEAVE_CONFIG=...``), else ``$PROMPTWEAVE_CONFIG``, else ``./promptweave.toml``, else the
+defaults. The bot's name and aliases come from ``[bots."ID"]`` in that file, else the persona
+pack; NoneBot's ``NICKNAME`` is used when neither names the bot.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from pathlib import Path
+
+import attrs
+from nonebot import get_driver, get_plugin_config, on_message
+from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, PrivateMessageEvent
+from nonebot.plugin import PluginMetadata
+from pydantic import BaseModel
+
+from contrib.onebot import parse_message
+from framework import BotLoop, Config, IncomingEvent, OneBotTransport, Promptweave, TurnOutcome
+
+__all__ = ["PluginConfig", "incoming_event", "promptweave_loop"]
+
+log = logging.getLogger("promptweave.nonebot")
+
+#: The platform of the incoming events (the ``onebot`` contrib plugin's name).
+PLATFORM = "onebot"
+
+
+class PluginConfig(BaseModel):
+    """The keys this plugin reads from NoneBot's configuration."""
+
+    promptweave_config: str | None = None
+
+
+__plugin_meta__ = PluginMetadata(
+    name="promptweave",
+    description="Group chat through promptweave: routing, assembly, delivery and recording",
+    usage='nonebot.load_plugin("contrib.nonebot"); configure promptweave.toml',
+    type="application",
+    homepage="https://pypi.org/project/promptweave/",
+    config=PluginConfig,
+    supported_adapters={"~onebot.v11"},
+)
+
+
+@attrs.define(eq=False)
+class _State:
+    loop: BotLoop | None = None
+
+
+_state = _State()
+
+
+def _config_path() -> Path | None:
+    configured = get_plugin_config(PluginConfig).promptweave_config
+    if configured:
+        return Path(configured)
+    from_env = os.environ.get("PROMPTWEAVE_CONFIG")
+    if from_env:
+        return Path(from_env)
+    local = Path.cwd() / "promptweave.toml"
+    return local if local.is_file() else None
+
+
+def promptweave_loop() -> BotLoop:
+    """The process's loop (opened at start-up)."""
+    if _state.loop is None:
+        raise RuntimeError("the promptweave plugin has not started (NoneBot's start-up hook)")
+    return _state.loop
+
+
+def incoming_event(bot: Bot, event: GroupMessageEvent | PrivateMessageEvent) -> IncomingEvent:
+    """The loop's event for a NoneBot OneBot v11 message event.
+
+    The message is read from ``event.original_message``, which keeps the leading @bot and the
+    reply segment the adapter strips from ``event.message``; ``event.to_me`` marks it addressed
+    (the adapter also sets it for the bot's nickname and for replies to the bot).
+    """
+    message = parse_message(
+        [{"type": segment.type, "data": dict(segment.data)} for segment in event.original_message],
+        bot_id=str(bot.self_id),
+        sender_id=str(event.user_id),
+        sender_name=str(event.sender.card or event.sender.nickname or ""),
+        message_id=str(event.message_id),
+        time=_event_time(event.time),
+    )
+    if event.to_me and not message.addressed:
+        message = attrs.evolve(message, addressed=True)
+    return IncomingEvent(
+        platform=PLATFORM,
+        bot_id=str(bot.self_id),
+        group_id=str(event.group_id) if isinstance(event, GroupMessageEvent) else None,
+        message=message,
+        sender_role=str(getattr(event.sender, "role", None) or "member"),
+    )
+
+
+def _event_time(value: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(value, dt.UTC)
+
+
+driver = get_driver()
+
+
+@driver.on_startup
+async def _open() -> None:
+    config = Config.discover(_config_path())
+    runtime = Promptweave.from_config(config, contrib=["onebot"])
+    # NoneBot's NICKNAME names the bot where [bots."ID"] does not (before the persona pack).
+    nicknames = tuple(sorted(name for name in driver.config.nickname if name))
+    _state.loop = BotLoop(runtime=runtime, fallback_names=nicknames)
+    log.info("promptweave loop open (config %s)", config.source)
+
+
+@driver.on_shutdown
+async def _close() -> None:
+    loop, _state.loop = _state.loop, None
+    if loop is not None:
+        await loop.aclose()
+        loop.runtime.close()
+
+
+messages = on_message(priority=50, block=False)
+
+
+@messages.handle()
+async def _handle(bot: Bot, event: GroupMessageEvent | PrivateMessageEvent) -> None:
+    loop = _state.loop
+    if loop is None:
+        return
+    try:
+        incoming = incoming_event(bot, event)
+    except ValueError as exc:
+        log.warning("message %s not handled: %s", event.message_id, exc)
+        return
+    outcome: TurnOutcome = await loop.handle(incoming, OneBotTransport(bot))
+    log.debug(
+        "message %s: %s (%s), %d bubble(s)",
+        event.message_id,
+        outcome.status,
+        outcome.reason,
+        len(outcome.bubbles),
+    )

@@ -1,0 +1,1 @@
+"""The ``promptweave`` command line (``docs/cli.md``)."""

@@ -1,0 +1,552 @@
+"""The live loop: one incoming event in, bubbles out, what was delivered recorded (``docs/bot.md``).
+
+:class:`BotLoop` owns the whole path of a running bot::
+
+    parse ─► record ─► route ─► pass: the low-engagement phrase, or silence
+                            └─► reply / follow_up / tool: retrieve, assemble, turn context,
+                                provider request, submit (tool rounds) ─► read the answer
+                                ─► deliver ─► record what was delivered
+
+Turns of one conversation (a bot in a group, or a bot and one user in private) run one at a time
+in arrival order; conversations run concurrently, at most ``[loop] max_in_flight`` turns at once.
+A message that arrives while its conversation's turn is in flight is recorded at once (so the
+group log and the next timeline have it) and routed when that turn ends. Nothing here raises for a
+malformed event or a failing plugin, provider or send: the turn ends in silence and the outcome's
+trace says why, and only what was actually sent is recorded as delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+
+from framework.decision import Decision, DeliveryStyle, TurnAction
+from framework.delivery.plan import PauseConfig, plan_delivery, plan_phrase
+from framework.delivery.records import DeliveryPlan, ModelAnswer, SendReceipt, Transport
+from framework.items import RouteHints, ToolContext
+from framework.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
+from framework.loop.tools import ToolRunner
+from framework.providers.records import ProviderSpec
+from framework.providers.request import asubmit_request, build_provider_request
+from framework.providers.tools import with_tool_round, with_tools
+from framework.runtime import Promptweave
+from framework.timing import elapsed_ms
+from framework.turn import SpeakTrigger, Turn
+from framework.turn_context.context import build_turn_context
+
+__all__ = ["BotLoop"]
+
+log = logging.getLogger("promptweave.loop")
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@attrs.define(eq=False)
+class _Lane:
+    """One conversation's queue and the task working through it."""
+
+    queue: asyncio.Queue[tuple[IncomingEvent, Transport, asyncio.Future[TurnOutcome]]]
+    worker: asyncio.Task[None] | None = None
+
+
+class _Stage:
+    """The stage a turn is in, so a deadline can say where it stopped."""
+
+    def __init__(self) -> None:
+        self.name = "route"
+        self.durations: dict[str, float] = {}
+        self._start = time.perf_counter()
+
+    def enter(self, name: str) -> None:
+        now = time.perf_counter()
+        self.durations[self.name] = round((now - self._start) * 1000, 3)
+        self.name, self._start = name, now
+
+    def close(self) -> dict[str, float]:
+        self.enter("")
+        self.durations.pop("", None)
+        return self.durations
+
+
+@attrs.define(eq=False)
+class BotLoop:
+    """Carries incoming events through a :class:`framework.Promptweave` to delivered bubbles.
+
+    :param runtime: the runtime (its stores, plugins and configuration).
+    :param spec: the provider request format; ``[provider]`` by default.
+    :param sleep: waits between bubbles; tests pass a no-op.
+    :param fallback_names: names of the bot where ``[bots."ID"]`` gives none (a bot framework's
+        nicknames), before the persona pack's.
+    """
+
+    runtime: Promptweave
+    spec: ProviderSpec = attrs.field(
+        default=attrs.Factory(
+            lambda self: ProviderSpec.from_config(self.runtime.config.provider), takes_self=True
+        )
+    )
+    sleep: Sleep = asyncio.sleep
+    fallback_names: tuple[str, ...] = ()
+    _lanes: dict[tuple[str, str], _Lane] = attrs.field(factory=dict, init=False)
+    _slots: asyncio.Semaphore | None = attrs.field(default=None, init=False)
+    _tool_results: dict[tuple[str, str], tuple[str, ...]] = attrs.field(factory=dict, init=False)
+    _closed: bool = attrs.field(default=False, init=False)
+
+    # -- entry points ----------------------------------------------------------------------
+
+    async def handle_payload(
+        self, platform: str, payload: Any, bot_id: str, transport: Transport
+    ) -> TurnOutcome:
+        """Parse a raw platform event with the ``parse_event`` hook, then :meth:`handle` it.
+
+        A payload no plugin parses, or one its plugin finds malformed, gives a ``rejected``
+        outcome naming the problem.
+        """
+        try:
+            event = self.runtime.plugins.pm.hook.parse_event(
+                platform=platform, payload=payload, bot_id=bot_id
+            )
+        except Exception as exc:
+            log.warning("rejected a %s event: %s", platform, exc)
+            return _rejected(f"{type(exc).__name__}: {exc}")
+        if event is None:
+            return _rejected(
+                f"no plugin parses events of platform {platform!r} "
+                "(contrib plugin 'onebot' handles 'onebot')"
+            )
+        if not isinstance(event, IncomingEvent):
+            return _rejected(f"parse_event returned {type(event).__name__}, not IncomingEvent")
+        return await self.handle(event, transport)
+
+    async def handle(self, event: IncomingEvent, transport: Transport) -> TurnOutcome:
+        """Record ``event`` and run its turn after those of its conversation that came before.
+
+        :returns: what the turn did; it never raises for a failure of the turn.
+        """
+        start = time.perf_counter()
+        if event.self_sent:
+            self._record_own(event)
+            return TurnOutcome(event=event, status=OutcomeStatus.RECORDED, reason="self_sent")
+        # Recorded on arrival, not when its turn runs: a turn in flight in the same group must
+        # not hide this message from the group log or from the next turn's timeline.
+        self.runtime.record_message(event.bot_id, event.group_id, event.message)
+        record_ms = elapsed_ms(start)
+        if self._closed:
+            return _dropped(event, "loop_closed")
+        lane = self._lanes.get(event.conversation)
+        if lane is None:
+            lane = self._lanes[event.conversation] = _Lane(
+                queue=asyncio.Queue(self.runtime.config.loop.queue_per_conversation)
+            )
+        future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+        try:
+            lane.queue.put_nowait((event, transport, future))
+        except asyncio.QueueFull:
+            log.warning(
+                "conversation %s: queue full, message %s recorded but not answered",
+                event.conversation,
+                event.message.id,
+            )
+            return _dropped(event, "queue_full")
+        if lane.worker is None or lane.worker.done():
+            lane.worker = asyncio.create_task(self._work(event.conversation, lane))
+        outcome = await future
+        return attrs.evolve(
+            outcome, stage_durations_ms={"record": record_ms, **outcome.stage_durations_ms}
+        )
+
+    async def aclose(self) -> None:
+        """Stop taking events and wait for the turns already queued."""
+        self._closed = True
+        workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
+        await asyncio.gather(*workers, return_exceptions=True)
+        self.runtime.wait_for_background()
+
+    # -- the conversation's worker -------------------------------------------------------------
+
+    async def _work(self, conversation: tuple[str, str], lane: _Lane) -> None:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.runtime.config.loop.max_in_flight)
+        while not lane.queue.empty():
+            event, transport, future = lane.queue.get_nowait()
+            async with self._slots:
+                try:
+                    outcome = await self._turn(event, transport)
+                except Exception as exc:  # the loop's own fault must not stop the worker
+                    log.exception("turn of message %s failed", event.message.id)
+                    outcome = TurnOutcome(
+                        event=event,
+                        status=OutcomeStatus.FAILED,
+                        reason="loop_error",
+                        trace={"error": f"{type(exc).__name__}: {exc}"},
+                    )
+            if not future.done():
+                future.set_result(outcome)
+        if self._lanes.get(conversation) is lane and lane.queue.empty():
+            del self._lanes[conversation]
+
+    # -- one turn --------------------------------------------------------------------------
+
+    async def _turn(self, event: IncomingEvent, transport: Transport) -> TurnOutcome:
+        stage = _Stage()
+        total = time.perf_counter()
+        trace: dict[str, Any] = {}
+        turn = self._turn_for(event)
+        prepared: _Prepared | TurnOutcome
+        try:
+            async with asyncio.timeout(self.runtime.config.loop.turn_deadline_s):
+                prepared = await self._prepare(event, turn, stage, trace)
+        except TimeoutError:
+            log.warning(
+                "message %s: turn deadline reached in stage %s", event.message.id, stage.name
+            )
+            trace["deadline"] = {"stage": stage.name, "s": self.runtime.config.loop.turn_deadline_s}
+            prepared = TurnOutcome(
+                event=event, status=OutcomeStatus.FAILED, reason="deadline", trace=trace
+            )
+        if isinstance(prepared, TurnOutcome):
+            durations = {**stage.close(), "total": elapsed_ms(total)}
+            return attrs.evolve(prepared, trace=trace, stage_durations_ms=durations)
+        stage.enter("deliver")
+        outcome = await self._deliver(event, turn, prepared, transport, trace)
+        durations = {**stage.close(), "total": elapsed_ms(total)}
+        return attrs.evolve(outcome, trace=trace, stage_durations_ms=durations)
+
+    def _turn_for(self, event: IncomingEvent) -> Turn:
+        bot = self.runtime.bot_for(event.bot_id, self.fallback_names)
+        message = event.message
+        tools = ToolRunner.for_event(self.runtime, event)
+        permitted = tools.permitted_names()
+        intent = (
+            tools.required_by(message.text) if message.addressed or event.group_id is None else None
+        )
+        background = self._tool_results.get(event.conversation, ())
+        return Turn(
+            bot=bot,
+            message=message,
+            group_id=event.group_id,
+            trigger=_trigger(bot.id, bot.name, bot.aliases, message),
+            route_hints=RouteHints(tool_intent=intent, tools_permitted=bool(permitted)),
+            tool_context=ToolContext(
+                background_events=background, action_tools_enabled=bool(intent)
+            )
+            if background or intent
+            else None,
+        )
+
+    async def _prepare(
+        self, event: IncomingEvent, turn: Turn, stage: _Stage, trace: dict[str, Any]
+    ) -> _Prepared | TurnOutcome:
+        """Everything before sending, under the turn's deadline."""
+        runtime = self.runtime
+        decision = runtime.decide(turn)
+        trace["decision"] = decision.trace()
+        if decision.action is TurnAction.PASS:
+            phrase = decision.low_engagement_phrase
+            if phrase:
+                plan = plan_phrase(
+                    phrase,
+                    bot_id=event.bot_id,
+                    group_id=event.group_id,
+                    user_id=event.message.sender_id,
+                )
+                return _Prepared(decision=decision, plan=plan, answer=None, kind="phrase")
+            return TurnOutcome(
+                event=event,
+                status=OutcomeStatus.SILENT,
+                reason=decision.reason or "pass",
+                decision=decision,
+            )
+
+        stage.enter("render")
+        rendered = await runtime.arender(turn, decision=decision)
+        stage.enter("turn_context")
+        render_context = rendered.context or runtime.context_for(turn, decision=decision)
+        context = build_turn_context(runtime, turn, rendered, context=render_context)
+        trace["chars"] = _chars(runtime.config.budget.chars, rendered.sections, context.messages)
+        stage.enter("request")
+        request = build_provider_request(runtime, context, self.spec)
+        tools = ToolRunner.for_event(runtime, event)
+        offered = tools.specs() if decision.action is TurnAction.TOOL else ()
+        if offered:
+            request = with_tools(request, offered)
+        stage.enter("submit")
+        usage: list[Any] = []
+        result = await asubmit_request(runtime, request)
+        usage.append(result.usage)
+        rounds = 0
+        while result.status == "ok" and result.tool_calls and offered:
+            if rounds >= runtime.config.loop.tool_rounds:
+                trace["tools_stopped"] = f"after {rounds} rounds"
+                break
+            rounds += 1
+            stage.enter("tools")
+            answered = await tools.run(result.tool_calls, trace)
+            self._tool_results[event.conversation] = tools.background_lines(answered)
+            request = with_tool_round(request, offered, result.tool_calls, answered)
+            stage.enter("submit")
+            result = await asubmit_request(runtime, request)
+            usage.append(result.usage)
+        trace["submit"] = {"status": result.status, "detail": result.detail, "rounds": rounds}
+        total_usage = _sum_usage(usage)
+        if result.status != "ok" or result.text is None:
+            return TurnOutcome(
+                event=event,
+                status=OutcomeStatus.FAILED if result.status != "offline" else OutcomeStatus.SILENT,
+                reason="provider_error" if result.status != "offline" else "offline",
+                decision=decision,
+                request=request,
+                usage=total_usage,
+            )
+
+        stage.enter("read")
+        answer = self._read(result.text, render_context.reply_shape, context.system_prompt, trace)
+        if answer.silent or not answer.bubbles:
+            return TurnOutcome(
+                event=event,
+                status=OutcomeStatus.SILENT,
+                reason=f"model_{answer.reason or 'empty'}",
+                decision=decision,
+                request=request,
+                usage=total_usage,
+            )
+        delivery = runtime.resolve_delivery(turn, decision)
+        sticker = self._sticker(answer, event)
+        plan = plan_delivery(
+            answer,
+            bot_id=event.bot_id,
+            group_id=event.group_id,
+            user_id=event.message.sender_id,
+            decision=attrs.evolve(
+                decision,
+                delivery_style=delivery.style,
+                reply_message_id=delivery.reply_message_id,
+            ),
+            quote_candidate_ids=(
+                {delivery.reply_message_id}
+                if delivery.style is DeliveryStyle.QUOTE and delivery.reply_message_id
+                else set()
+            ),
+            sticker_segment=sticker,
+            pause=PauseConfig.from_config(runtime.config.delivery),
+        )
+        trace["delivery"] = {"style": delivery.style.value, "reason": delivery.reason}
+        return _Prepared(
+            decision=decision,
+            plan=plan,
+            answer=answer,
+            kind="reply",
+            request=request,
+            usage=total_usage,
+        )
+
+    def _read(
+        self, text: str, shape: Any, system_prompt: str, trace: dict[str, Any]
+    ) -> ModelAnswer:
+        try:
+            answer = self.runtime.plugins.pm.hook.read_model_answer(
+                text=text, shape=shape, system_prompt=system_prompt, config=self.runtime.config
+            )
+        except Exception as exc:
+            log.warning("read_model_answer failed: %s", exc)
+            trace["read"] = {"error": f"{type(exc).__name__}: {exc}"}
+            return ModelAnswer(bubbles=(), silent=True, reason="read_error")
+        if not isinstance(answer, ModelAnswer):
+            trace["read"] = {"error": f"read_model_answer returned {type(answer).__name__}"}
+            return ModelAnswer(bubbles=(), silent=True, reason="read_error")
+        trace["read"] = {
+            "bubbles": len(answer.bubbles),
+            "silent": answer.silent,
+            "reason": answer.reason,
+            "removed": list(answer.removed),
+            "sticker": answer.sticker,
+        }
+        return answer
+
+    def _sticker(self, answer: ModelAnswer, event: IncomingEvent) -> Any:
+        if not answer.sticker:
+            return None
+        try:
+            return self.runtime.plugins.pm.hook.choose_sticker(
+                intent=answer.sticker,
+                bot_id=event.bot_id,
+                group_id=event.group_id,
+                config=self.runtime.config,
+            )
+        except Exception as exc:
+            log.warning("choose_sticker failed, the sticker is dropped: %s", exc)
+            return None
+
+    # -- delivery --------------------------------------------------------------------------
+
+    async def _deliver(
+        self,
+        event: IncomingEvent,
+        turn: Turn,
+        prepared: _Prepared,
+        transport: Transport,
+        trace: dict[str, Any],
+    ) -> TurnOutcome:
+        sent: list[tuple[str, str | None, str | None]] = []  # text, message id, quoted id
+        sends: list[dict[str, Any]] = []
+        for message in prepared.plan.messages:
+            if message.pause_s > 0:
+                await self.sleep(message.pause_s)
+            receipt = await self._send(message, transport)
+            text = "".join(
+                seg.data.get("text", "") for seg in message.segments if seg.kind == "text"
+            )
+            quoted = next(
+                (seg.data.get("id") for seg in message.segments if seg.kind == "reply"), None
+            )
+            sends.append(
+                {"bubble": message.bubble_index, "ok": receipt.ok, "id": receipt.message_id}
+                | ({"quoted": quoted} if quoted else {})
+                | ({"detail": receipt.detail} if receipt.detail else {})
+            )
+            if not receipt.ok:
+                # A bubble that did not go out is not recorded, and the rest are not sent: half
+                # an answer is worse than the part that reached the group.
+                break
+            if text.strip():
+                sent.append((text.strip(), receipt.message_id, quoted))
+        trace["sends"] = sends
+        self._record_delivered(event, sent, prepared.usage)
+        if not sent:
+            return TurnOutcome(
+                event=event,
+                status=OutcomeStatus.FAILED if sends else OutcomeStatus.SILENT,
+                reason="send_failed" if sends else "nothing_to_send",
+                decision=prepared.decision,
+                request=prepared.request,
+                usage=prepared.usage,
+            )
+        status = OutcomeStatus.PHRASE if prepared.kind == "phrase" else OutcomeStatus.REPLIED
+        return TurnOutcome(
+            event=event,
+            status=status,
+            reason=prepared.decision.reason,
+            decision=prepared.decision,
+            bubbles=tuple(text for text, _, _ in sent),
+            message_ids=tuple(message_id for _, message_id, _ in sent),
+            request=prepared.request,
+            usage=prepared.usage,
+        )
+
+    async def _send(self, message: Any, transport: Transport) -> SendReceipt:
+        try:
+            pending = self.runtime.plugins.pm.hook.send_message(
+                message=message, transport=transport
+            )
+            if pending is None:
+                return SendReceipt(
+                    ok=False, detail=f"no plugin sends to platform {transport.platform!r}"
+                )
+            async with asyncio.timeout(self.runtime.config.loop.send_timeout_s):
+                receipt = await pending
+        except TimeoutError:
+            return SendReceipt(ok=False, detail="send timed out")
+        except Exception as exc:
+            log.warning("send failed: %s", exc)
+            return SendReceipt(ok=False, detail=f"{type(exc).__name__}: {exc}")
+        if not isinstance(receipt, SendReceipt):
+            return SendReceipt(ok=False, detail=f"send_message gave {type(receipt).__name__}")
+        return receipt
+
+    def _record_delivered(
+        self, event: IncomingEvent, sent: list[tuple[str, str | None, str | None]], usage: Any
+    ) -> None:
+        """Record what reached the group: each bubble in the group log and the bot-reply context
+        under its own id; the user's session keeps the answer once, its bubbles one a line, with
+        the token usage the provider reported for it."""
+        reported = None
+        if usage is not None:
+            reported = {k: v for k, v in attrs.asdict(usage).items() if v is not None}
+        for index, (text, message_id, quoted) in enumerate(sent):
+            self.runtime.record_bot_reply(
+                event.bot_id,
+                event.group_id,
+                text,
+                message_id=message_id,
+                answering=event.message if index == 0 else None,
+                session_text="\n".join(text for text, _, _ in sent) if index == 0 else None,
+                quote_of=quoted,
+                time=self.runtime.clock(),
+                usage=reported if index == 0 else None,
+            )
+
+    def _record_own(self, event: IncomingEvent) -> None:
+        self.runtime.record_bot_reply(
+            event.bot_id,
+            event.group_id,
+            event.message.text,
+            message_id=event.message.id,
+            time=event.message.time,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class _Prepared:
+    decision: Decision
+    plan: DeliveryPlan
+    answer: ModelAnswer | None
+    kind: str
+    request: Any = None
+    usage: Any = None
+
+
+def _trigger(bot_id: str, name: str, aliases: tuple[str, ...], message: Any) -> SpeakTrigger:
+    if bot_id in message.mentions:
+        return SpeakTrigger.MENTION
+    if any(alias and alias in message.text for alias in (name, *aliases)):
+        return SpeakTrigger.ALIAS
+    if message.addressed:
+        return SpeakTrigger.MENTION
+    return SpeakTrigger.AMBIENT
+
+
+def _sum_usage(usages: list[Any]) -> Any:
+    found = [usage for usage in usages if usage is not None]
+    if not found:
+        return None
+    if len(found) == 1:
+        return found[0]
+    fields = attrs.fields_dict(type(found[0]))
+
+    def total(name: str) -> int | None:
+        values = [getattr(usage, name) for usage in found if getattr(usage, name) is not None]
+        return sum(values) if values else None
+
+    return type(found[0])(**{name: total(name) for name in fields})
+
+
+#: The message kinds a request's characters are counted under (``PromptMessage.source``).
+MESSAGE_KINDS = ("ambient", "summary", "history", "current")
+
+
+def _chars(budget: int, sections: Any, messages: Any) -> dict[str, Any]:
+    """Characters of what the turn sends: per system section, per message kind, the sidecar."""
+    counted: dict[str, Any] = {"budget": budget, "system": {}, "sidecar": 0}
+    counted.update(dict.fromkeys(MESSAGE_KINDS, 0))
+    for section in sections:
+        if section.chars:
+            counted["system"][section.id] = section.chars
+    for message in messages:
+        kind = message.source if message.source in MESSAGE_KINDS else "history"
+        counted[kind] += len(message.content)
+        if message.api_content is not None:
+            counted["sidecar"] += max(0, len(message.api_content) - len(message.content))
+    return counted
+
+
+def _rejected(reason: str) -> TurnOutcome:
+    return TurnOutcome(event=None, status=OutcomeStatus.REJECTED, reason=reason)
+
+
+def _dropped(event: IncomingEvent, reason: str) -> TurnOutcome:
+    return TurnOutcome(event=event, status=OutcomeStatus.DROPPED, reason=reason)

@@ -1,0 +1,319 @@
+"""Replaying a recorded chat through the live loop (``promptweave replay``, ``docs/replay.md``).
+
+A replay reads a chat log, carries every message through :class:`framework.BotLoop` in order with
+the log's timestamps as the clock, and gives one record per incoming message and a summary. With
+the same log, configuration and seed it repeats exactly.
+
+Two log formats are read, one per file:
+
+- raw OneBot v11 events, one JSON event a line, as NapCat and go-cqhttp write them (``message``
+  and ``message_sent`` events; meta events, notices and requests are skipped and counted);
+- the store's event log (``{"event": "message", ...}`` / ``{"event": "bot_reply", ...}``,
+  ``docs/store.md``).
+
+The bot's own messages in the log (``message_sent``, ``bot_reply``) are recorded as delivered, not
+answered, so a later message replying to one of them is a reply to the bot.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import statistics
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import attrs
+
+from framework.errors import TurnFileError
+from framework.loop.event_log import MessageEvent, read_events
+from framework.loop.live import BotLoop
+from framework.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
+from framework.runtime import Promptweave
+from framework.turn import ChatMessage
+
+__all__ = [
+    "ReplayClock",
+    "ReplayLog",
+    "ReplayTransport",
+    "read_chat_log",
+    "replay_events",
+    "summarize",
+]
+
+#: OneBot v11 post types that carry no chat message.
+SKIPPED_POST_TYPES = ("meta_event", "notice", "request")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+@attrs.define(eq=False)
+class ReplayClock:
+    """The runtime's clock during a replay: the time of the event being replayed."""
+
+    now: dt.datetime = _EPOCH
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+@attrs.define(eq=False)
+class ReplayTransport:
+    """A OneBot v11 transport that sends nowhere: it keeps the calls and answers with fresh
+    message ids, as a platform would."""
+
+    platform: str = "onebot.v11"
+    next_id: int = 8_000_000_001
+    calls: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
+
+    async def call_api(self, api: str, **params: Any) -> dict[str, Any]:
+        self.calls.append((api, params))
+        message_id, self.next_id = self.next_id, self.next_id + 1
+        return {"message_id": message_id}
+
+
+@attrs.frozen(kw_only=True)
+class ReplayLog:
+    """The events of a chat log, in order.
+
+    :param skipped: lines that carry no chat message (OneBot meta events, notices, requests).
+    """
+
+    source: str
+    events: tuple[IncomingEvent, ...]
+    skipped: int = 0
+
+
+def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None) -> ReplayLog:
+    """Read a chat log in either format; OneBot lines are parsed by the ``parse_event`` hook.
+
+    :param bot_id: the bot OneBot events are addressed to; the event's ``self_id`` by default.
+    :raises TurnFileError: a line is not JSON, not an object, or not a valid event; the error
+        names the file and line.
+    """
+    source = str(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TurnFileError(source, [f"cannot read: {exc}"]) from exc
+    if _is_event_log(lines):
+        return ReplayLog(source=source, events=tuple(_store_events(lines, source)))
+    events: list[IncomingEvent] = []
+    skipped = 0
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise TurnFileError(where, [f"not JSON: {exc}"]) from None
+        if not isinstance(data, dict):
+            raise TurnFileError(where, ["an event must be a JSON object"])
+        if data.get("post_type") in SKIPPED_POST_TYPES:
+            skipped += 1
+            continue
+        receiver = bot_id or str(data.get("self_id", ""))
+        try:
+            parsed = runtime.plugins.pm.hook.parse_event(
+                platform="onebot", payload=data, bot_id=receiver
+            )
+        except (ValueError, TypeError) as exc:
+            raise TurnFileError(where, [str(exc)]) from None
+        if parsed is None:
+            raise TurnFileError(where, ["no plugin parses OneBot events (enable contrib 'onebot')"])
+        events.append(parsed)
+    return ReplayLog(source=source, events=tuple(events), skipped=skipped)
+
+
+def _is_event_log(lines: Sequence[str]) -> bool:
+    """The file is the store's event log: its first event has an ``event`` key."""
+    first = next((line for line in lines if line.strip()), "")
+    try:
+        data = json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and "event" in data
+
+
+def _store_events(lines: Sequence[str], source: str) -> list[IncomingEvent]:
+    """The store's event log as loop events (a ``bot_reply`` is the bot's own message)."""
+    log = read_events(lines, source=source)
+    converted = []
+    for event in log.events:
+        if isinstance(event, MessageEvent):
+            converted.append(
+                IncomingEvent(
+                    platform="log",
+                    bot_id=event.bot_id,
+                    group_id=event.group_id,
+                    message=event.message,
+                )
+            )
+        else:
+            reply = event.event
+            converted.append(
+                IncomingEvent(
+                    platform="log",
+                    bot_id=reply.bot_id,
+                    group_id=reply.group_id,
+                    message=ChatMessage(
+                        id=reply.message_id,
+                        sender_id=reply.bot_id,
+                        text=reply.text,
+                        time=reply.time,
+                    ),
+                    self_sent=True,
+                )
+            )
+    return converted
+
+
+async def replay_events(
+    loop: BotLoop,
+    clock: ReplayClock,
+    events: Iterable[IncomingEvent],
+    *,
+    transport: ReplayTransport | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Carry ``events`` through ``loop`` one after another, the clock at each event's time.
+
+    :param on_record: called with each message record as soon as it is made (progress, streaming
+        output).
+    :returns: the message records (``docs/replay.md`` gives their fields).
+    """
+    transport = transport or ReplayTransport()
+    records = []
+    zones: dict[str, dt.tzinfo] = {}
+    for index, event in enumerate(events):
+        clock.now = event.message.time
+        if event.bot_id not in zones:
+            zones[event.bot_id] = ZoneInfo(loop.runtime.bot_for(event.bot_id).timezone)
+        outcome = await loop.handle(event, transport)
+        # Session compression runs in the background; a replay waits for it after each turn,
+        # so the next turn reads the same history every time the log is replayed.
+        loop.runtime.wait_for_background()
+        record = message_record(index, event, outcome, zones[event.bot_id])
+        records.append(record)
+        if on_record is not None:
+            on_record(record)
+    return records
+
+
+def message_record(
+    index: int, event: IncomingEvent, outcome: TurnOutcome, zone: dt.tzinfo = dt.UTC
+) -> dict[str, Any]:
+    """One message's record: what came in, what was decided, what was sent, what it cost; its
+    time in ``zone`` (the bot's time zone in a replay)."""
+    decision = outcome.decision
+    request = outcome.request
+    prefix = getattr(request, "prefix", None)
+    necessity = decision.necessity if decision is not None else None
+    quoted = next(
+        (
+            send["quoted"]
+            for send in outcome.trace.get("sends", ())
+            if send.get("ok") and send.get("quoted")
+        ),
+        None,
+    )
+    return {
+        "type": "message",
+        "index": index,
+        "time": event.message.time.astimezone(zone).isoformat(),
+        "message_id": event.message.id,
+        "group_id": event.group_id,
+        "sender_id": event.message.sender_id,
+        "sender_name": event.message.sender_name,
+        "text": event.message.text,
+        "status": outcome.status,
+        "action": decision.action.value if decision is not None else None,
+        "reason": outcome.reason,
+        "source": decision.source if decision is not None else None,
+        "delivery_style": decision.delivery_style.value if decision is not None else None,
+        "necessity": None
+        if necessity is None
+        else {
+            "score": necessity.score,
+            "threshold": necessity.threshold,
+            "terms": [{"name": term.name, "points": term.points} for term in necessity.terms],
+        },
+        "bubbles": list(outcome.bubbles),
+        "message_ids": list(outcome.message_ids),
+        "quoted_message_id": quoted,
+        "prefix_reuse": None if prefix is None else round(prefix.ratio, 4),
+        "prefix_break": None if prefix is None else prefix.first_difference,
+        "request_bytes": None if request is None else len(request.body_bytes()),
+        "chars": outcome.trace.get("chars"),
+        "usage": None if outcome.usage is None else attrs.asdict(outcome.usage),
+        "durations_ms": dict(outcome.stage_durations_ms),
+    }
+
+
+def _percentiles(values: Sequence[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"p50": round(statistics.median(ordered), 1), "p95": round(p95, 1)}
+
+
+def _sent_chars(record: Mapping[str, Any]) -> int:
+    chars = record["chars"]
+    kinds = ("ambient", "summary", "history", "current", "sidecar")
+    return int(sum(chars["system"].values()) + sum(chars[kind] for kind in kinds))
+
+
+def summarize(
+    records: Sequence[Mapping[str, Any]], *, model: str, model_label: str
+) -> dict[str, Any]:
+    """The summary of a replay (the last JSON line of ``--format jsonl``)."""
+    statuses = Counter(record["status"] for record in records)
+    answered = [r for r in records if r["status"] == OutcomeStatus.REPLIED]
+    requested = [r for r in records if r["chars"] is not None]
+    reported = [
+        r["usage"]["prompt_tokens"] for r in requested if r["usage"] and r["usage"]["prompt_tokens"]
+    ]
+    estimated = len(reported) < len(requested)
+    tokens = (
+        [float(t) for t in reported]
+        if not estimated
+        else [float((_sent_chars(r) + 3) // 4) for r in requested]
+    )
+    cached = [r["usage"]["cached_tokens"] for r in requested if r["usage"]]
+    reuse = [r["prefix_reuse"] for r in records if r["prefix_reuse"] is not None]
+    stages: dict[str, list[float]] = {}
+    for record in records:
+        for stage, ms in record["durations_ms"].items():
+            stages.setdefault(stage, []).append(ms)
+    return {
+        "type": "summary",
+        "model": model,
+        "model_label": model_label,
+        "messages": len(records),
+        "replies": len(answered),
+        "follow_ups": sum(1 for r in answered if r["action"] == "follow_up"),
+        "quotes": sum(1 for r in answered if r["quoted_message_id"] is not None),
+        "tools": sum(1 for r in answered if r["action"] == "tool"),
+        "phrases": statuses[OutcomeStatus.PHRASE],
+        "silences": dict(Counter(r["reason"] for r in records if r["status"] == "silent")),
+        "failed": dict(Counter(r["reason"] for r in records if r["status"] == "failed")),
+        "recorded": statuses[OutcomeStatus.RECORDED],
+        "chars_per_reply": _percentiles([float(_sent_chars(r)) for r in requested]),
+        "tokens_per_reply": _percentiles(tokens),
+        "tokens_estimated": estimated,
+        "cached_tokens": sum(c for c in cached if c is not None)
+        if any(c is not None for c in cached)
+        else None,
+        "prefix_reuse": None
+        if not reuse
+        else {
+            "median": round(statistics.median(reuse), 4),
+            "min": round(min(reuse), 4),
+            "requests": len(reuse),
+        },
+        "stage_ms": {stage: _percentiles(values) for stage, values in sorted(stages.items())},
+    }

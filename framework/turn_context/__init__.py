@@ -1,0 +1,3 @@
+"""The per-turn context: notes delivered as a sidecar of the current user message, the active
+system prompt kept byte-stable, compression safety (preflight) and the budget of what a request
+sends (``docs/turn_context.md``)."""

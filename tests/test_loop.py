@@ -1,0 +1,385 @@
+"""The live loop: one incoming event carried through to delivered, recorded bubbles."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import attrs
+
+from framework import (
+    BotLoop,
+    Config,
+    OutcomeStatus,
+    PhrasePool,
+    SubmitResult,
+    Tool,
+    hookimpl,
+)
+from framework.config import LoopConfig, RoutingConfig
+from framework.loop.records import IncomingEvent
+from tests.loop_support import (
+    BOT,
+    GROUP,
+    T0,
+    RecordingTransport,
+    event,
+    make_loop,
+    message,
+)
+
+EVERYONE = {"type": "object", "properties": {}}
+
+
+def _later(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def _run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def _group_log(loop: BotLoop, group: str = GROUP) -> list[tuple[str, str, str | None]]:
+    rows = loop.runtime.stores.group_log.recent_group_messages(  # type: ignore[union-attr]
+        BOT, group, until=_later(3600), limit=50
+    )
+    return [(row.sender_id, row.text, row.id) for row in rows]
+
+
+def test_addressed_question_is_answered_in_bubbles_and_recorded() -> None:
+    loop, model = make_loop("周六晚上七点有桌游局\n在格子桌游吧")
+    transport = RecordingTransport()
+    question = event("小织 周末有什么活动吗？", addressed=True, message_id="7001")
+
+    outcome = _run(loop.handle(question, transport))
+
+    assert outcome.status == OutcomeStatus.REPLIED
+    assert outcome.bubbles == ("周六晚上七点有桌游局", "在格子桌游吧")
+    assert outcome.message_ids == ("9001", "9002")
+    assert [api for api, _ in transport.calls] == ["send_group_msg", "send_group_msg"]
+    assert transport.calls[0][1]["group_id"] == int(GROUP)
+    assert transport.texts() == ["周六晚上七点有桌游局", "在格子桌游吧"]
+    # the model saw the assembled system prompt
+    assert "【安全约束】" in model.requests[0].body_text()
+    # the group log holds the question and each bubble under its platform id
+    assert _group_log(loop) == [
+        ("30001", "小织 周末有什么活动吗？", "7001"),
+        (BOT, "周六晚上七点有桌游局", "9001"),
+        (BOT, "在格子桌游吧", "9002"),
+    ]
+    stores = loop.runtime.stores
+    assert stores.bot_replies.lookup(GROUP, BOT, "9002", now=T0) == "在格子桌游吧"  # type: ignore[union-attr]
+    session = stores.sessions.user_turns(BOT, GROUP, "30001", until=_later(60), limit=10)  # type: ignore[union-attr]
+    assert [(row.role, row.content) for row in session] == [
+        ("user", "小织 周末有什么活动吗？"),
+        ("assistant", "周六晚上七点有桌游局\n在格子桌游吧"),
+    ]
+    assert set(outcome.stage_durations_ms) >= {"record", "route", "render", "submit", "deliver"}
+
+
+def test_the_providers_usage_is_traced_and_kept_with_the_answer_in_the_session() -> None:
+    from framework.providers.records import Usage
+
+    usage = Usage(
+        prompt_tokens=1800, output_tokens=20, cached_tokens=1536, cache_creation_tokens=None
+    )
+    loop, _ = make_loop(SubmitResult(sent=True, status="ok", text="有的\n周六桌游", usage=usage))
+    outcome = _run(loop.handle(event("小织 周末有活动吗？", addressed=True), RecordingTransport()))
+    assert outcome.usage == usage
+    rows = loop.runtime.stores.sessions.user_turns(BOT, GROUP, "30001", until=_later(60), limit=10)  # type: ignore[union-attr]
+    assert [row.usage for row in rows] == [
+        None,
+        {"prompt_tokens": 1800, "output_tokens": 20, "cached_tokens": 1536},
+    ]
+
+
+def test_bystander_chatter_stays_silent_without_a_model_call() -> None:
+    loop, model = make_loop("不该被调用")
+    transport = RecordingTransport()
+    outcome = _run(loop.handle(event("今天食堂又是土豆烧鸡"), transport))
+    assert outcome.status == OutcomeStatus.SILENT
+    assert outcome.decision is not None and outcome.decision.action.value == "pass"
+    assert transport.calls == [] and model.requests == []
+    assert _group_log(loop)[-1][1] == "今天食堂又是土豆烧鸡"
+
+
+class _AlwaysPhrase:
+    @hookimpl
+    def register_low_engagement_pools(self, register):  # type: ignore[no-untyped-def]
+        register(PhrasePool(name="only_this", phrases=("确实",)))
+
+
+class _Certain:
+    """A random source whose draws always succeed (probabilities are compared with ``<``)."""
+
+    def random(self) -> float:
+        return 0.0
+
+    def __getattr__(self, name):  # type: ignore[no-untyped-def]
+        import random
+
+        return getattr(random.Random(0), name)
+
+
+def test_low_engagement_phrase_is_sent_then_recorded_without_a_model_call() -> None:
+    config = Config(loop=LoopConfig(turn_deadline_s=5.0))
+    loop, model = make_loop("不该被调用", config=config, plugins=[_AlwaysPhrase()])
+    loop.runtime.rng = _Certain()  # type: ignore[assignment]
+    loop.runtime.router = loop.runtime._build_router()
+    transport = RecordingTransport()
+    outcome = _run(loop.handle(event("哈哈哈"), transport))
+    assert outcome.status == OutcomeStatus.PHRASE
+    assert model.requests == []
+    assert len(transport.calls) == 1 and transport.texts()[0] in outcome.bubbles
+    assert _group_log(loop)[-1] == (BOT, outcome.bubbles[0], "9001")
+
+
+def test_model_pass_and_an_empty_answer_mean_silence_and_nothing_is_recorded() -> None:
+    loop, _ = make_loop("PASS", "```\n\n```")
+    transport = RecordingTransport()
+    first = _run(loop.handle(event("小织 你在吗？", addressed=True), transport))
+    second = _run(loop.handle(event("小织 说句话？", addressed=True), transport))
+    assert (first.status, first.reason) == (OutcomeStatus.SILENT, "model_pass")
+    assert second.status == OutcomeStatus.SILENT
+    assert transport.calls == []
+    assert all(sender != BOT for sender, _, _ in _group_log(loop))
+
+
+def test_a_leaked_section_header_is_not_sent() -> None:
+    loop, _ = make_loop("【当前时间】\n- 本轮时间：2026-11-28 20:41")
+    transport = RecordingTransport()
+    outcome = _run(loop.handle(event("小织 现在几点？", addressed=True), transport))
+    assert (outcome.status, outcome.reason) == (OutcomeStatus.SILENT, "model_leak")
+    assert transport.calls == []
+
+
+def test_provider_failure_ends_in_silence_traced_and_the_loop_goes_on() -> None:
+    loop, _ = make_loop(
+        SubmitResult(sent=True, status="error", detail="HTTP 503: overloaded"), "好的"
+    )
+    transport = RecordingTransport()
+    failed = _run(loop.handle(event("小织 在吗？", addressed=True), transport))
+    assert (failed.status, failed.reason) == (OutcomeStatus.FAILED, "provider_error")
+    assert failed.trace["submit"]["detail"] == "HTTP 503: overloaded"
+    answered = _run(loop.handle(event("小织 在吗？？", addressed=True), transport))
+    assert answered.status == OutcomeStatus.REPLIED
+
+
+def test_a_plugin_raising_in_submission_is_isolated() -> None:
+    loop, _ = make_loop(RuntimeError("the client crashed"))
+    outcome = _run(loop.handle(event("小织 在吗？", addressed=True), RecordingTransport()))
+    assert outcome.status == OutcomeStatus.FAILED
+
+
+def test_a_failed_send_is_not_recorded_and_stops_the_later_bubbles() -> None:
+    loop, _ = make_loop("第一句\n第二句\n第三句")
+    transport = RecordingTransport(fail_on={2})
+    outcome = _run(loop.handle(event("小织 讲讲？", addressed=True), transport))
+    assert outcome.status == OutcomeStatus.REPLIED
+    assert outcome.bubbles == ("第一句",)
+    assert len(transport.calls) == 2
+    assert [text for sender, text, _ in _group_log(loop) if sender == BOT] == ["第一句"]
+    assert outcome.trace["sends"][1]["ok"] is False
+
+
+def test_quote_decision_quotes_the_candidate_the_user_replied_to() -> None:
+    config = Config(
+        routing=RoutingConfig(low_engagement=False, quote_probability=1.0, quote_cooldown_s=0),
+        loop=LoopConfig(turn_deadline_s=5.0),
+    )
+    loop, _ = make_loop("土豆比鸡多", config=config)
+    transport = RecordingTransport()
+    _run(loop.handle(event("今天食堂又是土豆烧鸡", message_id="8001", sender="30031"), transport))
+    outcome = _run(
+        loop.handle(
+            event("小织 这个你怎么看？", addressed=True, reply_to="8001", at=_later(30)),
+            transport,
+        )
+    )
+    assert outcome.decision is not None and outcome.decision.delivery_style.value == "quote"
+    first = transport.calls[-1][1]["message"]
+    assert first[0] == {"type": "reply", "data": {"id": "8001"}}
+
+
+def test_private_chat_is_answered_with_send_private_msg() -> None:
+    loop, _ = make_loop("在的")
+    transport = RecordingTransport()
+    outcome = _run(loop.handle(event("在吗", group=None, sender="40004"), transport))
+    assert outcome.status == OutcomeStatus.REPLIED
+    assert transport.calls[0][0] == "send_private_msg"
+    assert transport.calls[0][1]["user_id"] == 40004
+
+
+def test_turns_of_one_group_run_in_order_and_groups_run_concurrently() -> None:
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    async def answer(request):  # type: ignore[no-untyped-def]
+        text = request.body_text()
+        # the question is the request's last user message (earlier ones are in its history)
+        latest = max(
+            ("A1", "第一个问题"),
+            ("A2", "第二个问题"),
+            ("B", "别的群"),
+            key=lambda t: text.rfind(t[1]),
+        )
+        tag = latest[0]
+        order.append(f"start {tag}")
+        if tag == "A1":
+            await gate.wait()  # group A's first turn holds until group B has answered
+        order.append(f"end {tag}")
+        return SubmitResult(sent=True, status="ok", text=f"答{tag}")
+
+    loop, _ = make_loop(answer)
+
+    async def scenario() -> None:
+        transport = RecordingTransport()
+        first = asyncio.create_task(
+            loop.handle(event("小织 第一个问题？", addressed=True), transport)
+        )
+        await asyncio.sleep(0.05)
+        second = asyncio.create_task(
+            loop.handle(event("小织 第二个问题？", addressed=True, at=_later(1)), transport)
+        )
+        other = await loop.handle(
+            event("小织 别的群的问题？", addressed=True, group="20002"), transport
+        )
+        assert other.status == OutcomeStatus.REPLIED
+        gate.set()
+        assert (await first).status == OutcomeStatus.REPLIED
+        assert (await second).status == OutcomeStatus.REPLIED
+
+    _run(scenario())
+    assert order == ["start A1", "start B", "end B", "end A1", "start A2", "end A2"]
+
+
+def test_a_full_conversation_queue_drops_the_event_but_records_it() -> None:
+    gate = asyncio.Event()
+
+    async def slow(request):  # type: ignore[no-untyped-def]
+        await gate.wait()
+        return SubmitResult(sent=True, status="ok", text="好")
+
+    config = Config(
+        routing=RoutingConfig(low_engagement=False),
+        loop=LoopConfig(queue_per_conversation=1, turn_deadline_s=5.0),
+    )
+    loop, _ = make_loop(slow, config=config)
+
+    async def scenario() -> list[str]:
+        transport = RecordingTransport()
+        running = asyncio.create_task(loop.handle(event("小织 一？", addressed=True), transport))
+        await asyncio.sleep(0.05)
+        waiting = asyncio.create_task(loop.handle(event("小织 二？", addressed=True), transport))
+        await asyncio.sleep(0.05)
+        dropped = await loop.handle(event("小织 三？", addressed=True), transport)
+        gate.set()
+        await running
+        await waiting
+        return [dropped.status, dropped.reason]
+
+    assert _run(scenario()) == [OutcomeStatus.DROPPED, "queue_full"]
+    assert "小织 三？" in [text for _, text, _ in _group_log(loop)]
+
+
+def test_a_hung_model_is_cut_at_the_turn_deadline_naming_the_stage() -> None:
+    async def hangs(request):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(30)
+
+    config = Config(
+        routing=RoutingConfig(low_engagement=False), loop=LoopConfig(turn_deadline_s=0.3)
+    )
+    loop, _ = make_loop(hangs, config=config)
+    transport = RecordingTransport()
+    outcome = _run(loop.handle(event("小织 在吗？", addressed=True), transport))
+    assert (outcome.status, outcome.reason) == (OutcomeStatus.FAILED, "deadline")
+    assert outcome.trace["deadline"]["stage"] == "submit"
+    assert transport.calls == []
+
+
+def test_a_malformed_payload_is_rejected_with_the_problem_named() -> None:
+    loop, _ = make_loop(contrib=["onebot"])
+    outcome = _run(
+        loop.handle_payload("onebot", {"post_type": "message"}, BOT, RecordingTransport())
+    )
+    assert outcome.status == OutcomeStatus.REJECTED
+    assert "lacks" in outcome.reason
+    unknown = _run(loop.handle_payload("matrix", {}, BOT, RecordingTransport()))
+    assert unknown.status == OutcomeStatus.REJECTED and "matrix" in unknown.reason
+
+
+def test_the_bots_own_message_is_recorded_not_answered() -> None:
+    loop, model = make_loop()
+    own = IncomingEvent(
+        platform="onebot",
+        bot_id=BOT,
+        group_id=GROUP,
+        message=message("我刚说的话", sender=BOT, message_id="6001"),
+        self_sent=True,
+    )
+    outcome = _run(loop.handle(own, RecordingTransport()))
+    assert outcome.status == OutcomeStatus.RECORDED and model.requests == []
+    assert loop.runtime.stores.bot_replies.lookup(GROUP, BOT, "6001", now=T0) == "我刚说的话"  # type: ignore[union-attr]
+
+
+class _Dice:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, object]] = []
+
+    @hookimpl
+    def register_tools(self, register):  # type: ignore[no-untyped-def]
+        def roll(arguments, context):  # type: ignore[no-untyped-def]
+            self.calls.append(dict(arguments))
+            return "1d6: 4"
+
+        register(
+            Tool(
+                name="roll_dice",
+                description="Roll dice.",
+                parameters=EVERYONE,
+                call=roll,
+                intent_words=("掷骰子",),
+            )
+        )
+
+
+def test_a_tool_turn_runs_the_models_call_and_feeds_the_result_back() -> None:
+    from framework.providers.records import ToolCall
+
+    dice = _Dice()
+    loop, model = make_loop(
+        SubmitResult(
+            sent=True,
+            status="ok",
+            text=None,
+            tool_calls=(ToolCall(id="call_1", name="roll_dice", arguments='{"count": 1}'),),
+        ),
+        "掷出来是 4",
+        "好",
+        plugins=[dice],
+    )
+    transport = RecordingTransport()
+    outcome = _run(loop.handle(event("小织 帮我掷骰子", addressed=True), transport))
+    assert outcome.decision is not None and outcome.decision.action.value == "tool"
+    assert dice.calls == [{"count": 1}]
+    assert outcome.bubbles == ("掷出来是 4",)
+    first, second = model.requests[0].body_text(), model.requests[1].body_text()
+    assert '"roll_dice"' in first and "1d6: 4" in second
+    assert outcome.trace["tools"] == [{"name": "roll_dice", "status": "ok"}]
+    # the result reaches the conversation's next turn in section tool_context
+    _run(loop.handle(event("小织 然后呢？", addressed=True, at=_later(20)), transport))
+    assert "1d6: 4" in model.requests[-1].body_text()
+
+
+def test_the_bot_identity_comes_from_config_then_framework_names_then_the_persona() -> None:
+    from framework import BotConfig
+
+    config = Config(bots={BOT: BotConfig(name="阿织", aliases=("织织",))})
+    loop, _ = make_loop(config=config)
+    assert loop.runtime.bot_for(BOT).name == "阿织"
+    assert loop.runtime.bot_for(BOT).aliases == ("织织",)
+    assert loop.runtime.bot_for("99", ("牛牛", "小牛")).name == "牛牛"
+    assert loop.runtime.bot_for("99", ("牛牛", "小牛")).aliases == ("小牛",)
+    persona = loop.runtime.persona
+    assert loop.runtime.bot_for("99").name == persona.persona.name
+    assert attrs.asdict(loop.runtime.bot_for("99"))["aliases"] == persona.identity.generic_aliases

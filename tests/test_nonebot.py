@@ -1,0 +1,267 @@
+"""The NoneBot2 plugin under nonebug, with the OneBot v11 adapter's real event models."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent
+from nonebug import App
+
+from framework import BotLoop, Config, PhrasePool, Promptweave, Stores, SubmitResult, hookimpl
+from framework.config import DeliveryConfig, LoopConfig, RoutingConfig
+from framework.providers.records import ToolCall
+from tests.conftest import NONEBOT_CONFIG
+from tests.loop_support import ScriptedModel
+from tests.onebot_events import SELF_ID, at, group_message_json, parse, preprocess, reply, text
+
+GROUP_A, GROUP_B = 20001, 20002
+
+
+def _send(group: int, *segments: dict[str, Any]) -> dict[str, Any]:
+    return {"group_id": group, "message": list(segments)}
+
+
+def _text(value: str) -> dict[str, Any]:
+    return {"type": "text", "data": {"text": value}}
+
+
+class _OnePhrase:
+    @hookimpl
+    def register_low_engagement_pools(self, register):  # type: ignore[no-untyped-def]
+        register(PhrasePool(name="only_this", phrases=("确实",)))
+
+
+@pytest.fixture
+def use_loop() -> Iterator[Any]:
+    """Swap the plugin's loop for one on in-memory stores with a scripted model."""
+    import contrib.nonebot as plugin
+
+    opened = plugin._state.loop
+    made: list[BotLoop] = []
+
+    def install(
+        *answers: Any,
+        routing: RoutingConfig | None = None,
+        plugins: tuple[object, ...] = (),
+        seed: int = 3,
+    ) -> ScriptedModel:
+        model = ScriptedModel(answers=list(answers) or ["好的"])
+        config = Config(
+            routing=routing or RoutingConfig(low_engagement=False),
+            delivery=DeliveryConfig(pause_base_s=0, pause_per_char_s=0),
+            loop=LoopConfig(turn_deadline_s=10),
+        )
+        runtime = Promptweave.from_config(
+            config,
+            contrib=["onebot", "group_tools"],
+            extra_plugins=[model, *plugins],
+            stores=Stores.in_memory(),
+            rng=random.Random(seed),
+        )
+        plugin._state.loop = BotLoop(runtime=runtime, fallback_names=("小织",))
+        made.append(plugin._state.loop)
+        return model
+
+    yield install
+    plugin._state.loop = opened
+    for loop in made:
+        loop.runtime.close()
+
+
+def _bot_texts(group: int) -> list[tuple[str, str | None]]:
+    import datetime as dt
+
+    from contrib.nonebot import promptweave_loop
+
+    rows = promptweave_loop().runtime.stores.group_log.recent_group_messages(  # type: ignore[union-attr]
+        str(SELF_ID), str(group), until=dt.datetime(2100, 1, 1, tzinfo=dt.UTC), limit=50
+    )
+    return [(row.text, row.id) for row in rows if row.sender_id == str(SELF_ID)]
+
+
+async def test_start_up_opens_one_loop_with_the_configured_promptweave(app: App) -> None:
+    from contrib.nonebot import promptweave_loop
+
+    loop = promptweave_loop()
+    assert loop.runtime.config.source == str(NONEBOT_CONFIG)
+    assert loop.runtime.config.store.backend == "memory"
+    assert "group_tools" in loop.runtime.plugins.infos
+    assert loop.fallback_names == ("小织",)
+    assert loop.runtime.bot_for(str(SELF_ID), loop.fallback_names).name == "小织"
+
+
+async def test_an_at_question_is_answered_in_bubbles_with_the_ids_recorded(
+    app: App, use_loop: Any
+) -> None:
+    from contrib.nonebot import messages
+
+    model = use_loop("周六晚上七点桌游局\n在格子桌游吧")
+    async with app.test_matcher(messages) as ctx:
+        bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
+        event = await preprocess(
+            bot,
+            parse(
+                group_message_json(
+                    group_id=GROUP_A, segments=[at(SELF_ID), text(" 周末有什么活动吗？")]
+                )
+            ),
+        )
+        assert event.to_me
+        ctx.receive_event(bot, event)
+        ctx.should_call_api(
+            "send_group_msg",
+            _send(GROUP_A, _text("周六晚上七点桌游局")),
+            result={"message_id": 9001},
+        )
+        ctx.should_call_api(
+            "send_group_msg", _send(GROUP_A, _text("在格子桌游吧")), result={"message_id": 9002}
+        )
+    assert _bot_texts(GROUP_A) == [("周六晚上七点桌游局", "9001"), ("在格子桌游吧", "9002")]
+    # the question reached the model with the @ taken from original_message: addressed
+    assert "周末有什么活动吗" in model.requests[0].body_text()
+
+
+async def test_a_reply_to_a_candidate_is_quoted(app: App, use_loop: Any) -> None:
+    from contrib.nonebot import messages
+
+    use_loop(
+        "土豆比鸡多",
+        routing=RoutingConfig(low_engagement=False, quote_probability=1.0, quote_cooldown_s=0),
+    )
+    async with app.test_matcher(messages) as ctx:
+        bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
+        earlier = parse(
+            group_message_json(
+                group_id=GROUP_A,
+                user_id=30031,
+                message_id=555,
+                segments=[text("今天食堂又是土豆烧鸡")],
+            )
+        )
+        ctx.receive_event(bot, await preprocess(bot, earlier))
+        ctx.should_call_api(
+            "get_msg",
+            {"message_id": 555},
+            result={
+                "time": 1764417600,
+                "message_type": "group",
+                "message_id": 555,
+                "real_id": 555,
+                "sender": {"user_id": 30031, "nickname": "阿蒙"},
+                "message": [{"type": "text", "data": {"text": "今天食堂又是土豆烧鸡"}}],
+            },
+        )
+        question = parse(
+            group_message_json(
+                group_id=GROUP_A,
+                time=1764417660,
+                segments=[reply(555), at(SELF_ID), text(" 你怎么看？")],
+            )
+        )
+        ctx.receive_event(bot, await preprocess(bot, question))
+        ctx.should_call_api(
+            "send_group_msg",
+            _send(GROUP_A, {"type": "reply", "data": {"id": "555"}}, _text("土豆比鸡多")),
+            result={"message_id": 9003},
+        )
+
+
+async def test_a_canned_phrase_is_sent_without_a_model_call(app: App, use_loop: Any) -> None:
+    from contrib.nonebot import messages
+
+    # random.Random(1) first draws 0.134 < 0.35: the low-engagement exit speaks.
+    model = use_loop("不该被调用", routing=RoutingConfig(), plugins=(_OnePhrase(),), seed=1)
+    async with app.test_matcher(messages) as ctx:
+        bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
+        event = parse(group_message_json(group_id=GROUP_A, segments=[text("哈哈哈哈")]))
+        ctx.receive_event(bot, await preprocess(bot, event))
+        ctx.should_call_api(
+            "send_group_msg", _send(GROUP_A, _text("确实")), result={"message_id": 9004}
+        )
+    assert model.requests == []
+    assert _bot_texts(GROUP_A) == [("确实", "9004")]
+
+
+async def test_bystander_chatter_gets_silence(app: App, use_loop: Any) -> None:
+    from contrib.nonebot import messages
+
+    model = use_loop("不该被调用")
+    async with app.test_matcher(messages) as ctx:
+        bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
+        event = parse(group_message_json(group_id=GROUP_A, segments=[text("今天好热啊大家")]))
+        ctx.receive_event(bot, await preprocess(bot, event))
+        ctx.should_pass_rule(messages)
+    assert model.requests == [] and _bot_texts(GROUP_A) == []
+
+
+async def test_a_tool_request_runs_the_tool_and_answers_with_its_result(
+    app: App, use_loop: Any
+) -> None:
+    from contrib.nonebot import messages
+
+    model = use_loop(
+        SubmitResult(
+            sent=True,
+            status="ok",
+            tool_calls=(ToolCall(id="c1", name="roll_dice", arguments='{"count": 2}'),),
+        ),
+        "掷好了",
+    )
+    async with app.test_matcher(messages) as ctx:
+        bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
+        event = parse(
+            group_message_json(group_id=GROUP_A, segments=[at(SELF_ID), text(" 帮我掷骰子")])
+        )
+        ctx.receive_event(bot, await preprocess(bot, event))
+        ctx.should_call_api(
+            "send_group_msg", _send(GROUP_A, _text("掷好了")), result={"message_id": 9005}
+        )
+    assert '"roll_dice"' in model.requests[0].body_text()
+    assert "2d6:" in model.requests[1].body_text()
+
+
+async def test_the_model_down_means_silence(app: App, use_loop: Any) -> None:
+    from contrib.nonebot import messages
+
+    use_loop(SubmitResult(sent=True, status="error", detail="HTTP 503: overloaded"))
+    async with app.test_matcher(messages) as ctx:
+        bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
+        event = parse(group_message_json(group_id=GROUP_A, segments=[at(SELF_ID), text(" 在吗？")]))
+        ctx.receive_event(bot, await preprocess(bot, event))
+        ctx.should_pass_rule(messages)
+    assert _bot_texts(GROUP_A) == []
+
+
+async def test_two_groups_at_once_each_get_their_own_answer(app: App, use_loop: Any) -> None:
+    gate = asyncio.Event()
+
+    async def answer(request):  # type: ignore[no-untyped-def]
+        if "第一组" in request.body_text():
+            await gate.wait()  # group A waits until group B has been answered
+            return SubmitResult(sent=True, status="ok", text="答第一组")
+        gate.set()
+        return SubmitResult(sent=True, status="ok", text="答第二组")
+
+    use_loop(answer)
+    async with app.test_api() as ctx:
+        bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
+        first = parse(
+            group_message_json(group_id=GROUP_A, segments=[at(SELF_ID), text(" 第一组的问题？")])
+        )
+        second = parse(
+            group_message_json(group_id=GROUP_B, segments=[at(SELF_ID), text(" 第二组的问题？")])
+        )
+        assert isinstance(first, GroupMessageEvent) and isinstance(second, GroupMessageEvent)
+        ctx.should_call_api(
+            "send_group_msg", _send(GROUP_B, _text("答第二组")), result={"message_id": 9102}
+        )
+        ctx.should_call_api(
+            "send_group_msg", _send(GROUP_A, _text("答第一组")), result={"message_id": 9101}
+        )
+        await asyncio.gather(bot.handle_event(first), bot.handle_event(second))
+    assert _bot_texts(GROUP_A) == [("答第一组", "9101")]
+    assert _bot_texts(GROUP_B) == [("答第二组", "9102")]
