@@ -107,6 +107,7 @@ def test_a_flood_of_distinct_problems_is_cut_with_a_count():
         ["store", "import", "nope.json", "--store", "s.sqlite3"],
         ["store", "stats", "--store", "nope.json"],
         ["import", "memories", "nope.json", "--store", "s.sqlite3", "--bot", "1", "--group", "2"],
+        ["replay", "nope.json", "--no-progress"],
     ],
     ids=lambda args: " ".join(args[:2]),
 )
@@ -219,3 +220,16 @@ def test_a_store_failure_repeated_per_event_is_warned_once_with_a_count(tmp_path
         "Error: s.sqlite3: 11 events could not be stored (the store failed; "
         "see the warnings above)",
     ]
+
+
+def test_a_bad_line_of_a_replayed_log_is_an_input_error(tmp_path):
+    log = tmp_path / "chat.jsonl"
+    log.write_text('{"event": "message", "bot_id": "1"}\n', encoding="utf-8")
+    result = invoke("replay", str(log), "--no-progress")
+    assert (result.exit_code, result.output.splitlines()) == (
+        2,
+        [
+            f"Error: {log}:1: group_id: required field missing",
+            f"Error: {log}:1: message: required field missing",
+        ],
+    )
