@@ -19,13 +19,14 @@ import attrs
 import click
 
 from framework.cli.common import config_option, load_config
+from framework.cli.problems import Problem, config_error, input_error, require_file
 from framework.config import Config
-from framework.errors import PromptweaveError
+from framework.errors import PromptweaveError, TurnFileError
 from framework.loop.live import BotLoop
 from framework.loop.replay import ReplayClock, ReplayLog, read_chat_log, replay_events, summarize
 from framework.providers.records import ProviderSpec
 from framework.runtime import Promptweave
-from framework.store.retrieval_import import AUTO_KIND, read_files
+from framework.store.retrieval_import import AUTO_KIND, RetrievalImportError, read_files
 
 __all__ = ["MODELS", "replay"]
 
@@ -220,6 +221,7 @@ def replay(
     store's event log. The log's timestamps are the clock and --seed the random source, so a
     replay repeats exactly.
     """
+    require_file(log_file)
     config = load_config(config_path)
     if turn_sections is not None:
         config = attrs.evolve(
@@ -230,7 +232,7 @@ def replay(
         try:
             runtime = _runtime(config, model, seed, clock)
         except PromptweaveError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise config_error(exc) from exc
         try:
             _run(
                 runtime,
@@ -263,8 +265,10 @@ def _run(
         log = read_chat_log(log_file, runtime, bot_id=bot_id)
         data = data if data is not None else log_file.parent / "data"
         imported = _import_data(runtime, data, log) if data.is_dir() else None
+    except (TurnFileError, RetrievalImportError) as exc:
+        raise input_error(exc) from exc
     except PromptweaveError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise config_error(exc) from exc
     label = MODELS[model][2]
     bot = runtime.bot_for(log.events[0].bot_id if log.events else "")
     zone = ZoneInfo(bot.timezone)
@@ -315,4 +319,6 @@ def _write_report(path: Path, records: Sequence[Mapping[str, Any]], log_file: Pa
             render_report(records, title=f"replay of {log_file.name}"), encoding="utf-8"
         )
     except OSError as exc:
-        raise click.ClickException(f"{path}: cannot write the report: {exc}") from exc
+        raise config_error(
+            [Problem(file=str(path), text=f"cannot write the report: {exc.strerror or exc}")]
+        ) from exc
