@@ -18,7 +18,6 @@ import html.parser
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
+from framework.loop.replay import summarize
 
 __all__ = [
     "CHROMIUM",
@@ -191,60 +192,6 @@ def realistic_records(*, seed: int = 7) -> list[dict[str, Any]]:
         records.append(record)
     records.append(summarize(records, model="offline", model_label=MODEL_LABEL))
     return records
-
-
-def _percentiles(values: Sequence[float]) -> dict[str, float] | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"p50": round(statistics.median(ordered), 1), "p95": round(p95, 1)}
-
-
-def _sent_chars(record: Mapping[str, Any]) -> int:
-    chars = record["chars"]
-    kinds = ("ambient", "summary", "history", "current", "sidecar")
-    return int(sum(chars["system"].values()) + sum(chars[kind] for kind in kinds))
-
-
-def summarize(
-    records: Sequence[Mapping[str, Any]], *, model: str, model_label: str
-) -> dict[str, Any]:
-    """The summary record of ``records``, as the replay writes it."""
-    statuses = Counter(record["status"] for record in records)
-    answered = [r for r in records if r["status"] == "replied"]
-    requested = [r for r in records if r["chars"] is not None]
-    reuse = [r["prefix_reuse"] for r in records if r["prefix_reuse"] is not None]
-    stages: dict[str, list[float]] = {}
-    for record in records:
-        for stage, ms in record["durations_ms"].items():
-            stages.setdefault(stage, []).append(ms)
-    return {
-        "type": "summary",
-        "model": model,
-        "model_label": model_label,
-        "messages": len(records),
-        "replies": len(answered),
-        "follow_ups": sum(1 for r in answered if r["action"] == "follow_up"),
-        "quotes": sum(1 for r in answered if r["quoted_message_id"] is not None),
-        "tools": sum(1 for r in answered if r["action"] == "tool"),
-        "phrases": statuses["phrase"],
-        "silences": dict(Counter(r["reason"] for r in records if r["status"] == "silent")),
-        "failed": dict(Counter(r["reason"] for r in records if r["status"] == "failed")),
-        "recorded": statuses["recorded"],
-        "chars_per_reply": _percentiles([float(_sent_chars(r)) for r in requested]),
-        "tokens_per_reply": _percentiles([float((_sent_chars(r) + 3) // 4) for r in requested]),
-        "tokens_estimated": True,
-        "cached_tokens": None,
-        "prefix_reuse": None
-        if not reuse
-        else {
-            "median": round(statistics.median(reuse), 4),
-            "min": round(min(reuse), 4),
-            "requests": len(reuse),
-        },
-        "stage_ms": {stage: _percentiles(values) for stage, values in sorted(stages.items())},
-    }
 
 
 @attrs.define(eq=False)
