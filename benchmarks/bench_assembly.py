@@ -20,8 +20,11 @@ sections (the same retrieved items, tool results, reply shape and policy each tu
 
 Before timing, each contender renders every turn of the conversation and must produce
 promptweave's system prompt and messages byte for byte. Then the contenders take turns on the
-same batches of turns in one process, the order rotating, and each figure is the median over the
-repeats of the mean time per turn. The timed promptweave runtime starts cold and sees each turn
+same turns in one process (each turn goes to every contender before the next, the order rotating),
+and each figure is the median over the repeats of the median time per turn in the repeat (on a
+quiet machine the mean is within 1% of it; on a loaded one the scheduler stops the process for
+milliseconds in some turns, and those would decide a mean). The turn data is frozen out of the
+garbage collector's reach (``gc.freeze``), since it is input, not work. The timed promptweave runtime starts cold and sees each turn
 once, so whatever it reuses it reuses from earlier turns, as a running bot would.
 
 Run: ``python benchmarks/bench_assembly.py [--turns N] [--repeats N] [--warmup N] [--scaling]``.
@@ -348,37 +351,55 @@ def _first_difference(found: Assembled, wanted: Assembled) -> str:
     return f"  got:      …{left[max(0, at - 80) : at + 80]}…\n  expected: …{right[max(0, at - 80) : at + 80]}…"
 
 
+def typical(samples: list[int]) -> float:
+    """The median of ``samples`` (nanoseconds), in microseconds. On a quiet machine it is within
+    1% of the mean; on a loaded one the scheduler stops the process for milliseconds in the middle
+    of some turns, and those turns would otherwise decide the figure."""
+    return statistics.median(samples) / 1000
+
+
 def interleaved(
     contenders: dict[str, Callable[[Turn], object]],
     batches: Sequence[Sequence[Turn]],
 ) -> dict[str, list[float]]:
-    """Per contender, the mean microseconds per turn of each batch; the contenders take turns on
-    each batch, their order rotating from batch to batch."""
+    """Per contender, the median microseconds per turn of each batch.
+
+    Every turn of a batch goes to every contender before the next turn, the order rotating from
+    turn to turn, so a change of load on the machine falls on all of them alike.
+    """
     names = list(contenders)
+    works = [contenders[name] for name in names]
+    clock = time.perf_counter_ns
     found: dict[str, list[float]] = {name: [] for name in names}
-    for number, batch in enumerate(batches):
-        order = names[number % len(names) :] + names[: number % len(names)]
-        for name in order:
-            work = contenders[name]
-            gc.collect()
-            start = time.perf_counter_ns()
-            for turn in batch:
-                work(turn)
-            found[name].append((time.perf_counter_ns() - start) / len(batch) / 1000)
+    for batch in batches:
+        spent: list[list[int]] = [[] for _ in names]
+        gc.collect()
+        for number, turn in enumerate(batch):
+            shift = number % len(names)
+            for index in (*range(shift, len(names)), *range(shift)):
+                start = clock()
+                works[index](turn)
+                spent[index].append(clock() - start)
+        for name, samples in zip(names, spent, strict=True):
+            found[name].append(typical(samples))
     return found
 
 
 def timed(work: Callable[[Turn], object], turns: Sequence[Turn], repeats: int) -> float:
-    """The median over ``repeats`` equal slices of ``turns`` of the mean microseconds per turn."""
+    """The median over ``repeats`` equal slices of ``turns`` of the median microseconds per
+    turn."""
     size = len(turns) // repeats
+    clock = time.perf_counter_ns
     means = []
     for number in range(repeats):
         batch = turns[number * size : (number + 1) * size]
         gc.collect()
-        start = time.perf_counter_ns()
+        samples = []
         for turn in batch:
+            start = clock()
             work(turn)
-        means.append((time.perf_counter_ns() - start) / len(batch) / 1000)
+            samples.append(clock() - start)
+        means.append(typical(samples))
     return statistics.median(means)
 
 
@@ -492,6 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         verify(name, assemble, turns, expected)
         contenders[name] = assemble
 
+    gc.freeze()
     timed_runtime = make_runtime()
     timed_decision = timed_runtime.decide(turns[0])
     promptweave = promptweave_contender(timed_runtime, timed_decision)

@@ -182,7 +182,14 @@ class Promptweave:
         return self._route(_with_stored_history(completed, reader), now)
 
     def _read_session(self, turn: Turn, now: dt.datetime | None) -> tuple[SessionReader, Turn]:
-        return read_session(self.stores, self.config, self.persona, turn, now or turn.message.time)
+        return read_session(
+            self.stores,
+            self.config,
+            self.persona,
+            turn,
+            now or turn.message.time,
+            self.message_cache,
+        )
 
     def _route(self, turn: Turn, now: dt.datetime | None) -> Decision:
         router = self.router

@@ -2,9 +2,9 @@
 
 A message stays in a conversation for many turns: it is the current message once, then one of the
 user's history rows and a line of the group timeline for the next dozen turns or so. What assembly
-makes of it depends on its text and the persona pack alone: the wrapped user message (prefix line,
-cleaned body, the injection check and its warning line), the bot's reply on one line, the timeline
-line, the speaker label, the injection-snapshot entry with its sha256. :class:`MessageCache` makes
+makes of it depends on its text and the persona pack alone: the history row, the wrapped user
+message (prefix line, cleaned body, the injection check and its warning line), the bot's reply on
+one line, the timeline line, the speaker label, the injection-snapshot entry with its sha256. :class:`MessageCache` makes
 each of these once and hands out the same finished value (the same immutable record) on every
 later turn, so a turn's cost follows the messages that are new to it, not the length of the window.
 
@@ -16,8 +16,8 @@ refilled, and a text longer than :data:`CACHED_TEXT_CHARS` is never kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import TypeVar
+from collections.abc import Hashable
+from typing import Any, TypeVar
 
 import attrs
 
@@ -30,7 +30,7 @@ from framework.conversation.sequence import (
 )
 from framework.conversation.timeline import speaker_label, timeline_line
 from framework.prompt.persona import PersonaPack
-from framework.turn import Bot, ChatMessage
+from framework.turn import Bot, ChatMessage, HistoryEntry
 
 __all__ = ["CACHED_TEXT_CHARS", "MESSAGE_CACHE_ENTRIES", "MessageCache"]
 
@@ -42,14 +42,11 @@ CACHED_TEXT_CHARS = 8192
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+_MISSING: Any = object()
 
-def _remembered(table: dict[K, V], key: K, make: Callable[[], V], limit: int) -> V:
-    """The value of ``key`` in ``table``, made and kept on a miss (the table emptied when full)."""
-    try:
-        return table[key]
-    except KeyError:
-        pass
-    value = make()
+
+def _keep(table: dict[K, V], key: K, value: V, limit: int) -> V:
+    """Keep ``value`` under ``key``, emptying ``table`` first when it is full."""
     if len(table) >= limit:
         # Emptying is one atomic call, safe with runtimes shared between threads; the messages
         # still in use come back on their next turn.
@@ -69,6 +66,7 @@ class MessageCache:
     persona: PersonaPack
     entries: int = MESSAGE_CACHE_ENTRIES
     _user: dict[tuple[str, int], str] = attrs.field(factory=dict, init=False, repr=False)
+    _rows: dict[tuple[str, str], HistoryRow] = attrs.field(factory=dict, init=False, repr=False)
     _history: dict[tuple[str, str, bool, int], PromptMessage | None] = attrs.field(
         factory=dict, init=False, repr=False
     )
@@ -81,51 +79,109 @@ class MessageCache:
     _snapshots: dict[tuple[str, str, str, str, int, bool, int], AmbientEntry] = attrs.field(
         factory=dict, init=False, repr=False
     )
+    # The same message object usually comes back turn after turn (a turn built from the last
+    # one, a group log in memory): these tables find its finished form by the object itself,
+    # before any key is built from its text. Each slot holds the object, so its id cannot be
+    # reused while the slot exists.
+    _row_slots: dict[int, tuple[HistoryEntry, HistoryRow]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
+    _message_slots: dict[int, tuple[HistoryRow, int, PromptMessage | None]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
+    _speaker_slots: dict[int, tuple[ChatMessage, Bot, str]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
+    _line_slots: dict[int, tuple[ChatMessage, str, str, int, str]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
+
+    @property
+    def injection_suffix(self) -> str:
+        """The pack's "ignore instructions above" line, filled in."""
+        return self.persona.format(self.persona.user_turn.injection_suffix)
 
     def user_turn(self, text: str, max_len: int) -> str:
         """:func:`framework.format_user_turn` of ``text`` with this cache's pack."""
         if len(text) > CACHED_TEXT_CHARS:
             return format_user_turn(self.persona, text, max_len=max_len)
-        return _remembered(
-            self._user,
-            (text, max_len),
-            lambda: format_user_turn(self.persona, text, max_len=max_len),
-            self.entries,
-        )
+        key = (text, max_len)
+        found = self._user.get(key)
+        if found is not None:
+            return found
+        wrapped = format_user_turn(self.persona, text, max_len=max_len)
+        return _keep(self._user, key, wrapped, self.entries)
+
+    def history_row(self, entry: HistoryEntry) -> HistoryRow:
+        """The row of one entry of a turn's own history (:meth:`HistoryRow.from_entry`)."""
+        slot = self._row_slots.get(id(entry))
+        if slot is not None and slot[0] is entry:
+            return slot[1]
+        if len(entry.content) > CACHED_TEXT_CHARS:
+            return HistoryRow.from_entry(entry)
+        key = (entry.role, entry.content)
+        row = self._rows.get(key)
+        if row is None:
+            row = _keep(self._rows, key, HistoryRow.from_entry(entry), self.entries)
+        _keep(self._row_slots, id(entry), (entry, row), self.entries)
+        return row
 
     def history_message(self, row: HistoryRow, max_len: int) -> PromptMessage | None:
         """The message of one history row (``None`` when its text cleans to nothing): the user's
         rows wrapped like :func:`framework.format_user_turn`, the bot's on one line."""
+        slot = self._message_slots.get(id(row))
+        if slot is not None and slot[0] is row and slot[1] == max_len:
+            return slot[2]
         if len(row.content) > CACHED_TEXT_CHARS:
             return _history_message(self.persona, row, max_len)
-        return _remembered(
-            self._history,
-            (row.role, row.content, row.summary, max_len),
-            lambda: _history_message(self.persona, row, max_len),
-            self.entries,
-        )
+        key = (row.role, row.content, row.summary, max_len)
+        message = self._history.get(key, _MISSING)
+        if message is _MISSING:
+            message = _keep(
+                self._history, key, _history_message(self.persona, row, max_len), self.entries
+            )
+        _keep(self._message_slots, id(row), (row, max_len, message), self.entries)
+        return message  # type: ignore[no-any-return]
 
-    def speaker(self, sender_id: str, sender_name: str, bot: Bot, persona: PersonaPack) -> str:
-        """:func:`framework.speaker_label`, kept per speaker and bot."""
+    def speaker(self, message: ChatMessage, bot: Bot, persona: PersonaPack) -> str:
+        """:func:`framework.speaker_label` of the message's sender."""
+        slot = self._speaker_slots.get(id(message))
+        if slot is not None and slot[0] is message and slot[1] is bot:
+            return slot[2]
+        sender_id, sender_name = message.sender_id, message.sender_name
         if persona is not self.persona or len(sender_name) > CACHED_TEXT_CHARS:
             return speaker_label(sender_id, sender_name, bot, persona)
-        return _remembered(
-            self._speakers,
-            (sender_id, sender_name, bot.id, bot.peer_bot_ids),
-            lambda: speaker_label(sender_id, sender_name, bot, persona),
-            self.entries,
-        )
+        key = (sender_id, sender_name, bot.id, bot.peer_bot_ids)
+        label = self._speakers.get(key)
+        if label is None:
+            label = speaker_label(sender_id, sender_name, bot, persona)
+            _keep(self._speakers, key, label, self.entries)
+        _keep(self._speaker_slots, id(message), (message, bot, label), self.entries)
+        return label
 
     def line(self, message: ChatMessage, speaker: str, tail: str, line_chars: int) -> str:
         """The timeline line of ``message`` (:func:`framework.conversation.timeline.timeline_line`)."""
+        slot = self._line_slots.get(id(message))
+        if (
+            slot is not None
+            and slot[0] is message
+            and slot[1] == speaker
+            and slot[2] == tail
+            and slot[3] == line_chars
+        ):
+            return slot[4]
         if len(message.text) > CACHED_TEXT_CHARS:
             return timeline_line(message, speaker, tail, line_chars)
-        return _remembered(
-            self._lines,
-            (message.text, bool(message.images), speaker, tail, line_chars),
-            lambda: timeline_line(message, speaker, tail, line_chars),
-            self.entries,
+        key = (message.text, bool(message.images), speaker, tail, line_chars)
+        line = self._lines.get(key)
+        if line is None:
+            line = _keep(
+                self._lines, key, timeline_line(message, speaker, tail, line_chars), self.entries
+            )
+        _keep(
+            self._line_slots, id(message), (message, speaker, tail, line_chars, line), self.entries
         )
+        return line
 
     def snapshot(
         self, message: ChatMessage, *, bot_id: str, group_id: str, line_chars: int
@@ -133,22 +189,20 @@ class MessageCache:
         """The injection-snapshot entry of a timeline message (its sha256 made once)."""
         if len(message.text) > CACHED_TEXT_CHARS:
             return snapshot_entry(message, bot_id=bot_id, group_id=group_id, line_chars=line_chars)
-        return _remembered(
-            self._snapshots,
-            (
-                bot_id,
-                group_id,
-                message.sender_id,
-                message.text,
-                int(message.time.timestamp()),
-                bool(message.images),
-                line_chars,
-            ),
-            lambda: snapshot_entry(
-                message, bot_id=bot_id, group_id=group_id, line_chars=line_chars
-            ),
-            self.entries,
+        key = (
+            bot_id,
+            group_id,
+            message.sender_id,
+            message.text,
+            int(message.time.timestamp()),
+            bool(message.images),
+            line_chars,
         )
+        found = self._snapshots.get(key)
+        if found is not None:
+            return found
+        entry = snapshot_entry(message, bot_id=bot_id, group_id=group_id, line_chars=line_chars)
+        return _keep(self._snapshots, key, entry, self.entries)
 
 
 def _history_message(persona: PersonaPack, row: HistoryRow, max_len: int) -> PromptMessage | None:

@@ -105,7 +105,7 @@ def build_turn_messages(
             wrap=cache.user_turn,
         )
         notes = {"history_turns": len(history), **part.notes}
-    keep_tail = persona.format(persona.user_turn.injection_suffix)
+    keep_tail = cache.injection_suffix
     if measure is len and config.budget.chars > 0:
         fitted = _fit_newest_first(
             system_prompt,

@@ -22,7 +22,8 @@ from framework.conversation.images import vision_image_urls
 from framework.prompt.persona import PersonaPack
 from framework.prompt.sanitize import sanitize_block, sanitize_literal
 from framework.prompt.text_rules import IMAGE_MARK, InjectionDetector
-from framework.turn import Turn
+from framework.store.sessions import SUMMARY_MARK
+from framework.turn import HistoryEntry, Turn
 
 __all__ = [
     "USER_MESSAGE_MAX_CHARS",
@@ -80,6 +81,14 @@ class HistoryRow:
     content: str
     summary: bool = False
     message_id: str | None = None
+
+    @classmethod
+    def from_entry(cls, entry: HistoryEntry) -> HistoryRow:
+        """The row of an entry of a turn's own history: a ``user`` entry that starts with
+        ``【此前对话摘要】`` is a summary row."""
+        role, content = entry.role, entry.content
+        summary = role == "user" and content.startswith(SUMMARY_MARK)
+        return cls(role=role, content=content, summary=summary)
 
 
 @attrs.frozen(kw_only=True)

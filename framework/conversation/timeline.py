@@ -96,8 +96,8 @@ class TimelineMemo(Protocol):
     (:class:`framework.conversation.message_cache.MessageCache`): the same values as
     :func:`speaker_label` and :func:`timeline_line`."""
 
-    def speaker(self, sender_id: str, sender_name: str, bot: Bot, persona: PersonaPack) -> str:
-        """:func:`speaker_label`."""
+    def speaker(self, message: ChatMessage, bot: Bot, persona: PersonaPack) -> str:
+        """:func:`speaker_label` of the message's sender."""
 
     def line(self, message: ChatMessage, speaker: str, tail: str, line_chars: int) -> str:
         """:func:`timeline_line`."""
@@ -137,9 +137,11 @@ def build_group_timeline(
         return GroupTimeline()
     source = turn.recent_messages if messages is None else messages
     window = _window(source, turn.message.id, limit)
-    speaker = speaker_label if memo is None else memo.speaker
     line_of = timeline_line if memo is None else memo.line
-    speakers = [speaker(m.sender_id, m.sender_name, turn.bot, persona) for m in window]
+    if memo is None:
+        speakers = [speaker_label(m.sender_id, m.sender_name, turn.bot, persona) for m in window]
+    else:
+        speakers = [memo.speaker(m, turn.bot, persona) for m in window]
     labels = {m.id: label for m, label in zip(window, speakers, strict=True) if m.id is not None}
     rendered: list[tuple[ChatMessage, str]] = []
     shown_flags = [hidden is None or not hidden(m) for m in window]

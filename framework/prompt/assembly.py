@@ -50,7 +50,7 @@ class SectionAssembler:
     pm: pluggy.PluginManager
     strict: bool = False
     _static_renders: dict[_Scope, str] = attrs.field(factory=dict, init=False, repr=False)
-    _static_records: dict[_Scope, RenderedSection] = attrs.field(
+    _static_records: dict[tuple[Bot, str | None], dict[str, RenderedSection]] = attrs.field(
         factory=dict, init=False, repr=False
     )
     _finished: dict[tuple[str, str, str], RenderedSection] = attrs.field(
@@ -160,45 +160,53 @@ class SectionAssembler:
         override in force a section is always finished afresh.
         """
         self._check_inputs(context)
-        rendered: list[RenderedSection] = []
+        if self.overrides_possible(context):
+            records = [self._with_override(entry, context) for entry in sections]
+        else:
+            records = self._records(sections, context)
         emitted: list[str] = []
         seen: set[str] = set()
-        consult_overrides = self.overrides_possible(context)
-        scope = (context.turn.bot, context.turn.group_id)
-        for entry in sections:
-            if consult_overrides:
-                record = self._with_override(entry, context)
-            elif entry.item.volatility is Volatility.STATIC:
-                record = self._static_record(entry, context, scope)
-            else:
-                text, error = self.render_one(entry, context)
-                record = self._finish(entry, text, error)
+        for index, record in enumerate(records):
             if record.status == "rendered":
                 if record.text in seen:
-                    record = attrs.evolve(record, text="", status="duplicate")
+                    records[index] = attrs.evolve(record, text="", status="duplicate")
                 else:
                     emitted.append(record.text)
                     seen.add(record.text)
-            rendered.append(record)
-        return tuple(rendered), "\n\n".join(emitted)
+        return tuple(records), "\n\n".join(emitted)
 
-    def _static_record(
-        self,
-        entry: Registered[Section],
-        context: RenderContext,
-        scope: tuple[Bot, str | None],
-    ) -> RenderedSection:
-        """The finished record of a static section for this bot and group, made once."""
-        key = (entry.item.id, *scope)
-        record = self._static_records.get(key)
-        if record is None:
-            text, error = self.render_one(entry, context)
-            record = self._finish(entry, text, error)
-            if error is None:
-                if len(self._static_records) >= STATIC_CACHE_ENTRIES:
-                    self._static_records.clear()
-                self._static_records[key] = record
-        return record
+    def _records(
+        self, sections: Sequence[Registered[Section]], context: RenderContext
+    ) -> list[RenderedSection]:
+        """The finished record of every section, none with an override in force: static sections
+        from those kept for the bot and group, the others from those kept by text."""
+        scope = (context.turn.bot, context.turn.group_id)
+        kept_static = self._static_records.get(scope)
+        if kept_static is None:
+            if len(self._static_records) >= STATIC_CACHE_ENTRIES:
+                self._static_records.clear()
+            kept_static = self._static_records[scope] = {}
+        finished = self._finished
+        records = []
+        for entry in sections:
+            section = entry.item
+            record: RenderedSection | None
+            if section.volatility is Volatility.STATIC:
+                record = kept_static.get(section.id)
+                if record is None:
+                    text, error = self.render_one(entry, context)
+                    record = self._finish(entry, text, error)
+                    if error is None:
+                        kept_static[section.id] = record
+            else:
+                text, error = self.render_one(entry, context)
+                record = None
+                if error is None and len(text) <= FINISHED_TEXT_CHARS:
+                    record = finished.get((section.id, entry.plugin, text))
+                if record is None:
+                    record = self._finish(entry, text, error)
+            records.append(record)
+        return records
 
     def _finish(self, entry: Registered[Section], text: str, error: str | None) -> RenderedSection:
         """The record of a section's text without an override: cleaned and capped, ``rendered``
