@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -23,7 +23,6 @@ from framework.conversation.message_cache import MessageCache
 from framework.conversation.pipeline import TurnMessages, build_turn_messages, carried_by_history
 from framework.conversation.session import SessionReader, read_session
 from framework.conversation.state import ConversationState
-from framework.conversation.summary import CompressionResult
 from framework.conversation.timeline import build_group_timeline
 from framework.decision import Decision
 from framework.delivery.recorder import Recorder
@@ -45,6 +44,9 @@ from framework.store.routing_state import MemoryRoutingState
 from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.turn import Bot, ChatMessage, HistoryEntry, Turn
+
+if TYPE_CHECKING:
+    from framework.conversation.summary import CompressionResult
 
 __all__ = ["Promptweave"]
 

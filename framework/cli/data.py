@@ -16,7 +16,6 @@ from framework.cli.common import (
     store_option,
 )
 from framework.errors import PromptweaveError, TurnFileError
-from framework.loop.event_log import read_events, record_events
 from framework.store.retrieval_import import AUTO_KIND, KINDS, read_files
 from framework.store.stores import Stores
 
@@ -99,6 +98,10 @@ def store_import(
     """Record the events of EVENTS_FILE (JSON Lines: message and bot_reply events)."""
     # Check the config and the whole events file before the store is opened: a bad line leaves
     # no new file behind and nothing recorded.
+    # The event log brings the live loop's recording and session compression: only this command
+    # needs them, so the others do not load them (docs/performance.md).
+    from framework.loop.event_log import read_events, record_events
+
     path = _store_path(store_path, config_path)
     load_config(config_path)
     try:

@@ -31,12 +31,6 @@ from framework.errors import TurnFileError
 from framework.providers.prefix import canonical_json
 from framework.providers.records import ProviderRequest, ProviderSpec
 from framework.providers.request import build_provider_request
-from framework.routing.batch import (
-    confusion_table,
-    decide_cases,
-    default_route_bot,
-    load_route_file,
-)
 from framework.runtime import Promptweave
 from framework.turn import Turn, load_turn_file
 from framework.turn_context.context import TurnContext, build_turn_context
@@ -318,6 +312,14 @@ def route(
     Lines are whole turns (the turn-file format) or compact messages; see docs/routing.md.
     The routing state is in memory and starts empty, so a run is reproducible.
     """
+    # Only this command reads route files and tables the results (docs/performance.md).
+    from framework.routing.batch import (
+        confusion_table,
+        decide_cases,
+        default_route_bot,
+        load_route_file,
+    )
+
     runtime = build_runtime(config_path)
     try:
         cases = load_route_file(route_file, bot=default_route_bot(runtime.persona))
