@@ -233,7 +233,7 @@ def conversation(
     group: list[ChatMessage] = []
     exchange: list[HistoryEntry] = []
     built = []
-    lead = history_turns // 2 + 1
+    lead = max(history_turns // 2, recent // 4) + 1
     for number in range(turns + lead):
         at = START + dt.timedelta(seconds=40 * number)
         for offset in range(2):
@@ -482,7 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--scaling", action="store_true", help="also print the scaling tables of the README"
     )
-    parser.add_argument("--scaling-turns", type=int, default=200, help="turns per scaling repeat")
+    parser.add_argument("--scaling-turns", type=int, default=100, help="turns per scaling repeat")
     args = parser.parse_args(argv)
 
     turns = conversation(args.warmup + args.repeats * args.turns)

@@ -133,15 +133,24 @@ class MessageCache:
         if slot is not None and slot[0] is row and slot[1] == max_len:
             return slot[2]
         if len(row.content) > CACHED_TEXT_CHARS:
-            return _history_message(self.persona, row, max_len)
+            return self._history_message(row, max_len)
         key = (row.role, row.content, row.summary, max_len)
         message = self._history.get(key, _MISSING)
         if message is _MISSING:
-            message = _keep(
-                self._history, key, _history_message(self.persona, row, max_len), self.entries
-            )
+            message = _keep(self._history, key, self._history_message(row, max_len), self.entries)
         _keep(self._message_slots, id(row), (row, max_len, message), self.entries)
         return message  # type: ignore[no-any-return]
+
+    def _history_message(self, row: HistoryRow, max_len: int) -> PromptMessage | None:
+        if row.role == "assistant":
+            content = format_assistant_turn(row.content, max_len=max_len)
+        else:
+            # The user's last message was wrapped once already, as the current message.
+            content = self.user_turn(row.content, max_len)
+        if not content:
+            return None
+        source = "summary" if row.summary else "history"
+        return PromptMessage(role=row.role, content=content, source=source)
 
     def speaker(self, message: ChatMessage, bot: Bot, persona: PersonaPack) -> str:
         """:func:`framework.speaker_label` of the message's sender."""
@@ -203,15 +212,3 @@ class MessageCache:
             return found
         entry = snapshot_entry(message, bot_id=bot_id, group_id=group_id, line_chars=line_chars)
         return _keep(self._snapshots, key, entry, self.entries)
-
-
-def _history_message(persona: PersonaPack, row: HistoryRow, max_len: int) -> PromptMessage | None:
-    if row.role == "assistant":
-        content = format_assistant_turn(row.content, max_len=max_len)
-    else:
-        content = format_user_turn(persona, row.content, max_len=max_len)
-    if not content:
-        return None
-    return PromptMessage(
-        role=row.role, content=content, source="summary" if row.summary else "history"
-    )

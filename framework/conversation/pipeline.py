@@ -254,12 +254,15 @@ def carried_by_history(history: Sequence[HistoryRow], turn: Turn) -> Callable[[C
     show it again (the message sequence never repeats what the system prompt carries). Matched by
     message id when the row has one, else by speaker and text: the user's own lines and the bot's.
     """
-    ids = {row.message_id for row in history if row.message_id is not None and not row.summary}
-    texts = {
-        (row.role, row.content.strip())
-        for row in history
-        if row.message_id is None and not row.summary
-    }
+    ids: set[str] = set()
+    texts: set[tuple[str, str]] = set()
+    for row in history:
+        if row.summary:
+            continue
+        if row.message_id is not None:
+            ids.add(row.message_id)
+        else:
+            texts.add((row.role, row.content.strip()))
 
     def carried(message: ChatMessage) -> bool:
         if message.id is not None and message.id in ids:
