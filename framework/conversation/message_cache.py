@@ -28,7 +28,7 @@ from framework.conversation.sequence import (
     format_assistant_turn,
     format_user_turn,
 )
-from framework.conversation.timeline import speaker_label, timeline_line
+from framework.conversation.timeline import speaker_label, timeline_text
 from framework.prompt.persona import PersonaPack
 from framework.turn import Bot, ChatMessage, HistoryEntry
 
@@ -73,9 +73,7 @@ class MessageCache:
     _speakers: dict[tuple[str, str, str, tuple[str, ...]], str] = attrs.field(
         factory=dict, init=False, repr=False
     )
-    _lines: dict[tuple[str, bool, str, str, int], str] = attrs.field(
-        factory=dict, init=False, repr=False
-    )
+    _texts: dict[tuple[str, bool, int], str] = attrs.field(factory=dict, init=False, repr=False)
     _snapshots: dict[tuple[str, str, str, str, int, bool, int], AmbientEntry] = attrs.field(
         factory=dict, init=False, repr=False
     )
@@ -89,10 +87,7 @@ class MessageCache:
     _message_slots: dict[int, tuple[HistoryRow, int, PromptMessage | None]] = attrs.field(
         factory=dict, init=False, repr=False
     )
-    _speaker_slots: dict[int, tuple[ChatMessage, Bot, str]] = attrs.field(
-        factory=dict, init=False, repr=False
-    )
-    _line_slots: dict[int, tuple[ChatMessage, str, str, int, str]] = attrs.field(
+    _shown_slots: dict[int, tuple[ChatMessage, Bot, int, tuple[str, str]]] = attrs.field(
         factory=dict, init=False, repr=False
     )
 
@@ -152,45 +147,41 @@ class MessageCache:
         source = "summary" if row.summary else "history"
         return PromptMessage(role=row.role, content=content, source=source)
 
-    def speaker(self, message: ChatMessage, bot: Bot, persona: PersonaPack) -> str:
-        """:func:`framework.speaker_label` of the message's sender."""
-        slot = self._speaker_slots.get(id(message))
-        if slot is not None and slot[0] is message and slot[1] is bot:
-            return slot[2]
+    def shown(
+        self, message: ChatMessage, bot: Bot, persona: PersonaPack, line_chars: int
+    ) -> tuple[str, str]:
+        """What the timeline shows of ``message``: the speaker label
+        (:func:`framework.speaker_label`) and the line's text
+        (:func:`framework.conversation.timeline.timeline_text`)."""
+        slot = self._shown_slots.get(id(message))
+        if slot is not None and slot[0] is message and slot[1] is bot and slot[2] == line_chars:
+            return slot[3]
+        if persona is not self.persona:
+            label = speaker_label(message.sender_id, message.sender_name, bot, persona)
+            return label, timeline_text(message, line_chars)
+        parts = (self._speaker(message, bot), self._text(message, line_chars))
+        _keep(self._shown_slots, id(message), (message, bot, line_chars, parts), self.entries)
+        return parts
+
+    def _speaker(self, message: ChatMessage, bot: Bot) -> str:
         sender_id, sender_name = message.sender_id, message.sender_name
-        if persona is not self.persona or len(sender_name) > CACHED_TEXT_CHARS:
-            return speaker_label(sender_id, sender_name, bot, persona)
+        if len(sender_name) > CACHED_TEXT_CHARS:
+            return speaker_label(sender_id, sender_name, bot, self.persona)
         key = (sender_id, sender_name, bot.id, bot.peer_bot_ids)
         label = self._speakers.get(key)
         if label is None:
-            label = speaker_label(sender_id, sender_name, bot, persona)
+            label = speaker_label(sender_id, sender_name, bot, self.persona)
             _keep(self._speakers, key, label, self.entries)
-        _keep(self._speaker_slots, id(message), (message, bot, label), self.entries)
         return label
 
-    def line(self, message: ChatMessage, speaker: str, tail: str, line_chars: int) -> str:
-        """The timeline line of ``message`` (:func:`framework.conversation.timeline.timeline_line`)."""
-        slot = self._line_slots.get(id(message))
-        if (
-            slot is not None
-            and slot[0] is message
-            and slot[1] == speaker
-            and slot[2] == tail
-            and slot[3] == line_chars
-        ):
-            return slot[4]
+    def _text(self, message: ChatMessage, line_chars: int) -> str:
         if len(message.text) > CACHED_TEXT_CHARS:
-            return timeline_line(message, speaker, tail, line_chars)
-        key = (message.text, bool(message.images), speaker, tail, line_chars)
-        line = self._lines.get(key)
-        if line is None:
-            line = _keep(
-                self._lines, key, timeline_line(message, speaker, tail, line_chars), self.entries
-            )
-        _keep(
-            self._line_slots, id(message), (message, speaker, tail, line_chars, line), self.entries
-        )
-        return line
+            return timeline_text(message, line_chars)
+        key = (message.text, bool(message.images), line_chars)
+        text = self._texts.get(key)
+        if text is None:
+            text = _keep(self._texts, key, timeline_text(message, line_chars), self.entries)
+        return text
 
     def snapshot(
         self, message: ChatMessage, *, bot_id: str, group_id: str, line_chars: int

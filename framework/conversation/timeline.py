@@ -26,6 +26,7 @@ __all__ = [
     "speaker_label",
     "timeline_limit",
     "timeline_line",
+    "timeline_text",
 ]
 
 TIMELINE_HEADER = "【刚才的群聊】"
@@ -83,24 +84,30 @@ def timeline_limit(turn: Turn, config: TimelineConfig) -> int:
     return 0
 
 
-def timeline_line(message: ChatMessage, speaker: str, tail: str, line_chars: int) -> str:
-    """One line of the timeline: ``- speaker（回X的话）：text``; ``""`` when the text is empty."""
+def timeline_text(message: ChatMessage, line_chars: int) -> str:
+    """What a timeline line shows of a message: its text on one line, cut at ``line_chars``, unable
+    to open a section header, with ``[图片]`` in front when it carries images."""
     text = quote_user_text(message.text, line_chars)
     if message.images:
         text = f"{IMAGE_MARK} {text}".strip()
+    return text
+
+
+def timeline_line(message: ChatMessage, speaker: str, tail: str, line_chars: int) -> str:
+    """One line of the timeline: ``- speaker（回X的话）：text``; ``""`` when the text is empty."""
+    text = timeline_text(message, line_chars)
     return f"- {speaker}{tail}：{text}" if text else ""
 
 
 class TimelineMemo(Protocol):
-    """Where the timeline gets its speaker labels and lines when they are kept between turns
-    (:class:`framework.conversation.message_cache.MessageCache`): the same values as
-    :func:`speaker_label` and :func:`timeline_line`."""
+    """Where the timeline finds what it shows of a message when that is kept between turns
+    (:class:`framework.conversation.message_cache.MessageCache`)."""
 
-    def speaker(self, message: ChatMessage, bot: Bot, persona: PersonaPack) -> str:
-        """:func:`speaker_label` of the message's sender."""
-
-    def line(self, message: ChatMessage, speaker: str, tail: str, line_chars: int) -> str:
-        """:func:`timeline_line`."""
+    def shown(
+        self, message: ChatMessage, bot: Bot, persona: PersonaPack, line_chars: int
+    ) -> tuple[str, str]:
+        """:func:`speaker_label` of the message's sender and :func:`timeline_text` of the
+        message."""
 
 
 def _window(source: Sequence[ChatMessage], current_id: str | None, limit: int) -> list[ChatMessage]:
@@ -137,23 +144,26 @@ def build_group_timeline(
         return GroupTimeline()
     source = turn.recent_messages if messages is None else messages
     window = _window(source, turn.message.id, limit)
-    line_of = timeline_line if memo is None else memo.line
+    line_chars = config.line_chars
+    parts: list[tuple[str, str | None]]
     if memo is None:
-        speakers = [speaker_label(m.sender_id, m.sender_name, turn.bot, persona) for m in window]
+        parts = [
+            (speaker_label(m.sender_id, m.sender_name, turn.bot, persona), None) for m in window
+        ]
     else:
-        speakers = [memo.speaker(m, turn.bot, persona) for m in window]
-    labels = {m.id: label for m, label in zip(window, speakers, strict=True) if m.id is not None}
+        parts = [memo.shown(m, turn.bot, persona, line_chars) for m in window]
+    labels = {m.id: label for m, (label, _) in zip(window, parts, strict=True) if m.id is not None}
     rendered: list[tuple[ChatMessage, str]] = []
-    shown_flags = [hidden is None or not hidden(m) for m in window]
-    left_out = shown_flags.count(False)
-    for message, label, shown_flag in zip(window, speakers, shown_flags, strict=True):
-        if not shown_flag:
+    left_out = 0
+    for message, (label, kept_text) in zip(window, parts, strict=True):
+        if hidden is not None and hidden(message):
+            left_out += 1
             continue
-        replied = labels.get(message.reply_to) if message.reply_to is not None else None
-        tail = f"（回{replied}的话）" if replied else ""
-        line = line_of(message, label, tail, config.line_chars)
-        if line:
-            rendered.append((message, line))
+        text = timeline_text(message, line_chars) if kept_text is None else kept_text
+        if text:
+            replied = labels.get(message.reply_to) if message.reply_to is not None else None
+            tail = f"（回{replied}的话）" if replied else ""
+            rendered.append((message, f"- {label}{tail}：{text}"))
     budget = config.block_chars - len(TIMELINE_HEADER) - 1
     while rendered and sum(len(line) + 1 for _, line in rendered) > budget:
         rendered.pop(0)
