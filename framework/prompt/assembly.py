@@ -187,11 +187,12 @@ class SectionAssembler:
                 self._static_records.clear()
             kept_static = self._static_records[scope] = {}
         finished = self._finished
+        static = Volatility.STATIC
         records = []
         for entry in sections:
             section = entry.item
             record: RenderedSection | None
-            if section.volatility is Volatility.STATIC:
+            if section.volatility is static:
                 record = kept_static.get(section.id)
                 if record is None:
                     text, error = self.render_one(entry, context)
