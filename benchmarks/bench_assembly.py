@@ -24,8 +24,9 @@ same turns in one process (each turn goes to every contender before the next, th
 and each figure is the median over the repeats of the median time per turn in the repeat (on a
 quiet machine the mean is within 1% of it; on a loaded one the scheduler stops the process for
 milliseconds in some turns, and those would decide a mean). The turn data is frozen out of the
-garbage collector's reach (``gc.freeze``), since it is input, not work. The timed promptweave runtime starts cold and sees each turn
-once, so whatever it reuses it reuses from earlier turns, as a running bot would.
+garbage collector's reach (``gc.freeze``), since it is input, not work. The timed promptweave
+runtime starts cold and sees each turn once, so whatever it reuses it reuses from earlier turns, as
+a running bot would.
 
 Run: ``python benchmarks/bench_assembly.py [--turns N] [--repeats N] [--warmup N] [--scaling]``.
 """
