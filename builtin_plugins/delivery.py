@@ -11,27 +11,30 @@ All are ``trylast``, so any other plugin's implementation wins:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from framework import (
-    ONEBOT_V11,
-    Config,
-    ModelAnswer,
-    OutgoingMessage,
-    ReplyShape,
-    Segment,
-    SendReceipt,
-    Transport,
-    hookimpl,
-    onebot_action,
-    read_model_answer_default,
-)
+from framework import hookimpl
+
+# The reply contract and the OneBot segments load with the first answer read or message sent,
+# not with the plugins: inspecting a turn never needs them (docs/performance.md).
+if TYPE_CHECKING:
+    from framework import (
+        Config,
+        ModelAnswer,
+        OutgoingMessage,
+        ReplyShape,
+        Segment,
+        SendReceipt,
+        Transport,
+    )
 
 
 @hookimpl(trylast=True)
 def read_model_answer(
     text: str, shape: ReplyShape, system_prompt: str, config: Config
 ) -> ModelAnswer:
+    from framework import read_model_answer_default
+
     return read_model_answer_default(
         text, shape, system_prompt=system_prompt, sticker_mode=config.delivery.sticker
     )
@@ -39,6 +42,8 @@ def read_model_answer(
 
 @hookimpl(trylast=True)
 def choose_sticker(intent: str, config: Config) -> Segment | None:
+    from framework import Segment
+
     if config.delivery.sticker == "drop":
         return None
     face_id = config.delivery.faces.get(intent.strip())
@@ -47,12 +52,16 @@ def choose_sticker(intent: str, config: Config) -> Segment | None:
 
 @hookimpl(trylast=True)
 def send_message(message: OutgoingMessage, transport: Transport) -> Awaitable[SendReceipt] | None:
+    from framework import ONEBOT_V11
+
     if transport.platform != ONEBOT_V11:
         return None
     return _send_onebot(message, transport)
 
 
 async def _send_onebot(message: OutgoingMessage, transport: Transport) -> SendReceipt:
+    from framework import SendReceipt, onebot_action
+
     try:
         action, params = onebot_action(message)
         result = await transport.call_api(action, **params)

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rapidfuzz import fuzz, process, utils
-
 from builtin_plugins.retrieval_sections import affinity_label
 from framework import (
     KNOWLEDGE_QUESTION_WORDS,
@@ -216,19 +214,28 @@ def retrieve_mid_term(query: RetrievalQuery) -> RetrievalResult:
     )
 
 
-def retrieve_group_expression(query: RetrievalQuery) -> RetrievalResult:
-    if query.group_id is None:
-        return RetrievalResult.skip(SkipReason.PRIVATE_CHAT)
-    store = query.stores.retrieval
-    pairs = store.expression_pairs(query.bot_id, query.group_id, limit=PROFILE_SCAN)
-    matches = process.extract(
+def _similar_triggers(query: RetrievalQuery, triggers: list[str]) -> list[tuple[str, float, int]]:
+    """The triggers most like the message: ``(trigger, similarity 0-100, index)``."""
+    # rapidfuzz loads with the first group that has learned pairs, not at start-up
+    # (docs/performance.md).
+    from rapidfuzz import fuzz, process, utils
+
+    return process.extract(
         query.text,
-        [pair.trigger for pair in pairs],
+        triggers,
         scorer=fuzz.WRatio,
         processor=utils.default_process,
         limit=query.limits.expression_pairs,
         score_cutoff=query.limits.expression_min_similarity * 100,
     )
+
+
+def retrieve_group_expression(query: RetrievalQuery) -> RetrievalResult:
+    if query.group_id is None:
+        return RetrievalResult.skip(SkipReason.PRIVATE_CHAT)
+    store = query.stores.retrieval
+    pairs = store.expression_pairs(query.bot_id, query.group_id, limit=PROFILE_SCAN)
+    matches = _similar_triggers(query, [pair.trigger for pair in pairs]) if pairs else []
     items: list[ExpressionPair | RhythmBaseline] = []
     hits = []
     for _trigger, similarity, index in matches:

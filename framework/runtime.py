@@ -14,15 +14,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from framework.config import Config
-from framework.conversation.pipeline import build_turn_messages, carried_by_history
+from framework.conversation.message_cache import MessageCache
+from framework.conversation.pipeline import TurnMessages, build_turn_messages, carried_by_history
 from framework.conversation.session import SessionReader, read_session
 from framework.conversation.state import ConversationState
-from framework.conversation.summary import CompressionResult
 from framework.conversation.timeline import build_group_timeline
 from framework.decision import Decision
 from framework.delivery.recorder import Recorder
@@ -34,7 +34,7 @@ from framework.plugins.registry import Registries, collect_registries
 from framework.prompt.assembly import SectionAssembler
 from framework.prompt.persona import PersonaPack
 from framework.prompt.render_context import RenderContext
-from framework.prompt.rendered import RenderedSection, RenderedTurn, SectionListing
+from framework.prompt.rendered import RenderedSection, RenderedTurn, SectionListing, TurnTrace
 from framework.retrieval.query import RetrievalQuery
 from framework.retrieval.runner import RetrievalOutcome, RetrievalRunner
 from framework.routing.memory import PERSISTENT_MEMORY_SECTIONS, allows_persistent_memory
@@ -44,6 +44,9 @@ from framework.store.routing_state import MemoryRoutingState
 from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.turn import Bot, ChatMessage, HistoryEntry, Turn
+
+if TYPE_CHECKING:
+    from framework.conversation.summary import CompressionResult
 
 __all__ = ["Promptweave"]
 
@@ -103,6 +106,7 @@ class Promptweave:
     background: BackgroundRunner = attrs.field(factory=BackgroundRunner)
     router: Router = attrs.field(init=False)
     recorder: Recorder = attrs.field(init=False)
+    _message_cache: MessageCache | None = attrs.field(default=None, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.router = self._build_router()
@@ -180,7 +184,14 @@ class Promptweave:
         return self._route(_with_stored_history(completed, reader), now)
 
     def _read_session(self, turn: Turn, now: dt.datetime | None) -> tuple[SessionReader, Turn]:
-        return read_session(self.stores, self.config, self.persona, turn, now or turn.message.time)
+        return read_session(
+            self.stores,
+            self.config,
+            self.persona,
+            turn,
+            now or turn.message.time,
+            self.message_cache,
+        )
 
     def _route(self, turn: Turn, now: dt.datetime | None) -> Decision:
         router = self.router
@@ -264,7 +275,12 @@ class Promptweave:
             reply_shape=turn.reply_shape or decision.reply_shape or ReplyShape(),
             turn_policy=turn.turn_policy or decision.turn_policy or TurnPolicy(),
             timeline=build_group_timeline(
-                turn, self.persona, self.config.timeline, timeline_messages, hidden_in_timeline
+                turn,
+                self.persona,
+                self.config.timeline,
+                timeline_messages,
+                hidden_in_timeline,
+                memo=self.message_cache,
             ),
             retrieved=dict(turn.retrieved_items()) if retrieved is None else retrieved,
         )
@@ -439,12 +455,35 @@ class Promptweave:
             turn,
             context.timeline,
             system_prompt,
-            self.measure,
+            self._budget_measure(),
             include_ambient_excerpt=decision.memory_policy.include_ambient_excerpt,
+            cache=self.message_cache,
         )
         durations["messages"] = _ms(start)
+        return RenderedTurn(
+            sections=sections,
+            system_prompt=system_prompt,
+            messages=built.messages,
+            decision=decision,
+            trace=TurnTrace(
+                lambda: self._trace(decision, sections, retrieval, withheld, context, built)
+            ),
+            stage_durations_ms=durations,
+            vision_images=built.vision_images,
+            context=context,
+        )
 
-        trace = {
+    def _trace(
+        self,
+        decision: Decision,
+        sections: Sequence[RenderedSection],
+        retrieval: RetrievalOutcome | None,
+        withheld: list[str],
+        context: RenderContext,
+        built: TurnMessages,
+    ) -> dict[str, Any]:
+        """The trace of one turn (``docs/cli.md``), built when it is first read."""
+        return {
             "decision": decision.trace(),
             "route": decision.details(),
             "sections": [
@@ -477,18 +516,24 @@ class Promptweave:
                 "lines": len(context.timeline.messages),
                 "hidden_in_history": context.timeline.hidden,
             },
-            **built.trace,
+            **built.trace(),
         }
-        return RenderedTurn(
-            sections=sections,
-            system_prompt=system_prompt,
-            messages=built.messages,
-            decision=decision,
-            trace=trace,
-            stage_durations_ms=durations,
-            vision_images=built.vision_images,
-            context=context,
-        )
+
+    @property
+    def message_cache(self) -> MessageCache:
+        """The finished messages kept between turns (``docs/performance.md``), for the persona
+        pack in force: a new pack starts a new cache."""
+        cache = self._message_cache
+        if cache is None or cache.persona is not self.persona:
+            cache = self._message_cache = MessageCache(persona=self.persona)
+        return cache
+
+    def _budget_measure(self) -> Callable[[str], int]:
+        """:meth:`measure`, or :func:`len` itself when no plugin measures text (then the budget
+        can stop building messages at the first that does not fit)."""
+        if not self.plugins.pm.hook.measure_text.get_hookimpls():
+            return len
+        return self.measure
 
     def _persistent_sections(self) -> frozenset[str]:
         """The sections of persistent memory: the built-in four and whatever a persistent

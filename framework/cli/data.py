@@ -23,7 +23,6 @@ from framework.cli.problems import (
     shown_path,
 )
 from framework.errors import PromptweaveError, TurnFileError
-from framework.loop.event_log import read_events, record_events
 from framework.store.retrieval_import import AUTO_KIND, KINDS, read_files
 from framework.store.stores import Stores
 
@@ -149,6 +148,10 @@ def store_import(
     # Check the config and the whole events file before the store is opened: a bad line leaves
     # no new file behind and nothing recorded.
     require_file(events_file)
+    # The event log brings the live loop's recording and session compression: only this command
+    # needs them, so the others do not load them (docs/performance.md).
+    from framework.loop.event_log import read_events, record_events
+
     path = _store_path(store_path, config_path)
     load_config(config_path)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import logging
 from pathlib import Path
 
@@ -13,16 +14,38 @@ from framework.cli.common import EchoHandler, build_runtime, config_option, echo
 from framework.cli.data import import_data, store
 from framework.cli.problems import configured_file_problem, report_lines
 from framework.cli.render import render
-from framework.cli.replay import replay
-from framework.cli.route import route
 from framework.cli.style import resolve_colour
 
 __all__ = ["cli"]
 
 log = logging.getLogger("promptweave.cli")
 
+#: Subcommands whose modules are imported only when that command runs (or help lists it): they
+#: bring the live loop, delivery and the routing batch, which ``render`` never needs
+#: (``docs/performance.md``).
+LAZY_COMMANDS = {
+    "replay": ("framework.cli.replay", "replay"),
+    "route": ("framework.cli.route", "route"),
+}
 
-@click.group()
+
+class _LazyGroup(click.Group):
+    """A group that imports some subcommands on first use (click's lazy-loading pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            module_name, attribute = LAZY_COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module_name), attribute)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{module_name}.{attribute} is not a click command")
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_LazyGroup)
 @click.version_option(package_name="promptweave")
 @click.option(
     "--color/--no-color",
@@ -127,7 +150,5 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
 
 
 cli.add_command(render)
-cli.add_command(route)
 cli.add_command(import_data)
 cli.add_command(store)
-cli.add_command(replay)

@@ -23,6 +23,7 @@ from framework.prompt.persona import PersonaPack
 from framework.prompt.sanitize import quote_user_text
 from framework.prompt.text_rules import IMAGE_MARK
 from framework.store.sessions import SessionTurn
+from framework.turn import ChatMessage
 
 __all__ = [
     "AMBIENT_HEADER",
@@ -31,6 +32,7 @@ __all__ = [
     "AmbientSelection",
     "render_ambient_excerpt",
     "select_ambient_turns",
+    "snapshot_entry",
     "snapshot_from_timeline",
 ]
 
@@ -189,24 +191,38 @@ def render_ambient_excerpt(
     return AmbientExcerpt(text="\n".join(lines), entries=tuple(entries), token=token)
 
 
+def snapshot_entry(
+    message: ChatMessage, *, bot_id: str, group_id: str, line_chars: int
+) -> AmbientEntry:
+    """The snapshot entry of one message the group timeline showed (its id keeps ``ambient:``)."""
+    raw = message.text.strip()
+    role = "assistant" if message.sender_id == bot_id else "user"
+    digest = _sha(raw)
+    preview = quote_user_text(raw, line_chars) or (IMAGE_MARK if message.images else "")
+    return AmbientEntry(
+        turn_id=_turn_id(
+            bot_id, group_id, role, message.sender_id, int(message.time.timestamp()), digest
+        ),
+        user_id=message.sender_id,
+        text_hash=digest,
+        text_preview=preview[:PREVIEW_CHARS],
+    )
+
+
 def snapshot_from_timeline(
-    timeline: GroupTimeline, *, bot_id: str, group_id: str, line_chars: int
+    timeline: GroupTimeline,
+    *,
+    bot_id: str,
+    group_id: str,
+    line_chars: int,
+    entry: Callable[..., AmbientEntry] = snapshot_entry,
 ) -> tuple[AmbientEntry, ...]:
-    """Snapshot entries for the messages the group timeline showed (ids keep ``ambient:``)."""
-    entries = []
-    for message in timeline.messages:
-        raw = message.text.strip()
-        role = "assistant" if message.sender_id == bot_id else "user"
-        digest = _sha(raw)
-        preview = quote_user_text(raw, line_chars) or (IMAGE_MARK if message.images else "")
-        entries.append(
-            AmbientEntry(
-                turn_id=_turn_id(
-                    bot_id, group_id, role, message.sender_id, int(message.time.timestamp()), digest
-                ),
-                user_id=message.sender_id,
-                text_hash=digest,
-                text_preview=preview[:PREVIEW_CHARS],
-            )
-        )
-    return tuple(entries)
+    """Snapshot entries for the messages the group timeline showed.
+
+    :param entry: makes one message's entry, with the keyword arguments of
+        :func:`snapshot_entry` (a cache passes its own).
+    """
+    return tuple(
+        entry(message, bot_id=bot_id, group_id=group_id, line_chars=line_chars)
+        for message in timeline.messages
+    )

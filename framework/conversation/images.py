@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable
 
 import attrs
@@ -180,15 +178,20 @@ def fetch_image_default(url: str, limits: ImageLimits) -> FetchedImage:
         return _decode_data_url(url, limits)
     if scheme not in ("http", "https"):
         raise ImageFetchError(f"unsupported URL scheme {scheme or '(none)'!r}")
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    # urllib.request brings http.client, email and ssl: imported by the first fetch, not at
+    # start-up (docs/performance.md).
+    from urllib.error import URLError
+    from urllib.request import Request, urlopen
+
+    request = Request(url, headers={"User-Agent": USER_AGENT})
     try:
-        with urllib.request.urlopen(request, timeout=limits.timeout_s) as response:
+        with urlopen(request, timeout=limits.timeout_s) as response:
             declared = response.headers.get("Content-Length")
             if declared is not None and declared.isdigit() and int(declared) > limits.max_bytes:
                 raise ImageFetchError(f"image is larger than {limits.max_bytes} bytes")
             data = response.read(limits.max_bytes + 1)
     except ImageFetchError:
         raise
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (URLError, OSError, ValueError) as exc:
         raise ImageFetchError(f"download failed: {exc}") from exc
     return _checked(url, data, limits)

@@ -13,9 +13,22 @@ from typing import Any
 import attrs
 
 from framework.conversation.ambient import snapshot_from_timeline
-from framework.conversation.budget import Measure, apply_budget
+from framework.conversation.budget import (
+    MIN_CURRENT_LENGTH,
+    BudgetReport,
+    Measure,
+    apply_budget,
+    cut_current_text,
+)
 from framework.conversation.images import vision_image_urls
-from framework.conversation.sequence import HistoryRow, PromptMessage, build_message_sequence
+from framework.conversation.message_cache import MessageCache
+from framework.conversation.sequence import (
+    AmbientPart,
+    HistoryRow,
+    PromptMessage,
+    ambient_part,
+    current_text,
+)
 from framework.conversation.session import SessionReader
 from framework.conversation.timeline import GroupTimeline
 from framework.store.sessions import group_scope
@@ -30,11 +43,23 @@ __all__ = [
 
 @attrs.frozen(kw_only=True)
 class TurnMessages:
-    """The messages of a turn after the budget, and the trace entries that explain them."""
+    """The messages of a turn after the budget, and how to explain them.
+
+    :param trace: builds the trace entries (``degraded``, ``messages``, ``budget``,
+        ``injection_snapshot``, ``vision``) when called; nothing of it is built before.
+    """
 
     messages: tuple[PromptMessage, ...]
     vision_images: tuple[str, ...]
-    trace: dict[str, Any]
+    trace: Callable[[], dict[str, Any]] = attrs.field(eq=False, repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class _Fitted:
+    """What the budget kept, and what the trace needs to tell the rest."""
+
+    kept: list[PromptMessage]
+    report: Callable[[], BudgetReport]
 
 
 def build_turn_messages(
@@ -45,61 +70,183 @@ def build_turn_messages(
     measure: Measure,
     *,
     include_ambient_excerpt: bool = True,
+    cache: MessageCache | None = None,
 ) -> TurnMessages:
     """Build the sequence, apply the budget, and derive the injection snapshot from what
     survived: the ambient excerpt's entries only when its message is still there (found by its
-    ``source_token``), else the timeline's entries when the timeline is in the system prompt."""
+    ``source_token``), else the timeline's entries when the timeline is in the system prompt.
+
+    :param measure: the length of a text for the budget; with the built-in :func:`len` the budget
+        is filled from the newest message back, and the messages it drops are never built (the
+        trace builds them when it is read).
+    :param cache: the finished messages kept from earlier turns; a fresh one by default.
+    """
     config = reader.config
+    persona = reader.persona
+    if cache is None:
+        cache = MessageCache(persona=persona)
     history = reader.history()
-    sequence = build_message_sequence(
-        reader.persona,
-        config,
-        turn,
-        history=history,
-        timeline_present=bool(timeline.text),
-        ambient=reader.ambient,
-        degraded=reader.degraded,
-        include_ambient_excerpt=include_ambient_excerpt,
-    )
-    kept, report = apply_budget(
-        sequence.messages,
-        system_prompt,
-        config.budget.chars,
-        measure,
-        keep_tail=reader.persona.format(reader.persona.user_turn.injection_suffix),
-    )
-    tokens = {message.source_token for message in kept if message.source_token}
-    if sequence.ambient_token is not None and sequence.ambient_token in tokens:
-        snapshot_source, entries = "ambient_excerpt", sequence.ambient_entries
-    elif timeline.text and turn.group_id is not None:
-        snapshot_source = "timeline"
-        entries = snapshot_from_timeline(
-            timeline,
-            bot_id=turn.bot.id,
-            group_id=group_scope(turn.group_id),
-            line_chars=config.timeline.line_chars,
+    max_len = config.session.max_content_chars
+    current = _current_message(turn, cache, max_len)
+    sources = dict(reader.sources)
+    if reader.degraded is not None:
+        rows: Sequence[HistoryRow] = ()
+        part = AmbientPart()
+        notes: dict[str, Any] = {"degraded": reader.degraded}
+    else:
+        rows = history
+        part = ambient_part(
+            persona,
+            config,
+            turn,
+            timeline_present=bool(timeline.text),
+            ambient=reader.ambient,
+            include_ambient_excerpt=include_ambient_excerpt,
+            wrap=cache.user_turn,
+        )
+        notes = {"history_turns": len(history), **part.notes}
+    keep_tail = cache.injection_suffix
+    if measure is len and config.budget.chars > 0:
+        fitted = _fit_newest_first(
+            system_prompt,
+            config.budget.chars,
+            rows,
+            part.message,
+            current,
+            cache,
+            max_len,
+            keep_tail,
         )
     else:
-        snapshot_source, entries = "none", ()
-    trace: dict[str, Any] = {
-        "degraded": reader.degraded,
-        "messages": {
-            **sequence.notes,
-            "sources": dict(reader.sources),
-            "sent": [{"role": m.role, "source": m.source, "chars": len(m.content)} for m in kept],
-        },
-        "budget": report.trace(),
-        "injection_snapshot": {
-            "source": snapshot_source,
-            "ambient_turns": [entry.to_json() for entry in entries],
-        },
-        "vision": {
-            "current": list(vision_image_urls(turn.message.images, turn.quoted_message_images)),
-            "images": list(timeline.images),
-            "withheld": timeline.images_withheld,
-        },
-    }
-    return TurnMessages(messages=tuple(kept), vision_images=timeline.images, trace=trace)
+        sequence = [
+            *([part.message] if part.message is not None else []),
+            *(m for row in rows if (m := cache.history_message(row, max_len)) is not None),
+            *([current] if current is not None else []),
+        ]
+        kept, report = apply_budget(
+            sequence, system_prompt, config.budget.chars, measure, keep_tail=keep_tail
+        )
+        fitted = _Fitted(kept=kept, report=lambda: report)
+    kept_messages = tuple(fitted.kept)
+
+    def trace() -> dict[str, Any]:
+        tokens = {message.source_token for message in kept_messages if message.source_token}
+        if part.token is not None and part.token in tokens:
+            snapshot_source, entries = "ambient_excerpt", part.entries
+        elif timeline.text and turn.group_id is not None:
+            snapshot_source = "timeline"
+            entries = snapshot_from_timeline(
+                timeline,
+                bot_id=turn.bot.id,
+                group_id=group_scope(turn.group_id),
+                line_chars=config.timeline.line_chars,
+                entry=cache.snapshot,
+            )
+        else:
+            snapshot_source, entries = "none", ()
+        return {
+            "degraded": reader.degraded,
+            "messages": {
+                **notes,
+                "sources": sources,
+                "sent": [
+                    {"role": m.role, "source": m.source, "chars": len(m.content)}
+                    for m in kept_messages
+                ],
+            },
+            "budget": fitted.report().trace(),
+            "injection_snapshot": {
+                "source": snapshot_source,
+                "ambient_turns": [entry.to_json() for entry in entries],
+            },
+            "vision": {
+                "current": list(vision_image_urls(turn.message.images, turn.quoted_message_images)),
+                "images": list(timeline.images),
+                "withheld": timeline.images_withheld,
+            },
+        }
+
+    return TurnMessages(messages=kept_messages, vision_images=timeline.images, trace=trace)
+
+
+def _current_message(turn: Turn, cache: MessageCache, max_len: int) -> PromptMessage | None:
+    content = cache.user_turn(current_text(turn), max_len)
+    if not content:
+        return None
+    # Any image shows [图片] in the text; only valid URLs are sent (docs/design.md#images).
+    images = vision_image_urls(turn.message.images) if turn.message.images else ()
+    return PromptMessage(role="user", content=content, source="current", images=images)
+
+
+def _fit_newest_first(
+    system_prompt: str,
+    budget: int,
+    rows: Sequence[HistoryRow],
+    ambient: PromptMessage | None,
+    current: PromptMessage | None,
+    cache: MessageCache,
+    max_len: int,
+    keep_tail: str,
+) -> _Fitted:
+    """:func:`framework.apply_budget` in characters, taking messages from the newest back.
+
+    The oldest messages go first, so what the budget keeps is the longest run of newest messages
+    that fits (at least the newest one): reading back from the current message and stopping at
+    the first that does not fit keeps exactly that run, and leaves the older messages unbuilt.
+    """
+    system = len(system_prompt.strip())
+    total = system
+    kept: list[PromptMessage] = []
+    if current is not None:
+        kept.append(current)
+        total += len(current.content)
+    boundary = len(rows)  # rows[boundary:] are kept, or clean to no message at all
+    full = False
+    history_message = cache.history_message
+    for index in range(len(rows) - 1, -1, -1):
+        message = history_message(rows[index], max_len)
+        if message is not None:
+            size = len(message.content)
+            if kept and total + size > budget:
+                full = True
+                break
+            kept.append(message)
+            total += size
+        boundary = index
+    ambient_kept = False
+    if not full and ambient is not None:
+        size = len(ambient.content)
+        if not kept or total + size <= budget:
+            kept.append(ambient)
+            total += size
+            ambient_kept = True
+    kept.reverse()
+    uncut = total
+    cut = False
+    if kept and total > budget:
+        last = kept[-1]
+        room = max(MIN_CURRENT_LENGTH, budget - system)
+        shortened = cut_current_text(last.content, room, len, keep_tail=keep_tail)
+        if shortened != last.content:
+            kept[-1] = attrs.evolve(last, content=shortened)
+            total = system + len(shortened)
+            cut = True
+
+    def report() -> BudgetReport:
+        dropped = [
+            *([ambient] if ambient is not None and not ambient_kept else []),
+            *(m for row in rows[:boundary] if (m := history_message(row, max_len)) is not None),
+        ]
+        return BudgetReport(
+            budget=budget,
+            system=system,
+            before=uncut + sum(len(message.content) for message in dropped),
+            total=total,
+            dropped=tuple(message.source for message in dropped),
+            current_cut=cut,
+        )
+
+    return _Fitted(kept=kept, report=report)
 
 
 def carried_by_history(history: Sequence[HistoryRow], turn: Turn) -> Callable[[ChatMessage], bool]:
@@ -107,12 +254,15 @@ def carried_by_history(history: Sequence[HistoryRow], turn: Turn) -> Callable[[C
     show it again (the message sequence never repeats what the system prompt carries). Matched by
     message id when the row has one, else by speaker and text: the user's own lines and the bot's.
     """
-    ids = {row.message_id for row in history if row.message_id is not None and not row.summary}
-    texts = {
-        (row.role, row.content.strip())
-        for row in history
-        if row.message_id is None and not row.summary
-    }
+    ids: set[str] = set()
+    texts: set[tuple[str, str]] = set()
+    for row in history:
+        if row.summary:
+            continue
+        if row.message_id is not None:
+            ids.add(row.message_id)
+        else:
+            texts.add((row.role, row.content.strip()))
 
     def carried(message: ChatMessage) -> bool:
         if message.id is not None and message.id in ids:

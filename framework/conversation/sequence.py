@@ -22,14 +22,18 @@ from framework.conversation.images import vision_image_urls
 from framework.prompt.persona import PersonaPack
 from framework.prompt.sanitize import sanitize_block, sanitize_literal
 from framework.prompt.text_rules import IMAGE_MARK, InjectionDetector
-from framework.turn import Turn
+from framework.store.sessions import SUMMARY_MARK
+from framework.turn import HistoryEntry, Turn
 
 __all__ = [
     "USER_MESSAGE_MAX_CHARS",
+    "AmbientPart",
     "HistoryRow",
     "MessageSequence",
     "PromptMessage",
+    "ambient_part",
     "build_message_sequence",
+    "current_text",
     "format_assistant_turn",
     "format_user_turn",
     "window_history",
@@ -77,6 +81,14 @@ class HistoryRow:
     content: str
     summary: bool = False
     message_id: str | None = None
+
+    @classmethod
+    def from_entry(cls, entry: HistoryEntry) -> HistoryRow:
+        """The row of an entry of a turn's own history: a ``user`` entry that starts with
+        ``【此前对话摘要】`` is a summary row."""
+        role, content = entry.role, entry.content
+        summary = role == "user" and content.startswith(SUMMARY_MARK)
+        return cls(role=role, content=content, summary=summary)
 
 
 @attrs.frozen(kw_only=True)
@@ -133,7 +145,9 @@ def window_history(rows: Sequence[HistoryRow], limit: int) -> list[HistoryRow]:
     return [older[-1], *window[1:]] if limit > 1 else [older[-1]]
 
 
-def _current_text(turn: Turn) -> str:
+def current_text(turn: Turn) -> str:
+    """The text of the current message as the sequence sends it: an image mark in front when it
+    carries images, ``@name`` for a bare @-mention."""
     text = turn.message.text.strip()
     if turn.message.images:
         return f"{IMAGE_MARK} {text}".strip()
@@ -167,19 +181,19 @@ def build_message_sequence(
         but keeps the user's whole bounded history window.
     """
     max_len = config.session.max_content_chars
-    current_text = format_user_turn(persona, _current_text(turn), max_len=max_len)
+    wrapped_current = format_user_turn(persona, current_text(turn), max_len=max_len)
     current = (
         [
             PromptMessage(
                 role="user",
-                content=current_text,
+                content=wrapped_current,
                 source="current",
                 # Any image shows [图片] in the text; only valid URLs are sent
                 # (docs/design.md#images).
                 images=vision_image_urls(turn.message.images),
             )
         ]
-        if current_text
+        if wrapped_current
         else []
     )
     if degraded is not None:
@@ -187,34 +201,17 @@ def build_message_sequence(
 
     notes: dict[str, Any] = {"history_turns": len(history)}
     messages: list[PromptMessage] = []
-    entries: tuple[AmbientEntry, ...] = ()
-    token: str | None = None
-    if turn.is_private:
-        notes["ambient"] = "private_chat"
-    elif not config.ambient.enabled:
-        notes["ambient"] = "disabled"
-    elif timeline_present:
-        notes["ambient"] = "timeline_present"
-    elif not include_ambient_excerpt:
-        notes["ambient"] = "memory_policy"
-    elif ambient is None:
-        notes["ambient"] = "no_source"
-    else:
-        excerpt, ambient_notes = ambient()
-        notes.update(ambient_notes)
-        wrapped = (
-            format_user_turn(persona, excerpt.text, max_len=config.ambient.block_chars)
-            if excerpt
-            else ""
-        )
-        if excerpt is not None and wrapped:
-            entries, token = excerpt.entries, excerpt.token
-            messages.append(
-                PromptMessage(role="user", content=wrapped, source="ambient", source_token=token)
-            )
-            notes["ambient"] = "included"
-        else:
-            notes["ambient"] = "empty"
+    part = ambient_part(
+        persona,
+        config,
+        turn,
+        timeline_present=timeline_present,
+        ambient=ambient,
+        include_ambient_excerpt=include_ambient_excerpt,
+    )
+    notes.update(part.notes)
+    if part.message is not None:
+        messages.append(part.message)
 
     for row in history:
         if row.role == "assistant":
@@ -226,5 +223,69 @@ def build_message_sequence(
             messages.append(PromptMessage(role=row.role, content=content, source=source))
     messages.extend(current)
     return MessageSequence(
-        messages=tuple(messages), ambient_entries=entries, ambient_token=token, notes=notes
+        messages=tuple(messages),
+        ambient_entries=part.entries,
+        ambient_token=part.token,
+        notes=notes,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class AmbientPart:
+    """The ambient excerpt of a sequence: its message (``None`` when it is not sent), its
+    snapshot entries and token, and the trace notes saying why."""
+
+    message: PromptMessage | None = None
+    entries: tuple[AmbientEntry, ...] = ()
+    token: str | None = None
+    notes: dict[str, Any] = attrs.field(factory=dict)
+
+
+def ambient_part(
+    persona: PersonaPack,
+    config: Config,
+    turn: Turn,
+    *,
+    timeline_present: bool,
+    ambient: Callable[[], tuple[AmbientExcerpt | None, dict[str, Any]]] | None,
+    include_ambient_excerpt: bool,
+    wrap: Callable[[str, int], str] | None = None,
+) -> AmbientPart:
+    """The ambient excerpt message when it belongs in this turn (the parameters are those of
+    :func:`build_message_sequence`).
+
+    :param wrap: wraps the excerpt as a user message, ``(text, max_len) -> content``;
+        :func:`format_user_turn` with ``persona`` by default.
+    """
+    if turn.is_private:
+        return AmbientPart(notes={"ambient": "private_chat"})
+    if not config.ambient.enabled:
+        return AmbientPart(notes={"ambient": "disabled"})
+    if timeline_present:
+        return AmbientPart(notes={"ambient": "timeline_present"})
+    if not include_ambient_excerpt:
+        return AmbientPart(notes={"ambient": "memory_policy"})
+    if ambient is None:
+        return AmbientPart(notes={"ambient": "no_source"})
+    excerpt, notes = ambient()
+    notes = dict(notes)
+    if excerpt is None:
+        notes["ambient"] = "empty"
+        return AmbientPart(notes=notes)
+    max_len = config.ambient.block_chars
+    if wrap is None:
+        wrapped = format_user_turn(persona, excerpt.text, max_len=max_len)
+    else:
+        wrapped = wrap(excerpt.text, max_len)
+    if not wrapped:
+        notes["ambient"] = "empty"
+        return AmbientPart(notes=notes)
+    notes["ambient"] = "included"
+    return AmbientPart(
+        message=PromptMessage(
+            role="user", content=wrapped, source="ambient", source_token=excerpt.token
+        ),
+        entries=excerpt.entries,
+        token=excerpt.token,
+        notes=notes,
     )

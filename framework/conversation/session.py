@@ -21,14 +21,15 @@ from framework.conversation.ambient import (
     render_ambient_excerpt,
     select_ambient_turns,
 )
-from framework.conversation.sequence import HistoryRow, window_history
+from framework.conversation.message_cache import MessageCache
+from framework.conversation.sequence import HistoryRow
 from framework.conversation.timeline import timeline_limit
 from framework.prompt.persona import PersonaPack
 from framework.routing.signals import raw_reply_id
 from framework.store.sessions import SUMMARY_MARK, SessionTurn, group_scope
 from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
-from framework.turn import ChatMessage, Turn
+from framework.turn import ChatMessage, HistoryEntry, Turn
 
 __all__ = ["SessionReader", "read_session"]
 
@@ -50,6 +51,7 @@ class SessionReader:
     """Reads one turn's session inputs from ``stores``; any store failure sets ``degraded``.
 
     :param now: the turn's time: nothing newer than it is read, so a stored log can be replayed.
+    :param cache: where the rows of a turn's own history are kept between turns.
     """
 
     stores: Stores
@@ -57,6 +59,7 @@ class SessionReader:
     persona: PersonaPack
     turn: Turn
     now: dt.datetime
+    cache: MessageCache | None = None
     degraded: str | None = attrs.field(init=False, default=None)
     sources: dict[str, str] = attrs.field(init=False, factory=dict)
     _history: tuple[HistoryRow, ...] | None = attrs.field(init=False, default=None)
@@ -159,15 +162,8 @@ class SessionReader:
             return ()
         if self.turn.history:
             self.sources["history"] = "turn"
-            rows = [
-                HistoryRow(
-                    role=entry.role,
-                    content=entry.content,
-                    summary=entry.role == "user" and entry.content.startswith(SUMMARY_MARK),
-                )
-                for entry in self.turn.history
-            ]
-            return tuple(window_history(rows, window))
+            row = HistoryRow.from_entry if self.cache is None else self.cache.history_row
+            return _turn_rows(self.turn.history, window, row)
         sessions = self.stores.sessions
         assert sessions is not None  # not degraded
         bot_id, user_id = self.turn.bot.id, self.turn.message.sender_id
@@ -258,22 +254,56 @@ class SessionReader:
         return ledger.blacklisted_phrases(self.turn.bot.id, self._scope)
 
 
+def _turn_rows(
+    entries: Sequence[HistoryEntry], limit: int, row: Callable[[HistoryEntry], HistoryRow]
+) -> tuple[HistoryRow, ...]:
+    """:func:`framework.conversation.sequence.window_history` of a turn's own history, with rows
+    made for the window alone: the newest ``limit`` entries and, when they hold no summary, the
+    newest older summary in front."""
+    if limit <= 0:
+        return ()
+    rows = [row(entry) for entry in entries[-limit:]]
+    if len(rows) == len(entries) or any(found.summary for found in rows):
+        return tuple(rows)
+    # Read back from the window, so only a history without any summary is read to its start.
+    for index in range(len(entries) - len(rows) - 1, -1, -1):
+        entry = entries[index]
+        if entry.role == "user" and entry.content.startswith(SUMMARY_MARK):
+            summary = row(entry)
+            return (summary, *rows[1:]) if limit > 1 else (summary,)
+    return tuple(rows)
+
+
 def read_session(
-    stores: Stores, config: Config, persona: PersonaPack, turn: Turn, now: dt.datetime
+    stores: Stores,
+    config: Config,
+    persona: PersonaPack,
+    turn: Turn,
+    now: dt.datetime,
+    cache: MessageCache | None = None,
 ) -> tuple[SessionReader, Turn]:
     """Read what the turn leaves out from the stores; return the reader and the completed turn
     (its ``recent_messages``, ``quoted_bot_text`` and ``quoted_message_images`` filled in, and
-    the message's ``reply_to`` read from its raw form when only that names it)."""
+    the message's ``reply_to`` read from its raw form when only that names it).
+
+    :param cache: where the rows of a turn's own history are kept between turns.
+    """
     if turn.message.reply_to is None:
         reply_to = raw_reply_id(turn.message.raw)
         if reply_to is not None:
             turn = attrs.evolve(turn, message=attrs.evolve(turn.message, reply_to=reply_to))
-    reader = SessionReader(stores=stores, config=config, persona=persona, turn=turn, now=now)
+    reader = SessionReader(
+        stores=stores, config=config, persona=persona, turn=turn, now=now, cache=cache
+    )
     recent = reader.recent_messages()
     quoted = reader.quoted_bot_text()
+    images = reader.quoted_message_images(recent)
+    if (
+        recent is turn.recent_messages
+        and quoted == turn.quoted_bot_text
+        and images == turn.quoted_message_images
+    ):
+        return reader, turn  # the turn carried all of it: nothing to complete
     return reader, attrs.evolve(
-        turn,
-        recent_messages=recent,
-        quoted_bot_text=quoted,
-        quoted_message_images=reader.quoted_message_images(recent),
+        turn, recent_messages=recent, quoted_bot_text=quoted, quoted_message_images=images
     )

@@ -7,6 +7,7 @@ its images become vision inputs of the request.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import attrs
 
@@ -20,9 +21,12 @@ from framework.turn import Bot, ChatMessage, SpeakTrigger, Turn
 __all__ = [
     "TIMELINE_HEADER",
     "GroupTimeline",
+    "TimelineMemo",
     "build_group_timeline",
     "speaker_label",
     "timeline_limit",
+    "timeline_line",
+    "timeline_text",
 ]
 
 TIMELINE_HEADER = "【刚才的群聊】"
@@ -80,11 +84,43 @@ def timeline_limit(turn: Turn, config: TimelineConfig) -> int:
     return 0
 
 
-def _line(message: ChatMessage, speaker: str, tail: str, line_chars: int) -> str:
+def timeline_text(message: ChatMessage, line_chars: int) -> str:
+    """What a timeline line shows of a message: its text on one line, cut at ``line_chars``, unable
+    to open a section header, with ``[图片]`` in front when it carries images."""
     text = quote_user_text(message.text, line_chars)
     if message.images:
         text = f"{IMAGE_MARK} {text}".strip()
+    return text
+
+
+def timeline_line(message: ChatMessage, speaker: str, tail: str, line_chars: int) -> str:
+    """One line of the timeline: ``- speaker（回X的话）：text``; ``""`` when the text is empty."""
+    text = timeline_text(message, line_chars)
     return f"- {speaker}{tail}：{text}" if text else ""
+
+
+class TimelineMemo(Protocol):
+    """Where the timeline finds what it shows of a message when that is kept between turns
+    (:class:`framework.conversation.message_cache.MessageCache`)."""
+
+    def shown(
+        self, message: ChatMessage, bot: Bot, persona: PersonaPack, line_chars: int
+    ) -> tuple[str, str]:
+        """:func:`speaker_label` of the message's sender and :func:`timeline_text` of the
+        message."""
+
+
+def _window(source: Sequence[ChatMessage], current_id: str | None, limit: int) -> list[ChatMessage]:
+    """The newest ``limit`` messages of ``source`` other than the current one, oldest first; read
+    from the end, so a turn that carries a long backlog costs no more than one that does not."""
+    window: list[ChatMessage] = []
+    for message in reversed(source):
+        if message.id is None or message.id != current_id:
+            window.append(message)
+            if len(window) == limit:
+                break
+    window.reverse()
+    return window
 
 
 def build_group_timeline(
@@ -93,6 +129,7 @@ def build_group_timeline(
     config: TimelineConfig,
     messages: Sequence[ChatMessage] | None = None,
     hidden: Callable[[ChatMessage], bool] | None = None,
+    memo: TimelineMemo | None = None,
 ) -> GroupTimeline:
     """Render the timeline of ``turn`` from ``messages`` (default: ``turn.recent_messages``).
 
@@ -100,28 +137,33 @@ def build_group_timeline(
     lines are cut at ``line_chars`` and, when the block exceeds ``block_chars``, the oldest lines go
     first so the newest context survives. Messages for which ``hidden`` is true are not shown
     (the message sequence carries them); a reply to one still reads ``（回X的话）`` and its images
-    still count.
+    still count. ``memo`` supplies the speaker labels and lines kept from earlier turns.
     """
     limit = timeline_limit(turn, config)
     if limit == 0:
         return GroupTimeline()
     source = turn.recent_messages if messages is None else messages
-    window = [m for m in source if m.id is None or m.id != turn.message.id][-limit:]
-    speakers = [speaker_label(m.sender_id, m.sender_name, turn.bot, persona) for m in window]
-    labels = {
-        m.id: speaker for m, speaker in zip(window, speakers, strict=True) if m.id is not None
-    }
+    window = _window(source, turn.message.id, limit)
+    line_chars = config.line_chars
+    parts: list[tuple[str, str | None]]
+    if memo is None:
+        parts = [
+            (speaker_label(m.sender_id, m.sender_name, turn.bot, persona), None) for m in window
+        ]
+    else:
+        parts = [memo.shown(m, turn.bot, persona, line_chars) for m in window]
+    labels = {m.id: label for m, (label, _) in zip(window, parts, strict=True) if m.id is not None}
     rendered: list[tuple[ChatMessage, str]] = []
-    shown_flags = [hidden is None or not hidden(m) for m in window]
-    left_out = shown_flags.count(False)
-    for message, speaker, shown_flag in zip(window, speakers, shown_flags, strict=True):
-        if not shown_flag:
+    left_out = 0
+    for message, (label, kept_text) in zip(window, parts, strict=True):
+        if hidden is not None and hidden(message):
+            left_out += 1
             continue
-        replied = labels.get(message.reply_to) if message.reply_to is not None else None
-        tail = f"（回{replied}的话）" if replied else ""
-        line = _line(message, speaker, tail, config.line_chars)
-        if line:
-            rendered.append((message, line))
+        text = timeline_text(message, line_chars) if kept_text is None else kept_text
+        if text:
+            replied = labels.get(message.reply_to) if message.reply_to is not None else None
+            tail = f"（回{replied}的话）" if replied else ""
+            rendered.append((message, f"- {label}{tail}：{text}"))
     budget = config.block_chars - len(TIMELINE_HEADER) - 1
     while rendered and sum(len(line) + 1 for _, line in rendered) > budget:
         rendered.pop(0)
@@ -132,11 +174,14 @@ def build_group_timeline(
     # docs/design.md#images: only valid HTTP(S) images count towards the limit; any other entry
     # keeps its line's [图片] mark. The current image (the message's own, the quoted message's) goes
     # with the current message, so it takes no history slot.
-    seen = {
-        url.lower() for url in vision_image_urls(turn.message.images, turn.quoted_message_images)
-    }
     images: list[str] = []
-    for message in reversed(window[oldest_shown:]):
+    with_images = [m for m in window[oldest_shown:] if m.images]
+    seen = (
+        {url.lower() for url in vision_image_urls(turn.message.images, turn.quoted_message_images)}
+        if with_images
+        else set()
+    )
+    for message in reversed(with_images):
         for url in reversed(message.images):
             url = url.strip()
             if is_vision_url(url) and url.lower() not in seen:

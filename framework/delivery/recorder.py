@@ -12,11 +12,11 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
 from time import perf_counter
+from typing import TYPE_CHECKING
 
 import attrs
 
 from framework.config import Config
-from framework.conversation.summary import CompressionResult, compress_session
 from framework.decision import Decision, DeliveryStyle
 from framework.delivery.writes import BackgroundRunner, record_bot_reply, record_message
 from framework.plugins.manager import PluginManager
@@ -28,6 +28,9 @@ from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.timing import elapsed_ms, stage_log
 from framework.turn import ChatMessage, Turn
+
+if TYPE_CHECKING:
+    from framework.conversation.summary import CompressionResult
 
 __all__ = ["Recorder"]
 
@@ -265,6 +268,10 @@ class Recorder:
         self, bot_id: str, group_id: str | None, user_id: str, *, now: dt.datetime | None = None
     ) -> CompressionResult:
         """Compress one user's session now if it is long enough and the cooldown allows."""
+        # Loaded by the first compression, which runs after a delivery, never at start-up
+        # (docs/performance.md).
+        from framework.conversation.summary import compress_session
+
         return compress_session(
             self.stores,
             self.plugins,

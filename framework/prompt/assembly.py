@@ -24,12 +24,18 @@ from framework.prompt.rendered import RenderedSection
 from framework.prompt.sanitize import BLOCK_MAX_CHARS, sanitize_block
 from framework.turn import Bot
 
-__all__ = ["STATIC_CACHE_ENTRIES", "SectionAssembler"]
+__all__ = ["FINISHED_CACHE_ENTRIES", "STATIC_CACHE_ENTRIES", "SectionAssembler"]
 
 log = logging.getLogger("promptweave")
 
 #: Rendered static sections kept per runtime; bounded so many groups cannot grow it forever.
 STATIC_CACHE_ENTRIES = 4096
+#: Finished section records kept per runtime, by the text their section rendered.
+FINISHED_CACHE_ENTRIES = 4096
+#: A section text longer than this is cleaned afresh on every turn instead of being kept.
+FINISHED_TEXT_CHARS = 16384
+
+_Scope = tuple[str, Bot, str | None]
 
 
 @attrs.define
@@ -43,13 +49,32 @@ class SectionAssembler:
 
     pm: pluggy.PluginManager
     strict: bool = False
-    _static_renders: dict[tuple[str, Bot, str | None], str] = attrs.field(
+    _static_renders: dict[_Scope, str] = attrs.field(factory=dict, init=False, repr=False)
+    _static_records: dict[tuple[Bot, str | None], dict[str, RenderedSection]] = attrs.field(
         factory=dict, init=False, repr=False
     )
+    _finished: dict[tuple[str, str, str], RenderedSection] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
+    _made_with: tuple[object, object] | None = attrs.field(default=None, init=False, repr=False)
 
     def forget_static(self) -> None:
-        """Drop the rendered static sections (the plugins changed)."""
+        """Drop every kept section: the rendered static sections and the finished records (the
+        plugins, the persona pack or the settings changed)."""
         self._static_renders.clear()
+        self._static_records.clear()
+        self._finished.clear()
+
+    def _check_inputs(self, context: RenderContext) -> None:
+        """Forget what was kept when the persona pack or the settings object changed since."""
+        made_with = self._made_with
+        if (
+            made_with is None
+            or made_with[0] is not context.persona
+            or made_with[1] is not (context.config)
+        ):
+            self.forget_static()
+            self._made_with = (context.persona, context.config)
 
     def override(
         self, section_id: str, text: str, context: RenderContext
@@ -128,45 +153,113 @@ class SectionAssembler:
     def assemble(
         self, sections: Sequence[Registered[Section]], context: RenderContext
     ) -> tuple[tuple[RenderedSection, ...], str]:
-        """Render ``sections`` in order and join what is left into the system prompt."""
-        rendered: list[RenderedSection] = []
+        """Render ``sections`` in order and join what is left into the system prompt.
+
+        A static section is rendered once per bot and group, and a section whose text is the same
+        as on an earlier turn reuses its finished record (``docs/performance.md``); with an
+        override in force a section is always finished afresh.
+        """
+        self._check_inputs(context)
+        if self.overrides_possible(context):
+            records = [self._with_override(entry, context) for entry in sections]
+        else:
+            records = self._records(sections, context)
         emitted: list[str] = []
         seen: set[str] = set()
-        consult_overrides = self.overrides_possible(context)
-        override: SectionOverride | None = None
-        override_error: str | None = None
+        for index, record in enumerate(records):
+            if record.status == "rendered":
+                if record.text in seen:
+                    records[index] = attrs.evolve(record, text="", status="duplicate")
+                else:
+                    emitted.append(record.text)
+                    seen.add(record.text)
+        return tuple(records), "\n\n".join(emitted)
+
+    def _records(
+        self, sections: Sequence[Registered[Section]], context: RenderContext
+    ) -> list[RenderedSection]:
+        """The finished record of every section, none with an override in force: static sections
+        from those kept for the bot and group, the others from those kept by text."""
+        scope = (context.turn.bot, context.turn.group_id)
+        kept_static = self._static_records.get(scope)
+        if kept_static is None:
+            if len(self._static_records) >= STATIC_CACHE_ENTRIES:
+                self._static_records.clear()
+            kept_static = self._static_records[scope] = {}
+        finished = self._finished
+        static = Volatility.STATIC
+        records = []
         for entry in sections:
             section = entry.item
-            text, error = self.render_one(entry, context)
-            if consult_overrides:
-                override, override_error = self.override(section.id, text, context)
-            if override is not None:
-                # Whoever supplied it, override content is sanitized and capped like a section.
-                content = sanitize_block(override.content, MAX_OVERRIDE_CONTENT_CHARS)
-                text = attrs.evolve(override, content=content).apply(text)
-            text = sanitize_block(text, BLOCK_MAX_CHARS)
-            if error is not None:
-                status = "error"
-            elif override is not None and override.mode is OverrideMode.DISABLE:
-                status = "disabled"
-            elif not text:
-                status = "empty"
-            elif text in seen:
-                status = "duplicate"
+            record: RenderedSection | None
+            if section.volatility is static:
+                record = kept_static.get(section.id)
+                if record is None:
+                    text, error = self.render_one(entry, context)
+                    record = self._finish(entry, text, error)
+                    if error is None:
+                        kept_static[section.id] = record
             else:
-                status = "rendered"
-                emitted.append(text)
-                seen.add(text)
-            rendered.append(
-                RenderedSection(
-                    id=section.id,
-                    title=section.title,
-                    plugin=entry.plugin,
-                    volatility=section.volatility.value,
-                    text=text if status == "rendered" else "",
-                    status=status,
-                    override=override.mode.value if override else None,
-                    error=error or override_error,
-                )
-            )
-        return tuple(rendered), "\n\n".join(emitted)
+                text, error = self.render_one(entry, context)
+                record = None
+                if error is None and len(text) <= FINISHED_TEXT_CHARS:
+                    record = finished.get((section.id, entry.plugin, text))
+                if record is None:
+                    record = self._finish(entry, text, error)
+            records.append(record)
+        return records
+
+    def _finish(self, entry: Registered[Section], text: str, error: str | None) -> RenderedSection:
+        """The record of a section's text without an override: cleaned and capped, ``rendered``
+        or ``empty`` (``error`` when its render raised); kept by text for the turns after."""
+        if error is not None or len(text) > FINISHED_TEXT_CHARS:
+            return _record(entry, text, error, None, None)
+        key = (entry.item.id, entry.plugin, text)
+        record = self._finished.get(key)
+        if record is None:
+            record = _record(entry, text, None, None, None)
+            if len(self._finished) >= FINISHED_CACHE_ENTRIES:
+                self._finished.clear()
+            self._finished[key] = record
+        return record
+
+    def _with_override(self, entry: Registered[Section], context: RenderContext) -> RenderedSection:
+        """A section finished afresh with the override in force, if any."""
+        text, error = self.render_one(entry, context)
+        override, override_error = self.override(entry.item.id, text, context)
+        return _record(entry, text, error, override, override_error)
+
+
+def _record(
+    entry: Registered[Section],
+    text: str,
+    error: str | None,
+    override: SectionOverride | None,
+    override_error: str | None,
+) -> RenderedSection:
+    """Apply the override, clean and cap the text, and say what became of the section (a text
+    that duplicates an earlier section's is marked by the caller, which knows the others)."""
+    section = entry.item
+    if override is not None:
+        # Whoever supplied it, override content is sanitized and capped like a section.
+        content = sanitize_block(override.content, MAX_OVERRIDE_CONTENT_CHARS)
+        text = attrs.evolve(override, content=content).apply(text)
+    text = sanitize_block(text, BLOCK_MAX_CHARS)
+    if error is not None:
+        status = "error"
+    elif override is not None and override.mode is OverrideMode.DISABLE:
+        status = "disabled"
+    elif not text:
+        status = "empty"
+    else:
+        status = "rendered"
+    return RenderedSection(
+        id=section.id,
+        title=section.title,
+        plugin=entry.plugin,
+        volatility=section.volatility.value,
+        text=text if status == "rendered" else "",
+        status=status,
+        override=override.mode.value if override else None,
+        error=error or override_error,
+    )

@@ -66,4 +66,7 @@ class RenderContext:
         found = self.retrieved.get(section_id, ())
         if kind is None:
             return found
-        return tuple(item for item in found if isinstance(item, kind))
+        for item in found:
+            if not isinstance(item, kind):
+                return tuple(item for item in found if isinstance(item, kind))
+        return found  # all of them are of the kind asked for: the tuple itself

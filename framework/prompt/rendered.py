@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -11,7 +11,7 @@ from framework.conversation.sequence import PromptMessage
 from framework.decision import Decision
 from framework.prompt.render_context import RenderContext
 
-__all__ = ["RenderedSection", "RenderedTurn", "SectionListing"]
+__all__ = ["RenderedSection", "RenderedTurn", "SectionListing", "TurnTrace"]
 
 
 @attrs.frozen(kw_only=True)
@@ -36,10 +36,52 @@ class RenderedSection:
         return len(self.text)
 
 
+class TurnTrace(Mapping[str, Any]):
+    """The trace of a turn, built the first time it is read.
+
+    Most turns of a running bot are never explained, so the trace (a dozen dictionaries, the
+    injection snapshot with its hashes, the messages the budget dropped) is only built when
+    someone reads it: a key, its length, iteration or ``dict(trace)``. Built once, it stays.
+
+    :param build: makes the trace's dictionary.
+    """
+
+    __slots__ = ("_build", "_built")
+
+    def __init__(self, build: Callable[[], dict[str, Any]]) -> None:
+        self._build: Callable[[], dict[str, Any]] | None = build
+        self._built: dict[str, Any] | None = None
+
+    def _data(self) -> dict[str, Any]:
+        built = self._built
+        if built is not None:
+            return built
+        build = self._build
+        if build is None:  # another thread has just built it
+            return self._built or {}
+        built = self._built = build()
+        self._build = None  # what the builder held is no longer needed
+        return built
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data())
+
+    def __len__(self) -> int:
+        return len(self._data())
+
+    def __repr__(self) -> str:
+        return f"TurnTrace({self._data()!r})"
+
+
 @attrs.frozen(kw_only=True)
 class RenderedTurn:
     """The result of one turn: what the LLM receives, the decision, and why.
 
+    :param trace: why the turn came out as it did; a :class:`TurnTrace` from
+        :meth:`framework.Promptweave.render`, built when first read.
     :param context: the render context the sections saw (the turn completed from the store, the
         retrieved items), for the later stages of the turn such as the notes hook.
     """

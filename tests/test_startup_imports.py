@@ -1,0 +1,91 @@
+"""What start-up imports: ``import framework`` loads no stage, and rendering a turn file loads no
+part of the live loop, of delivery or of session compression (``docs/performance.md``)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import framework
+
+ROOT = Path(__file__).resolve().parent.parent
+FACADE = ROOT / "framework" / "__init__.py"
+
+#: Modules a turn render never needs: the live loop, delivery, session compression, image
+#: downloads, fuzzy matching, route files and the event log.
+NOT_FOR_RENDER = (
+    "framework.loop.live",
+    "framework.loop.tools",
+    "framework.loop.event_log",
+    "framework.delivery.onebot",
+    "framework.delivery.plan",
+    "framework.delivery.reply_contract",
+    "framework.conversation.summary",
+    "framework.routing.batch",
+    "urllib.request",
+    "http.client",
+    "rapidfuzz",
+)
+
+
+def _modules_after(code: str) -> set[str]:
+    """The modules loaded once ``code`` has run in a fresh interpreter."""
+    script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT), "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
+    return set(json.loads(result.stdout.splitlines()[-1]))
+
+
+def test_importing_the_facade_loads_no_stage_of_a_turn() -> None:
+    loaded = _modules_after("import framework")
+    assert sorted(m for m in loaded if m.startswith("framework.")) == []
+    assert "asyncio" not in loaded
+    assert "attrs" not in loaded
+
+
+def test_a_name_read_from_the_facade_loads_its_module_alone() -> None:
+    loaded = _modules_after("from framework import quote_user_text")
+    assert "framework.prompt.sanitize" in loaded
+    assert "framework.runtime" not in loaded
+
+
+def test_rendering_a_turn_file_loads_no_loop_delivery_or_compression() -> None:
+    loaded = _modules_after(
+        "import contextlib, io, sys\n"
+        "from framework.cli.main import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        cli(['render', 'examples/turns/at_question.json'], prog_name='promptweave')\n"
+        "    except SystemExit as exit:\n"
+        "        assert not exit.code, exit.code\n"
+    )
+    assert "framework.runtime" in loaded
+    assert sorted(set(NOT_FOR_RENDER) & loaded) == []
+
+
+def test_the_facade_imports_for_type_checkers_what_it_loads_at_run_time() -> None:
+    typed: dict[str, set[str]] = {}
+    tree = ast.parse(FACADE.read_text(encoding="utf-8"))
+    guard = next(node for node in tree.body if isinstance(node, ast.If))
+    for node in guard.body:
+        assert isinstance(node, ast.ImportFrom) and node.module is not None
+        typed.setdefault(node.module, set()).update(alias.name for alias in node.names)
+    lazy = {module: set(names) for module, names in framework._MODULES.items()}
+    assert typed == lazy
+    assert sorted(framework.__all__) == sorted(framework._DEFINED_IN)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
+        _ = framework.NoSuchName  # type: ignore[attr-defined]
