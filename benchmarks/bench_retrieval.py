@@ -63,6 +63,8 @@ QUESTIONS = ("怎么", "在哪", "几点", "是什么", "规则", "能不能")
 EVENTS = ("周六", "明晚", "改到", "活动", "报名")
 SECTIONS_PER_DOCUMENT = 10
 RECENT_LINES = 6
+#: The share of questions made of the most common words only.
+COMMON_SHARE = 0.1
 
 
 class Vocabulary:
@@ -80,8 +82,13 @@ class Vocabulary:
         ]
         self.weights = [1 / rank for rank in range(1, len(self.words) + 1)]
 
-    def sentence(self, words: int) -> str:
-        picked = self.rng.choices(self.words, self.weights, k=words)
+    def sentence(self, words: int, *, common: bool = False) -> str:
+        """Words joined two by two; ``common``: only the 30 most frequent words, whose terms are
+        in a large share of the store (the costliest searches)."""
+        if common:
+            picked = self.rng.choices(self.words[:30], k=words)
+        else:
+            picked = self.rng.choices(self.words, self.weights, k=words)
         return "，".join("".join(picked[i : i + 2]) for i in range(0, len(picked), 2)) + "。"
 
 
@@ -178,10 +185,12 @@ def build_store(path: Path, memories: int, vocabulary: Vocabulary) -> Promptweav
 
 
 def make_turn(vocabulary: Vocabulary, number: int) -> Turn:
-    """An addressed question with recent group lines, some of which read as events."""
+    """An addressed question with recent group lines, some of which read as events; one question
+    in ten is made of common words only."""
     rng = vocabulary.rng
     at = NOW + dt.timedelta(seconds=30 * number)
-    question = vocabulary.sentence(rng.randint(3, 6)).rstrip("。") + rng.choice(QUESTIONS) + "？"
+    words = vocabulary.sentence(rng.randint(3, 6), common=rng.random() < COMMON_SHARE)
+    question = words.rstrip("。") + rng.choice(QUESTIONS) + "？"
     recent = tuple(
         ChatMessage(
             id=f"{number}-{i}",

@@ -305,23 +305,36 @@ def retrieve_behavior_reference(query: RetrievalQuery) -> RetrievalResult:
     return RetrievalResult(items=items, hits=hits)
 
 
-def _reads_disk(query: RetrievalQuery) -> bool:
-    """The built-in retrievers block only on a SQLite store; over memory they are pure
-    computation and run on the event loop (see ``Retriever.blocking``)."""
-    return query.stores.database is not None
+def _blocks(query: RetrievalQuery) -> bool:
+    """Over memory the retrievers are pure computation, and over the built-in SQLite store every
+    read is short and bounded (``blocking_reads = False``: a cached group index checked with one
+    indexed read, a full-text search that ranks at most a fixed number of texts): both run on the
+    event loop, saving a worker thread hop each. A retrieval store of another kind is read in a
+    worker thread on a SQLite or Redis deployment (see ``Retriever.blocking``)."""
+    return query.stores.database is not None and getattr(
+        query.stores.retrieval, "blocking_reads", True
+    )
+
+
+def _blocks_topics(query: RetrievalQuery) -> bool:
+    """Old topics likewise, by their source (the session summaries and the retrieval store's
+    topics: a Redis session store is read in a worker thread)."""
+    return query.stores.database is not None and getattr(
+        query.stores.topic_summaries, "blocking_reads", True
+    )
 
 
 @hookimpl
 def register_retrievers(register: Callable[[Retriever], None]) -> None:
     # Persistent: skipped on short social turns (docs/design.md#short-social-turns).
-    for name, retrieve, persistent in (
-        ("memory", retrieve_memory, True),
-        ("knowledge", retrieve_knowledge, False),
-        ("relationship", retrieve_relationship, True),
-        ("person_facts", retrieve_person_facts, True),
-        ("mid_term", retrieve_mid_term, True),
-        ("group_expression", retrieve_group_expression, False),
-        ("behavior_reference", retrieve_behavior_reference, False),
+    for name, retrieve, persistent, blocking in (
+        ("memory", retrieve_memory, True, _blocks),
+        ("knowledge", retrieve_knowledge, False, _blocks),
+        ("relationship", retrieve_relationship, True, _blocks),
+        ("person_facts", retrieve_person_facts, True, _blocks),
+        ("mid_term", retrieve_mid_term, True, _blocks_topics),
+        ("group_expression", retrieve_group_expression, False, _blocks),
+        ("behavior_reference", retrieve_behavior_reference, False, _blocks),
     ):
         register(
             Retriever(
@@ -329,6 +342,6 @@ def register_retrievers(register: Callable[[Retriever], None]) -> None:
                 feeds=name,
                 retrieve=retrieve,
                 persistent=persistent,
-                blocking=_reads_disk,
+                blocking=blocking,
             )
         )

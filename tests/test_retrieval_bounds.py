@@ -69,26 +69,26 @@ def test_the_match_leaves_out_the_most_common_terms_until_the_rest_fit(store, mo
         )
     )
     terms = query_terms("桌游地铁米线")
-    match = store._match_terms("memories_vocab", terms)
+    match = store._match_terms(retrieval_sqlite._MEMORIES, terms)
     assert set(match) == {"米线", "地铁"}  # 桌游 (in 8 texts) would make 14 > 10
     hits = store.search_memories("b1", "g1", terms, limit=20)
     assert {hit.record.text for hit in hits} == {"米线店", *(f"地铁{i}号" for i in range(5))}
 
 
-def test_a_word_counts_as_common_as_its_rarest_trigram(store, monkeypatch):
+def test_a_word_counts_as_common_as_the_texts_holding_it(store, monkeypatch):
     monkeypatch.setattr(retrieval_sqlite, "RANKED_MATCHES", 10)
     store.write(
         RetrievalBatch(
             memories=tuple(memory(f"steam {'游戏' if i < 3 else '其他'}{i}") for i in range(12))
         )
     )
-    assert store._match_terms("memories_vocab", query_terms("steam 米线")) == ["steam"]
-    assert store._match_terms("memories_vocab", query_terms("steam 游戏")) == ["游戏"]
+    assert store._match_terms(retrieval_sqlite._MEMORIES, query_terms("steam 米线")) == ["steam"]
+    assert store._match_terms(retrieval_sqlite._MEMORIES, query_terms("steam 游戏")) == ["游戏"]
 
 
 def test_terms_in_fewer_texts_than_the_limit_all_stay_in_the_match(store):
     store.write(RetrievalBatch(memories=(*(memory(f"桌游号{i}") for i in range(30)),)))
-    assert store._match_terms("memories_vocab", query_terms("桌游号")) == ["桌游", "游号"]
+    assert store._match_terms(retrieval_sqlite._MEMORIES, query_terms("桌游号")) == ["桌游", "游号"]
 
 
 def test_a_term_too_common_alone_ranks_only_the_newest_matches_of_the_scope(store, monkeypatch):
@@ -182,6 +182,8 @@ def test_a_version_1_database_moves_to_scoped_row_ids_and_searches_as_before(tmp
     for index in ("memories_fts", "knowledge_fts"):
         connection.execute(f"INSERT INTO {index} ({index}) VALUES ('integrity-check')")
     connection.commit()
+    kept = dict(connection.execute("SELECT term, docs FROM memory_terms"))
+    assert kept == _vocabulary_counts(connection, "memories_vocab", "memories", "terms")
     # New rows join their scope after the old ones.
     bot, group = SCOPES[0]
     store.write(RetrievalBatch(memories=(memory("新的一条", group=group, bot=bot),)))
@@ -190,3 +192,38 @@ def test_a_version_1_database_moves_to_scoped_row_ids_and_searches_as_before(tmp
         (bot, group),
     ).fetchone()
     assert newest == "新的一条"
+
+
+def _vocabulary_counts(connection, vocabulary, table, indexed):
+    """Each term's document count the slow way: bigrams from ``fts5vocab``, words by reading
+    every row."""
+    counts = {
+        term: docs
+        for term, docs in connection.execute(f"SELECT term, doc FROM {vocabulary}")
+        if term.endswith("#") and len(term) == 3
+    }
+    for (text,) in connection.execute(f"SELECT {indexed} FROM {table}"):
+        for token in set(text.split()):
+            if token.isascii():
+                counts[token] = counts.get(token, 0) + 1
+    return counts
+
+
+def test_the_kept_document_counts_are_those_of_the_index_after_any_writes(tmp_path):
+    rng = random.Random(21)
+    path = tmp_path / "s.sqlite3"
+    store = SQLiteRetrievalStore(SQLiteDatabase(path))
+    store.write(random_batch(rng))
+    store.write(random_batch(rng))  # same natural keys replaced, documents rewritten
+    with sqlite3.connect(path) as connection:  # and plain SQL, bypassing the store
+        connection.execute("DELETE FROM memories WHERE id % 3 = 0")
+        connection.execute("UPDATE memories SET terms = ' 桌游# ok ' WHERE id % 3 = 1")
+        connection.execute("DELETE FROM knowledge_chunks WHERE chunk_index = 0")
+    connection = sqlite3.connect(path)
+    for counts, vocabulary, table, indexed in (
+        ("memory_terms", "memories_vocab", "memories", "terms"),
+        ("knowledge_terms", "knowledge_vocab", "knowledge_chunks", "title_terms || ' ' || terms"),
+    ):
+        kept = dict(connection.execute(f"SELECT term, docs FROM {counts} WHERE docs > 0"))
+        assert kept == _vocabulary_counts(connection, vocabulary, table, indexed)
+        assert len(kept) > 50

@@ -17,8 +17,8 @@ from framework import (
     score_text,
     text_terms,
 )
-from framework.retrieval.scoring import index_text
-from framework.store.retrieval_sqlite import _indexed_terms
+from framework.retrieval.scoring import index_text, index_token
+from framework.store.retrieval_sqlite import _score_indexed
 
 # Letters the query and the trigger never share, and what separates words once processed.
 QUERY_LETTERS = "ab周六晚上桌游1"
@@ -142,8 +142,13 @@ def test_strategies_rank_as_when_every_strategy_was_scored():
             )
 
 
-@settings(max_examples=1000, deadline=None)
-@given(text=st.text(max_size=60))
-def test_terms_read_from_the_index_form_are_the_terms_of_the_index_form(text):
+WORDY = st.text(alphabet="周六晚上桌游局地铁米线 abcz09#，。!?ß\u0130\u00e9ﬁ_-", max_size=40)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(text=st.one_of(st.text(max_size=60), WORDY), query=st.one_of(st.text(max_size=30), WORDY))
+def test_scoring_the_index_form_equals_scoring_the_terms_of_the_index_form(text, query):
     indexed = index_text(text)
-    assert _indexed_terms(indexed) == text_terms(indexed)
+    terms = query_terms(query)
+    tokens = frozenset(index_token(term).strip() for term in terms)
+    assert _score_indexed(tokens, indexed) == score_text(terms, text_terms(indexed))

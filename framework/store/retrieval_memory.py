@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections.abc import Callable, Collection, Hashable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 
@@ -82,6 +82,10 @@ class InMemoryRetrievalStore:
 
     :param cache: what was derived by scope (:meth:`cached`), with the version it was built at.
     """
+
+    #: Reads are short and never wait on other I/O, so callers may read on an event loop
+    #: (``docs/retrieval.md#caching``).
+    blocking_reads: ClassVar[bool] = False
 
     cache: ScopeCache = attrs.field(factory=ScopeCache, repr=False)
     _state: _State = attrs.field(factory=_State, init=False)

@@ -7,10 +7,11 @@ tables giving each term's document count, so a search can match on the rarest te
 Version 2 puts the scope into the index: every ``(bot_id, group_id)`` gets a number in
 ``retrieval_scopes``, and the row ids of memories and knowledge chunks are
 ``scope number × 2**32 + n``, so a full-text search names its scope as a range of row ids, which
-FTS5 seeks to instead of filtering every match. It also counts changes: triggers bump
-``retrieval_versions`` (per scope and kind of data) on every insert, update and delete, whoever
-writes, so a process caching a group's data can tell with one indexed read whether it is still
-current.
+FTS5 seeks to instead of filtering every match. It keeps each term's document count in
+``memory_terms`` and ``knowledge_terms`` (what ``fts5vocab`` gives by reading the term's whole list
+of documents, in one indexed read). And it counts changes: triggers bump ``retrieval_versions``
+(per scope and kind of data) on every insert, update and delete, whoever writes, so a process
+caching a group's data can tell with one indexed read whether it is still current.
 """
 
 from __future__ import annotations
@@ -69,6 +70,38 @@ def _count_changes(table: str, kind: str) -> str:
         CREATE TRIGGER {table}_version_au AFTER UPDATE ON {table} BEGIN
             {bump("old")} {bump("new")}
         END;
+    """
+
+
+def _tokens(indexed: str) -> str:
+    """The distinct index tokens (``桌游#``, ``word``) of an index-form SQL expression, as the
+    ``value`` column of ``json_each``."""
+    quoted = f"replace(replace({indexed}, '\\', '\\\\'), '\"', '\\\"')"
+    return f"""json_each('["' || replace({quoted}, ' ', '","') || '"]')"""
+
+
+def _count_terms(table: str, counts: str, indexed: str) -> str:
+    """``counts``: how many rows of ``table`` hold each index token of ``indexed`` (an
+    expression over the row), filled from the rows there are and kept by triggers."""
+
+    def add(row: str, step: str) -> str:
+        return (
+            f"INSERT INTO {counts} (term, docs)"
+            f" SELECT DISTINCT value, {step} FROM {_tokens(indexed.format(row=row))}"
+            " WHERE value <> ''"
+            f" ON CONFLICT (term) DO UPDATE SET docs = docs + {step};"
+        )
+
+    return f"""
+        CREATE TABLE {counts} (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO {counts} (term, docs)
+            SELECT value, COUNT(*) FROM (
+                SELECT DISTINCT t.id, j.value
+                FROM {table} AS t, {_tokens(indexed.format(row="t"))} AS j
+                WHERE j.value <> ''
+            ) GROUP BY value;
+        CREATE TRIGGER {counts}_ai AFTER INSERT ON {table} BEGIN {add("new", "1")} END;
+        CREATE TRIGGER {counts}_ad AFTER DELETE ON {table} BEGIN {add("old", "-1")} END;
     """
 
 
@@ -186,6 +219,16 @@ MIGRATIONS = (
             PRIMARY KEY (bot_id, group_id, kind)
         ) WITHOUT ROWID;
         {"".join(_count_changes(table, kind) for table, kind in VERSIONED_TABLES.items())}
+
+        {_count_terms("memories", "memory_terms", "{row}.terms")}
+        CREATE TRIGGER memory_terms_au AFTER UPDATE OF terms ON memories BEGIN
+            UPDATE memory_terms SET docs = docs - 1
+            WHERE term IN (SELECT value FROM {_tokens("old.terms")});
+            INSERT INTO memory_terms (term, docs)
+            SELECT DISTINCT value, 1 FROM {_tokens("new.terms")} WHERE value <> ''
+            ON CONFLICT (term) DO UPDATE SET docs = docs + 1;
+        END;
+        {_count_terms("knowledge_chunks", "knowledge_terms", "({row}.title_terms || ' ' || {row}.terms)")}
         """,
     ),
 )

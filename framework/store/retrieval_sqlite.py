@@ -24,7 +24,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 
@@ -35,7 +35,7 @@ from framework.retrieval.scoring import (
     fts_query,
     index_text,
     index_token,
-    score_text,
+    score_counts,
 )
 from framework.store.retrieval import (
     BehaviorRecord,
@@ -61,7 +61,7 @@ CANDIDATES_PER_HIT = 8
 #: The most texts a search ranks by ``bm25``: the match terms are chosen so that at most this
 #: many texts contain them (by the index's document counts), and of the scope's matches only the
 #: newest this many are ranked.
-RANKED_MATCHES = 2000
+RANKED_MATCHES = 300
 
 
 def _when(value: dt.datetime | None) -> str | None:
@@ -72,19 +72,24 @@ def _parse_when(value: str | None) -> dt.datetime | None:
     return None if value is None else dt.datetime.fromisoformat(value)
 
 
-def _indexed_terms(indexed: str) -> frozenset[str]:
-    """The terms of a text from its index form (:func:`index_text`): the same set as
-    ``text_terms(indexed)``, without the regular expression."""
-    return frozenset(token.rstrip("#") for token in indexed.split())
+def _score_indexed(tokens: frozenset[str], indexed: str) -> tuple[float, int]:
+    """:func:`score_text` of a query against a text in its index form (:func:`index_text`),
+    with the query's distinct terms given as index tokens without their spaces (``桌游#``,
+    ``word``): the text's terms are exactly its tokens."""
+    found = set(indexed.split())
+    matched = len(found.intersection(tokens))
+    if not matched:
+        return 0.0, 0
+    return score_counts(matched, len(tokens), len(found)), matched
 
 
 @attrs.frozen
 class _Search:
-    """One full-text index: its FTS5 and vocabulary tables, its content table, the columns a
-    search reads and the ``bm25`` call ranking it."""
+    """One full-text index: its FTS5 table, the document counts of its terms, its content table,
+    the columns a search reads and the ``bm25`` call ranking it."""
 
     index: str
-    vocabulary: str
+    counts: str
     table: str
     columns: str
     bm25: str
@@ -92,14 +97,14 @@ class _Search:
 
 _MEMORIES = _Search(
     index="memories_fts",
-    vocabulary="memories_vocab",
+    counts="memory_terms",
     table="memories",
     columns="t.kind, t.text, t.terms, t.source, t.external_id, t.created_at",
     bm25="bm25(memories_fts)",
 )
 _KNOWLEDGE = _Search(
     index="knowledge_fts",
-    vocabulary="knowledge_vocab",
+    counts="knowledge_terms",
     table="knowledge_chunks",
     columns="t.source, t.chunk_index, t.title, t.text, t.title_terms, t.terms",
     # A term in the title weighs twice a term in the text.
@@ -115,18 +120,15 @@ def _chunk_terms(row: sqlite3.Row) -> str:
     return f"{row['title_terms']} {row['terms']}"
 
 
-def _trigrams(token: str) -> list[str]:
-    return [token[i : i + 3] for i in range(len(token) - 2)]
-
-
 def _rank(
     rows: Iterable[sqlite3.Row], indexed: Callable[[sqlite3.Row], str], terms: Sequence[str]
 ) -> list[tuple[sqlite3.Row, float, int, float]]:
     """Score FTS5 candidates (best ``bm25`` first) against all the query's terms:
     ``(row, score, matched, bm25)``, best first (ties keep the ``bm25`` order)."""
+    tokens = frozenset(index_token(term).strip() for term in terms)
     scored = []
     for row in rows:
-        score, matched = score_text(terms, _indexed_terms(indexed(row)))
+        score, matched = _score_indexed(tokens, indexed(row))
         if matched:
             scored.append((row, score, matched, round(-row["rank"], 4)))
     scored.sort(key=lambda hit: (-hit[1], -hit[2], -hit[3]))
@@ -141,6 +143,10 @@ class SQLiteRetrievalStore:
     """
 
     database: SQLiteDatabase
+    #: Reads are short and never wait on other I/O, so callers may read on an event loop
+    #: (``docs/retrieval.md#caching``).
+    blocking_reads: ClassVar[bool] = False
+
     cache: ScopeCache = attrs.field(factory=ScopeCache, repr=False)
     _ready: bool = attrs.field(default=False, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
@@ -318,32 +324,26 @@ class SQLiteRetrievalStore:
 
     # -- searching --------------------------------------------------------------------------
 
-    def _match_terms(self, vocabulary: str, terms: Sequence[str]) -> list[str]:
-        """The query's rarest :data:`MAX_MATCH_TERMS` terms the index holds (words, whose
-        frequency the trigram vocabulary cannot tell, count as rare), then, while they occur in
-        more than :data:`RANKED_MATCHES` texts together, without the most common of them."""
-        words = [term for term in terms if term.isascii()]
-        bigrams = [term for term in terms if not term.isascii()]
-        # A word is a phrase of trigrams: it is in at most as many texts as its rarest trigram.
-        trigrams = {word: _trigrams(index_token(word)) for word in words}
-        tokens = {index_token(term) for term in bigrams}
-        tokens.update(trigram for found in trigrams.values() for trigram in found)
-        marks = ", ".join("?" * len(tokens))
+    def _match_terms(self, search: _Search, terms: Sequence[str]) -> list[str]:
+        """The query's rarest :data:`MAX_MATCH_TERMS` terms the index holds (words count as
+        rare), then, while they occur in more than :data:`RANKED_MATCHES` texts together,
+        without the most common of them."""
+        keys = {term: index_token(term).strip() for term in terms}
+        marks = ", ".join("?" * len(keys))
         documents = {
-            row["term"]: row["doc"]
+            row[0]: row[1]
             for row in self._rows(
-                f"SELECT term, doc FROM {vocabulary} WHERE term IN ({marks})", sorted(tokens)
+                f"SELECT term, docs FROM {search.counts} WHERE term IN ({marks}) AND docs > 0",
+                list(keys.values()),
             )
         }
-        frequency = {
-            term: documents[index_token(term)] for term in bigrams if index_token(term) in documents
-        }
-        rare = sorted((term for term in bigrams if term in frequency), key=frequency.__getitem__)
+        frequency = {term: documents.get(key, 0) for term, key in keys.items()}
+        words = [term for term in terms if term.isascii()]
+        rare = sorted(
+            (term for term in terms if not term.isascii() and frequency[term]),
+            key=frequency.__getitem__,
+        )
         match = [*words, *rare][:MAX_MATCH_TERMS]
-        for word in words:
-            frequency[word] = min(
-                (documents.get(trigram, 0) for trigram in trigrams[word]), default=0
-            )
         while len(match) > 1 and sum(frequency[term] for term in match) > RANKED_MATCHES:
             # The most common term goes (of equally common ones, the one matched last).
             match.remove(max(reversed(match), key=frequency.__getitem__))
@@ -361,17 +361,20 @@ class SQLiteRetrievalStore:
         scope_id = self._scope_id(*scope)
         if scope_id is None:
             return []
-        match = self._match_terms(search.vocabulary, terms)
+        match = self._match_terms(search, terms)
         if not match:
             return []
         low = scope_id * SCOPE_ROWS
         index = search.index
+        # Rank the matches first and read the texts of the best only.
         return self._rows(
-            f"SELECT {search.columns}, found.rank FROM ("
-            f" SELECT rowid, {search.bm25} AS rank FROM {index}"
-            f" WHERE {index} MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?"
-            f") AS found JOIN {search.table} AS t ON t.id = found.rowid"
-            " ORDER BY found.rank, found.rowid LIMIT ?",
+            f"SELECT {search.columns}, best.rank FROM ("
+            " SELECT rowid, rank FROM ("
+            f"  SELECT rowid, {search.bm25} AS rank FROM {index}"
+            f"  WHERE {index} MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?"
+            " ) ORDER BY rank, rowid LIMIT ?"
+            f") AS best JOIN {search.table} AS t ON t.id = best.rowid"
+            " ORDER BY best.rank, best.rowid",
             (fts_query(match), low, low + SCOPE_ROWS - 1, RANKED_MATCHES,
              max(50, limit * CANDIDATES_PER_HIT)),
         )  # fmt: skip
