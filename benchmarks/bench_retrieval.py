@@ -217,20 +217,24 @@ def _percentile(values: list[float], share: float) -> float:
 
 
 class Sample:
-    """The turns of one store size: p50 and p99 per repeat, and time per stage."""
+    """The turns of one store size: p50, p99 and CPU time per turn of each repeat, and the time
+    of each stage."""
 
     def __init__(self) -> None:
         self.p50: list[float] = []
         self.p99: list[float] = []
+        self.cpu: list[float] = []
         self.stages: dict[str, list[float]] = {}
 
-    def add(self, totals: list[float]) -> None:
+    def add(self, totals: list[float], cpu_ms: float) -> None:
         self.p50.append(statistics.median(totals))
         self.p99.append(_percentile(totals, 0.99))
+        self.cpu.append(cpu_ms / len(totals))
 
 
 def run_turns(runtime: Promptweave, turns: list[Turn], sample: Sample) -> None:
     totals = []
+    cpu = time.process_time()
     for turn in turns:
         started = time.perf_counter()
         rendered = runtime.render(turn)
@@ -241,7 +245,7 @@ def run_turns(runtime: Promptweave, turns: list[Turn], sample: Sample) -> None:
                     raise SystemExit(f"retriever {trace['retriever']} failed: {trace}")
         for stage, duration in rendered.stage_durations_ms.items():
             sample.stages.setdefault(stage, []).append(duration)
-    sample.add(totals)
+    sample.add(totals, (time.process_time() - cpu) * 1000)
 
 
 def bench_whole_turn(
@@ -265,12 +269,12 @@ def bench_whole_turn(
         f"\nwhole turn, Promptweave.render(turn) on SQLite: median over {repeats} repeats of"
         f" {turns} turns (each repeat's p50 / p99)"
     )
-    print("| memories | knowledge chunks | p50 ms | p99 ms |")
-    print("|---:|---:|---:|---:|")
+    print("| memories | knowledge chunks | p50 ms | p99 ms | CPU ms per turn |")
+    print("|---:|---:|---:|---:|---:|")
     for size, sample in samples.items():
         print(
             f"| {size:,} | {size // 10:,} | {statistics.median(sample.p50):.2f} |"
-            f" {statistics.median(sample.p99):.2f} |"
+            f" {statistics.median(sample.p99):.2f} | {statistics.median(sample.cpu):.2f} |"
         )
     for size, sample in samples.items():
         stages = ", ".join(
@@ -343,12 +347,16 @@ def main() -> None:
     print()
     bench_concurrency(min(args.turns, 50), vocabulary)
     print()
-    largest, smallest = samples[sizes[-1]], samples[sizes[0]]
+    p50 = {size: statistics.median(sample.p50) for size, sample in samples.items()}
+    if 10_000 in p50 and 100_000 in p50:
+        print(f"growth from 10000 to 100000 memories (p50): {p50[100_000] / p50[10_000]:.2f}x")
+    largest = samples[sizes[-1]]
     print(
-        f"whole turn at {sizes[-1]} memories: p50 {statistics.median(largest.p50):.2f} ms,"
+        f"whole turn at {sizes[-1]} memories: p50 {p50[sizes[-1]]:.2f} ms,"
         f" p99 {statistics.median(largest.p99):.2f} ms"
     )
-    print(f"whole turn on an empty store: p50 {statistics.median(smallest.p50):.2f} ms")
+    if 0 in p50:
+        print(f"whole turn on an empty store: p50 {p50[0]:.2f} ms")
 
 
 if __name__ == "__main__":

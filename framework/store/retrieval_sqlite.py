@@ -374,9 +374,11 @@ class SQLiteRetrievalStore:
             f"  WHERE {index} MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?"
             " ) ORDER BY rank, rowid LIMIT ?"
             f") AS best JOIN {search.table} AS t ON t.id = best.rowid"
+            # The range is the scope's; naming the scope too costs nothing on these few rows.
+            " WHERE t.bot_id = ? AND t.group_id = ?"
             " ORDER BY best.rank, best.rowid",
             (fts_query(match), low, low + SCOPE_ROWS - 1, RANKED_MATCHES,
-             max(50, limit * CANDIDATES_PER_HIT)),
+             max(50, limit * CANDIDATES_PER_HIT), *scope),
         )  # fmt: skip
 
     def search_memories(
