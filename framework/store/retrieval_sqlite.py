@@ -4,10 +4,11 @@ Memories and knowledge chunks are indexed in FTS5 tables with the ``trigram`` to
 their terms (``framework.retrieval.scoring.index_text``), kept in sync by triggers. A search asks
 FTS5 for the best candidates by ``bm25`` within the scope (a range of row ids, so FTS5 never looks
 at another scope's rows), matching the query's rarest terms by their document counts (kept in
-``memory_terms`` and ``knowledge_terms``), then scores only those candidates (:func:`framework.retrieval.scoring.score_text`). Its cost is
-bounded whatever the size of the store: the match leaves out the most common of those terms until
-the rest occur in at most :data:`RANKED_MATCHES` texts, and FTS5 ranks at most the newest
-:data:`RANKED_MATCHES` matches of the scope.
+``memory_terms`` and ``knowledge_terms``), then scores only those candidates
+(:func:`framework.retrieval.scoring.score_text`). Its cost is bounded whatever the size of the
+store: the match leaves out the most common of those terms until the rest occur in at most
+:data:`RANKED_MATCHES` texts, and FTS5 ranks at most the newest :data:`RANKED_MATCHES` matches of
+the scope.
 
 What is read by scope (expression pairs, strategies, relationship notes, person facts, the rhythm
 baseline, topic summaries) is cached per scope and handed out again while the scope's change
