@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import attrs
 from rapidfuzz import fuzz, process, utils
@@ -207,7 +207,7 @@ class StrategyIndex:
             ((score_text(terms, ranked.terms[position])[0], position) for position in sharing),
             key=lambda found: (-found[0], -ranked.records[found[1]].support, found[1]),
         )
-        best: list[tuple[float, Any]] = [
+        best: list[tuple[float, BehaviorRecord]] = [
             (score, ranked.records[position]) for score, position in scored[:limit]
         ]
         for position in ranked.by_support:
