@@ -32,6 +32,7 @@ from framework import (
     query_terms,
 )
 from framework.config import RetrievalConfig, StoreConfig
+from framework.store import retrieval_sqlite
 from framework.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
@@ -301,6 +302,14 @@ def test_sqlite_searches_give_the_same_hits_in_the_same_order_as_before(tmp_path
         bot_id, group_id = rng.choice(SCOPES)
         terms = query_terms(_text(rng, 1, 12))
         limit = rng.choice((1, 3, 6, 12, 40))
+        # The kept document counts choose the terms the index's vocabulary chose, and none
+        # is left out: these stores stay within the ranked texts.
+        assert store._match_terms(retrieval_sqlite._MEMORIES, terms) == (
+            reference._match_terms("memories_vocab", terms)
+        )
+        assert store._match_terms(retrieval_sqlite._KNOWLEDGE, terms) == (
+            reference._match_terms("knowledge_vocab", terms)
+        )
         for search in ("search_memories", "search_knowledge"):
             found = getattr(store, search)(bot_id, group_id, terms, limit=limit)
             assert found == getattr(reference, search)(bot_id, group_id, terms, limit=limit)
