@@ -20,6 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from builtin_plugins.retrieval_indexes import (
+    ExpressionIndex,
+    StrategyIndex,
+    scope_cached,
+    terms_of,
+)
 from builtin_plugins.retrieval_sections import affinity_label
 from framework import (
     KNOWLEDGE_QUESTION_WORDS,
@@ -42,7 +48,6 @@ from framework import (
     looks_like_knowledge_question,
     reads_as_event,
     score_text,
-    text_terms,
 )
 
 #: Session summaries begin with this mark; the old-topics section shows the text after it.
@@ -115,7 +120,7 @@ def _recent_events(query: RetrievalQuery, terms: tuple[str, ...]) -> list[Memory
     for message in query.turn.recent_messages:
         if message.sender_id in bots or not reads_as_event(message.text):
             continue
-        score, _matched = score_text(terms, text_terms(message.text))
+        score, _matched = score_text(terms, terms_of(message.text))
         if score >= query.limits.memory_min_score:
             found.append(
                 MemoryItem(
@@ -189,7 +194,7 @@ def retrieve_person_facts(query: RetrievalQuery) -> RetrievalResult:
     terms = query.terms
     # Every stable preference applies; those touching the message come first.
     facts = [
-        PersonFact(text=record.text, score=score_text(terms, text_terms(record.text))[0])
+        PersonFact(text=record.text, score=score_text(terms, terms_of(record.text))[0])
         for record in records
     ]
     facts.sort(key=lambda fact: -fact.score)
@@ -205,7 +210,7 @@ def retrieve_mid_term(query: RetrievalQuery) -> RetrievalResult:
     scored = []
     for summary in summaries:
         text = summary.strip().removeprefix(SUMMARY_MARK).strip()
-        score, _matched = score_text(terms, text_terms(text))
+        score, _matched = score_text(terms, terms_of(text))
         if text and score >= limits.mid_term_min_score:
             scored.append(TopicSummary(text=text, score=score))
     scored.sort(key=lambda topic: -topic.score)
@@ -214,36 +219,32 @@ def retrieve_mid_term(query: RetrievalQuery) -> RetrievalResult:
     )
 
 
-def _similar_triggers(query: RetrievalQuery, triggers: list[str]) -> list[tuple[str, float, int]]:
-    """The triggers most like the message: ``(trigger, similarity 0-100, index)``."""
-    # rapidfuzz loads with the first group that has learned pairs, not at start-up
-    # (docs/performance.md).
-    from rapidfuzz import fuzz, process, utils
-
-    return process.extract(
-        query.text,
-        triggers,
-        scorer=fuzz.WRatio,
-        processor=utils.default_process,
-        limit=query.limits.expression_pairs,
-        score_cutoff=query.limits.expression_min_similarity * 100,
-    )
-
-
 def retrieve_group_expression(query: RetrievalQuery) -> RetrievalResult:
     if query.group_id is None:
         return RetrievalResult.skip(SkipReason.PRIVATE_CHAT)
     store = query.stores.retrieval
-    pairs = store.expression_pairs(query.bot_id, query.group_id, limit=PROFILE_SCAN)
-    matches = _similar_triggers(query, [pair.trigger for pair in pairs]) if pairs else []
+    bot_id, group_id = query.bot_id, query.group_id
+    index = scope_cached(
+        store,
+        bot_id,
+        group_id,
+        ("group_expression", PROFILE_SCAN),
+        lambda: ExpressionIndex.build(store.expression_pairs(bot_id, group_id, limit=PROFILE_SCAN)),
+        kinds=("expression_pairs",),
+    )
+    matches = index.recall(
+        query.text,
+        limit=query.limits.expression_pairs,
+        cutoff=query.limits.expression_min_similarity * 100,
+    )
     items: list[ExpressionPair | RhythmBaseline] = []
     hits = []
-    for _trigger, similarity, index in matches:
-        pair = pairs[index]
+    for position, similarity in matches:
+        pair = index.pairs[position]
         score = round(similarity / 100, 4)
         items.append(ExpressionPair(trigger=pair.trigger, reply=pair.reply, score=score))
         hits.append(RetrievalHit(text=f"触发「{pair.trigger}」时：{pair.reply}", score=score))
-    baseline = store.rhythm_baseline(query.bot_id, query.group_id)
+    baseline = store.rhythm_baseline(bot_id, group_id)
     if baseline is not None:
         items.append(
             RhythmBaseline(
@@ -261,30 +262,30 @@ def retrieve_group_expression(query: RetrievalQuery) -> RetrievalResult:
                 },
             )
         )
-    return RetrievalResult(items=items, hits=hits, details={"pairs_compared": len(pairs)})
+    return RetrievalResult(items=items, hits=hits, details={"pairs_compared": len(index.pairs)})
 
 
 def retrieve_behavior_reference(query: RetrievalQuery) -> RetrievalResult:
     if query.group_id is None:
         return RetrievalResult.skip(SkipReason.PRIVATE_CHAT)
-    records = query.stores.retrieval.behavior_strategies(
-        query.bot_id, query.group_id, limit=STRATEGY_SCAN
+    store = query.stores.retrieval
+    bot_id, group_id = query.bot_id, query.group_id
+    index = scope_cached(
+        store,
+        bot_id,
+        group_id,
+        ("behavior_reference", STRATEGY_SCAN),
+        lambda: StrategyIndex.build(
+            store.behavior_strategies(bot_id, group_id, limit=STRATEGY_SCAN)
+        ),
+        kinds=("strategies",),
     )
-    terms = query.terms
     items: list[BehaviorStrategy] = []
     hits = []
     for learning_type in LearningType:
         # Scenes are abstract ("对方表达进展时"): a scene sharing words with the message comes
         # first, then the strategies learned from the most exchanges.
-        ranked = sorted(
-            (
-                (score_text(terms, text_terms(f"{record.scene} {record.action}"))[0], record)
-                for record in records
-                if record.learning_type is learning_type
-            ),
-            key=lambda scored: (-scored[0], -scored[1].support),
-        )
-        for score, record in ranked[: query.limits.strategies]:
+        for score, record in index.rank(learning_type, query.terms, query.limits.strategies):
             items.append(
                 BehaviorStrategy(
                     scene=record.scene,
@@ -304,23 +305,36 @@ def retrieve_behavior_reference(query: RetrievalQuery) -> RetrievalResult:
     return RetrievalResult(items=items, hits=hits)
 
 
-def _reads_disk(query: RetrievalQuery) -> bool:
-    """The built-in retrievers block only on a SQLite store; over memory they are pure
-    computation and run on the event loop (see ``Retriever.blocking``)."""
-    return query.stores.database is not None
+def _blocks(query: RetrievalQuery) -> bool:
+    """Over memory the retrievers are pure computation, and over the built-in SQLite store every
+    read is short and bounded (``blocking_reads = False``: a cached group index checked with one
+    indexed read, a full-text search that ranks at most a fixed number of texts): both run on the
+    event loop, saving a worker thread hop each. A retrieval store of another kind is read in a
+    worker thread on a SQLite or Redis deployment (see ``Retriever.blocking``)."""
+    return query.stores.database is not None and getattr(
+        query.stores.retrieval, "blocking_reads", True
+    )
+
+
+def _blocks_topics(query: RetrievalQuery) -> bool:
+    """Old topics likewise, by their source (the session summaries and the retrieval store's
+    topics: a Redis session store is read in a worker thread)."""
+    return query.stores.database is not None and getattr(
+        query.stores.topic_summaries, "blocking_reads", True
+    )
 
 
 @hookimpl
 def register_retrievers(register: Callable[[Retriever], None]) -> None:
     # Persistent: skipped on short social turns (docs/design.md#short-social-turns).
-    for name, retrieve, persistent in (
-        ("memory", retrieve_memory, True),
-        ("knowledge", retrieve_knowledge, False),
-        ("relationship", retrieve_relationship, True),
-        ("person_facts", retrieve_person_facts, True),
-        ("mid_term", retrieve_mid_term, True),
-        ("group_expression", retrieve_group_expression, False),
-        ("behavior_reference", retrieve_behavior_reference, False),
+    for name, retrieve, persistent, blocking in (
+        ("memory", retrieve_memory, True, _blocks),
+        ("knowledge", retrieve_knowledge, False, _blocks),
+        ("relationship", retrieve_relationship, True, _blocks),
+        ("person_facts", retrieve_person_facts, True, _blocks),
+        ("mid_term", retrieve_mid_term, True, _blocks_topics),
+        ("group_expression", retrieve_group_expression, False, _blocks),
+        ("behavior_reference", retrieve_behavior_reference, False, _blocks),
     ):
         register(
             Retriever(
@@ -328,6 +342,6 @@ def register_retrievers(register: Callable[[Retriever], None]) -> None:
                 feeds=name,
                 retrieve=retrieve,
                 persistent=persistent,
-                blocking=_reads_disk,
+                blocking=blocking,
             )
         )

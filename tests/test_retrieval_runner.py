@@ -212,20 +212,36 @@ def test_a_late_non_blocking_retriever_is_discarded_as_a_timeout():
     assert outcome.traces[0].reason == SkipReason.TIMEOUT.value
 
 
-def test_builtin_retrievers_block_only_on_a_sqlite_store(tmp_path):
+def test_builtin_retrievers_run_on_the_loop_unless_a_store_of_another_kind_may_block(tmp_path):
     from framework import Config, Promptweave, Stores
     from framework.config import StoreConfig
+    from framework.store.stores import TopicSummaries
     from framework.testing import TEST_ENVIRON
 
-    memory_runtime = Promptweave.from_config(
+    class RemoteRetrieval:
+        """A retrieval store that says nothing of its reads: they may wait on the network."""
+
+    class RemoteSummaries:
+        def list_summaries(self, bot_id, group_id, user_id, limit):
+            return []
+
+    runtime = Promptweave.from_config(
         Config(store=StoreConfig(backend="memory")), environ=TEST_ENVIRON
     )
-    sqlite_stores = Stores.from_config(Config(store=StoreConfig(path=str(tmp_path / "s.db"))))
-    for entry_ in memory_runtime.registries.retrievers.values():
+    sqlite = Stores.from_config(Config(store=StoreConfig(path=str(tmp_path / "s.db"))))
+    remote = Stores.sqlite(sqlite.database)
+    remote.retrieval = RemoteRetrieval()
+    remote.topic_summaries = TopicSummaries(remote.summaries, remote.retrieval)
+    remote_topics = Stores.sqlite(sqlite.database)
+    remote_topics.topic_summaries = TopicSummaries(RemoteSummaries(), remote_topics.retrieval)
+    for entry_ in runtime.registries.retrievers.values():
         blocking = entry_.item.blocking
         assert callable(blocking)
-        assert blocking(make_query(QUESTION, stores=memory_runtime.stores)) is False
-        assert blocking(make_query(QUESTION, stores=sqlite_stores)) is True
+        assert blocking(make_query(QUESTION, stores=runtime.stores)) is False
+        assert blocking(make_query(QUESTION, stores=sqlite)) is False
+        assert blocking(make_query(QUESTION, stores=remote)) is True
+        topics = entry_.item.name == "mid_term"
+        assert blocking(make_query(QUESTION, stores=remote_topics)) is topics
 
 
 def test_unhashable_callable_retrievers_are_still_told_apart():

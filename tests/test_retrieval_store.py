@@ -72,7 +72,7 @@ def test_sqlite_search_matches_on_the_rarest_query_terms(tmp_path: Path) -> None
     )
     terms = query_terms(common + "，格子桌游吧")
     assert len(terms) > retrieval_sqlite.MAX_MATCH_TERMS
-    found = store._match_terms("memories_vocab", terms)
+    found = store._match_terms(retrieval_sqlite._MEMORIES, terms)
     assert len(found) == retrieval_sqlite.MAX_MATCH_TERMS
     assert {"格子", "子桌", "桌游", "游吧"} <= set(found)  # in one document each: the rarest
     texts = [hit.record.text for hit in store.search_memories("b1", "g1", terms, limit=40)]

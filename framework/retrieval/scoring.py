@@ -35,6 +35,7 @@ __all__ = [
     "index_token",
     "normalize_query",
     "query_terms",
+    "score_counts",
     "score_text",
     "text_terms",
 ]
@@ -122,8 +123,14 @@ def score_text(terms: Collection[str], text_term_set: Collection[str]) -> tuple[
     """
     if not terms or not text_term_set:
         return 0.0, 0
-    matched = sum(1 for term in terms if term in text_term_set)
+    matched = sum(map(text_term_set.__contains__, terms))
     if not matched:
         return 0.0, 0
-    overlap = matched / min(len(terms), len(text_term_set))
-    return round(min(1.0, overlap) * min(1.0, matched / 2), 4), matched
+    return score_counts(matched, len(terms), len(text_term_set)), matched
+
+
+def score_counts(matched: int, query_terms: int, text_terms: int) -> float:
+    """The score of :func:`score_text` from the counts: ``matched`` of the ``query_terms``
+    distinct query terms found among the ``text_terms`` distinct terms of a text (all > 0)."""
+    overlap = matched / min(query_terms, text_terms)
+    return round(min(1.0, overlap) * min(1.0, matched / 2), 4)

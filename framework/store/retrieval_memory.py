@@ -1,15 +1,17 @@
 """The in-memory retrieval store: the same interface and scoring as the SQLite one, in dicts.
 
 For tests and single-process bots that load their data at start-up. A write builds the new state
-aside and swaps it in under a lock, so a failing batch leaves nothing behind.
+aside and swaps it in under a lock, so a failing batch leaves nothing behind, then counts the
+change in each scope and kind of data it touched, which is what :meth:`InMemoryRetrievalStore.cached`
+checks.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Collection, Hashable, Sequence
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 
@@ -27,6 +29,7 @@ from framework.store.retrieval import (
     Scored,
     SummaryRecord,
 )
+from framework.store.retrieval_cache import ScopeCache
 
 __all__ = ["InMemoryRetrievalStore"]
 
@@ -64,12 +67,46 @@ def _search(
     return [Scored(record=r, score=s, matched=m) for s, m, _p, r in scored[:limit]]
 
 
+def _touched(batch: RetrievalBatch) -> set[tuple[str, str, str]]:
+    """The ``(bot_id, group_id, kind)`` a batch writes, kinds named like its fields."""
+    return {
+        (record.bot_id, record.group_id, field.name)
+        for field in attrs.fields(RetrievalBatch)
+        for record in getattr(batch, field.name)
+    }
+
+
 @attrs.define
 class InMemoryRetrievalStore:
-    """Retrieval data held in this process (see :class:`framework.RetrievalStore`)."""
+    """Retrieval data held in this process (see :class:`framework.RetrievalStore`).
 
+    :param cache: what was derived by scope (:meth:`cached`), with the version it was built at.
+    """
+
+    #: Reads are short and never wait on other I/O, so callers may read on an event loop
+    #: (``docs/retrieval.md#caching``).
+    blocking_reads: ClassVar[bool] = False
+
+    cache: ScopeCache = attrs.field(factory=ScopeCache, repr=False)
     _state: _State = attrs.field(factory=_State, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
+    # Writes per (bot_id, group_id, kind); updated after the state they describe.
+    _versions: dict[tuple[str, str, str], int] = attrs.field(factory=dict, init=False, repr=False)
+
+    def cached(
+        self,
+        bot_id: str,
+        group_id: str,
+        key: Hashable,
+        build: Callable[[], T],
+        *,
+        kinds: Collection[str],
+    ) -> T:
+        """``build()``, remembered for this scope until a write touches its data of ``kinds``
+        (named like the fields of :class:`framework.RetrievalBatch`)."""
+        versions = self._versions
+        version = sum(versions.get((bot_id, group_id, kind), 0) for kind in kinds)
+        return self.cache.get((bot_id, group_id), key, version, build)
 
     def write(self, batch: RetrievalBatch) -> dict[str, int]:
         with self._lock:
@@ -97,6 +134,10 @@ class InMemoryRetrievalStore:
             for t in batch.summaries:
                 _put(state.summaries, t, t.bot_id, t.group_id, t.user_id, t.text)
             self._state = state
+            versions = dict(self._versions)
+            for touched in _touched(batch):
+                versions[touched] = versions.get(touched, 0) + 1
+            self._versions = versions
         return batch.counts()
 
     def _scope(self, table: dict[tuple[str, ...], T], *scope: str) -> list[T]:

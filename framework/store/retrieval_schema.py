@@ -3,13 +3,107 @@
 Memories and knowledge chunks have FTS5 indexes (``trigram`` tokenizer) over their terms
 (:func:`framework.retrieval.scoring.index_text`), kept in sync by triggers, and ``fts5vocab``
 tables giving each term's document count, so a search can match on the rarest terms.
+
+Version 2 puts the scope into the index: every ``(bot_id, group_id)`` gets a number in
+``retrieval_scopes``, and the row ids of memories and knowledge chunks are
+``scope number × 2**32 + n``, so a full-text search names its scope as a range of row ids, which
+FTS5 seeks to instead of filtering every match. It keeps each term's document count in
+``memory_terms`` and ``knowledge_terms`` (what ``fts5vocab`` gives by reading the term's whole list
+of documents, in one indexed read). And it counts changes: triggers bump ``retrieval_versions``
+(per scope and kind of data) on every insert, update and delete, whoever writes, so a process
+caching a group's data can tell with one indexed read whether it is still current.
 """
 
 from __future__ import annotations
 
 from framework.store.sqlite import Migration
 
-__all__ = ["MIGRATIONS"]
+__all__ = ["MIGRATIONS", "SCOPE_ROWS", "VERSIONED_TABLES"]
+
+#: Row ids of one scope: ``scope number * SCOPE_ROWS + 1`` up to ``(scope number + 1) *
+#: SCOPE_ROWS - 1``.
+SCOPE_ROWS = 2**32
+
+#: The tables whose changes ``retrieval_versions`` counts, with the kind of data each holds
+#: (named like the fields of :class:`framework.store.retrieval.RetrievalBatch`).
+VERSIONED_TABLES = {
+    "memories": "memories",
+    "knowledge_chunks": "knowledge",
+    "relationship_notes": "relationships",
+    "person_facts": "person_facts",
+    "expression_pairs": "expression_pairs",
+    "rhythm_baselines": "rhythms",
+    "behavior_strategies": "strategies",
+    "topic_summaries": "summaries",
+}
+
+
+def _renumber(table: str) -> str:
+    """Move ``table``'s rows to the row ids of their scope, keeping their order."""
+    return f"""
+        UPDATE {table} SET id = renumbered.new_id FROM (
+            SELECT t.id AS old_id,
+                   s.id * {SCOPE_ROWS} + ROW_NUMBER() OVER (
+                       PARTITION BY t.bot_id, t.group_id ORDER BY t.id
+                   ) AS new_id
+            FROM {table} AS t
+            JOIN retrieval_scopes AS s ON s.bot_id = t.bot_id AND s.group_id = t.group_id
+        ) AS renumbered
+        WHERE {table}.id = renumbered.old_id;
+    """
+
+
+def _count_changes(table: str, kind: str) -> str:
+    """Triggers counting every change of ``table`` in its scope's version of ``kind`` (an update
+    counts in the scope it leaves and in the one it enters)."""
+
+    def bump(row: str) -> str:
+        return (
+            "INSERT INTO retrieval_versions (bot_id, group_id, kind, version)"
+            f" VALUES ({row}.bot_id, {row}.group_id, '{kind}', 1)"
+            " ON CONFLICT (bot_id, group_id, kind) DO UPDATE SET version = version + 1;"
+        )
+
+    return f"""
+        CREATE TRIGGER {table}_version_ai AFTER INSERT ON {table} BEGIN {bump("new")} END;
+        CREATE TRIGGER {table}_version_ad AFTER DELETE ON {table} BEGIN {bump("old")} END;
+        CREATE TRIGGER {table}_version_au AFTER UPDATE ON {table} BEGIN
+            {bump("old")} {bump("new")}
+        END;
+    """
+
+
+def _tokens(indexed: str) -> str:
+    """The distinct index tokens (``桌游#``, ``word``) of an index-form SQL expression, as the
+    ``value`` column of ``json_each``."""
+    quoted = f"replace(replace({indexed}, '\\', '\\\\'), '\"', '\\\"')"
+    return f"""json_each('["' || replace({quoted}, ' ', '","') || '"]')"""
+
+
+def _count_terms(table: str, counts: str, indexed: str) -> str:
+    """``counts``: how many rows of ``table`` hold each index token of ``indexed`` (an
+    expression over the row), filled from the rows there are and kept by triggers."""
+
+    def add(row: str, step: str) -> str:
+        return (
+            f"INSERT INTO {counts} (term, docs)"
+            f" SELECT DISTINCT value, {step} FROM {_tokens(indexed.format(row=row))}"
+            " WHERE value <> ''"
+            f" ON CONFLICT (term) DO UPDATE SET docs = docs + {step};"
+        )
+
+    return f"""
+        CREATE TABLE {counts} (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO {counts} (term, docs)
+            SELECT value, COUNT(*) FROM (
+                SELECT DISTINCT t.id, j.value
+                FROM {table} AS t, {_tokens(indexed.format(row="t"))} AS j
+                WHERE j.value <> ''
+            ) GROUP BY value;
+        CREATE TRIGGER {counts}_ai AFTER INSERT ON {table} BEGIN {add("new", "1")} END;
+        CREATE TRIGGER {counts}_ad AFTER DELETE ON {table} BEGIN {add("old", "-1")} END;
+    """
+
 
 MIGRATIONS = (
     Migration(
@@ -99,6 +193,42 @@ MIGRATIONS = (
         );
         CREATE INDEX topic_summaries_scope
             ON topic_summaries (bot_id, group_id, user_id, created_at);
+        """,
+    ),
+    Migration(
+        component="retrieval",
+        version=2,
+        sql=f"""
+        CREATE TABLE retrieval_scopes (
+            id INTEGER PRIMARY KEY,
+            bot_id TEXT NOT NULL, group_id TEXT NOT NULL,
+            UNIQUE (bot_id, group_id)
+        );
+        INSERT INTO retrieval_scopes (bot_id, group_id)
+            SELECT bot_id, group_id FROM memories
+            UNION SELECT bot_id, group_id FROM knowledge_chunks
+            ORDER BY 1, 2;
+        {_renumber("memories")}
+        {_renumber("knowledge_chunks")}
+        INSERT INTO memories_fts (memories_fts) VALUES ('rebuild');
+        INSERT INTO knowledge_fts (knowledge_fts) VALUES ('rebuild');
+
+        CREATE TABLE retrieval_versions (
+            bot_id TEXT NOT NULL, group_id TEXT NOT NULL, kind TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            PRIMARY KEY (bot_id, group_id, kind)
+        ) WITHOUT ROWID;
+        {"".join(_count_changes(table, kind) for table, kind in VERSIONED_TABLES.items())}
+
+        {_count_terms("memories", "memory_terms", "{row}.terms")}
+        CREATE TRIGGER memory_terms_au AFTER UPDATE OF terms ON memories BEGIN
+            UPDATE memory_terms SET docs = docs - 1
+            WHERE term IN (SELECT value FROM {_tokens("old.terms")});
+            INSERT INTO memory_terms (term, docs)
+            SELECT DISTINCT value, 1 FROM {_tokens("new.terms")} WHERE value <> ''
+            ON CONFLICT (term) DO UPDATE SET docs = docs + 1;
+        END;
+        {_count_terms("knowledge_chunks", "knowledge_terms", "({row}.title_terms || ' ' || {row}.terms)")}
         """,
     ),
 )

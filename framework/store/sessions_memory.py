@@ -13,7 +13,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import attrs
 
@@ -220,6 +220,9 @@ class MemorySessionStore:
 @attrs.define
 class MemorySummaryStore:
     """:class:`framework.store.sessions.SummaryStore` in memory."""
+
+    #: Listing waits on nothing: old topics read it on the event loop.
+    blocking_reads: ClassVar[bool] = False
 
     _summaries: list[SessionSummary] = attrs.field(factory=list)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)

@@ -13,7 +13,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -341,6 +341,9 @@ def _since(since: dt.datetime | None) -> float:
 @attrs.define
 class SQLiteSummaryStore:
     """:class:`framework.store.sessions.SummaryStore` in table ``session_summaries``."""
+
+    #: Listing is one indexed read with a limit: old topics read it on the event loop.
+    blocking_reads: ClassVar[bool] = False
 
     database: SQLiteDatabase
 

@@ -60,6 +60,13 @@ class TopicSummaries:
     sessions: SummaryStore | None
     imported: TopicSummarySource
 
+    @property
+    def blocking_reads(self) -> bool:
+        """Whether listing may wait on I/O: unless both sources say their reads do not
+        (``blocking_reads = False``, as the SQLite and in-memory ones do)."""
+        sources = (self.imported,) if self.sessions is None else (self.sessions, self.imported)
+        return any(getattr(source, "blocking_reads", True) for source in sources)
+
     def list_summaries(
         self, bot_id: str, group_id: str | None, user_id: str, limit: int
     ) -> Sequence[str]:
