@@ -113,7 +113,13 @@ def render_current_time(context: RenderContext) -> str:
             context.turn.bot.id,
         )
         zone, zone_name = ZoneInfo("UTC"), "UTC"
-    local = context.now.astimezone(zone)
+    try:
+        local = context.now.astimezone(zone)
+    except OverflowError:
+        # A time at the very edge of the calendar has no equivalent in the bot's zone: show it
+        # in its own offset.
+        local = context.now
+        zone_name = local.tzname() or "UTC"
     return "\n".join(
         [
             CURRENT_TIME_HEADER,

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from framework._convert import load_toml, structure
-from framework._fields import one_of, str_tuple
+from framework._fields import finite_seconds, one_of, str_tuple
 
 __all__ = [
     "CONFIG_ENV",
@@ -173,7 +173,7 @@ _unit = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0)
 def _timeouts(value: Any) -> dict[str, float]:
     timeouts = {str(name): float(seconds) for name, seconds in dict(value).items()}
     for name, seconds in timeouts.items():
-        if seconds <= 0:
+        if not 0 < seconds < float("inf"):
             raise ValueError(f"retrieval timeout of {name!r} must be positive, got {seconds}")
     return timeouts
 
@@ -211,9 +211,6 @@ class RetrievalConfig:
     expression_pairs: int = attrs.field(default=2, validator=_positive)
     expression_min_similarity: float = attrs.field(default=0.5, validator=_unit)
     strategies: int = attrs.field(default=3, validator=_positive)
-
-
-_non_negative_seconds = attrs.validators.ge(0.0)
 
 
 def _silence_range(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -264,11 +261,11 @@ class RoutingConfig:
     model_decision: bool = False
     min_chars: int = attrs.field(default=1, validator=_non_negative)
     shut_up_silence_s: int = attrs.field(default=120, validator=_silence_range)
-    reply_cooldown_s: float = attrs.field(default=0.0, validator=_non_negative_seconds)
+    reply_cooldown_s: float = attrs.field(default=0.0, validator=finite_seconds)
     kept_messages_max: int = attrs.field(default=20, validator=_positive)
     necessity_threshold: int = 50
     quote_candidates: int = attrs.field(default=6, validator=_positive)
-    quote_cooldown_s: float = attrs.field(default=120.0, validator=_non_negative_seconds)
+    quote_cooldown_s: float = attrs.field(default=120.0, validator=finite_seconds)
     quote_probability: float = attrs.field(default=0.25, validator=_probability)
     low_engagement: bool = True
     low_engagement_probabilities: tuple[float, ...] = attrs.field(
@@ -277,8 +274,8 @@ class RoutingConfig:
     phrase_max_chars: int = attrs.field(default=12, validator=_positive)
     short_social_chars: int = attrs.field(default=24, validator=_positive)
     bot_reply_window: int = attrs.field(default=48, validator=_positive)
-    bot_reply_window_s: float = attrs.field(default=600.0, validator=_non_negative_seconds)
-    follow_up_window_s: float = attrs.field(default=180.0, validator=_non_negative_seconds)
+    bot_reply_window_s: float = attrs.field(default=600.0, validator=finite_seconds)
+    follow_up_window_s: float = attrs.field(default=180.0, validator=finite_seconds)
 
 
 @attrs.frozen(kw_only=True)
@@ -353,7 +350,7 @@ class ProviderConfig:
         default=("image/jpeg", "image/png", "image/gif", "image/webp"), converter=tuple
     )
     max_tokens: int = attrs.field(default=1024, validator=_positive)
-    timeout_s: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
+    timeout_s: float = attrs.field(default=60.0, validator=[attrs.validators.gt(0), finite_seconds])
 
 
 @attrs.frozen(kw_only=True)

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from framework._convert import load_json, structure
-from framework._fields import one_of, str_tuple
+from framework._fields import one_of, platform_id, str_tuple
 from framework.errors import TurnFileError
 from framework.items import (
     BehaviorStrategy,
@@ -77,11 +77,13 @@ class Bot:
     :param peer_bot_ids: accounts of other bots of the same deployment.
     """
 
-    id: str
+    id: str = attrs.field(validator=platform_id)
     name: str
     aliases: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     timezone: str = "Asia/Shanghai"
-    peer_bot_ids: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    peer_bot_ids: tuple[str, ...] = attrs.field(
+        default=(), converter=str_tuple, validator=platform_id
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -99,17 +101,18 @@ class ChatMessage:
         reads ``[CQ:at,qq=…]`` codes and ``at`` segments from ``raw``.
     """
 
-    sender_id: str
-    # Lone surrogates are dropped on arrival: no store, hash or provider accepts them.
+    sender_id: str = attrs.field(validator=platform_id)
+    # Lone surrogates are dropped from text on arrival: no store, hash or provider accepts them.
+    # Ids holding one are refused (platform_id).
     text: str = attrs.field(converter=strip_lone_surrogates)
     time: dt.datetime = attrs.field(validator=lambda _i, _a, v: _aware(v))
-    id: str | None = None
+    id: str | None = attrs.field(default=None, validator=platform_id)
     sender_name: str = attrs.field(default="", converter=strip_lone_surrogates)
     raw: Any = None
     addressed: bool = False
-    reply_to: str | None = None
+    reply_to: str | None = attrs.field(default=None, validator=platform_id)
     images: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
-    mentions: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    mentions: tuple[str, ...] = attrs.field(default=(), converter=str_tuple, validator=platform_id)
 
 
 @attrs.frozen(kw_only=True)
@@ -180,7 +183,7 @@ class Turn:
 
     bot: Bot
     message: ChatMessage
-    group_id: str | None = attrs.field(default=None, validator=_group_id)
+    group_id: str | None = attrs.field(default=None, validator=[_group_id, platform_id])
     trigger: SpeakTrigger | None = None
     recent_messages: tuple[ChatMessage, ...] = ()
     history: tuple[HistoryEntry, ...] = ()

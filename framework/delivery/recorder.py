@@ -15,10 +15,16 @@ from time import perf_counter
 
 import attrs
 
+from framework._dates import shifted
 from framework.config import Config
 from framework.conversation.summary import CompressionResult, compress_session
 from framework.decision import Decision, DeliveryStyle
-from framework.delivery.writes import BackgroundRunner, record_bot_reply, record_message
+from framework.delivery.writes import (
+    BackgroundRunner,
+    record_bot_reply,
+    record_message,
+    unusable_ids,
+)
 from framework.plugins.manager import PluginManager
 from framework.prompt.persona import PersonaPack
 from framework.routing.quoting import Delivery, resolve_delivery
@@ -124,7 +130,7 @@ class Recorder:
         state.note_bot_reply(bot_id, group_id, at)
         cooldown = self.config.routing.reply_cooldown_s
         if cooldown > 0:
-            state.start_cooldown(bot_id, group_id, at + dt.timedelta(seconds=cooldown))
+            state.start_cooldown(bot_id, group_id, shifted(at, cooldown))
         if quoted_message_id is not None:
             state.note_quote_delivered(bot_id, group_id, quoted_message_id, at)
 
@@ -173,6 +179,9 @@ class Recorder:
         :returns: ``True`` when stored (now, or by an earlier call for the same message);
             ``False`` when the store is disabled or failing.
         """
+        if unusable_ids(bot_id, group_id, message_id):
+            log.warning("not recording a bot reply with a blank group id or an id that is not text")
+            return False
         start = perf_counter()
         sent_at = time or self.clock()
         quoted_id = quote_of or (answering.id if quoted and answering is not None else None)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Hashable
 
 import attrs
 
+from framework._fields import has_lone_surrogate
 from framework.config import Config
 from framework.conversation.images import IMAGE_WITHOUT_URL
 from framework.prompt.sanitize import strip_lone_surrogates
@@ -27,12 +28,28 @@ from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.turn import ChatMessage
 
-__all__ = ["BackgroundRunner", "RecordedReply", "record_bot_reply", "record_message"]
+__all__ = [
+    "BackgroundRunner",
+    "RecordedReply",
+    "record_bot_reply",
+    "record_message",
+    "unusable_ids",
+]
 
 log = logging.getLogger("promptweave.store")
 
 #: ``until`` for reading a session's newest summary whatever its time.
 _END_OF_TIME = dt.datetime.max.replace(tzinfo=dt.UTC)
+
+
+def unusable_ids(bot_id: str, group_id: str | None, message_id: str | None = None) -> bool:
+    """Whether ids handed to a recording call cannot be stored: a blank group id (stores would
+    file it under the private-chat scope) or an id holding a lone surrogate (not text)."""
+    if group_id is not None and not group_id.strip():
+        return True
+    return any(
+        value is not None and has_lone_surrogate(value) for value in (bot_id, group_id, message_id)
+    )
 
 
 def record_message(stores: Stores, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
@@ -46,8 +63,8 @@ def record_message(stores: Stores, bot_id: str, group_id: str | None, message: C
     """
     if group_id is None or stores.group_log is None:
         return False
-    if not group_id.strip():
-        log.warning("not recording a message with a blank group id")
+    if unusable_ids(bot_id, group_id):
+        log.warning("not recording a message with a blank group id or an id that is not text")
         return False
     try:
         return stores.group_log.append_group_message(bot_id, group_id, message)
@@ -121,8 +138,8 @@ def record_bot_reply(
     text = strip_lone_surrogates(text)
     if stores.sessions is None:
         return RecordedReply(stored=False)
-    if group_id is not None and not group_id.strip():
-        log.warning("not recording a bot reply with a blank group id")
+    if unusable_ids(bot_id, group_id, message_id):
+        log.warning("not recording a bot reply with a blank group id or an id that is not text")
         return RecordedReply(stored=False)
     session = config.session
     sent = ChatMessage(

@@ -24,7 +24,8 @@ from typing import Any
 
 import attrs
 
-from framework._convert import structure
+from framework._convert import parse_json, structure
+from framework._fields import platform_id
 from framework.conversation.summary import CompressionStatus
 from framework.delivery.writes import record_bot_reply
 from framework.errors import TurnFileError
@@ -44,20 +45,20 @@ def _aware(value: dt.datetime) -> None:
 
 @attrs.frozen(kw_only=True)
 class _MessageEvent:
-    bot_id: str
-    group_id: str | None
+    bot_id: str = attrs.field(validator=platform_id)
+    group_id: str | None = attrs.field(validator=platform_id)
     message: ChatMessage
     event: str = "message"
 
 
 @attrs.frozen(kw_only=True)
 class _ReplyEvent:
-    bot_id: str
-    group_id: str | None
+    bot_id: str = attrs.field(validator=platform_id)
+    group_id: str | None = attrs.field(validator=platform_id)
     text: str
     time: dt.datetime = attrs.field(validator=lambda _i, _a, value: _aware(value))
-    message_id: str | None = None
-    answering: str | None = None
+    message_id: str | None = attrs.field(default=None, validator=platform_id)
+    answering: str | None = attrs.field(default=None, validator=platform_id)
     quoted: bool = False
     event: str = "bot_reply"
 
@@ -198,9 +199,11 @@ def import_events(
 
 def _parse(line: str, where: str) -> dict[str, Any]:
     try:
-        data = json.loads(line)
+        data = parse_json(line)
     except json.JSONDecodeError as exc:
         raise TurnFileError(where, [f"invalid JSON at column {exc.colno}: {exc.msg}"]) from exc
+    except ValueError as exc:
+        raise TurnFileError(where, [f"invalid JSON: {exc}"]) from exc
     if not isinstance(data, dict):
         raise TurnFileError(where, ["each line must be a JSON object"])
     return data

@@ -10,11 +10,9 @@ no quote of a message that is not a candidate.
 
 from __future__ import annotations
 
-import json
-
 import attrs
 
-from framework._convert import structure
+from framework._convert import parse_json, structure
 from framework.decision import Decision, DeliveryStyle, RouteContext, SocialAction, TurnAction
 from framework.errors import ConfigError, PromptweaveError
 
@@ -58,8 +56,8 @@ def parse_model_answer(raw: str) -> ModelAnswer:
         value outside its enum; one line per problem.
     """
     try:
-        data = json.loads(raw)
-    except (TypeError, json.JSONDecodeError) as exc:
+        data = parse_json(raw)
+    except (TypeError, ValueError) as exc:
         raise ModelAnswerError(f"model answer is not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise ModelAnswerError("model answer must be a JSON object")

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from framework._dates import shifted
 from framework.config import Config
 from framework.decision import (
     Decision,
@@ -72,7 +73,7 @@ def recent_bot_replies(turn: Turn, state: RoutingState, config: Config, now: dt.
     window = turn.recent_messages[-routing.bot_reply_window :]
     count = sum(1 for m in window if m.sender_id == turn.bot.id and m.text.strip())
     if turn.group_id is not None:
-        since = now - dt.timedelta(seconds=routing.bot_reply_window_s)
+        since = shifted(now, -routing.bot_reply_window_s)
         count = max(count, state.bot_replies_since(turn.bot.id, turn.group_id, since))
     if count == 0:
         count = sum(1 for entry in turn.history[-HISTORY_FALLBACK:] if entry.role == "assistant")
@@ -187,7 +188,7 @@ class Router:
             turn, group_id = context.turn, context.group_id
             silence_until = None
             if group_id is not None and skip.silence_s:
-                silence_until = context.now + dt.timedelta(seconds=skip.silence_s)
+                silence_until = shifted(context.now, skip.silence_s)
                 self.state.start_silence(turn.bot.id, group_id, silence_until)
             if group_id is not None and skip.keep_message:
                 self.state.keep_message(

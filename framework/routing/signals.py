@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import attrs
 
+from framework._dates import shifted
 from framework.config import RoutingConfig
 from framework.routing import text_signals as ts
 from framework.store.routing_state import QuoteCandidate
@@ -246,5 +247,5 @@ def _has_antecedent(turn: Turn, now: dt.datetime, window_s: float) -> bool:
     message = turn.message
     if message.reply_to is not None or message.images or turn.quoted_bot_text:
         return True
-    since = now - dt.timedelta(seconds=window_s)
+    since = shifted(now, -window_s)
     return any(since <= m.time <= now for m in turn.recent_messages)

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from framework._dates import from_timestamp
 from framework.store.sessions import (
     GROUP_LOG_MAX_PER_GROUP,
     SessionSummary,
@@ -47,7 +48,7 @@ def _stamp(value: dt.datetime) -> tuple[float, int]:
 
 
 def _time(stamp: float, offset: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(stamp, dt.timezone(dt.timedelta(seconds=offset)))
+    return from_timestamp(stamp, offset)
 
 
 def _images(value: str) -> tuple[str, ...]:
