@@ -255,7 +255,8 @@ class RoutingConfig:
     :param bot_reply_window: how many recent group messages are searched for the bot's replies.
     :param bot_reply_window_s: how far back the routing state's record of bot replies counts.
     :param follow_up_window_s: a message within this many seconds before the current one gives a
-        demonstrative ("那个") its antecedent, so no follow-up question is needed.
+        demonstrative ("那个") its antecedent, so no follow-up question is needed; a
+        ``followup``-triggered message this soon after the bot spoke calls the bot.
     """
 
     model_decision: bool = False

@@ -42,6 +42,7 @@ __all__ = [
     "Turn",
     "TurnRetrieved",
     "load_turn_file",
+    "speak_trigger",
 ]
 
 
@@ -64,6 +65,21 @@ class SpeakTrigger(enum.StrEnum):
     ALIAS = "alias"
     FOLLOWUP = "followup"
     AMBIENT = "ambient"
+
+
+def speak_trigger(value: SpeakTrigger | str | None) -> SpeakTrigger | None:
+    """``"followup"`` as :attr:`SpeakTrigger.FOLLOWUP`: a plain string works wherever a trigger
+    does, and compares by identity like the member it names.
+
+    :raises ValueError: the string names no trigger.
+    """
+    if value is None or isinstance(value, SpeakTrigger):
+        return value
+    try:
+        return SpeakTrigger(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in SpeakTrigger)
+        raise ValueError(f"trigger must be one of {choices} or None, not {value!r}") from None
 
 
 @attrs.frozen(kw_only=True)
@@ -184,7 +200,7 @@ class Turn:
     bot: Bot
     message: ChatMessage
     group_id: str | None = attrs.field(default=None, validator=[_group_id, platform_id])
-    trigger: SpeakTrigger | None = None
+    trigger: SpeakTrigger | None = attrs.field(default=None, converter=speak_trigger)
     recent_messages: tuple[ChatMessage, ...] = ()
     history: tuple[HistoryEntry, ...] = ()
     retrieved: TurnRetrieved = TurnRetrieved()

@@ -35,7 +35,15 @@ from framework.prompt.persona import PersonaPack
 from framework.runtime import Promptweave
 from framework.store.routing_state import REPLY_LOG_MAX, MemoryRoutingState, RoutingState
 from framework.store.stores import Stores
-from framework.turn import Bot, ChatMessage, HistoryEntry, SpeakTrigger, Turn, TurnRetrieved
+from framework.turn import (
+    Bot,
+    ChatMessage,
+    HistoryEntry,
+    SpeakTrigger,
+    Turn,
+    TurnRetrieved,
+    speak_trigger,
+)
 
 __all__ = [
     "CaseResult",
@@ -147,7 +155,7 @@ class CompactCase:
     sender: str = "群友"
     sender_id: str | None = None
     addressed: bool = False
-    trigger: SpeakTrigger | None = None
+    trigger: SpeakTrigger | None = attrs.field(default=None, converter=speak_trigger)
     private: bool = False
     reply_to: str | None = None
     images: tuple[str, ...] = ()

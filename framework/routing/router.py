@@ -130,7 +130,7 @@ class Router:
             now=now,
             config=self.config,
             signals=MessageSignals.read(
-                turn, config=self.config.routing, candidates=candidates, now=now
+                turn, config=self.config.routing, candidates=candidates, now=now, state=self.state
             ),
             state=self.state,
             candidates=candidates,
@@ -214,6 +214,8 @@ class Router:
         bypassed = None
         if signals.addressed:
             bypassed = "addressed"
+        elif signals.follow_up_call:
+            bypassed = "follow_up"
         elif hints.tool_intent and hints.tools_permitted:
             bypassed = "required_tool_intent"
         return NecessityScore(
