@@ -92,7 +92,13 @@ from framework.prompt.overrides import OverridesFile, load_overrides_file
 from framework.prompt.persona import PersonaPack
 from framework.prompt.render_context import RenderContext
 from framework.prompt.rendered import RenderedSection, RenderedTurn, SectionListing
-from framework.prompt.sanitize import quote_user_text, sanitize_block, sanitize_literal
+from framework.prompt.sanitize import (
+    HEADER_BRACKET_LOOKALIKES,
+    neutralize_markers,
+    quote_user_text,
+    sanitize_block,
+    sanitize_literal,
+)
 from framework.prompt.text_rules import (
     IMAGE_MARK,
     INJECTION_PATTERNS,
@@ -170,6 +176,7 @@ from framework.turn_context.sidecar import (
 
 __all__ = [
     "AMBIENT_HEADER",
+    "HEADER_BRACKET_LOOKALIKES",
     "IMAGE_MARK",
     "IMAGE_WITHOUT_URL",
     "INJECTION_PATTERNS",
@@ -312,6 +319,7 @@ __all__ = [
     "load_turn_file",
     "looks_like_knowledge_question",
     "merge_image_urls",
+    "neutralize_markers",
     "query_terms",
     "quote_allowed",
     "quote_user_text",

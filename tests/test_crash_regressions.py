@@ -8,7 +8,6 @@ import json
 import math
 from pathlib import Path
 
-import attrs
 import pytest
 from click.testing import CliRunner, Result
 
@@ -288,4 +287,3 @@ def test_a_onebot_sender_that_is_not_an_object_is_a_value_error(sender):
 def test_a_record_given_a_string_is_an_error_with_its_path(tmp_path):
     turn = write(tmp_path / "t.json", {**TURN, "bot": "小织"})
     assert_clean_exit(invoke("render", turn), 2, "expected an object, got a string @ $.bot")
-    assert attrs.has(Bot)
