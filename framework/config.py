@@ -7,6 +7,8 @@ reported one line per problem with the key path.
 from __future__ import annotations
 
 import os
+import types
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -170,12 +172,13 @@ class AmbientConfig:
 _unit = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
 
 
-def _timeouts(value: Any) -> dict[str, float]:
+def _timeouts(value: Any) -> Mapping[str, float]:
     timeouts = {str(name): float(seconds) for name, seconds in dict(value).items()}
     for name, seconds in timeouts.items():
         if not 0 < seconds < float("inf"):
             raise ValueError(f"retrieval timeout of {name!r} must be positive, got {seconds}")
-    return timeouts
+    # Read-only: the settings are shared by every turn and every plugin.
+    return types.MappingProxyType(timeouts)
 
 
 @attrs.frozen(kw_only=True)
@@ -196,7 +199,7 @@ class RetrievalConfig:
     :param strategies: behavior strategies of each kind per turn (seed 004: at most 3).
     """
 
-    timeouts: dict[str, float] = attrs.field(factory=dict, converter=_timeouts)
+    timeouts: Mapping[str, float] = attrs.field(factory=dict, converter=_timeouts)
     threads: int = attrs.field(default=8, validator=_positive)
     memory_limit: int = attrs.field(default=6, validator=_positive)
     memory_min_score: float = attrs.field(default=0.15, validator=_unit)
@@ -285,10 +288,15 @@ class PluginsConfig:
 
     :param contrib: names of ``contrib`` plugins to enable.
     :param strict: raise when a section's ``render`` raises, instead of leaving it out (for tests).
+    :param turn_deadline_s: the longest a turn waits for its plugins (routing rules, phrase
+        pools, sections, overrides, the turn-context hooks); a plugin still running then is left
+        behind, named in the trace and skipped until it returns (``docs/plugin_hooks.md``). 0
+        turns the bound off: plugins run on the caller's thread, for as long as they take.
     """
 
     contrib: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     strict: bool = False
+    turn_deadline_s: float = attrs.field(default=5.0, validator=finite_seconds)
 
 
 @attrs.frozen(kw_only=True)

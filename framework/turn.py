@@ -219,10 +219,11 @@ class Turn:
         return self.retrieved.as_items()
 
 
-def load_turn_file(path: Path) -> Turn:
+def load_turn_file(path: Path | str) -> Turn:
     """Read a turn file (``docs/turn_file.md``); a malformed one raises
     :class:`framework.errors.TurnFileError` with one line per problem, naming the file and the key
     path."""
+    path = Path(path)
     data = load_json(path, TurnFileError)
     if not isinstance(data, dict):
         raise TurnFileError(str(path), ["the top level must be a JSON object"])

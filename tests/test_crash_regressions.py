@@ -92,6 +92,8 @@ def test_deeply_nested_store_import_and_retrieval_files_are_refused(tmp_path):
 
 def test_a_deeply_nested_model_answer_is_an_invalid_answer():
     with pytest.raises(ModelAnswerError, match="nested deeper"):
+        parse_model_answer("[" * 1000 + "]" * 1000)
+    with pytest.raises(ModelAnswerError, match="200000 characters long"):
         parse_model_answer(DEEP)
 
 

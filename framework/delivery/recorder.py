@@ -26,6 +26,7 @@ from framework.delivery.writes import (
     unusable_ids,
 )
 from framework.plugins.manager import PluginManager
+from framework.plugins.watchdog import Watchdog
 from framework.prompt.persona import PersonaPack
 from framework.routing.quoting import Delivery, resolve_delivery
 from framework.store.deliveries import DeliveryState, answered_key, delivered_key
@@ -50,6 +51,8 @@ class Recorder:
     :param stores: where everything is recorded.
     :param clock: the time of deliveries reported without one.
     :param background: runs session compression off the caller's path.
+    :param watchdog: bounds the plugin calls of session compression (``summarize_session``,
+        ``describe_image``).
     """
 
     config: Config
@@ -58,6 +61,7 @@ class Recorder:
     stores: Stores
     clock: Callable[[], dt.datetime]
     background: BackgroundRunner
+    watchdog: Watchdog | None = None
 
     def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
         """How to deliver a decided reply: a QUOTE goes out plain when its target is no longer
@@ -268,4 +272,5 @@ class Recorder:
             group_id=group_id,
             user_id=user_id,
             now=now or self.clock(),
+            watchdog=self.watchdog,
         )

@@ -22,6 +22,7 @@ import attrs
 from framework._fields import has_lone_surrogate
 from framework.config import Config
 from framework.conversation.images import IMAGE_WITHOUT_URL
+from framework.plugins.watchdog import DaemonExecutor
 from framework.prompt.sanitize import strip_lone_surrogates
 from framework.store.sessions import SessionTurn, group_scope
 from framework.store.sqlite import STORE_ERRORS
@@ -199,7 +200,7 @@ class BackgroundRunner:
     the caller.
     """
 
-    _executor: concurrent.futures.ThreadPoolExecutor | None = attrs.field(default=None, init=False)
+    _executor: DaemonExecutor | None = attrs.field(default=None, init=False)
     _pending: set[concurrent.futures.Future[object]] = attrs.field(factory=set, init=False)
     _in_flight: set[Hashable] = attrs.field(factory=set, init=False)
     _follow_up: dict[Hashable, Callable[[], object]] = attrs.field(factory=dict, init=False)
@@ -223,9 +224,8 @@ class BackgroundRunner:
     def _start(self, key: Hashable, job: Callable[[], object]) -> None:
         """Hand ``job`` to the worker; the caller holds the lock."""
         if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="promptweave-background"
-            )
+            # A daemon thread: a job stuck in a plugin cannot keep the process from exiting.
+            self._executor = DaemonExecutor(max_workers=1, name="promptweave-background")
         future = self._executor.submit(self._run, key, job)
         self._pending.add(future)
         future.add_done_callback(self._forget)

@@ -18,11 +18,15 @@ from framework.errors import ConfigError, PromptweaveError
 
 __all__ = [
     "MODEL_ANSWER_FORMAT",
+    "MODEL_ANSWER_MAX_CHARS",
     "ModelAnswer",
     "ModelAnswerError",
     "check_model_answer",
     "parse_model_answer",
 ]
+
+#: The longest model answer read; a decision is a few dozen characters.
+MODEL_ANSWER_MAX_CHARS = 4000
 
 #: The JSON object the model must answer with (for the model prompt of a plugin).
 MODEL_ANSWER_FORMAT = (
@@ -55,6 +59,11 @@ def parse_model_answer(raw: str) -> ModelAnswer:
     :raises ModelAnswerError: not JSON, not an object, an unknown key, a missing action, or a
         value outside its enum; one line per problem.
     """
+    if isinstance(raw, str) and len(raw) > MODEL_ANSWER_MAX_CHARS:
+        raise ModelAnswerError(
+            f"model answer is {len(raw)} characters long; a decision takes at most "
+            f"{MODEL_ANSWER_MAX_CHARS}"
+        )
     try:
         data = parse_json(raw)
     except (TypeError, ValueError) as exc:
