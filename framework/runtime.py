@@ -29,6 +29,7 @@ from framework.delivery.recorder import Recorder
 from framework.delivery.writes import BackgroundRunner
 from framework.errors import ConfigError
 from framework.items import ReplyShape, TurnPolicy
+from framework.plugins.hook_calls import implementations
 from framework.plugins.manager import PluginInfo, PluginManager, build_plugin_manager
 from framework.plugins.registry import Registries, collect_registries
 from framework.plugins.watchdog import (
@@ -36,7 +37,6 @@ from framework.plugins.watchdog import (
     PluginFault,
     Watchdog,
     call_plugin,
-    implementations,
     record_fault,
     type_name,
 )

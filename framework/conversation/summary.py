@@ -22,8 +22,9 @@ import attrs
 
 from framework.config import Config
 from framework.conversation.images import is_vision_url
+from framework.plugins.hook_calls import first_answer
 from framework.plugins.manager import PluginManager
-from framework.plugins.watchdog import NETWORK_BOUND_FACTOR, Watchdog, first_answer
+from framework.plugins.watchdog import NETWORK_BOUND_FACTOR, Watchdog
 from framework.prompt.sanitize import sanitize_block
 from framework.prompt.text_rules import IMAGE_MARK
 from framework.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind

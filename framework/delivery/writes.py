@@ -22,7 +22,7 @@ import attrs
 from framework._fields import has_lone_surrogate
 from framework.config import Config
 from framework.conversation.images import IMAGE_WITHOUT_URL
-from framework.plugins.watchdog import DaemonExecutor
+from framework.plugins.workers import DaemonExecutor
 from framework.prompt.sanitize import strip_lone_surrogates
 from framework.store.sessions import SessionTurn, group_scope
 from framework.store.sqlite import STORE_ERRORS

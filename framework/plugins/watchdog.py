@@ -11,40 +11,33 @@ that place raises :class:`PluginHungError` (isolated and traced like any plugin 
 hung call returns. The thread left behind stops as soon as the plugin returns: it never touches
 the turn again.
 
-Worker threads are daemon threads (:class:`DaemonExecutor`), so a plugin that never returns does
-not keep the process from exiting.
+Worker threads are daemon threads (:class:`framework.plugins.workers.DaemonExecutor`), so a
+plugin that never returns does not keep the process from exiting.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextvars
-import itertools
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
-import pluggy
 
 from framework.errors import PromptweaveError
+from framework.plugins.workers import DaemonExecutor
 
 __all__ = [
     "NETWORK_BOUND_FACTOR",
     "RERUN_GRACE_S",
-    "DaemonExecutor",
     "Deadline",
-    "HookImplementation",
     "PluginFault",
     "PluginHungError",
     "Watchdog",
     "call_plugin",
-    "first_answer",
-    "implementations",
-    "log_failure",
     "record_fault",
     "type_name",
 ]
@@ -56,8 +49,6 @@ T = TypeVar("T")
 #: After the deadline has passed, each run of a stage (once a hung plugin is left behind) may take
 #: this long before the plugin it is waiting on counts as hung too.
 RERUN_GRACE_S = 0.25
-#: A worker thread with nothing to do for this long exits; the next stage starts another.
-IDLE_WORKER_S = 30.0
 #: The hooks that call a model or fetch from the network (``submit_request``, ``fetch_image``,
 #: ``summarize_session``, ``describe_image``) are bounded by ``[provider] timeout_s`` times this,
 #: not by the turn's deadline: their own timeout should fire first.
@@ -143,89 +134,6 @@ class Deadline:
     def trace(self) -> list[dict[str, str]]:
         with self._lock:
             return [fault.to_json() for fault in self.faults]
-
-
-class DaemonExecutor(concurrent.futures.Executor):
-    """A thread pool of daemon threads: a task that never ends cannot hold up the interpreter's
-    exit (``ThreadPoolExecutor`` joins its workers at exit). Idle workers exit after
-    :data:`IDLE_WORKER_S`.
-
-    :param max_workers: the most threads at once; more tasks wait in the queue.
-    :param name: the threads' name prefix.
-    """
-
-    def __init__(self, max_workers: int = 32, name: str = "promptweave") -> None:
-        self._max_workers = max_workers
-        self._name = name
-        self._tasks: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]]
-        self._tasks = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._threads = 0
-        self._idle = 0
-        self._shutdown = False
-        self._numbers = itertools.count(1)
-
-    def submit(
-        self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
-    ) -> concurrent.futures.Future[T]:
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        with self._lock:
-            if self._shutdown:
-                raise RuntimeError("cannot schedule new work after shutdown")
-            self._tasks.put((future, lambda: fn(*args, **kwargs)))
-            if self._idle == 0 and self._threads < self._max_workers:
-                self._threads += 1
-                thread = threading.Thread(
-                    target=self._work, name=f"{self._name}-{next(self._numbers)}", daemon=True
-                )
-                thread.start()
-        return future
-
-    def _work(self) -> None:
-        while True:
-            with self._lock:
-                self._idle += 1
-            try:
-                future, task = self._tasks.get(timeout=IDLE_WORKER_S)
-            except queue.Empty:
-                with self._lock:
-                    self._idle -= 1
-                    if self._tasks.empty():
-                        self._threads -= 1
-                        return
-                continue
-            with self._lock:
-                self._idle -= 1
-            if future is None:  # the shutdown signal
-                with self._lock:
-                    self._threads -= 1
-                return
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                result = task()
-            except BaseException as exc:
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Stop taking work; idle threads exit. Busy ones finish their task first, and a hung one
-        is never waited for (``wait`` only waits for the queue to drain)."""
-        with self._lock:
-            self._shutdown = True
-            pending = []
-            if cancel_futures:
-                while True:
-                    try:
-                        pending.append(self._tasks.get_nowait())
-                    except queue.Empty:
-                        break
-            for _ in range(self._threads):
-                self._tasks.put((None, lambda: None))  # type: ignore[arg-type]
-        for future, _task in pending:
-            if future is not None:
-                future.cancel()
 
 
 _local = threading.local()
@@ -446,80 +354,3 @@ class Watchdog:
         themselves, and a hung one is left to the interpreter's exit."""
         with self._lock:
             self._hung.clear()
-
-
-@attrs.frozen
-class HookImplementation:
-    """One plugin's implementation of a hook, callable alone with the hook's keyword arguments,
-    so that a fault is pinned on the plugin that made it (hook tracing still sees the call)."""
-
-    plugin: str
-    hook: pluggy.HookCaller
-    impl: pluggy.HookImpl
-
-    def __call__(self, **kwargs: Any) -> Any:
-        # The hook's own executor (what pluggy's subset callers use): tracing and monitoring see
-        # the call, and firstresult semantics hold for the one implementation.
-        return self.hook._hookexec(self.hook.name, [self.impl], kwargs, True)
-
-
-def implementations(hook: pluggy.HookCaller) -> list[HookImplementation]:
-    """The implementations of ``hook`` in the order pluggy calls them (the last registered
-    first, ``tryfirst`` before, ``trylast`` after), hook wrappers left out."""
-    return [
-        HookImplementation(plugin=impl.plugin_name, hook=hook, impl=impl)
-        for impl in reversed(hook.get_hookimpls())
-        if not (impl.hookwrapper or impl.wrapper)
-    ]
-
-
-def first_answer(
-    hook: pluggy.HookCaller,
-    where: str,
-    expected: type | tuple[type, ...],
-    *,
-    watchdog: Watchdog | None = None,
-    seconds: float | None = None,
-    **kwargs: Any,
-) -> tuple[Any, PluginFault | None]:
-    """The first answer of a firstresult ``hook``, each implementation called on its own.
-
-    An implementation that raises, hangs or answers something that is not ``expected`` ends the
-    call with its fault (the caller falls back, as if none had answered).
-
-    :param watchdog: bounds each call as a stage of its own (``seconds``: its budget); without
-        it, the call is made in the current stage, if any.
-    :returns: the answer (``None`` when none), and the fault that stopped the call, if any.
-    """
-    for implementation in implementations(hook):
-        plugin = implementation.plugin
-        try:
-            if watchdog is None:
-                found = call_plugin(plugin, where, implementation, **kwargs)
-            else:
-                found = watchdog.call(plugin, where, implementation, seconds=seconds, **kwargs)
-        except PluginHungError as exc:
-            return None, exc.fault
-        except Exception as exc:
-            log.warning("%s of plugin %r raised", where, plugin, exc_info=True)
-            detail = f"{type(exc).__name__}: {exc}"
-            return None, PluginFault(plugin=plugin, where=where, kind="raised", detail=detail)
-        if found is None:
-            continue
-        if not isinstance(found, expected):
-            names = expected if isinstance(expected, tuple) else (expected,)
-            wanted = " or ".join(kind.__name__ for kind in names)
-            detail = f"returned {type_name(found)}, expected {wanted} or None"
-            return None, PluginFault(plugin=plugin, where=where, kind="wrong_type", detail=detail)
-        return found, None
-    return None, None
-
-
-def log_failure(logger: logging.Logger, exc: BaseException, message: str, *args: Any) -> None:
-    """Log a plugin's failure: with its traceback, unless it is a call skipped because the
-    plugin hung (the hang was logged when it happened, and skipping has no traceback worth
-    reading)."""
-    if isinstance(exc, PluginHungError):
-        logger.info("%s", exc)
-    else:
-        logger.error(message, *args, exc_info=exc)

@@ -17,9 +17,10 @@ import attrs
 import pluggy
 
 from framework.errors import ConfigError, SectionRenderError
+from framework.plugins.hook_calls import implementations, log_failure
 from framework.plugins.records import OverrideMode, Section, SectionOverride, Volatility
 from framework.plugins.registry import Registered
-from framework.plugins.watchdog import call_plugin, implementations, log_failure, type_name
+from framework.plugins.watchdog import call_plugin, type_name
 from framework.prompt.overrides import MAX_OVERRIDE_CONTENT_CHARS
 from framework.prompt.render_context import RenderContext
 from framework.prompt.rendered import RenderedSection

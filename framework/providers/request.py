@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from framework.conversation.images import FetchedImage, ImageLimits
-from framework.plugins.watchdog import NETWORK_BOUND_FACTOR, first_answer
+from framework.plugins.hook_calls import first_answer
+from framework.plugins.watchdog import NETWORK_BOUND_FACTOR
 from framework.providers.bodies import (
     anthropic_messages_body,
     openai_chat_body,

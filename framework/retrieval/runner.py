@@ -25,7 +25,7 @@ import attrs
 
 from framework.plugins.records import Retriever
 from framework.plugins.registry import Registered
-from framework.plugins.watchdog import DaemonExecutor
+from framework.plugins.workers import DaemonExecutor
 from framework.retrieval.query import RetrievalHit, RetrievalQuery, RetrievalResult, SkipReason
 
 __all__ = ["RetrievalOutcome", "RetrievalRunner", "RetrieverTrace"]

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 import attrs
 
 from framework.decision import LowEngagement, RouteContext
+from framework.plugins.hook_calls import log_failure
 from framework.plugins.records import PhrasePool
 from framework.plugins.registry import Registered
-from framework.plugins.watchdog import call_plugin, log_failure
+from framework.plugins.watchdog import call_plugin
 from framework.routing.text_signals import is_gentle_phrase
 from framework.turn import Turn
 

@@ -29,9 +29,10 @@ from framework.decision import (
     SocialAction,
     TurnAction,
 )
+from framework.plugins.hook_calls import implementations, log_failure
 from framework.plugins.records import DecisionRule, RuleStage
 from framework.plugins.registry import Registered, Registries
-from framework.plugins.watchdog import call_plugin, implementations, log_failure
+from framework.plugins.watchdog import call_plugin
 from framework.routing.low_engagement import low_engagement_exit
 from framework.routing.memory import memory_policy_for
 from framework.routing.model import ModelAnswerError, check_model_answer, parse_model_answer

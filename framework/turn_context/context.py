@@ -24,16 +24,9 @@ import attrs
 from framework.conversation.images import vision_image_urls
 from framework.conversation.sequence import PromptMessage, format_user_turn
 from framework.conversation.state import ActiveSystemPrompt, conversation_key
+from framework.plugins.hook_calls import implementations, log_failure
 from framework.plugins.records import Volatility
-from framework.plugins.watchdog import (
-    Deadline,
-    PluginFault,
-    call_plugin,
-    implementations,
-    log_failure,
-    record_fault,
-    type_name,
-)
+from framework.plugins.watchdog import Deadline, PluginFault, call_plugin, record_fault, type_name
 from framework.prompt.render_context import RenderContext
 from framework.prompt.sanitize import sanitize_block, strip_lone_surrogates
 from framework.prompt.text_rules import IMAGE_MARK
