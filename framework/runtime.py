@@ -738,13 +738,26 @@ class Promptweave:
 def _merge(
     given: Mapping[str, tuple[Any, ...]], found: Mapping[str, tuple[Any, ...]]
 ) -> dict[str, tuple[Any, ...]]:
-    """The turn's own items first, then the retrievers' (an item given twice is kept once)."""
+    """The turn's own items first, then the retrievers' (an item given twice is kept once).
+
+    Linear in the items: equal items are found by hash (items are frozen records); only an item
+    that cannot be hashed is compared with the other unhashable ones.
+    """
     merged = dict(given)
     for section_id, items in found.items():
-        kept = list(merged.get(section_id, ()))
-        for item in items:
-            if item not in kept:
-                kept.append(item)
+        kept: list[Any] = []
+        seen: set[Any] = set()
+        unhashable: list[Any] = []
+        for item in (*merged.get(section_id, ()), *items):
+            try:
+                if item in seen:
+                    continue
+                seen.add(item)
+            except TypeError:
+                if item in unhashable:
+                    continue
+                unhashable.append(item)
+            kept.append(item)
         merged[section_id] = tuple(kept)
     return merged
 

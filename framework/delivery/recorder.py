@@ -139,10 +139,13 @@ class Recorder:
             state.note_quote_delivered(bot_id, group_id, quoted_message_id, at)
 
     def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
-        """Store an incoming group message (the group timeline reads it); never raises for a
-        failing store. See :func:`framework.delivery.writes.record_message`."""
+        """Store an incoming group message (the group timeline reads it), its text cut at
+        ``[session] max_content_chars``; never raises for a failing store. See
+        :func:`framework.delivery.writes.record_message`."""
         start = perf_counter()
-        stored = record_message(self.stores, bot_id, group_id, message)
+        stored = record_message(
+            self.stores, bot_id, group_id, message, max_chars=self.config.session.max_content_chars
+        )
         stage_log.debug(
             "record_message: %.3f ms (bot %s, group %s: %s)",
             elapsed_ms(start),

@@ -22,6 +22,7 @@ import attrs
 from framework._fields import has_lone_surrogate
 from framework.config import Config
 from framework.conversation.images import IMAGE_WITHOUT_URL
+from framework.conversation.sequence import USER_MESSAGE_MAX_CHARS
 from framework.plugins.workers import DaemonExecutor
 from framework.prompt.sanitize import strip_lone_surrogates
 from framework.store.sessions import SessionTurn, group_scope
@@ -53,8 +54,16 @@ def unusable_ids(bot_id: str, group_id: str | None, message_id: str | None = Non
     )
 
 
-def record_message(stores: Stores, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
-    """Store an incoming group message in the group log.
+def record_message(
+    stores: Stores,
+    bot_id: str,
+    group_id: str | None,
+    message: ChatMessage,
+    *,
+    max_chars: int = USER_MESSAGE_MAX_CHARS,
+) -> bool:
+    """Store an incoming group message in the group log, its text cut at ``max_chars`` (the
+    recorder passes ``[session] max_content_chars``, the cap of a session row).
 
     A private message is not logged (private chats have no timeline); it enters the session when
     the bot answers it.
@@ -67,6 +76,8 @@ def record_message(stores: Stores, bot_id: str, group_id: str | None, message: C
     if unusable_ids(bot_id, group_id):
         log.warning("not recording a message with a blank group id or an id that is not text")
         return False
+    if len(message.text) > max_chars:
+        message = attrs.evolve(message, text=message.text[:max_chars])
     try:
         return stores.group_log.append_group_message(bot_id, group_id, message)
     except STORE_ERRORS as exc:
@@ -136,7 +147,7 @@ def record_bot_reply(
         shows it).
     :returns: whether everything was stored, and how many rows were new.
     """
-    text = strip_lone_surrogates(text)
+    text = strip_lone_surrogates(text)[: config.session.max_content_chars]
     if stores.sessions is None:
         return RecordedReply(stored=False)
     if unusable_ids(bot_id, group_id, message_id):
@@ -163,7 +174,7 @@ def record_bot_reply(
                 group_id=group_scope(group_id),
                 user_id=answering.sender_id,
                 role="assistant",
-                content=text[: session.max_content_chars],
+                content=text,
                 message_id=message_id,
                 reply_to=answering.id,
                 time=time,

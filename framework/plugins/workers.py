@@ -39,7 +39,9 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._tasks = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
-        self._idle = 0
+        # One count per worker waiting for a task; a submit takes one (that worker will run the
+        # task) or else starts a thread. As in ThreadPoolExecutor, which counts the same way.
+        self._idle = threading.Semaphore(0)
         self._shutdown = False
         self._numbers = itertools.count(1)
 
@@ -51,7 +53,7 @@ class DaemonExecutor(concurrent.futures.Executor):
             if self._shutdown:
                 raise RuntimeError("cannot schedule new work after shutdown")
             self._tasks.put((future, lambda: fn(*args, **kwargs)))
-            if self._idle == 0 and self._threads < self._max_workers:
+            if not self._idle.acquire(blocking=False) and self._threads < self._max_workers:
                 self._threads += 1
                 thread = threading.Thread(
                     target=self._work, name=f"{self._name}-{next(self._numbers)}", daemon=True
@@ -60,20 +62,21 @@ class DaemonExecutor(concurrent.futures.Executor):
         return future
 
     def _work(self) -> None:
+        waiting = False
         while True:
-            with self._lock:
-                self._idle += 1
+            if waiting:
+                self._idle.release()
+            waiting = True
             try:
                 future, task = self._tasks.get(timeout=IDLE_WORKER_S)
             except queue.Empty:
+                # Leave only if no submit counted on this worker meanwhile (it took the count).
                 with self._lock:
-                    self._idle -= 1
-                    if self._tasks.empty():
+                    if self._idle.acquire(blocking=False):
                         self._threads -= 1
                         return
+                waiting = False  # a task is on its way: wait for it without counting again
                 continue
-            with self._lock:
-                self._idle -= 1
             if future is None:  # the shutdown signal
                 with self._lock:
                     self._threads -= 1
