@@ -12,6 +12,7 @@ import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -340,6 +341,9 @@ class Promptweave:
             loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
             if loop is None or loop.is_closed():
                 loop = self._loops.loop = asyncio.new_event_loop()
+                # A runtime dropped without close() closes its loops when it is collected, not
+                # the garbage collector in whatever order it frees the loop's sockets.
+                weakref.finalize(self, loop.close)
             return loop.run_until_complete(
                 self.arender(
                     turn,
