@@ -129,7 +129,9 @@ def format_exception(exc: BaseException, type_: type | None) -> str:
     """cattrs' wording, except that a ValueError a record raised itself keeps its message (its
     validators and converters name the field and the rule)."""
     if isinstance(exc, ValueError) and type_ is None:
-        return str(exc)
+        # attrs' own validators raise ValueError(message, attribute, ...): the message alone.
+        message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+        return message
     if isinstance(exc, ValueError) and isinstance(type_, type) and issubclass(type_, enum.Enum):
         return str(exc)
     if isinstance(exc, ValueError) and str(exc).startswith("expected "):

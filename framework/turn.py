@@ -52,6 +52,11 @@ def _group_id(_instance: Any, _attribute: Any, value: str | None) -> None:
         raise ValueError("group_id must be a group's id, or null for a private chat")
 
 
+def _image_entries(values: Any) -> tuple[str, ...]:
+    # An image entry with a lone surrogate is no URL; it still stands for an image ([图片]).
+    return tuple(strip_lone_surrogates(value) for value in str_tuple(values))
+
+
 def _aware(value: dt.datetime) -> dt.datetime:
     if value.tzinfo is None:
         raise ValueError(f"time {value.isoformat()} has no UTC offset")
@@ -127,7 +132,7 @@ class ChatMessage:
     raw: Any = None
     addressed: bool = False
     reply_to: str | None = attrs.field(default=None, validator=platform_id)
-    images: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    images: tuple[str, ...] = attrs.field(default=(), converter=_image_entries)
     mentions: tuple[str, ...] = attrs.field(default=(), converter=str_tuple, validator=platform_id)
 
 
@@ -208,7 +213,7 @@ class Turn:
     turn_policy: TurnPolicy | None = None
     tool_context: ToolContext | None = None
     quoted_bot_text: str | None = None
-    quoted_message_images: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    quoted_message_images: tuple[str, ...] = attrs.field(default=(), converter=_image_entries)
     route_hints: RouteHints = attrs.field(factory=RouteHints)
 
     @property

@@ -17,6 +17,7 @@ from framework._convert import MAX_JSON_DEPTH
 from framework._dates import EARLIEST, LATEST, from_timestamp, shifted
 from framework.cli.main import cli
 from framework.config import RoutingConfig, StoreConfig
+from framework.loop.event_log import MessageIndex, scan_events
 from framework.routing.batch import CaseState, load_route_file
 from framework.routing.model import ModelAnswerError, parse_model_answer
 from framework.store.retrieval_import import RetrievalImportError, read_files
@@ -289,3 +290,65 @@ def test_a_onebot_sender_that_is_not_an_object_is_a_value_error(sender):
 def test_a_record_given_a_string_is_an_error_with_its_path(tmp_path):
     turn = write(tmp_path / "t.json", {**TURN, "bot": "小织"})
     assert_clean_exit(invoke("render", turn), 2, "expected an object, got a string @ $.bot")
+
+
+# -- found by the fuzz properties -------------------------------------------------------------
+
+
+def test_a_contrib_plugin_named_twice_is_loaded_once(tmp_path):
+    config = write(tmp_path / "c.toml", '[plugins]\ncontrib = ["onebot", "onebot"]\n')
+    runtime = Promptweave.from_config(
+        Config.from_file(config), environ=TEST_ENVIRON, contrib=["onebot"]
+    )
+    try:
+        assert list(runtime.plugins.infos).count("onebot") == 1
+    finally:
+        runtime.close()
+
+
+def test_an_extra_plugin_given_twice_is_a_plugin_import_error():
+    from framework import PluginImportError
+
+    class Plugin:
+        pass
+
+    plugin = Plugin()
+    with pytest.raises(PluginImportError, match="not registered"):
+        Promptweave.from_config(environ=TEST_ENVIRON, extra_plugins=[plugin, plugin])
+
+
+def test_an_attrs_validator_error_reads_as_its_message(tmp_path):
+    config = write(tmp_path / "c.toml", '[turn_context]\nturn_sections = "x"\n')
+    with pytest.raises(ConfigError) as raised:
+        Config.from_file(config)
+    assert str(raised.value) == (
+        f"{config}: 'turn_sections' must be in ('system', 'user') (got 'x') @ $.turn_context"
+    )
+
+
+def test_an_image_entry_with_a_lone_surrogate_still_stands_for_an_image():
+    message = ChatMessage(
+        sender_id="3", text="看", time=dt.datetime(2026, 11, 29, tzinfo=dt.UTC), images=("a\ud800",)
+    )
+    assert message.images == ("a",)
+    index = MessageIndex()
+    try:
+        events = [
+            json.dumps(
+                {
+                    "event": "message",
+                    "bot_id": "1",
+                    "group_id": "2",
+                    "message": {
+                        "id": "m",
+                        "sender_id": "3",
+                        "text": "看",
+                        "time": "2026-11-29T12:00:00Z",
+                        "images": ["\ud800"],
+                    },
+                }
+            )
+        ]
+        assert scan_events(events, source="log", index=index) == 1
+    finally:
+        index.close()

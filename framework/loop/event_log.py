@@ -185,8 +185,7 @@ class MessageIndex:
                 "reply_to": event.message.reply_to,
                 "images": list(event.message.images),
                 "mentions": list(event.message.mentions),
-            },
-            ensure_ascii=False,
+            }
         )
         bot_id, group_id, message_id = key
         self._database.execute(

@@ -172,7 +172,8 @@ def build_plugin_manager(
         )
 
     known_contrib = available_contrib_plugins()
-    for name in contrib:
+    # A name asked for twice (in the config and by the caller) is one plugin.
+    for name in dict.fromkeys(contrib):
         if name not in known_contrib:
             raise PluginImportError(
                 f"unknown contrib plugin {name!r}; available: {', '.join(known_contrib) or 'none'}"
@@ -189,7 +190,10 @@ def build_plugin_manager(
         _load_entry_points(manager, env.get(ENV_LOAD))
 
     for plugin in extra_plugins:
-        extra_name = pm.register(plugin)
+        try:
+            extra_name = pm.register(plugin)
+        except ValueError as exc:  # pluggy's word for a plugin or a name registered already
+            raise PluginImportError(f"extra plugin {plugin!r} not registered: {exc}") from exc
         if extra_name is not None:
             manager.infos[extra_name] = PluginInfo(
                 name=extra_name, kind="extra", distribution=None, version=None
