@@ -56,7 +56,11 @@ from framework.conversation.state import conversation_key
 from framework.testing import TEST_ENVIRON
 from tests.conftest import EXAMPLES
 
+#: The deadline of the hang cases: short, so the matrix stays fast.
 DEADLINE_S = 0.2
+#: The deadline of every other case: long, so that a slow machine never takes a plugin that is
+#: merely slow (building ten megabytes of text) for a hung one.
+PATIENT_S = 60.0
 GRACE_S = 0.05
 #: How long a hung plugin waits at most, so a failing test cannot leave it behind for ever.
 HANG_LIMIT_S = 30.0
@@ -113,11 +117,11 @@ class Outcome:
     evidence: str
 
 
-def runtime_with(plugin: object, **sections: Any) -> Promptweave:
+def runtime_with(plugin: object, deadline_s: float = DEADLINE_S, **sections: Any) -> Promptweave:
     defaults = {
         "store": StoreConfig(backend="memory"),
-        "plugins": PluginsConfig(turn_deadline_s=DEADLINE_S),
-        "provider": ProviderConfig(timeout_s=DEADLINE_S / 2),
+        "plugins": PluginsConfig(turn_deadline_s=deadline_s),
+        "provider": ProviderConfig(timeout_s=deadline_s / 2),
     }
     config = attrs.evolve(Config(), **{**defaults, **sections})
     runtime = Promptweave.from_config(config, environ=TEST_ENVIRON)
@@ -562,7 +566,8 @@ def hung() -> Iterator[list[Faulty]]:
 def _build(kind: str, fault: str, hung: list[Faulty]) -> tuple[Faulty, Promptweave, Any]:
     faulty, plugin, run = KINDS[kind](fault)
     hung.append(faulty)
-    runtime = runtime_with(plugin, **SETTINGS.get(kind, {}))
+    deadline = DEADLINE_S if fault == "hang" else PATIENT_S
+    runtime = runtime_with(plugin, deadline, **SETTINGS.get(kind, {}))
     return faulty, runtime, run
 
 
