@@ -16,6 +16,7 @@ import attrs
 
 from framework._convert import load_toml, structure
 from framework._fields import finite_seconds, one_of, str_tuple
+from framework.store.sqlite import SYNCHRONOUS_LEVELS
 
 __all__ = [
     "CONFIG_ENV",
@@ -96,6 +97,9 @@ class StoreConfig:
         (keys carry their own ``{bot:group}`` Cluster hash tag).
     :param enabled: ``false`` runs without conversational state: every turn sends only the
         current message (seed 004, 运行态不可用时的退化).
+    :param synchronous: the SQLite file's ``PRAGMA synchronous``: ``normal`` (a recorded write
+        survives any process crash), ``full`` (it survives a power loss too), ``extra`` or ``off``
+        (``docs/store.md``, "What recorded means").
     """
 
     backend: str = attrs.field(default="sqlite", validator=one_of("sqlite", "memory", "redis"))
@@ -103,6 +107,7 @@ class StoreConfig:
     url: str = attrs.field(default="redis://localhost:6379/0", validator=_redis_url)
     prefix: str = attrs.field(default="promptweave:", validator=_key_prefix)
     enabled: bool = True
+    synchronous: str = attrs.field(default="normal", validator=one_of(*SYNCHRONOUS_LEVELS))
 
 
 @attrs.frozen(kw_only=True)

@@ -99,12 +99,13 @@ def open_store(path: Path, config_path: Path | None, *, create: bool) -> Stores:
     """The SQLite stores of ``path``, migrated; an unusable file is a clean CLI error."""
     if not create and not path.is_file():
         raise click.ClickException(f"store file {path} does not exist")
-    database = SQLiteDatabase(path)
+    config = load_config(config_path)
+    database = SQLiteDatabase(path, synchronous=config.store.synchronous)
     try:
         database.migrate(SESSION_MIGRATIONS)
     except STORE_ERRORS as exc:
         raise click.ClickException(f"cannot open store {path}: {exc}") from exc
-    return Stores.sqlite(database, load_config(config_path))
+    return Stores.sqlite(database, config)
 
 
 def echo_json(data: Any) -> None:
