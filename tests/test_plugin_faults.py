@@ -834,3 +834,43 @@ def test_what_plugins_must_not_change_is_read_only():
         context.extras["acme"] = "the one place meant for writing"
     finally:
         runtime.close()
+
+
+def _raising_contributor(hook: str) -> object:
+    def contribute(self: object, register: Callable[..., None]) -> None:
+        raise RuntimeError("boom at start-up")
+
+    contribute.__name__ = hook
+    return type("Contributor", (), {hook: hookimpl(contribute)})()
+
+
+@pytest.mark.parametrize(
+    "hook",
+    [
+        "register_sections",
+        "register_retrievers",
+        "register_decision_rules",
+        "register_low_engagement_pools",
+        "register_persona_packs",
+    ],
+)
+def test_a_contribution_hook_that_raises_is_a_clear_error_naming_the_plugin(hook):
+    from framework import PluginRegistrationError
+
+    with pytest.raises(PluginRegistrationError, match=f"failed in {hook}: RuntimeError: boom"):
+        Promptweave.from_config(environ=TEST_ENVIRON, extra_plugins=[_raising_contributor(hook)])
+    # Also what a wrong record raised before: a TypeError.
+    assert issubclass(PluginRegistrationError, TypeError)
+
+
+@pytest.mark.parametrize(("name", "path"), [("pack", 5), (5, "pack.toml"), ("pack", ["a.toml"])])
+def test_a_persona_pack_registered_without_a_name_and_a_path_is_refused(name, path):
+    from framework import PluginRegistrationError
+
+    class Packs:
+        @hookimpl
+        def register_persona_packs(self, register: Callable[..., None]) -> None:
+            register(name, path)
+
+    with pytest.raises(PluginRegistrationError, match="expected a name and a path"):
+        Promptweave.from_config(environ=TEST_ENVIRON, extra_plugins=[Packs()])
