@@ -874,3 +874,41 @@ def test_a_persona_pack_registered_without_a_name_and_a_path_is_refused(name, pa
 
     with pytest.raises(PluginRegistrationError, match="expected a name and a path"):
         Promptweave.from_config(environ=TEST_ENVIRON, extra_plugins=[Packs()])
+
+
+@pytest.mark.parametrize("value", [42, b"bytes", ["a", "list"]])
+def test_a_section_rendering_anything_but_text_is_left_out_and_named(value):
+    class Plugin:
+        @hookimpl
+        def register_sections(self, register: Callable[[Section], None]) -> None:
+            register(Section(id="odd", title="odd", render=lambda context: value))
+
+    runtime = runtime_with(Plugin())
+    try:
+        rendered = runtime.render(TURN, retrieve=False)
+    finally:
+        runtime.close()
+    odd = next(section for section in rendered.sections if section.id == "odd")
+    expected = f"render returned {type(value).__name__}, expected str or None"
+    assert (odd.status, odd.error) == ("error", expected)
+    assert sum(section.status == "rendered" for section in rendered.sections) >= 10
+
+
+@pytest.mark.parametrize("value", ["replace", {"mode": "replace", "content": "x"}])
+def test_an_override_answering_anything_but_a_section_override_is_ignored_and_named(value):
+    class Plugin:
+        @hookimpl
+        def override_section(self, section_id: str) -> Any:
+            return value
+
+    runtime = runtime_with(Plugin())
+    try:
+        rendered = runtime.render(TURN, retrieve=False)
+    finally:
+        runtime.close()
+    persona = next(section for section in rendered.sections if section.id == "persona")
+    assert persona.status == "rendered" and persona.override is None
+    assert persona.error == (
+        f"override_section returned {type(value).__name__}, expected SectionOverride or None "
+        "(plugin 'faulty')"
+    )
