@@ -64,7 +64,7 @@ def render_group_timeline(context: RenderContext) -> str:
 
 def render_reply_shape(context: RenderContext) -> str:
     shape = context.reply_shape
-    rhythm = RHYTHMS.get(shape.rhythm, shape.rhythm)
+    rhythm = RHYTHMS[shape.rhythm]
     lines = [
         REPLY_SHAPE_HEADER,
         f"- 最多 {shape.max_bubbles} 段；推荐 {min(shape.preferred_bubbles, shape.max_bubbles)} 段，"
@@ -73,9 +73,8 @@ def render_reply_shape(context: RenderContext) -> str:
         "- 只输出要发出去的对话本身，一段一行；不要 JSON、代码块、舞台说明或 Markdown。",
         "- 想配表情时，可以在最后单独一行写 [表情：…]，这一行不会发出。",
     ]
-    if shape.band in BAND_LINES:
-        lines.append(BAND_LINES[shape.band])
     lines += [
+        BAND_LINES[shape.band],
         "- 判断这轮不该回复时，只输出 PASS。",
         "- 是否引用原消息只决定回复哪一条，不改变回复形状。",
         "- 不要用「行啊」「好呀」这类空洞的附和开头。",
@@ -85,12 +84,12 @@ def render_reply_shape(context: RenderContext) -> str:
 
 def render_turn_policy(context: RenderContext) -> str:
     policy = context.turn_policy
-    target = REPLY_TARGETS.get(policy.reply_target, policy.reply_target)
+    target = REPLY_TARGETS[policy.reply_target]
     lines = [
         TURN_POLICY_HEADER,
         f"- 回复目标：{target}。",
-        f"- 严肃度：{SERIOUSNESS.get(policy.seriousness, policy.seriousness)}；"
-        f"社交动作：{SOCIAL_ACTIONS.get(policy.social_action, policy.social_action)}。",
+        f"- 严肃度：{SERIOUSNESS[policy.seriousness]}；"
+        f"社交动作：{SOCIAL_ACTIONS[policy.social_action]}。",
     ]
     if context.decision.action is TurnAction.FOLLOW_UP:
         lines.append("- 信息不够，本轮只追问一个最关键的问题，不要猜测着回答。")
@@ -114,7 +113,13 @@ def render_current_time(context: RenderContext) -> str:
             context.turn.bot.id,
         )
         zone, zone_name = ZoneInfo("UTC"), "UTC"
-    local = context.now.astimezone(zone)
+    try:
+        local = context.now.astimezone(zone)
+    except OverflowError:
+        # A time at the very edge of the calendar has no equivalent in the bot's zone: show it
+        # in its own offset.
+        local = context.now
+        zone_name = local.tzname() or "UTC"
     return "\n".join(
         [
             CURRENT_TIME_HEADER,

@@ -176,14 +176,17 @@ def parse_event(event: Mapping[str, Any], bot_id: str | None = None) -> OneBotEv
     :param bot_id: the receiving bot; the event's ``self_id`` by default.
     :raises ValueError: the event is not a message event or lacks a field.
     """
+    if not isinstance(event, Mapping):
+        raise ValueError(f"a OneBot event is a JSON object, not {type(event).__name__}")
     if event.get("post_type") not in ("message", "message_sent"):
         raise ValueError(f"not a OneBot message event: post_type={event.get('post_type')!r}")
     missing = [key for key in ("user_id", "message", "time") if key not in event]
     if missing:
         raise ValueError(f"OneBot message event lacks {', '.join(missing)}")
     receiver = bot_id if bot_id is not None else str(event.get("self_id", ""))
-    given = event.get("sender")
-    sender: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+    sender = event.get("sender") or {}
+    if not isinstance(sender, Mapping):
+        raise ValueError(f"OneBot event 'sender' must be an object, not {sender!r}")
     group = event.get("group_id") if event.get("message_type") == "group" else None
     message = parse_message(
         event["message"],

@@ -86,6 +86,7 @@ if TYPE_CHECKING:
         DuplicateRegistrationError,
         PlacementError,
         PluginImportError,
+        PluginRegistrationError,
         PluginValidationError,
         PromptweaveError,
         SectionRenderError,
@@ -127,7 +128,13 @@ if TYPE_CHECKING:
     from framework.prompt.persona import PersonaPack
     from framework.prompt.render_context import RenderContext
     from framework.prompt.rendered import RenderedSection, RenderedTurn, SectionListing
-    from framework.prompt.sanitize import quote_user_text, sanitize_block, sanitize_literal
+    from framework.prompt.sanitize import (
+        HEADER_BRACKET_LOOKALIKES,
+        neutralize_markers,
+        quote_user_text,
+        sanitize_block,
+        sanitize_literal,
+    )
     from framework.prompt.text_rules import (
         IMAGE_MARK,
         INJECTION_PATTERNS,
@@ -312,6 +319,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "DuplicateRegistrationError",
         "PlacementError",
         "PluginImportError",
+        "PluginRegistrationError",
         "PluginValidationError",
         "PromptweaveError",
         "SectionRenderError",
@@ -365,6 +373,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "SectionListing",
     ),
     "framework.prompt.sanitize": (
+        "HEADER_BRACKET_LOOKALIKES",
+        "neutralize_markers",
         "quote_user_text",
         "sanitize_block",
         "sanitize_literal",
@@ -494,6 +504,7 @@ _DEFINED_IN = {name: module for module, names in _MODULES.items() for name in na
 
 __all__ = [
     "AMBIENT_HEADER",
+    "HEADER_BRACKET_LOOKALIKES",
     "IMAGE_MARK",
     "IMAGE_WITHOUT_URL",
     "INJECTION_PATTERNS",
@@ -564,6 +575,7 @@ __all__ = [
     "PhrasePool",
     "PlacementError",
     "PluginImportError",
+    "PluginRegistrationError",
     "PluginValidationError",
     "PoolQuery",
     "PrefixReport",
@@ -663,6 +675,7 @@ __all__ = [
     "load_turn_file",
     "looks_like_knowledge_question",
     "merge_image_urls",
+    "neutralize_markers",
     "onebot_action",
     "onebot_segment",
     "onebot_segments",

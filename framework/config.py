@@ -7,13 +7,15 @@ reported one line per problem with the key path.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from framework._convert import load_toml, structure
-from framework._fields import one_of, str_tuple
+from framework._fields import FrozenMapping, finite_seconds, one_of, str_tuple
+from framework.store.sqlite import SYNCHRONOUS_LEVELS
 
 __all__ = [
     "CONFIG_ENV",
@@ -96,6 +98,9 @@ class StoreConfig:
         (keys carry their own ``{bot:group}`` Cluster hash tag).
     :param enabled: ``false`` runs without conversational state: every turn sends only the
         current message (``docs/design.md#degradation``).
+    :param synchronous: the SQLite file's ``PRAGMA synchronous``: ``normal`` (a recorded write
+        survives any process crash), ``full`` (it survives a power loss too), ``extra`` or ``off``
+        (``docs/store.md``, "What recorded means").
     """
 
     backend: str = attrs.field(default="sqlite", validator=one_of("sqlite", "memory", "redis"))
@@ -103,6 +108,7 @@ class StoreConfig:
     url: str = attrs.field(default="redis://localhost:6379/0", validator=_redis_url)
     prefix: str = attrs.field(default="promptweave:", validator=_key_prefix)
     enabled: bool = True
+    synchronous: str = attrs.field(default="normal", validator=one_of(*SYNCHRONOUS_LEVELS))
 
 
 @attrs.frozen(kw_only=True)
@@ -174,12 +180,13 @@ class AmbientConfig:
 _unit = attrs.validators.and_(attrs.validators.ge(0.0), attrs.validators.le(1.0))
 
 
-def _timeouts(value: Any) -> dict[str, float]:
+def _timeouts(value: Any) -> Mapping[str, float]:
     timeouts = {str(name): float(seconds) for name, seconds in dict(value).items()}
     for name, seconds in timeouts.items():
-        if seconds <= 0:
+        if not 0 < seconds < float("inf"):
             raise ValueError(f"retrieval timeout of {name!r} must be positive, got {seconds}")
-    return timeouts
+    # Read-only: the settings are shared by every turn and every plugin.
+    return FrozenMapping(timeouts)
 
 
 @attrs.frozen(kw_only=True)
@@ -200,7 +207,7 @@ class RetrievalConfig:
     :param strategies: behavior strategies of each kind per turn (at most 3).
     """
 
-    timeouts: dict[str, float] = attrs.field(factory=dict, converter=_timeouts)
+    timeouts: Mapping[str, float] = attrs.field(factory=dict, converter=_timeouts)
     threads: int = attrs.field(default=8, validator=_positive)
     memory_limit: int = attrs.field(default=6, validator=_positive)
     memory_min_score: float = attrs.field(default=0.15, validator=_unit)
@@ -215,9 +222,6 @@ class RetrievalConfig:
     expression_pairs: int = attrs.field(default=2, validator=_positive)
     expression_min_similarity: float = attrs.field(default=0.5, validator=_unit)
     strategies: int = attrs.field(default=3, validator=_positive)
-
-
-_non_negative_seconds = attrs.validators.ge(0.0)
 
 
 def _silence_range(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -262,17 +266,18 @@ class RoutingConfig:
     :param bot_reply_window: how many recent group messages are searched for the bot's replies.
     :param bot_reply_window_s: how far back the routing state's record of bot replies counts.
     :param follow_up_window_s: a message within this many seconds before the current one gives a
-        demonstrative ("那个") its antecedent, so no follow-up question is needed.
+        demonstrative ("那个") its antecedent, so no follow-up question is needed; a
+        ``followup``-triggered message this soon after the bot spoke calls the bot.
     """
 
     model_decision: bool = False
     min_chars: int = attrs.field(default=1, validator=_non_negative)
     shut_up_silence_s: int = attrs.field(default=120, validator=_silence_range)
-    reply_cooldown_s: float = attrs.field(default=0.0, validator=_non_negative_seconds)
+    reply_cooldown_s: float = attrs.field(default=0.0, validator=finite_seconds)
     kept_messages_max: int = attrs.field(default=20, validator=_positive)
     necessity_threshold: int = 50
     quote_candidates: int = attrs.field(default=6, validator=_positive)
-    quote_cooldown_s: float = attrs.field(default=120.0, validator=_non_negative_seconds)
+    quote_cooldown_s: float = attrs.field(default=120.0, validator=finite_seconds)
     quote_probability: float = attrs.field(default=0.25, validator=_probability)
     low_engagement: bool = True
     low_engagement_probabilities: tuple[float, ...] = attrs.field(
@@ -281,8 +286,8 @@ class RoutingConfig:
     phrase_max_chars: int = attrs.field(default=12, validator=_positive)
     short_social_chars: int = attrs.field(default=24, validator=_positive)
     bot_reply_window: int = attrs.field(default=48, validator=_positive)
-    bot_reply_window_s: float = attrs.field(default=600.0, validator=_non_negative_seconds)
-    follow_up_window_s: float = attrs.field(default=180.0, validator=_non_negative_seconds)
+    bot_reply_window_s: float = attrs.field(default=600.0, validator=finite_seconds)
+    follow_up_window_s: float = attrs.field(default=180.0, validator=finite_seconds)
 
 
 def _face_table(value: Any) -> dict[str, str]:
@@ -308,9 +313,9 @@ class DeliveryConfig:
     :param faces: sticker intent to QQ face id (``"笑" = 178``); an intent not listed is dropped.
     """
 
-    pause_base_s: float = attrs.field(default=0.6, validator=_non_negative_seconds)
-    pause_per_char_s: float = attrs.field(default=0.05, validator=_non_negative_seconds)
-    pause_max_s: float = attrs.field(default=3.0, validator=_non_negative_seconds)
+    pause_base_s: float = attrs.field(default=0.6, validator=finite_seconds)
+    pause_per_char_s: float = attrs.field(default=0.05, validator=finite_seconds)
+    pause_max_s: float = attrs.field(default=3.0, validator=finite_seconds)
     sticker: str = attrs.field(default="face", validator=one_of("face", "drop"))
     faces: dict[str, str] = attrs.field(factory=dict, converter=_face_table)
 
@@ -321,10 +326,15 @@ class PluginsConfig:
 
     :param contrib: names of ``contrib`` plugins to enable.
     :param strict: raise when a section's ``render`` raises, instead of leaving it out (for tests).
+    :param turn_deadline_s: the longest a turn waits for its plugins (routing rules, phrase
+        pools, sections, overrides, the turn-context hooks); a plugin still running then is left
+        behind, named in the trace and skipped until it returns (``docs/plugin_hooks.md``). 0
+        turns the bound off: plugins run on the caller's thread, for as long as they take.
     """
 
     contrib: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     strict: bool = False
+    turn_deadline_s: float = attrs.field(default=5.0, validator=finite_seconds)
 
 
 @attrs.frozen(kw_only=True)
@@ -396,7 +406,7 @@ class ProviderConfig:
         default=("image/jpeg", "image/png", "image/gif", "image/webp"), converter=tuple
     )
     max_tokens: int = attrs.field(default=1024, validator=_positive)
-    timeout_s: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
+    timeout_s: float = attrs.field(default=60.0, validator=[attrs.validators.gt(0), finite_seconds])
     prompt_cache_key: bool = True
     max_attempts: int = attrs.field(default=3, validator=_positive)
     retry_max_wait_s: float = attrs.field(default=20.0, validator=attrs.validators.ge(0.0))

@@ -102,8 +102,8 @@ class ScoreTerm:
 class NecessityScore:
     """The reply-necessity score of a turn and the terms it was summed from.
 
-    :param bypassed: why the score was not applied (``addressed``, ``required_tool_intent``), or
-        ``None`` when it decided.
+    :param bypassed: why the score was not applied (``addressed``, ``follow_up``,
+        ``required_tool_intent``), or ``None`` when it decided.
     """
 
     score: int

@@ -9,6 +9,7 @@ __all__ = [
     "DuplicateRegistrationError",
     "PlacementError",
     "PluginImportError",
+    "PluginRegistrationError",
     "PluginValidationError",
     "PromptweaveError",
     "SectionRenderError",
@@ -39,6 +40,12 @@ class TurnFileError(ConfigError):
 class PluginImportError(PromptweaveError):
     """A plugin could not be loaded (import error, unknown contrib name, or a name clash); the
     message names it and its distribution."""
+
+
+class PluginRegistrationError(PromptweaveError, TypeError):
+    """A contribution hook (``register_*``) failed at start-up: it raised, or registered
+    something other than the record it contributes; the message names the plugin and the hook.
+    Also a ``TypeError``, which is what a wrong record always raised."""
 
 
 class PluginValidationError(PromptweaveError, pluggy.PluginValidationError):

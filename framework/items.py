@@ -12,9 +12,14 @@ import math
 
 import attrs
 
-from framework._fields import str_tuple
+from framework._fields import one_of, str_tuple
 
 __all__ = [
+    "REPLY_SHAPE_BANDS",
+    "REPLY_SHAPE_RHYTHMS",
+    "TURN_POLICY_REPLY_TARGETS",
+    "TURN_POLICY_SERIOUSNESS",
+    "TURN_POLICY_SOCIAL_ACTIONS",
     "BehaviorStrategy",
     "ExpressionPair",
     "KnowledgeItem",
@@ -144,10 +149,22 @@ class BehaviorStrategy:
     learning_type: LearningType = attrs.field(default=LearningType.OBSERVED, converter=LearningType)
 
 
+#: The words of :class:`ReplyShape` and :class:`TurnPolicy`, each field's whole choice.
+REPLY_SHAPE_RHYTHMS = ("single", "multi")
+REPLY_SHAPE_BANDS = ("short", "complete", "task")
+TURN_POLICY_REPLY_TARGETS = ("fact", "emotion", "short_tease", "answer", "silent")
+TURN_POLICY_SERIOUSNESS = ("casual", "serious")
+TURN_POLICY_SOCIAL_ACTIONS = ("ack", "affection", "joke", "stance", "answer", "ask_one")
+
+
 @attrs.frozen(kw_only=True)
 class ReplyShape:
     """Bubble count, per-bubble length and rhythm of this turn's reply (section ``reply_shape``).
 
+    Its words reach the system prompt, so each is one of a fixed set; anything else raises
+    ``ValueError`` (``docs/turn_file.md``).
+
+    :param rhythm: ``single`` (单条) or ``multi`` (多条连发).
     :param band: ``short`` (banter), ``complete`` (serious), ``task`` (tool work).
     """
 
@@ -161,17 +178,28 @@ class ReplyShape:
         if value < self.min_chars:
             raise ValueError(f"max_chars ({value}) is below min_chars ({self.min_chars})")
 
-    rhythm: str = "single"
-    band: str = "short"
+    rhythm: str = attrs.field(default="single", validator=one_of(*REPLY_SHAPE_RHYTHMS))
+    band: str = attrs.field(default="short", validator=one_of(*REPLY_SHAPE_BANDS))
 
 
 @attrs.frozen(kw_only=True)
 class TurnPolicy:
-    """How to answer this turn (section ``turn_policy``)."""
+    """How to answer this turn (section ``turn_policy``).
 
-    reply_target: str = "fact"
-    seriousness: str = "casual"
-    social_action: str = "answer"
+    Its words reach the system prompt, so each is one of a fixed set; anything else raises
+    ``ValueError`` (``docs/turn_file.md``).
+
+    :param reply_target: one of :data:`TURN_POLICY_REPLY_TARGETS`.
+    :param seriousness: ``casual`` or ``serious``.
+    :param social_action: one of :data:`TURN_POLICY_SOCIAL_ACTIONS` (the values of
+        :class:`framework.SocialAction`).
+    """
+
+    reply_target: str = attrs.field(default="fact", validator=one_of(*TURN_POLICY_REPLY_TARGETS))
+    seriousness: str = attrs.field(default="casual", validator=one_of(*TURN_POLICY_SERIOUSNESS))
+    social_action: str = attrs.field(
+        default="answer", validator=one_of(*TURN_POLICY_SOCIAL_ACTIONS)
+    )
     needs_tool: bool = False
     needs_grounding: bool = False
     allow_teasing: bool = True

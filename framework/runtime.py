@@ -12,6 +12,7 @@ import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,8 +30,17 @@ from framework.delivery.recorder import Recorder
 from framework.delivery.writes import BackgroundRunner
 from framework.errors import ConfigError
 from framework.items import ReplyShape, TurnPolicy
+from framework.plugins.hook_calls import implementations
 from framework.plugins.manager import PluginInfo, PluginManager, build_plugin_manager
 from framework.plugins.registry import Registries, collect_registries
+from framework.plugins.watchdog import (
+    Deadline,
+    PluginFault,
+    Watchdog,
+    call_plugin,
+    record_fault,
+    type_name,
+)
 from framework.prompt.assembly import SectionAssembler
 from framework.prompt.persona import PersonaPack
 from framework.prompt.render_context import RenderContext
@@ -81,6 +91,8 @@ class Promptweave:
     :param rng: the only source of randomness (quoting, the low-engagement exit, reply shapes);
         seed it to replay a conversation exactly.
     :param clock: the current time, for deliveries noted without a time.
+    :param watchdog: runs each turn's plugin work within ``[plugins] turn_deadline_s`` and
+        remembers the plugins that hung (``docs/plugin_hooks.md``).
     """
 
     config: Config
@@ -104,6 +116,11 @@ class Promptweave:
     rng: random.Random = attrs.field(factory=random.Random)
     clock: Callable[[], dt.datetime] = _utc_now
     background: BackgroundRunner = attrs.field(factory=BackgroundRunner)
+    watchdog: Watchdog = attrs.field(
+        default=attrs.Factory(
+            lambda self: Watchdog(deadline_s=self.config.plugins.turn_deadline_s), takes_self=True
+        )
+    )
     router: Router = attrs.field(init=False)
     recorder: Recorder = attrs.field(init=False)
     _message_cache: MessageCache | None = attrs.field(default=None, init=False, repr=False)
@@ -117,6 +134,7 @@ class Promptweave:
             stores=self.stores,
             clock=self.clock,
             background=self.background,
+            watchdog=self.watchdog,
         )
 
     def _build_router(self) -> Router:
@@ -181,7 +199,9 @@ class Promptweave:
         replaying the same events with the same seeded ``rng`` gives the same decisions.
         """
         reader, completed = self._read_session(turn, now)
-        return self._route(_with_stored_history(completed, reader), now)
+        deadline = self.watchdog.deadline()
+        decision = self._route(_with_stored_history(completed, reader), now, deadline)
+        return _with_fault_notes(decision, deadline.faults)
 
     def _read_session(self, turn: Turn, now: dt.datetime | None) -> tuple[SessionReader, Turn]:
         return read_session(
@@ -193,17 +213,17 @@ class Promptweave:
             self.message_cache,
         )
 
-    def _route(self, turn: Turn, now: dt.datetime | None) -> Decision:
+    def _route(self, turn: Turn, now: dt.datetime | None, deadline: Deadline) -> Decision:
         router = self.router
         at = now or turn.message.time
         try:
-            return router.route(turn, at)
+            return self.watchdog.run(lambda: router.route(turn, at), deadline)
         except STORE_ERRORS as exc:
             # A failing routing store must not cost the bot its turn: route on a scratch state
             # (no cooldowns or quote history known) and say so in the trace.
             log.warning("routing state unavailable, routing without it: %s", exc)
             scratch = attrs.evolve(router, state=MemoryRoutingState())
-            decision = scratch.route(turn, at)
+            decision = self.watchdog.run(lambda: scratch.route(turn, at), deadline)
             note = f"routing_state_unavailable: {exc}"
             return attrs.evolve(decision, notes=(*decision.notes, note))
 
@@ -299,11 +319,14 @@ class Promptweave:
         decision: Decision,
         now: dt.datetime | None = None,
         allow_persistent_memory: bool | None = None,
+        deadline: Deadline | None = None,
     ) -> RetrievalOutcome:
         """Run every registered retriever for ``turn`` concurrently (``docs/retrieval.md``).
 
         :param allow_persistent_memory: ``None`` decides with
             :func:`framework.allows_persistent_memory` of the decision.
+        :param deadline: the turn's deadline: no retriever waits past it (past it, each gets
+            :data:`framework.plugins.watchdog.RERUN_GRACE_S`).
         """
         query = RetrievalQuery.for_turn(
             turn,
@@ -313,8 +336,14 @@ class Promptweave:
             now=now,
             allow_persistent_memory=allow_persistent_memory,
         )
+        budget = None
+        if deadline is not None and deadline.seconds > 0:
+            budget = max(deadline.remaining(), self.watchdog.grace_s)
         return await self.retrieval_runner.run(
-            tuple(self.registries.retrievers.values()), query, self.config.retrieval.timeouts
+            tuple(self.registries.retrievers.values()),
+            query,
+            self.config.retrieval.timeouts,
+            budget_s=budget,
         )
 
     # -- one turn ----------------------------------------------------------------------------
@@ -337,9 +366,10 @@ class Promptweave:
         is used.
         """
         if not retrieve:
-            reader, turn, decision, durations = self._begin(turn, now, decision)
+            deadline = self.watchdog.deadline()
+            reader, turn, decision, durations = self._begin(turn, now, decision, deadline)
             return self._finish(
-                reader, turn, decision, None, now, durations, allow_persistent_memory
+                reader, turn, decision, None, now, durations, deadline, allow_persistent_memory
             )
         try:
             asyncio.get_running_loop()
@@ -349,6 +379,9 @@ class Promptweave:
             loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
             if loop is None or loop.is_closed():
                 loop = self._loops.loop = asyncio.new_event_loop()
+                # A runtime dropped without close() closes its loops when it is collected, not
+                # the garbage collector in whatever order it frees the loop's sockets.
+                weakref.finalize(self, loop.close)
             return loop.run_until_complete(
                 self.arender(
                     turn,
@@ -382,19 +415,24 @@ class Promptweave:
         :param retrieve: ``False`` runs no retriever: the sections get only the items the turn
             carries (``Turn.retrieved``), for a caller that retrieved them itself or a replay.
         """
-        reader, turn, decision, durations = self._begin(turn, now, decision)
+        deadline = self.watchdog.deadline()
+        reader, turn, decision, durations = self._begin(turn, now, decision, deadline)
         retrieval = None
         if retrieve:
             retrieval = await self.retrieve(
-                turn, decision=decision, now=now, allow_persistent_memory=allow_persistent_memory
+                turn,
+                decision=decision,
+                now=now,
+                allow_persistent_memory=allow_persistent_memory,
+                deadline=deadline,
             )
             durations.update(retrieval.durations())
         return self._finish(
-            reader, turn, decision, retrieval, now, durations, allow_persistent_memory
+            reader, turn, decision, retrieval, now, durations, deadline, allow_persistent_memory
         )
 
     def _begin(
-        self, turn: Turn, now: dt.datetime | None, decision: Decision | None
+        self, turn: Turn, now: dt.datetime | None, decision: Decision | None, deadline: Deadline
     ) -> tuple[SessionReader, Turn, Decision, dict[str, float]]:
         """Read the session, then route the turn unless it comes with its decision."""
         durations: dict[str, float] = {}
@@ -406,7 +444,8 @@ class Promptweave:
 
         start = time.perf_counter()
         if decision is None:
-            decision = self._route(_with_stored_history(turn, reader), now)
+            decision = self._route(_with_stored_history(turn, reader), now, deadline)
+            decision = _with_fault_notes(decision, deadline.faults)
         durations["route"] = _ms(start)
         return reader, turn, decision, durations
 
@@ -418,9 +457,29 @@ class Promptweave:
         retrieval: RetrievalOutcome | None,
         now: dt.datetime | None,
         durations: dict[str, float],
+        deadline: Deadline,
         allow_persistent_memory: bool | None = None,
     ) -> RenderedTurn:
-        """Assemble the sections and the message sequence, and write the trace."""
+        """Assemble the sections and the message sequence within the turn's deadline, and write
+        the trace."""
+        return self.watchdog.run(
+            lambda: self._assemble_turn(
+                reader, turn, decision, retrieval, now, durations, deadline, allow_persistent_memory
+            ),
+            deadline,
+        )
+
+    def _assemble_turn(
+        self,
+        reader: SessionReader,
+        turn: Turn,
+        decision: Decision,
+        retrieval: RetrievalOutcome | None,
+        now: dt.datetime | None,
+        durations: dict[str, float],
+        deadline: Deadline,
+        allow_persistent_memory: bool | None,
+    ) -> RenderedTurn:
         start = time.perf_counter()
         if retrieval is not None:
             allow_persistent_memory = retrieval.query.allow_persistent_memory
@@ -460,13 +519,15 @@ class Promptweave:
             cache=self.message_cache,
         )
         durations["messages"] = _ms(start)
+        # The faults are those of this turn so far: read now, not when the trace is first read.
+        faults = deadline.trace()
         return RenderedTurn(
             sections=sections,
             system_prompt=system_prompt,
             messages=built.messages,
             decision=decision,
             trace=TurnTrace(
-                lambda: self._trace(decision, sections, retrieval, withheld, context, built)
+                lambda: self._trace(decision, sections, retrieval, withheld, context, built, faults)
             ),
             stage_durations_ms=durations,
             vision_images=built.vision_images,
@@ -481,6 +542,7 @@ class Promptweave:
         withheld: list[str],
         context: RenderContext,
         built: TurnMessages,
+        faults: Any,
     ) -> dict[str, Any]:
         """The trace of one turn (``docs/cli.md``), built when it is first read."""
         return {
@@ -517,6 +579,7 @@ class Promptweave:
                 "hidden_in_history": context.timeline.hidden,
             },
             **built.trace(),
+            "plugin_faults": faults,
         }
 
     @property
@@ -542,18 +605,50 @@ class Promptweave:
         return PERSISTENT_MEMORY_SECTIONS | {e.item.feeds for e in retrievers if e.item.persistent}
 
     def measure(self, text: str) -> int:
-        """The length of ``text`` for the budget: the ``measure_text`` hook, else characters."""
+        """The length of ``text`` for the budget: the ``measure_text`` hook, else characters.
+
+        An implementation that raises, hangs or answers anything but a whole number of at least
+        0 is passed over (named in the turn's ``plugin_faults``), and characters count instead.
+        """
         hook = self.plugins.pm.hook.measure_text
         if not hook.get_hookimpls():
             return len(text)  # no plugin measures: skip a hook call per message
-        measured = hook(text=text)
-        return len(text) if measured is None else int(measured)
+        for implementation in implementations(hook):
+            where = "hook measure_text"
+            try:
+                measured = call_plugin(implementation.plugin, where, implementation, text=text)
+            except Exception as exc:
+                record_fault(
+                    PluginFault(
+                        plugin=implementation.plugin,
+                        where=where,
+                        kind="raised",
+                        detail=f"{type(exc).__name__}: {exc}",
+                    )
+                )
+                return len(text)
+            if measured is None:
+                continue
+            if isinstance(measured, bool) or not isinstance(measured, int) or measured < 0:
+                record_fault(
+                    PluginFault(
+                        plugin=implementation.plugin,
+                        where=where,
+                        kind="wrong_type",
+                        detail=f"returned {type_name(measured)} {measured!r:.40}, expected an "
+                        "int of at least 0",
+                    )
+                )
+                return len(text)
+            return measured
+        return len(text)
 
     def close(self) -> None:
-        """Finish the background work, release the retrieval worker threads and close this
-        thread's store connection."""
+        """Finish the background work, release the retrieval and stage worker threads and close
+        this thread's store connection."""
         self.background.shutdown()
         self.retrieval_runner.close()
+        self.watchdog.close()
         self.stores.close()
         loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
         if loop is not None:
@@ -681,31 +776,75 @@ class Promptweave:
         """Turn a platform's incoming message into a :class:`ChatMessage` through the
         ``parse_incoming`` hook (enable the ``contrib`` plugin ``onebot`` for OneBot v11).
 
-        :raises ValueError: no loaded plugin handles ``platform``.
+        :raises ValueError: no loaded plugin handles ``platform``, or the payload is not a valid
+            message (the plugin's own ``ValueError``); or the plugin failed otherwise: raised
+            another error, answered something other than a ``ChatMessage``, or took longer than
+            the turn's deadline (the message names the plugin).
         """
-        message = self.plugins.pm.hook.parse_incoming(
-            platform=platform, payload=payload, bot_id=bot_id
+        for implementation in implementations(self.plugins.pm.hook.parse_incoming):
+            plugin = implementation.plugin
+            try:
+                message = self.watchdog.call(
+                    plugin,
+                    "hook parse_incoming",
+                    implementation,
+                    platform=platform,
+                    payload=payload,
+                    bot_id=bot_id,
+                )
+            except ValueError:
+                raise  # the documented answer to a payload that is not a message
+            except Exception as exc:
+                raise ValueError(
+                    f"plugin {plugin!r} could not parse a {platform!r} message: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if message is None:
+                continue
+            if not isinstance(message, ChatMessage):
+                raise ValueError(
+                    f"plugin {plugin!r} parsed a {platform!r} message into "
+                    f"{type_name(message)}, not a ChatMessage"
+                )
+            return message
+        raise ValueError(
+            f"no plugin parses messages of platform {platform!r}; "
+            "enable one (contrib plugin 'onebot' handles 'onebot')"
         )
-        if message is None:
-            raise ValueError(
-                f"no plugin parses messages of platform {platform!r}; "
-                "enable one (contrib plugin 'onebot' handles 'onebot')"
-            )
-        return message  # type: ignore[no-any-return]
 
 
 def _merge(
     given: Mapping[str, tuple[Any, ...]], found: Mapping[str, tuple[Any, ...]]
 ) -> dict[str, tuple[Any, ...]]:
-    """The turn's own items first, then the retrievers' (an item given twice is kept once)."""
+    """The turn's own items first, then the retrievers' (an item given twice is kept once).
+
+    Linear in the items: equal items are found by hash (items are frozen records); only an item
+    that cannot be hashed is compared with the other unhashable ones.
+    """
     merged = dict(given)
     for section_id, items in found.items():
-        kept = list(merged.get(section_id, ()))
-        for item in items:
-            if item not in kept:
-                kept.append(item)
+        kept: list[Any] = []
+        seen: set[Any] = set()
+        unhashable: list[Any] = []
+        for item in (*merged.get(section_id, ()), *items):
+            try:
+                if item in seen:
+                    continue
+                seen.add(item)
+            except TypeError:
+                if item in unhashable:
+                    continue
+                unhashable.append(item)
+            kept.append(item)
         merged[section_id] = tuple(kept)
     return merged
+
+
+def _with_fault_notes(decision: Decision, faults: list[PluginFault]) -> Decision:
+    """The decision with a note for each plugin that hung while it was routed."""
+    if not faults:
+        return decision
+    return attrs.evolve(decision, notes=(*decision.notes, *(f.describe() for f in faults)))
 
 
 def _with_stored_history(turn: Turn, reader: SessionReader) -> Turn:

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from framework._convert import load_json, structure
-from framework._fields import Text, one_of, str_tuple
+from framework._fields import Text, one_of, platform_id, str_tuple
 from framework.errors import TurnFileError
 from framework.items import (
     BehaviorStrategy,
@@ -42,6 +42,7 @@ __all__ = [
     "Turn",
     "TurnRetrieved",
     "load_turn_file",
+    "speak_trigger",
 ]
 
 
@@ -55,6 +56,11 @@ def _account_id(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> 
     # A blank id would file the bot's state under no account at all.
     if not value.strip():
         raise ValueError(f"{attribute.name} must be the bot's account id, not blank")
+
+
+def _image_entries(values: Any) -> tuple[str, ...]:
+    # An image entry with a lone surrogate is no URL; it still stands for an image ([图片]).
+    return tuple(strip_lone_surrogates(value) for value in str_tuple(values))
 
 
 def _aware(value: dt.datetime) -> dt.datetime:
@@ -72,6 +78,21 @@ class SpeakTrigger(enum.StrEnum):
     AMBIENT = "ambient"
 
 
+def speak_trigger(value: SpeakTrigger | str | None) -> SpeakTrigger | None:
+    """``"followup"`` as :attr:`SpeakTrigger.FOLLOWUP`: a plain string works wherever a trigger
+    does, and compares by identity like the member it names.
+
+    :raises ValueError: the string names no trigger.
+    """
+    if value is None or isinstance(value, SpeakTrigger):
+        return value
+    try:
+        return SpeakTrigger(value)
+    except ValueError:
+        choices = ", ".join(member.value for member in SpeakTrigger)
+        raise ValueError(f"trigger must be one of {choices} or None, not {value!r}") from None
+
+
 @attrs.frozen(kw_only=True)
 class Bot:
     """The bot account answering in this turn.
@@ -83,11 +104,13 @@ class Bot:
     :param peer_bot_ids: accounts of other bots of the same deployment.
     """
 
-    id: str = attrs.field(validator=_account_id)
+    id: str = attrs.field(validator=[_account_id, platform_id])
     name: str
     aliases: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     timezone: str = "Asia/Shanghai"
-    peer_bot_ids: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    peer_bot_ids: tuple[str, ...] = attrs.field(
+        default=(), converter=str_tuple, validator=platform_id
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -105,17 +128,18 @@ class ChatMessage:
         reads ``[CQ:at,qq=…]`` codes and ``at`` segments from ``raw``.
     """
 
-    sender_id: str
-    # Lone surrogates are dropped on arrival: no store, hash or provider accepts them.
+    sender_id: str = attrs.field(validator=platform_id)
+    # Lone surrogates are dropped from text on arrival: no store, hash or provider accepts them.
+    # Ids holding one are refused (platform_id).
     text: Text = attrs.field(converter=strip_lone_surrogates)
     time: dt.datetime = attrs.field(validator=lambda _i, _a, v: _aware(v))
-    id: str | None = None
+    id: str | None = attrs.field(default=None, validator=platform_id)
     sender_name: str = attrs.field(default="", converter=strip_lone_surrogates)
     raw: Any = None
     addressed: bool = False
-    reply_to: str | None = None
-    images: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
-    mentions: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    reply_to: str | None = attrs.field(default=None, validator=platform_id)
+    images: tuple[str, ...] = attrs.field(default=(), converter=_image_entries)
+    mentions: tuple[str, ...] = attrs.field(default=(), converter=str_tuple, validator=platform_id)
 
 
 @attrs.frozen(kw_only=True)
@@ -186,8 +210,8 @@ class Turn:
 
     bot: Bot
     message: ChatMessage
-    group_id: str | None = attrs.field(default=None, validator=_group_id)
-    trigger: SpeakTrigger | None = None
+    group_id: str | None = attrs.field(default=None, validator=[_group_id, platform_id])
+    trigger: SpeakTrigger | None = attrs.field(default=None, converter=speak_trigger)
     recent_messages: tuple[ChatMessage, ...] = ()
     history: tuple[HistoryEntry, ...] = ()
     retrieved: TurnRetrieved = TurnRetrieved()
@@ -195,7 +219,7 @@ class Turn:
     turn_policy: TurnPolicy | None = None
     tool_context: ToolContext | None = None
     quoted_bot_text: str | None = None
-    quoted_message_images: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    quoted_message_images: tuple[str, ...] = attrs.field(default=(), converter=_image_entries)
     route_hints: RouteHints = attrs.field(factory=RouteHints)
 
     @property
@@ -206,11 +230,12 @@ class Turn:
         return self.retrieved.as_items()
 
 
-def load_turn_file(path: str | Path) -> Turn:
+def load_turn_file(path: Path | str) -> Turn:
     """Read a turn file (``docs/turn_file.md``); a malformed one raises
     :class:`framework.errors.TurnFileError` with one line per problem, naming the file and the key
     path."""
-    data = load_json(Path(path), TurnFileError)
+    path = Path(path)
+    data = load_json(path, TurnFileError)
     if not isinstance(data, dict):
         raise TurnFileError(str(path), ["the top level must be a JSON object"])
     return structure(data, Turn, str(path), TurnFileError)

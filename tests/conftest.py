@@ -5,6 +5,12 @@ The Redis tests use the server at ``$PROMPTWEAVE_TEST_REDIS_URL``, each under a 
 own that is deleted afterwards. Without the variable they are skipped, and the run ends with one
 line per skip reason; with ``PROMPTWEAVE_REQUIRE_REDIS=1`` (CI) a missing or unreachable server
 fails them, and any skipped test fails the run.
+
+The fuzz properties (``tests/test_fuzz.py``) run under a Hypothesis profile: ``default``, a few
+examples each in a fixed order, so the ordinary run stays fast and repeats itself; ``ci``
+(``pytest --hypothesis-profile=ci``, what ``.ci/run`` uses), many more and new ones each run.
+Neither keeps a database of examples on disk: a failure prints the example and the
+``@reproduce_failure`` line that replays it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import attrs
 import pytest
+from hypothesis import HealthCheck, settings
 
 from framework import Bot, ChatMessage, Config, Promptweave, Stores, Turn, load_turn_file
 from framework.config import StoreConfig
@@ -28,6 +35,32 @@ if TYPE_CHECKING:
     from contrib.redis_store import RedisNamespace
 
 pytest_plugins = ["framework.testing", "tests.skip_summary", "pytester"]
+
+#: Generated inputs per fuzz property: ``default`` keeps the ordinary run fast, ``ci`` digs.
+FUZZ_EXAMPLES = {"default": 20, "ci": 500}
+settings.register_profile(
+    "default",
+    max_examples=FUZZ_EXAMPLES["default"],
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "ci",
+    max_examples=FUZZ_EXAMPLES["ci"],
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def _load_hypothesis_profile(config: pytest.Config) -> None:
+    # Hypothesis loads the profile named by --hypothesis-profile itself; without one, ours.
+    if not config.getoption("--hypothesis-profile", default=None):
+        settings.load_profile("default")
+
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "turns"
@@ -198,6 +231,8 @@ NONEBOT_CONFIG = ROOT / "tests" / "data" / "nonebot.toml"
 
 def pytest_configure(config: pytest.Config) -> None:
     from nonebug import NONEBOT_INIT_KWARGS
+
+    _load_hypothesis_profile(config)
 
     # nonebug's session fixture calls nonebot.init(**these).
     config.stash[NONEBOT_INIT_KWARGS] = {

@@ -147,9 +147,11 @@ def test_the_budget_builds_no_message_it_drops(
 ) -> None:
     wrapped: list[str] = []
 
-    def counting(persona: PersonaPack, text: str, *, max_len: int) -> str:
+    def counting(
+        persona: PersonaPack, text: str, *, max_len: int, markers: tuple[str, ...] = ()
+    ) -> str:
         wrapped.append(text)
-        return format_user_turn(persona, text, max_len=max_len)
+        return format_user_turn(persona, text, max_len=max_len, markers=markers)
 
     monkeypatch.setattr(message_cache, "format_user_turn", counting)
     history = tuple(

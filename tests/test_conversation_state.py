@@ -24,13 +24,40 @@ from framework import (
     conversation_key,
 )
 from framework.config import Config
-from framework.conversation.state import MAX_QUEUED_NOTES
+from framework.conversation.state import MAX_QUEUED_NOTES, split_conversation_key
 
 
 def test_conversation_key_names_bot_group_and_speaker():
     turn = example_turn()
     assert conversation_key(turn) == "10001:20001:30017"
-    assert conversation_key(attrs.evolve(turn, group_id=None)) == "10001:private:30017"
+    assert conversation_key(attrs.evolve(turn, group_id=None)) == "10001:@private:30017"
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        (("1", "2:3", "u"), ("1:2", "3", "u")),
+        (("1", "2", "3:u"), ("1", "2:3", "u")),
+        (("1", "private", "u"), ("1", None, "u")),
+        (("1", "@private", "u"), ("1", None, "u")),
+        (("1", "%40private", "u"), ("1", "@private", "u")),
+    ],
+)
+def test_conversation_keys_of_different_scopes_never_collide(one, other):
+    def key(bot, group, sender):
+        turn = example_turn()
+        return conversation_key(
+            attrs.evolve(
+                turn,
+                bot=attrs.evolve(turn.bot, id=bot),
+                group_id=group,
+                message=attrs.evolve(turn.message, sender_id=sender),
+            )
+        )
+
+    assert key(*one) != key(*other)
+    assert split_conversation_key(key(*one)) == one
+    assert split_conversation_key(key(*other)) == other
 
 
 def test_note_queue_is_per_conversation_and_bounded(caplog):

@@ -210,11 +210,14 @@ def test_store_import_names_bad_bytes_and_naive_times(tmp_path):
     from framework.cli.main import cli
 
     binary = tmp_path / "events.jsonl"
-    binary.write_bytes(b'{"event": "message"}\n\xff\xfe\n')
+    binary.write_bytes(b'\xff\xfe{"event": "message"}\n')
     result = CliRunner().invoke(
         cli, ["store", "import", str(binary), "--store", str(tmp_path / "s.sqlite3")]
     )
-    assert result.exit_code == 2 and "not UTF-8" in result.output
+    assert (
+        result.exit_code == 2
+        and "events.jsonl:1: not UTF-8 at column 1 (byte 0xff)" in result.output
+    )
     assert not (tmp_path / "s.sqlite3").exists()
     naive = tmp_path / "naive.jsonl"
     naive.write_text(

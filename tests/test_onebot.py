@@ -187,7 +187,11 @@ def test_hook_parse_event() -> None:
     assert runtime.plugins.pm.hook.parse_event(
         platform="onebot", payload=own, bot_id="10001"
     ).self_sent
-    private = {**event, "message_type": "private", "sender": "x"}
+    private = {**event, "message_type": "private", "sender": {"user_id": 5}}
     parsed = runtime.plugins.pm.hook.parse_event(platform="onebot", payload=private, bot_id="10001")
     assert parsed.group_id is None and parsed.sender_role == "member"
+    with pytest.raises(ValueError, match="'sender' must be an object"):
+        runtime.plugins.pm.hook.parse_event(
+            platform="onebot", payload={**event, "sender": "x"}, bot_id="10001"
+        )
     assert runtime.plugins.pm.hook.parse_event(platform="matrix", payload={}, bot_id="1") is None

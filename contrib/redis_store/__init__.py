@@ -87,7 +87,9 @@ def redis_stores(config: Config, namespace: RedisNamespace | None = None) -> Sto
     owned = namespace is None
     if namespace is None:
         namespace = RedisNamespace(connect(config.store.url), config.store.prefix)
-    database = SQLiteDatabase(config.resolve_path(config.store.path))
+    database = SQLiteDatabase(
+        config.resolve_path(config.store.path), synchronous=config.store.synchronous
+    )
     retrieval = SQLiteRetrievalStore(database)
     client = namespace.client
     try:

@@ -23,6 +23,7 @@ import redis
 from redis.client import Pipeline
 from redis.commands.core import Script
 
+from framework._dates import from_timestamp
 from framework.store.sqlite import StoreUnavailableError
 from framework.turn import ChatMessage
 
@@ -78,7 +79,7 @@ def encode_time(value: dt.datetime) -> list[float]:
 def decode_time(value: Sequence[float]) -> dt.datetime:
     """The aware datetime :func:`encode_time` stored."""
     epoch, offset = value
-    return dt.datetime.fromtimestamp(epoch, dt.timezone(dt.timedelta(seconds=offset)))
+    return from_timestamp(epoch, offset)
 
 
 def _has_decoded_responses(instance: object, attribute: object, client: redis.Redis) -> None:

@@ -30,6 +30,7 @@ from contrib.redis_store._namespace import (
 )
 from framework.store.sessions import (
     GROUP_LOG_MAX_PER_GROUP,
+    TRIM_BATCH,
     SessionTurn,
     compaction_due,
     summary_row,
@@ -38,7 +39,7 @@ from framework.turn import ChatMessage
 
 __all__ = ["RedisGroupLog", "RedisSessionStore"]
 
-# KEYS: index, rows, ids, counter. ARGV: has id, id, time, row, max rows.
+# KEYS: index, rows, ids, counter. ARGV: has id, id, time, row, max rows, trim batch.
 _APPEND_MESSAGE = """
 if ARGV[1] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
     return 0
@@ -49,22 +50,32 @@ redis.call('HSET', KEYS[2], row, ARGV[4])
 if ARGV[1] == '1' then
     redis.call('HSET', KEYS[3], ARGV[2], row)
 end
-local excess = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[5])
+local function drop(old)
+    local id = cjson.decode(redis.call('HGET', KEYS[2], old))['id']
+    if type(id) == 'string' and redis.call('HGET', KEYS[3], id) == old then
+        redis.call('HDEL', KEYS[3], id)
+    end
+    redis.call('HDEL', KEYS[2], old)
+    redis.call('ZREM', KEYS[1], old)
+end
+local window = tonumber(ARGV[5])
+local excess = math.min(redis.call('ZCARD', KEYS[1]) - window, tonumber(ARGV[6]))
 if excess > 0 then
     for _, old in ipairs(redis.call('ZRANGE', KEYS[1], 0, excess - 1)) do
-        local id = cjson.decode(redis.call('HGET', KEYS[2], old))['id']
-        if type(id) == 'string' then
-            redis.call('HDEL', KEYS[3], id)
-        end
-        redis.call('HDEL', KEYS[2], old)
+        drop(old)
     end
-    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, excess - 1)
 end
--- A message older than the whole window was dropped at once: nothing was added.
-if redis.call('ZSCORE', KEYS[1], row) then
-    return 1
+-- A message older than the whole window was dropped at once, or fell into a backlog left for
+-- later batches (then it goes now): nothing was added.
+local rank = redis.call('ZREVRANK', KEYS[1], row)
+if not rank then
+    return 0
 end
-return 0
+if rank >= window then
+    drop(row)
+    return 0
+end
+return 1
 """
 
 # KEYS: ids, rows. ARGV: message id. The row of that id, read in one step so a concurrent prune
@@ -99,14 +110,14 @@ end
 """
 
 # KEYS: counter, rows, group turns, then per user: session, ids, summaries.
-# ARGV: storage window, then per turn: user number, kind, has id, role:id, time, row.
+# ARGV: storage window, trim batch, then per turn: user number, kind, has id, role:id, time, row.
 _APPEND_TURNS = (
     _FORGET_ROW
     + """
 local window = tonumber(ARGV[1])
 local added = {}
 local touched = {}
-for index = 2, #ARGV, 6 do
+for index = 3, #ARGV, 6 do
     local slot = 4 + 3 * tonumber(ARGV[index])
     local has_id, field = ARGV[index + 2] == '1', ARGV[index + 3]
     if not has_id or redis.call('HEXISTS', KEYS[slot + 1], field) == 0 then
@@ -121,22 +132,26 @@ for index = 2, #ARGV, 6 do
         if has_id then
             redis.call('HSET', KEYS[slot + 1], field, row)
         end
-        added[#added + 1] = row
+        added[#added + 1] = {slot, row}
         touched[slot] = true
     end
 end
 for slot in pairs(touched) do
-    local excess = redis.call('ZCARD', KEYS[slot]) - window
+    local excess = math.min(redis.call('ZCARD', KEYS[slot]) - window, tonumber(ARGV[2]))
     if excess > 0 then
         for _, old in ipairs(redis.call('ZRANGE', KEYS[slot], 0, excess - 1)) do
             forget(slot, old)
         end
     end
 end
--- A row older than the storage window was deleted at once: it does not count as added.
+-- A row older than the storage window was deleted at once, or fell into a backlog left for
+-- later batches (then it goes now): it does not count as added.
 local kept = 0
-for _, row in ipairs(added) do
-    if redis.call('HEXISTS', KEYS[2], row) == 1 then
+for _, entry in ipairs(added) do
+    local rank = redis.call('ZREVRANK', KEYS[entry[1]], entry[2])
+    if rank and rank >= window then
+        forget(entry[1], entry[2])
+    elseif rank then
         kept = kept + 1
     end
 end
@@ -235,7 +250,7 @@ class RedisGroupLog:
         with self.namespace.reached():
             added = self._append(
                 keys=self._keys(bot_id, group_id),
-                args=[*args, encode_message(message), self.max_per_group],
+                args=[*args, encode_message(message), self.max_per_group, TRIM_BATCH],
             )
         return bool(added)
 
@@ -296,7 +311,7 @@ class RedisSessionStore:
             keys = self._group_keys(bot_id, group_id)
             for user_id in users:
                 keys += self._user_keys(bot_id, group_id, user_id)
-            args: list[Any] = [storage_window]
+            args: list[Any] = [storage_window, TRIM_BATCH]
             for turn in batch:
                 has_id, field = _id_field(turn)
                 args += [

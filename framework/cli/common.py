@@ -134,14 +134,15 @@ def open_store(path: Path, config_path: Path | None, *, create: bool) -> Stores:
     """The SQLite stores of ``path``, migrated; an unusable file is a clean CLI error."""
     if not create and not path.is_file():
         raise input_error([Problem(file=shown_path(path), text="no such file")])
-    database = SQLiteDatabase(path)
+    config = load_config(config_path)
+    database = SQLiteDatabase(path, synchronous=config.store.synchronous)
     try:
         database.migrate(SESSION_MIGRATIONS)
     except STORE_ERRORS as exc:
         raise config_error(
             [Problem(file=shown_path(path), text=f"not a usable SQLite store: {exc}")]
         ) from exc
-    return Stores.sqlite(database, load_config(config_path))
+    return Stores.sqlite(database, config)
 
 
 def not_blank(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

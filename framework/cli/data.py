@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -146,26 +149,37 @@ def store_import(
 ) -> None:
     """Record the events of EVENTS_FILE (JSON Lines: message and bot_reply events)."""
     # Check the config and the whole events file before the store is opened: a bad line leaves
-    # no new file behind and nothing recorded.
+    # no new file behind and nothing recorded. Both passes read the file a line at a time, so a
+    # log of a million events takes no more memory than one of ten.
     require_file(events_file)
     # The event log brings the live loop's recording and session compression: only this command
     # needs them, so the others do not load them (docs/performance.md).
-    from framework.loop.event_log import read_events, record_events
+    from framework.loop.event_log import MessageIndex, scan_events, stream_events
 
     path = _store_path(store_path, config_path)
     load_config(config_path)
+    source = str(events_file)
+    index = MessageIndex()
     try:
-        with events_file.open(encoding="utf-8") as handle:
-            events = read_events(handle, source=str(events_file))
-    except TurnFileError as exc:
-        raise input_error(exc) from exc
-    except UnicodeDecodeError as exc:
-        raise input_error([Problem(file=str(events_file), text=f"not UTF-8: {exc}")]) from exc
-    runtime = runtime_with_stores(config_path, open_store(path, config_path, create=True))
-    try:
-        report = record_events(runtime, events, compress=not no_compress)
+        try:
+            count = scan_events(_lines(events_file), source=source, index=index)
+        except TurnFileError as exc:
+            raise input_error(exc) from exc
+        runtime = runtime_with_stores(config_path, open_store(path, config_path, create=True))
+        try:
+            with _progress(count) as bar:
+                report = stream_events(
+                    runtime,
+                    _lines(events_file),
+                    source=source,
+                    index=index,
+                    compress=not no_compress,
+                    progress=bar,
+                )
+        finally:
+            runtime.close()
     finally:
-        runtime.close()
+        index.close()
     click.echo(
         f"{path}: {report.messages} messages, {report.replies} bot replies, "
         f"{report.skipped} skipped, {report.summaries} summaries written"
@@ -181,6 +195,28 @@ def store_import(
                 )
             ]
         )
+
+
+def _lines(path: Path) -> Iterator[str]:
+    """The lines of ``path``, read one at a time; bytes that are not UTF-8 name their line."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problem = f"not UTF-8 at column {exc.start + 1} (byte 0x{raw[exc.start]:02x})"
+                raise TurnFileError(f"{path}:{number}", [problem]) from exc
+
+
+@contextlib.contextmanager
+def _progress(count: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on a terminal (standard error), nothing otherwise; yields its update."""
+    stream = sys.stderr
+    if not stream.isatty():
+        yield lambda _done: None
+        return
+    with click.progressbar(length=count, label="importing", file=stream) as bar:
+        yield bar.update
 
 
 @store.command("stats")

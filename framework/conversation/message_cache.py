@@ -21,8 +21,9 @@ from typing import Any, TypeVar
 
 import attrs
 
-from framework.conversation.ambient import AmbientEntry, snapshot_entry
+from framework.conversation.ambient import AMBIENT_HEADER, AmbientEntry, snapshot_entry
 from framework.conversation.sequence import (
+    USER_ROLE_MARKERS,
     HistoryRow,
     PromptMessage,
     format_assistant_turn,
@@ -65,7 +66,9 @@ class MessageCache:
 
     persona: PersonaPack
     entries: int = MESSAGE_CACHE_ENTRIES
-    _user: dict[tuple[str, int], str] = attrs.field(factory=dict, init=False, repr=False)
+    _user: dict[tuple[str, int, tuple[str, ...]], str] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
     _rows: dict[tuple[str, str], HistoryRow] = attrs.field(factory=dict, init=False, repr=False)
     _history: dict[tuple[str, str, bool, int], PromptMessage | None] = attrs.field(
         factory=dict, init=False, repr=False
@@ -96,16 +99,23 @@ class MessageCache:
         """The pack's "ignore instructions above" line, filled in."""
         return self.persona.format(self.persona.user_turn.injection_suffix)
 
-    def user_turn(self, text: str, max_len: int) -> str:
-        """:func:`framework.format_user_turn` of ``text`` with this cache's pack."""
+    def user_turn(
+        self, text: str, max_len: int, markers: tuple[str, ...] = USER_ROLE_MARKERS
+    ) -> str:
+        """:func:`framework.format_user_turn` of ``text`` with this cache's pack; ``markers``
+        are the marks defused in the text (a summary row keeps its own)."""
         if len(text) > CACHED_TEXT_CHARS:
-            return format_user_turn(self.persona, text, max_len=max_len)
-        key = (text, max_len)
+            return format_user_turn(self.persona, text, max_len=max_len, markers=markers)
+        key = (text, max_len, markers)
         found = self._user.get(key)
         if found is not None:
             return found
-        wrapped = format_user_turn(self.persona, text, max_len=max_len)
+        wrapped = format_user_turn(self.persona, text, max_len=max_len, markers=markers)
         return _keep(self._user, key, wrapped, self.entries)
+
+    def ambient_turn(self, text: str, max_len: int) -> str:
+        """The ambient excerpt wrapped as a user message: it keeps its own mark."""
+        return self.user_turn(text, max_len, ())
 
     def history_row(self, entry: HistoryEntry) -> HistoryRow:
         """The row of one entry of a turn's own history (:meth:`HistoryRow.from_entry`)."""
@@ -140,8 +150,10 @@ class MessageCache:
         if row.role == "assistant":
             content = format_assistant_turn(row.content, max_len=max_len)
         else:
-            # The user's last message was wrapped once already, as the current message.
-            content = self.user_turn(row.content, max_len)
+            # The user's last message was wrapped once already, as the current message. A summary
+            # row keeps its own mark; a user's words may not carry it (docs/design.md).
+            markers = (AMBIENT_HEADER,) if row.summary else USER_ROLE_MARKERS
+            content = self.user_turn(row.content, max_len, markers)
         if not content:
             return None
         source = "summary" if row.summary else "history"

@@ -102,7 +102,8 @@ def build_turn_messages(
             timeline_present=bool(timeline.text),
             ambient=reader.ambient,
             include_ambient_excerpt=include_ambient_excerpt,
-            wrap=cache.user_turn,
+            # The excerpt carries its own 【群环境摘录】 mark: only the prefix line is defused in it.
+            wrap=cache.ambient_turn,
         )
         notes = {"history_turns": len(history), **part.notes}
     keep_tail = cache.injection_suffix

@@ -17,16 +17,17 @@ from typing import Any
 import attrs
 
 from framework.config import Config
-from framework.conversation.ambient import AmbientEntry, AmbientExcerpt
+from framework.conversation.ambient import AMBIENT_HEADER, AmbientEntry, AmbientExcerpt
 from framework.conversation.images import vision_image_urls
 from framework.prompt.persona import PersonaPack
-from framework.prompt.sanitize import sanitize_block, sanitize_literal
+from framework.prompt.sanitize import neutralize_markers, sanitize_block, sanitize_literal
 from framework.prompt.text_rules import IMAGE_MARK, InjectionDetector
 from framework.store.sessions import SUMMARY_MARK
 from framework.turn import HistoryEntry, Turn
 
 __all__ = [
     "USER_MESSAGE_MAX_CHARS",
+    "USER_ROLE_MARKERS",
     "AmbientPart",
     "HistoryRow",
     "MessageSequence",
@@ -111,15 +112,32 @@ def _detector(persona_name: str) -> InjectionDetector:
     return InjectionDetector(persona_name)
 
 
+#: The markers that open a user-role message the runtime writes: a user typing one inside a
+#: message could make one message look like two (the pack's own prefix is always among them).
+USER_ROLE_MARKERS = (AMBIENT_HEADER, SUMMARY_MARK)
+
+
 def format_user_turn(
-    persona: PersonaPack, text: str, *, max_len: int = USER_MESSAGE_MAX_CHARS
+    persona: PersonaPack,
+    text: str,
+    *,
+    max_len: int = USER_MESSAGE_MAX_CHARS,
+    markers: tuple[str, ...] = (),
 ) -> str:
     """Wrap user text with the pack's prefix line, and the injection line when it looks like an
-    injection; ``""`` when the text is empty."""
-    body = sanitize_block(text, max_len)
+    injection; ``""`` when the text is empty.
+
+    A copy of the pack's prefix inside ``text``, in any bracket that reads as ``【】``, is defused
+    (:func:`framework.prompt.sanitize.neutralize_markers`), so a user cannot fake a second message.
+
+    :param markers: more markers to defuse in ``text`` (:data:`USER_ROLE_MARKERS` for text a
+        user wrote whole).
+    """
+    prefix = persona.format(persona.user_turn.prefix)
+    body = neutralize_markers(sanitize_block(text, max_len), (prefix, *markers))
     if not body:
         return ""
-    lines = [persona.format(persona.user_turn.prefix), body]
+    lines = [prefix, body]
     if _detector(persona.persona.name)(body):
         lines.append(persona.format(persona.user_turn.injection_suffix))
     return "\n".join(lines)
@@ -181,7 +199,9 @@ def build_message_sequence(
         but keeps the user's whole bounded history window.
     """
     max_len = config.session.max_content_chars
-    wrapped_current = format_user_turn(persona, current_text(turn), max_len=max_len)
+    wrapped_current = format_user_turn(
+        persona, current_text(turn), max_len=max_len, markers=USER_ROLE_MARKERS
+    )
     current = (
         [
             PromptMessage(
@@ -217,7 +237,9 @@ def build_message_sequence(
         if row.role == "assistant":
             content = format_assistant_turn(row.content, max_len=max_len)
         else:
-            content = format_user_turn(persona, row.content, max_len=max_len)
+            # A summary row opens with its own mark; a user's row may hold none.
+            markers = (AMBIENT_HEADER,) if row.summary else USER_ROLE_MARKERS
+            content = format_user_turn(persona, row.content, max_len=max_len, markers=markers)
         if content:
             source = "summary" if row.summary else "history"
             messages.append(PromptMessage(role=row.role, content=content, source=source))

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from framework._dates import shifted
 from framework.config import Config
 from framework.conversation.ambient import (
     AmbientExcerpt,
@@ -81,10 +82,7 @@ class SessionReader:
         ttl = session.private_ttl_s if self.turn.is_private else session.group_ttl_s
         if ttl <= 0:
             return None
-        try:
-            return self.now - dt.timedelta(seconds=ttl)
-        except OverflowError:  # a time near the start of the calendar: nothing is older
-            return None
+        return shifted(self.now, -ttl)
 
     def recent_messages(self) -> tuple[ChatMessage, ...]:
         """The group's latest messages for the timeline: the turn's own, else the group log's."""

@@ -16,6 +16,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
+from urllib.parse import quote, unquote
 
 import attrs
 
@@ -23,6 +24,7 @@ from framework.conversation.sequence import PromptMessage
 from framework.turn import Turn
 
 __all__ = [
+    "PRIVATE_KEY_PART",
     "ActiveSystemPrompt",
     "ConversationState",
     "InMemorySystemPromptStore",
@@ -34,6 +36,7 @@ __all__ = [
     "conversation_key",
     "message_fingerprint",
     "prompt_cache_key",
+    "split_conversation_key",
 ]
 
 log = logging.getLogger("promptweave")
@@ -46,9 +49,34 @@ MAX_CONVERSATIONS = 4096
 MAX_SENT_PER_CONVERSATION = 256
 
 
+#: The group part of a private chat's conversation key: no encoded group id can be it, since
+#: ``@`` is always encoded.
+PRIVATE_KEY_PART = "@private"
+
+
 def conversation_key(turn: Turn) -> str:
-    """The key of the conversation a turn belongs to: bot, group (or ``private``) and speaker."""
-    return f"{turn.bot.id}:{turn.group_id or 'private'}:{turn.message.sender_id}"
+    """The key of the conversation a turn belongs to: ``bot:group:speaker``.
+
+    Each id is percent-encoded (``urllib.parse.quote(id, safe="")``), so a ``:`` inside an id
+    cannot move the boundaries (bot ``1`` in group ``2:3`` is not bot ``1:2`` in group ``3``),
+    and a private chat's group is :data:`PRIVATE_KEY_PART`, which no group id encodes to (a
+    group named ``private`` is ``private``). Ids of letters, digits and ``_.-~`` read as they
+    are: ``10001:20001:30017``, ``10001:@private:30017``.
+    """
+    group = PRIVATE_KEY_PART if turn.group_id is None else quote(turn.group_id, safe="")
+    return ":".join((quote(turn.bot.id, safe=""), group, quote(turn.message.sender_id, safe="")))
+
+
+def split_conversation_key(key: str) -> tuple[str, str | None, str]:
+    """The ``(bot id, group id or None, speaker id)`` of a :func:`conversation_key`.
+
+    :raises ValueError: ``key`` is not a conversation key.
+    """
+    parts = key.split(":")
+    if len(parts) != 3:
+        raise ValueError(f"not a conversation key: {key!r}")
+    bot, group, speaker = parts
+    return unquote(bot), None if group == PRIVATE_KEY_PART else unquote(group), unquote(speaker)
 
 
 def prompt_cache_key(turn: Turn) -> str:

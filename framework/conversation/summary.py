@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import logging
 import re
 import time
 from typing import Any
@@ -22,7 +23,9 @@ import attrs
 
 from framework.config import Config
 from framework.conversation.images import is_vision_url
+from framework.plugins.hook_calls import first_answer
 from framework.plugins.manager import PluginManager
+from framework.plugins.watchdog import NETWORK_BOUND_FACTOR, Watchdog
 from framework.prompt.sanitize import sanitize_block
 from framework.prompt.text_rules import IMAGE_MARK
 from framework.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind
@@ -30,6 +33,8 @@ from framework.store.stores import Stores
 from framework.timing import elapsed_ms, stage_log
 
 __all__ = ["CompressionResult", "CompressionStatus", "clean_summary", "compress_session"]
+
+log = logging.getLogger("promptweave")
 
 _WHITESPACE = re.compile(r"\s+")
 # The summary row sorts just before the oldest kept row.
@@ -79,6 +84,8 @@ class _ImageDescriber:
     bot_id: str
     group_id: str | None
     enabled: bool
+    watchdog: Watchdog | None = None
+    seconds: float | None = None
     _found: dict[str, str | None] = attrs.field(factory=dict, init=False)
 
     def __call__(self, url: str) -> str | None:
@@ -86,9 +93,21 @@ class _ImageDescriber:
         if not self.enabled or not is_vision_url(url):
             return None
         if url not in self._found:
-            self._found[url] = self.plugins.pm.hook.describe_image(
-                url=url, bot_id=self.bot_id, group_id=self.group_id
+            # A plugin that fails leaves the image undescribed: it stays [图片].
+            found, fault = first_answer(
+                self.plugins.pm.hook.describe_image,
+                "hook describe_image",
+                str,
+                watchdog=self.watchdog,
+                seconds=self.seconds,
+                url=url,
+                bot_id=self.bot_id,
+                group_id=self.group_id,
             )
+            if fault is not None:
+                log.warning("image not described: %s", fault.describe())
+            # Cut before the description is cleaned: only 200 characters of it are kept.
+            self._found[url] = None if found is None else found[:800]
         return self._found[url]
 
 
@@ -124,17 +143,30 @@ def compress_session(
     group_id: str | None,
     user_id: str,
     now: dt.datetime,
+    watchdog: Watchdog | None = None,
 ) -> CompressionResult:
     """Compress one session if it is long enough and the cooldown allows.
 
     The result carries how long the attempt took (``duration_ms``), also logged at debug level on
     the ``promptweave.stages`` logger, since the background runner discards the result. Store
     errors propagate as :class:`framework.StoreUnavailableError`; the runtime's background
-    runner logs them.
+    runner logs them. A ``summarize_session`` implementation that raises, hangs or answers
+    something other than text compresses nothing (``skipped``, reason ``summarizer_failed``).
+
+    :param watchdog: bounds each ``summarize_session`` and ``describe_image`` call by
+        ``[provider] timeout_s`` times
+        :data:`framework.plugins.watchdog.NETWORK_BOUND_FACTOR`.
     """
     start = time.perf_counter()
     result = _compress(
-        stores, plugins, config, bot_id=bot_id, group_id=group_id, user_id=user_id, now=now
+        stores,
+        plugins,
+        config,
+        bot_id=bot_id,
+        group_id=group_id,
+        user_id=user_id,
+        now=now,
+        watchdog=watchdog,
     )
     result = attrs.evolve(result, duration_ms=elapsed_ms(start))
     stage_log.debug(
@@ -158,6 +190,7 @@ def _compress(
     group_id: str | None,
     user_id: str,
     now: dt.datetime,
+    watchdog: Watchdog | None,
 ) -> CompressionResult:
     settings = config.session
     sessions = stores.sessions
@@ -182,19 +215,30 @@ def _compress(
         return _skipped("nothing_to_compress")
     previous = next((row for row in reversed(older) if row.is_summary), None)
     previous_text = previous.content.removeprefix(SUMMARY_MARK).strip() if previous else None
-    describe = _ImageDescriber(plugins, bot_id, group_id, settings.describe_images)
-    described = [_described(row, describe) for row in conversation]
-    summary = clean_summary(
-        plugins.pm.hook.summarize_session(
-            bot_id=bot_id,
-            group_id=group_id,
-            user_id=user_id,
-            turns=tuple(described),
-            previous_summary=previous_text,
-            max_chars=settings.summary_max_chars,
-        ),
-        settings.summary_max_chars,
+    seconds = config.provider.timeout_s * NETWORK_BOUND_FACTOR
+    describe = _ImageDescriber(
+        plugins, bot_id, group_id, settings.describe_images, watchdog=watchdog, seconds=seconds
     )
+    described = [_described(row, describe) for row in conversation]
+    found, fault = first_answer(
+        plugins.pm.hook.summarize_session,
+        "hook summarize_session",
+        str,
+        watchdog=watchdog,
+        seconds=seconds,
+        bot_id=bot_id,
+        group_id=group_id,
+        user_id=user_id,
+        turns=tuple(described),
+        previous_summary=previous_text,
+        max_chars=settings.summary_max_chars,
+    )
+    if fault is not None:
+        log.warning("session not compressed: %s", fault.describe())
+        return _skipped("summarizer_failed")
+    # Cut before cleaning: a summary of ten megabytes costs nothing.
+    given = found[: 4 * settings.summary_max_chars] if isinstance(found, str) else None
+    summary = clean_summary(given, settings.summary_max_chars)
     if summary is None:
         return _skipped("no_summary")
     row = SessionTurn(

@@ -16,10 +16,17 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from framework._dates import shifted
 from framework.config import Config
 from framework.decision import Decision, DeliveryStyle
-from framework.delivery.writes import BackgroundRunner, record_bot_reply, record_message
+from framework.delivery.writes import (
+    BackgroundRunner,
+    record_bot_reply,
+    record_message,
+    unusable_ids,
+)
 from framework.plugins.manager import PluginManager
+from framework.plugins.watchdog import Watchdog
 from framework.prompt.persona import PersonaPack
 from framework.routing.quoting import Delivery, resolve_delivery
 from framework.store.deliveries import DeliveryState, answered_key, delivered_key
@@ -47,6 +54,8 @@ class Recorder:
     :param stores: where everything is recorded.
     :param clock: the time of deliveries reported without one.
     :param background: runs session compression off the caller's path.
+    :param watchdog: bounds the plugin calls of session compression (``summarize_session``,
+        ``describe_image``).
     """
 
     config: Config
@@ -55,6 +64,7 @@ class Recorder:
     stores: Stores
     clock: Callable[[], dt.datetime]
     background: BackgroundRunner
+    watchdog: Watchdog | None = None
 
     def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
         """How to deliver a decided reply: a QUOTE goes out plain when its target is no longer
@@ -127,15 +137,18 @@ class Recorder:
         state.note_bot_reply(bot_id, group_id, at)
         cooldown = self.config.routing.reply_cooldown_s
         if cooldown > 0:
-            state.start_cooldown(bot_id, group_id, at + dt.timedelta(seconds=cooldown))
+            state.start_cooldown(bot_id, group_id, shifted(at, cooldown))
         if quoted_message_id is not None:
             state.note_quote_delivered(bot_id, group_id, quoted_message_id, at)
 
     def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
-        """Store an incoming group message (the group timeline reads it); never raises for a
-        failing store. See :func:`framework.delivery.writes.record_message`."""
+        """Store an incoming group message (the group timeline reads it), its text cut at
+        ``[session] max_content_chars``; never raises for a failing store. See
+        :func:`framework.delivery.writes.record_message`."""
         start = perf_counter()
-        stored = record_message(self.stores, bot_id, group_id, message)
+        stored = record_message(
+            self.stores, bot_id, group_id, message, max_chars=self.config.session.max_content_chars
+        )
         stage_log.debug(
             "record_message: %.3f ms (bot %s, group %s: %s)",
             elapsed_ms(start),
@@ -183,6 +196,9 @@ class Recorder:
         :returns: ``True`` when stored (now, or by an earlier call for the same message);
             ``False`` when the store is disabled or failing.
         """
+        if unusable_ids(bot_id, group_id, message_id):
+            log.warning("not recording a bot reply with a blank group id or an id that is not text")
+            return False
         start = perf_counter()
         sent_at = time or self.clock()
         quoted_id = quote_of or (answering.id if quoted and answering is not None else None)
@@ -280,4 +296,5 @@ class Recorder:
             group_id=group_id,
             user_id=user_id,
             now=now or self.clock(),
+            watchdog=self.watchdog,
         )

@@ -19,15 +19,24 @@ from collections.abc import Callable, Hashable, Mapping
 
 import attrs
 
+from framework._fields import has_lone_surrogate
 from framework.config import Config
 from framework.conversation.images import IMAGE_WITHOUT_URL
+from framework.conversation.sequence import USER_MESSAGE_MAX_CHARS
+from framework.plugins.workers import DaemonExecutor
 from framework.prompt.sanitize import strip_lone_surrogates
 from framework.store.sessions import SessionTurn, group_scope
 from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
 from framework.turn import ChatMessage
 
-__all__ = ["BackgroundRunner", "RecordedReply", "record_bot_reply", "record_message"]
+__all__ = [
+    "BackgroundRunner",
+    "RecordedReply",
+    "record_bot_reply",
+    "record_message",
+    "unusable_ids",
+]
 
 log = logging.getLogger("promptweave.store")
 
@@ -35,8 +44,26 @@ log = logging.getLogger("promptweave.store")
 _END_OF_TIME = dt.datetime.max.replace(tzinfo=dt.UTC)
 
 
-def record_message(stores: Stores, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
-    """Store an incoming group message in the group log.
+def unusable_ids(bot_id: str, group_id: str | None, message_id: str | None = None) -> bool:
+    """Whether ids handed to a recording call cannot be stored: a blank group id (stores would
+    file it under the private-chat scope) or an id holding a lone surrogate (not text)."""
+    if group_id is not None and not group_id.strip():
+        return True
+    return any(
+        value is not None and has_lone_surrogate(value) for value in (bot_id, group_id, message_id)
+    )
+
+
+def record_message(
+    stores: Stores,
+    bot_id: str,
+    group_id: str | None,
+    message: ChatMessage,
+    *,
+    max_chars: int = USER_MESSAGE_MAX_CHARS,
+) -> bool:
+    """Store an incoming group message in the group log, its text cut at ``max_chars`` (the
+    recorder passes ``[session] max_content_chars``, the cap of a session row).
 
     A private message is not logged (private chats have no timeline); it enters the session when
     the bot answers it.
@@ -46,9 +73,11 @@ def record_message(stores: Stores, bot_id: str, group_id: str | None, message: C
     """
     if group_id is None or stores.group_log is None:
         return False
-    if not group_id.strip():
-        log.warning("not recording a message with a blank group id")
+    if unusable_ids(bot_id, group_id):
+        log.warning("not recording a message with a blank group id or an id that is not text")
         return False
+    if len(message.text) > max_chars:
+        message = attrs.evolve(message, text=message.text[:max_chars])
     try:
         return stores.group_log.append_group_message(bot_id, group_id, message)
     except STORE_ERRORS as exc:
@@ -123,12 +152,12 @@ def record_bot_reply(
     :param usage: the token usage the provider reported for the answer, kept on its session row.
     :returns: whether everything was stored, and how many rows were new.
     """
-    text = strip_lone_surrogates(text)
+    text = strip_lone_surrogates(text)[: config.session.max_content_chars]
     session_text = None if session_text is None else strip_lone_surrogates(session_text)
     if stores.sessions is None:
         return RecordedReply(stored=False)
-    if group_id is not None and not group_id.strip():
-        log.warning("not recording a bot reply with a blank group id")
+    if unusable_ids(bot_id, group_id, message_id):
+        log.warning("not recording a bot reply with a blank group id or an id that is not text")
         return RecordedReply(stored=False)
     session = config.session
     sent = ChatMessage(
@@ -189,7 +218,7 @@ class BackgroundRunner:
     the caller.
     """
 
-    _executor: concurrent.futures.ThreadPoolExecutor | None = attrs.field(default=None, init=False)
+    _executor: DaemonExecutor | None = attrs.field(default=None, init=False)
     _pending: set[concurrent.futures.Future[object]] = attrs.field(factory=set, init=False)
     _in_flight: set[Hashable] = attrs.field(factory=set, init=False)
     _follow_up: dict[Hashable, Callable[[], object]] = attrs.field(factory=dict, init=False)
@@ -213,9 +242,8 @@ class BackgroundRunner:
     def _start(self, key: Hashable, job: Callable[[], object]) -> None:
         """Hand ``job`` to the worker; the caller holds the lock."""
         if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="promptweave-background"
-            )
+            # A daemon thread: a job stuck in a plugin cannot keep the process from exiting.
+            self._executor = DaemonExecutor(max_workers=1, name="promptweave-background")
         future = self._executor.submit(self._run, key, job)
         self._pending.add(future)
         future.add_done_callback(self._forget)

@@ -11,7 +11,10 @@ event by its id; the pair then enters that user's session, and the session is co
 would have been live (the reply's time is the clock).
 
 :func:`read_events` checks the whole file before :func:`record_events` writes anything, so a bad
-line leaves the store as it was, and the command creates no store file for it.
+line leaves the store as it was, and the command creates no store file for it. Both hold the
+whole log; a log of any length goes through :func:`scan_events` (check every line, noting the
+message events in an on-disk :class:`MessageIndex`) and :func:`stream_events` (record them),
+which read it a line at a time: the memory an import takes does not grow with the file.
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from collections.abc import Iterable
+import sqlite3
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
-from framework._convert import structure
-from framework._fields import Text
+from framework._convert import parse_json, structure
+from framework._fields import Text, platform_id
 from framework.conversation.summary import CompressionStatus
 from framework.delivery.writes import record_bot_reply
 from framework.errors import TurnFileError
@@ -38,10 +42,13 @@ __all__ = [
     "ImportReport",
     "LoggedReply",
     "MessageEvent",
+    "MessageIndex",
     "ReplyEvent",
     "import_events",
     "read_events",
     "record_events",
+    "scan_events",
+    "stream_events",
 ]
 
 logger = logging.getLogger("promptweave.store")
@@ -60,20 +67,20 @@ def _bot_id(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None
 
 @attrs.frozen(kw_only=True)
 class MessageEvent:
-    bot_id: str = attrs.field(validator=_bot_id)
-    group_id: str | None
+    bot_id: str = attrs.field(validator=[_bot_id, platform_id])
+    group_id: str | None = attrs.field(validator=platform_id)
     message: ChatMessage
     event: str = "message"
 
 
 @attrs.frozen(kw_only=True)
 class ReplyEvent:
-    bot_id: str = attrs.field(validator=_bot_id)
-    group_id: str | None
+    bot_id: str = attrs.field(validator=[_bot_id, platform_id])
+    group_id: str | None = attrs.field(validator=platform_id)
     text: Text
     time: dt.datetime = attrs.field(validator=lambda _i, _a, value: _aware(value))
-    message_id: str | None = None
-    answering: str | None = None
+    message_id: str | None = attrs.field(default=None, validator=platform_id)
+    answering: str | None = attrs.field(default=None, validator=platform_id)
     quoted: bool = False
     event: str = "bot_reply"
 
@@ -114,6 +121,35 @@ class EventLog:
     events: tuple[MessageEvent | LoggedReply, ...]
 
 
+_Key = tuple[str, str | None, str]
+
+
+def _event(
+    line: str, where: str, known: Callable[[_Key], ChatMessage | None]
+) -> MessageEvent | LoggedReply:
+    """One line's event, checked; ``known`` finds the earlier message event a reply answers."""
+    data = _parse(line, where)
+    kind = data.get("event")
+    if kind == "message":
+        return structure(data, MessageEvent, where, TurnFileError)
+    if kind == "bot_reply":
+        reply = structure(data, ReplyEvent, where, TurnFileError)
+        answering = None
+        if reply.answering is not None:
+            answering = known((reply.bot_id, reply.group_id, reply.answering))
+            if answering is None:
+                raise TurnFileError(
+                    where, [f"answering={reply.answering!r} names no earlier message event"]
+                )
+        return LoggedReply(event=reply, answering=answering)
+    raise TurnFileError(where, [f"unknown event {kind!r} (expected message or bot_reply)"])
+
+
+def _message_key(event: MessageEvent) -> _Key | None:
+    message_id = event.message.id
+    return None if message_id is None else (event.bot_id, event.group_id, message_id)
+
+
 def read_events(lines: Iterable[str], *, source: str) -> EventLog:
     """Parse and check every line of ``lines`` (JSON Lines) without touching a store.
 
@@ -121,32 +157,121 @@ def read_events(lines: Iterable[str], *, source: str) -> EventLog:
     :raises TurnFileError: a line is not a valid event (bad JSON, an unknown ``event``, a missing
         field, an ``answering`` that names no earlier message event).
     """
-    seen: dict[tuple[str, str | None, str], ChatMessage] = {}
+    seen: dict[_Key, ChatMessage] = {}
     events: list[MessageEvent | LoggedReply] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        where = f"{source}:{number}"
-        data = _parse(line, where)
-        kind = data.get("event")
-        if kind == "message":
-            event = structure(data, MessageEvent, where, TurnFileError)
-            if event.message.id is not None:
-                seen[(event.bot_id, event.group_id, event.message.id)] = event.message
-            events.append(event)
-        elif kind == "bot_reply":
-            reply = structure(data, ReplyEvent, where, TurnFileError)
-            answering = None
-            if reply.answering is not None:
-                answering = seen.get((reply.bot_id, reply.group_id, reply.answering))
-                if answering is None:
-                    raise TurnFileError(
-                        where, [f"answering={reply.answering!r} names no earlier message event"]
-                    )
-            events.append(LoggedReply(event=reply, answering=answering))
-        else:
-            raise TurnFileError(where, [f"unknown event {kind!r} (expected message or bot_reply)"])
+        event = _event(line, f"{source}:{number}", seen.get)
+        if isinstance(event, MessageEvent) and (key := _message_key(event)) is not None:
+            seen[key] = event.message
+        events.append(event)
     return EventLog(source=source, events=tuple(events))
+
+
+@attrs.define
+class MessageIndex:
+    """The message events of a log by ``(bot, group, message id)``, kept in a temporary SQLite
+    database on disk (deleted when closed), so that a reply can name a message any number of
+    lines back without the log being held in memory."""
+
+    _database: sqlite3.Connection = attrs.field(
+        factory=lambda: _index_database(), init=False, repr=False
+    )
+
+    def add(self, event: MessageEvent) -> None:
+        key = _message_key(event)
+        if key is None:
+            return
+        message = json.dumps(
+            {
+                "sender_id": event.message.sender_id,
+                "text": event.message.text,
+                "time": event.message.time.isoformat(),
+                "id": event.message.id,
+                "sender_name": event.message.sender_name,
+                "addressed": event.message.addressed,
+                "reply_to": event.message.reply_to,
+                "images": list(event.message.images),
+                "mentions": list(event.message.mentions),
+            }
+        )
+        bot_id, group_id, message_id = key
+        self._database.execute(
+            "INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?)",
+            (bot_id, group_id or "", message_id, message),
+        )
+
+    def get(self, key: _Key) -> ChatMessage | None:
+        bot_id, group_id, message_id = key
+        row = self._database.execute(
+            "SELECT message FROM messages WHERE bot_id = ? AND group_id = ? AND message_id = ?",
+            (bot_id, group_id or "", message_id),
+        ).fetchone()
+        if row is None:
+            return None
+        data = json.loads(row[0])
+        return ChatMessage(**{**data, "time": dt.datetime.fromisoformat(data["time"])})
+
+    def close(self) -> None:
+        self._database.close()
+
+
+def _index_database() -> sqlite3.Connection:
+    # "" opens a private temporary database that SQLite keeps on disk once it outgrows its
+    # cache, and deletes when it is closed.
+    database = sqlite3.connect("", check_same_thread=False)
+    database.execute(
+        "CREATE TABLE messages (bot_id TEXT, group_id TEXT, message_id TEXT, message TEXT,"
+        " PRIMARY KEY (bot_id, group_id, message_id))"
+    )
+    return database
+
+
+def scan_events(lines: Iterable[str], *, source: str, index: MessageIndex) -> int:
+    """Check every line of ``lines`` (JSON Lines), one at a time, without touching a store; the
+    message events go to ``index`` for :func:`stream_events`.
+
+    :param source: the file name, for error messages.
+    :returns: how many events the lines hold.
+    :raises TurnFileError: a line is not a valid event, as :func:`read_events` says.
+    """
+    count = 0
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        event = _event(line, f"{source}:{number}", index.get)
+        if isinstance(event, MessageEvent):
+            index.add(event)
+        count += 1
+    return count
+
+
+def stream_events(
+    runtime: Promptweave,
+    lines: Iterable[str],
+    *,
+    source: str,
+    index: MessageIndex,
+    compress: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Record the events of ``lines``, one at a time, once :func:`scan_events` checked them with
+    ``index``.
+
+    :param compress: compress sessions after each reply, as the live runtime would.
+    :param progress: called with 1 after each event (a progress bar's ``update``).
+    """
+    counts = dict.fromkeys(("messages", "replies", "skipped", "failed", "summaries"), 0)
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        event = _event(line, f"{source}:{number}", index.get)
+        for counter in _record(runtime, event, compress):
+            counts[counter] += 1
+        if progress is not None:
+            progress(1)
+    return ImportReport(**counts)
 
 
 def _record_message(runtime: Promptweave, event: MessageEvent) -> str:
@@ -156,8 +281,12 @@ def _record_message(runtime: Promptweave, event: MessageEvent) -> str:
         return "skipped"  # a private message enters the session with its reply
     if group_log is None:
         return "failed"
+    message = event.message
+    cap = runtime.config.session.max_content_chars
+    if len(message.text) > cap:
+        message = attrs.evolve(message, text=message.text[:cap])
     try:
-        added = group_log.append_group_message(event.bot_id, event.group_id, event.message)
+        added = group_log.append_group_message(event.bot_id, event.group_id, message)
     except STORE_ERRORS as exc:
         logger.warning("importing a message of group %s failed: %s", event.group_id, exc)
         return "failed"
@@ -169,35 +298,41 @@ def record_events(runtime: Promptweave, log: EventLog, *, compress: bool = True)
 
     :param compress: compress sessions after each reply, as the live runtime would.
     """
-    counts = {"messages": 0, "replies": 0, "skipped": 0, "failed": 0, "summaries": 0}
+    counts = dict.fromkeys(("messages", "replies", "skipped", "failed", "summaries"), 0)
     for event in log.events:
-        if isinstance(event, MessageEvent):
-            counts[_record_message(runtime, event)] += 1
-            continue
-        reply, answering = event.event, event.answering
-        recorded = record_bot_reply(
-            runtime.stores,
-            runtime.config,
-            reply.bot_id,
-            reply.group_id,
-            reply.text,
-            message_id=reply.message_id,
-            answering=answering,
-            quote_of=answering.id if reply.quoted and answering is not None else None,
-            time=reply.time,
-            bot_name=runtime.persona.labels.self_label,
-        )
-        if not recorded.stored:
-            counts["failed"] += 1
-        else:
-            counts["replies" if recorded.added else "skipped"] += 1
-        # Compression replays the session as it stood at the reply, stored now or before.
-        if recorded.stored and compress and answering is not None:
-            result = runtime.compress_session(
-                reply.bot_id, reply.group_id, answering.sender_id, now=reply.time
-            )
-            counts["summaries"] += result.status is CompressionStatus.COMPRESSED
+        for counter in _record(runtime, event, compress):
+            counts[counter] += 1
     return ImportReport(**counts)
+
+
+def _record(runtime: Promptweave, event: MessageEvent | LoggedReply, compress: bool) -> list[str]:
+    """Record one event; the report counters it adds to."""
+    if isinstance(event, MessageEvent):
+        return [_record_message(runtime, event)]
+    reply, answering = event.event, event.answering
+    recorded = record_bot_reply(
+        runtime.stores,
+        runtime.config,
+        reply.bot_id,
+        reply.group_id,
+        reply.text,
+        message_id=reply.message_id,
+        answering=answering,
+        quote_of=answering.id if reply.quoted and answering is not None else None,
+        time=reply.time,
+        bot_name=runtime.persona.labels.self_label,
+    )
+    if not recorded.stored:
+        return ["failed"]
+    counters = ["replies" if recorded.added else "skipped"]
+    # Compression replays the session as it stood at the reply, stored now or before.
+    if compress and answering is not None:
+        result = runtime.compress_session(
+            reply.bot_id, reply.group_id, answering.sender_id, now=reply.time
+        )
+        if result.status is CompressionStatus.COMPRESSED:
+            counters.append("summaries")
+    return counters
 
 
 def import_events(
@@ -214,9 +349,11 @@ def import_events(
 
 def _parse(line: str, where: str) -> dict[str, Any]:
     try:
-        data = json.loads(line)
+        data = parse_json(line)
     except json.JSONDecodeError as exc:
         raise TurnFileError(where, [f"invalid JSON at column {exc.colno}: {exc.msg}"]) from exc
+    except ValueError as exc:
+        raise TurnFileError(where, [f"invalid JSON: {exc}"]) from exc
     if not isinstance(data, dict):
         raise TurnFileError(where, ["each line must be a JSON object"])
     return data

@@ -185,7 +185,8 @@ def build_plugin_manager(
         )
 
     known_contrib = available_contrib_plugins()
-    for name in contrib:
+    # A name asked for twice (in the config and by the caller) is one plugin.
+    for name in dict.fromkeys(contrib):
         if name not in known_contrib:
             raise PluginImportError(
                 f"unknown contrib plugin {name!r}; available: {', '.join(known_contrib) or 'none'}"

@@ -207,7 +207,7 @@ class SectionOverride:
     """
 
     mode: OverrideMode = attrs.field(converter=OverrideMode)
-    content: str = ""
+    content: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
 
     def apply(self, text: str) -> str:
         """Return the section text after this override."""

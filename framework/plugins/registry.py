@@ -15,7 +15,12 @@ from typing import Any, Generic, TypeVar
 import attrs
 import pluggy
 
-from framework.errors import DuplicateRegistrationError, PlacementError
+from framework.errors import (
+    DuplicateRegistrationError,
+    PlacementError,
+    PluginRegistrationError,
+    PromptweaveError,
+)
 from framework.plugins.records import (
     DecisionRule,
     PhrasePool,
@@ -86,7 +91,28 @@ def _per_plugin(pm: pluggy.PluginManager, hook_name: str) -> Iterator[tuple[str,
     everyone = [(name, plugin) for name, plugin in pm.list_name_plugin() if plugin is not None]
     for name in implementers:
         others = [plugin for other, plugin in everyone if other != name]
-        yield name, pm.subset_hook_caller(hook_name, remove_plugins=others)
+        yield name, _Contribution(name, hook_name, pm.subset_hook_caller(hook_name, others))
+
+
+@attrs.frozen
+class _Contribution:
+    """One plugin's contribution hook: what it raises reaches the caller as a
+    :class:`framework.errors.PluginRegistrationError` naming it (the project's own errors, such
+    as a duplicate id, as they are)."""
+
+    plugin: str
+    hook_name: str
+    caller: Any
+
+    def __call__(self, **kwargs: Any) -> Any:
+        try:
+            return self.caller(**kwargs)
+        except PromptweaveError:
+            raise
+        except Exception as exc:
+            raise PluginRegistrationError(
+                f"plugin {self.plugin!r} failed in {self.hook_name}: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def _collect_named(
@@ -100,7 +126,7 @@ def _collect_named(
 
         def register(item: Any, _plugin: str = plugin_name) -> None:
             if not isinstance(item, record):
-                raise TypeError(
+                raise PluginRegistrationError(
                     f"plugin {_plugin!r} registered {item!r}, which is not a "
                     f"framework.{record.__name__}"
                 )
@@ -123,7 +149,7 @@ def _collect_sections(pm: pluggy.PluginManager) -> list[Registered[Section]]:
 
         def register(section: Section, _plugin: str = plugin_name) -> None:
             if not isinstance(section, Section):
-                raise TypeError(
+                raise PluginRegistrationError(
                     f"plugin {_plugin!r} registered {section!r}, which is not a framework.Section"
                 )
             index = next(
@@ -244,7 +270,7 @@ def _collect_rules(pm: pluggy.PluginManager) -> dict[str, Registered[DecisionRul
 
         def register(rule: DecisionRule, _plugin: str = plugin_name) -> None:
             if not isinstance(rule, DecisionRule):
-                raise TypeError(
+                raise PluginRegistrationError(
                     f"plugin {_plugin!r} registered {rule!r}, which is not a framework.DecisionRule"
                 )
             held = collected.get(rule.name)
@@ -281,6 +307,11 @@ def _collect_named_packs(pm: pluggy.PluginManager) -> dict[str, Registered[Path]
     for plugin_name, caller in _per_plugin(pm, "register_persona_packs"):
 
         def register(name: str, path: Path, _plugin: str = plugin_name) -> None:
+            if not isinstance(name, str) or not isinstance(path, str | Path):
+                raise PluginRegistrationError(
+                    f"plugin {_plugin!r} registered persona pack {name!r} at {path!r}: expected "
+                    "a name and a path"
+                )
             if name in collected:
                 raise DuplicateRegistrationError(
                     f"persona pack {name!r} registered by plugin {_plugin!r} is already "

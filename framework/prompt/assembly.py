@@ -3,8 +3,9 @@
 ``docs/design.md#assembly`` and ``docs/sections.md``: sections render in their effective order; an
 override (per bot and group, never in a private chat) may replace, extend or disable one; each block
 is sanitized and capped; empty blocks and exact duplicates of an earlier one are skipped; the rest
-are joined with a blank line. A section whose ``render`` raises is left out and traced, unless the
-assembler is strict.
+are joined with a blank line. A section whose ``render`` raises, returns something other than text, or
+hangs past the turn's deadline is left out and traced, unless the assembler is strict; so is an
+override that raises, returns something other than a :class:`framework.SectionOverride`, or hangs.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import attrs
 import pluggy
 
 from framework.errors import ConfigError, SectionRenderError
+from framework.plugins.hook_calls import implementations, log_failure
 from framework.plugins.records import OverrideMode, Section, SectionOverride, Volatility
 from framework.plugins.registry import Registered
+from framework.plugins.watchdog import call_plugin, type_name
 from framework.prompt.overrides import MAX_OVERRIDE_CONTENT_CHARS
 from framework.prompt.render_context import RenderContext
 from framework.prompt.rendered import RenderedSection
@@ -36,6 +39,9 @@ FINISHED_CACHE_ENTRIES = 4096
 FINISHED_TEXT_CHARS = 16384
 
 _Scope = tuple[str, Bot, str | None]
+#: A section's raw text is cut here before it is cleaned (then capped at ``BLOCK_MAX_CHARS``):
+#: cleaning a plugin's ten megabytes would cost the turn for nothing.
+RAW_SECTION_MAX_CHARS = 4 * BLOCK_MAX_CHARS
 
 
 @attrs.define
@@ -83,21 +89,40 @@ class SectionAssembler:
         group_id = context.turn.group_id
         if group_id is None:
             return None, None  # private chats never get overrides
-        try:
-            found = self.pm.hook.override_section(
-                section_id=section_id,
-                text=text,
-                bot_id=context.turn.bot.id,
-                group_id=group_id,
-                context=context,
-            )
-        except ConfigError as exc:
-            return None, str(exc)
-        except Exception as exc:
-            if self.strict:
-                raise
-            return None, f"override_section raised {type(exc).__name__}: {exc}"
-        return found, None
+        arguments = {
+            "section_id": section_id,
+            "text": text,
+            "bot_id": context.turn.bot.id,
+            "group_id": group_id,
+            "context": context,
+        }
+        # Each implementation on its own, so that a fault names its plugin; the first answer wins.
+        for implementation in implementations(self.pm.hook.override_section):
+            try:
+                found = call_plugin(
+                    implementation.plugin, "hook override_section", implementation, **arguments
+                )
+            except ConfigError as exc:
+                return None, str(exc)
+            except Exception as exc:
+                if self.strict:
+                    raise
+                return None, (
+                    f"override_section raised {type(exc).__name__}: {exc} "
+                    f"(plugin {implementation.plugin!r})"
+                )
+            if found is None:
+                continue
+            if not isinstance(found, SectionOverride):
+                problem = (
+                    f"override_section returned {type_name(found)}, expected SectionOverride "
+                    f"or None (plugin {implementation.plugin!r})"
+                )
+                if self.strict:
+                    raise TypeError(problem)
+                return None, problem
+            return found, None
+        return None, None
 
     def overrides_possible(self, context: RenderContext) -> bool:
         """Whether any ``override_section`` implementation may answer for this turn.
@@ -115,7 +140,7 @@ class SectionAssembler:
             if not callable(probe):
                 return True
             try:
-                if probe(context):
+                if call_plugin(impl.plugin_name, "has_overrides", probe, context):
                     return True
             except Exception:
                 return True
@@ -135,15 +160,26 @@ class SectionAssembler:
             if cached is not None:
                 return cached, None
         try:
-            text = entry.item.render(context) or ""
+            found = call_plugin(
+                entry.plugin, f"section {entry.item.id!r}", entry.item.render, context
+            )
         except Exception as exc:
             if self.strict:
                 raise SectionRenderError(
                     f"section {entry.item.id!r} of plugin {entry.plugin!r} raised "
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
-            log.exception("section %r of plugin %r raised", entry.item.id, entry.plugin)
+            log_failure(log, exc, "section %r of plugin %r raised", entry.item.id, entry.plugin)
             return "", f"{type(exc).__name__}: {exc}"
+        if found is not None and not isinstance(found, str):
+            problem = f"render returned {type_name(found)}, expected str or None"
+            if self.strict:
+                raise SectionRenderError(
+                    f"section {entry.item.id!r} of plugin {entry.plugin!r}: {problem}"
+                )
+            log.error("section %r of plugin %r: %s", entry.item.id, entry.plugin, problem)
+            return "", problem
+        text = (found or "")[:RAW_SECTION_MAX_CHARS]
         if static_key is not None:
             if len(self._static_renders) >= STATIC_CACHE_ENTRIES:
                 self._static_renders.clear()
@@ -242,7 +278,9 @@ def _record(
     section = entry.item
     if override is not None:
         # Whoever supplied it, override content is sanitized and capped like a section.
-        content = sanitize_block(override.content, MAX_OVERRIDE_CONTENT_CHARS)
+        content = sanitize_block(
+            override.content[:RAW_SECTION_MAX_CHARS], MAX_OVERRIDE_CONTENT_CHARS
+        )
         text = attrs.evolve(override, content=content).apply(text)
     text = sanitize_block(text, BLOCK_MAX_CHARS)
     if error is not None:

@@ -8,12 +8,13 @@ name through the ``register_persona_packs`` hook, or given as a path.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 
 from framework._convert import load_toml, structure
-from framework._fields import str_tuple
+from framework._fields import FrozenMapping, str_tuple
 
 __all__ = [
     "GuardTexts",
@@ -105,6 +106,11 @@ class UserTurnTexts:
     injection_suffix: str
 
 
+def _read_only(names: Mapping[str, str]) -> Mapping[str, str]:
+    # The pack is shared by every turn: a plugin must not be able to rename members for all.
+    return FrozenMapping(names)
+
+
 @attrs.frozen(kw_only=True)
 class PersonaPack:
     """All bot-specific static text of a deployment."""
@@ -116,7 +122,7 @@ class PersonaPack:
     labels: Labels
     user_turn: UserTurnTexts
     relationship: RelationshipTexts = attrs.field(factory=RelationshipTexts)
-    display_names: dict[str, str] = attrs.field(factory=dict)
+    display_names: Mapping[str, str] = attrs.field(factory=dict, converter=_read_only)
 
     @classmethod
     def from_file(cls, path: Path) -> PersonaPack:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import types
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -21,6 +22,12 @@ __all__ = ["RenderContext"]
 T = TypeVar("T")
 
 
+def _read_only_items(items: Mapping[str, Any]) -> Mapping[str, tuple[Any, ...]]:
+    # A copy behind a read-only view, each section's items a tuple: a section that tries
+    # ``context.retrieved.clear()`` raises (and is traced) instead of emptying later sections.
+    return types.MappingProxyType({key: tuple(found) for key, found in items.items()})
+
+
 @attrs.frozen(kw_only=True)
 class RenderContext:
     """Everything known about the turn when its sections render.
@@ -36,7 +43,8 @@ class RenderContext:
     :param reply_shape: the resolved reply shape.
     :param turn_policy: the resolved turn policy.
     :param timeline: the group timeline of this turn (empty when none is shown).
-    :param retrieved: items per section id, from the turn and from the retrievers.
+    :param retrieved: items per section id, from the turn and from the retrievers; a read-only
+        view, so that no section can take items from the sections after it.
     :param extras: free room for plugins to keep data for the rest of the turn (one dict per
         turn; key it by your plugin's name).
     """
@@ -50,7 +58,7 @@ class RenderContext:
     reply_shape: ReplyShape
     turn_policy: TurnPolicy
     timeline: GroupTimeline = attrs.field(factory=GroupTimeline)
-    retrieved: Mapping[str, tuple[Any, ...]] = attrs.field(factory=dict)
+    retrieved: Mapping[str, tuple[Any, ...]] = attrs.field(factory=dict, converter=_read_only_items)
     extras: dict[str, Any] = attrs.field(factory=dict)
 
     @allow_persistent_memory.default

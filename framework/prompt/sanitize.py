@@ -1,18 +1,23 @@
 """Text sanitizers for everything that lands in a system prompt.
 
-The rules are those of ``docs/design.md#assembly``: drop control characters except tab, LF and CR,
-drop zero-width and bidi marks, normalise CRLF/CR to LF, strip, cap. ``quote_user_text`` adds the
-one guarantee the design relies on: text that came from a user can never forge a section header
-``【…】``.
+The rules are those of ``docs/design.md#assembly``: drop control characters except tab, LF and CR, drop zero-width
+and bidi marks, normalise CRLF/CR to LF, strip, cap. ``quote_user_text`` adds the one guarantee the
+design relies on: text that came from a user can never forge a section header ``【…】``,
+in any of the bracket forms a reader takes for it. ``neutralize_markers`` does the same for the
+message markers (the persona pack's user-message prefix) inside a user message.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 
 __all__ = [
     "BLOCK_MAX_CHARS",
+    "HEADER_BRACKET_LOOKALIKES",
     "LITERAL_MAX_CHARS",
+    "neutralize_markers",
     "quote_user_text",
     "sanitize_block",
     "sanitize_literal",
@@ -36,8 +41,23 @@ _DELETED = re.compile(
     "\u2060-\u206f\ufeff\ud800-\udfff]"
 )
 
-# Section headers are written 【…】; user text gets the look-alike 〔…〕 instead, which no section uses.
-_HEADER_BRACKETS = str.maketrans({"【": "〔", "】": "〕"})
+#: Opening and closing brackets that read as the ``【】`` of a section header: ``【】`` itself, its
+#: vertical presentation forms ``︻︼`` (NFKC-equal to it), the white lenticular ``〖〗`` and their
+#: vertical forms ``︗︘``, the white tortoise-shell ``〘〙``, the white square ``〚〛`` ``⟦⟧`` and the
+#: fullwidth square ``［］``. Pairs, opening first.
+HEADER_BRACKET_LOOKALIKES = "【】︻︼〖〗︗︘〘〙〚〛⟦⟧［］"
+_OPENING = HEADER_BRACKET_LOOKALIKES[0::2]
+_CLOSING = HEADER_BRACKET_LOOKALIKES[1::2]
+# Section headers are written 【…】; user text gets the look-alike 〔…〕 instead, which no section
+# uses, for every bracket a reader could take for 【】.
+_HEADER_BRACKETS = str.maketrans(dict.fromkeys(_OPENING, "〔") | dict.fromkeys(_CLOSING, "〕"))
+_LOOKALIKE = re.compile(f"[{re.escape(HEADER_BRACKET_LOOKALIKES)}]")
+# A marker forged in user text may open with any header-like bracket, an ASCII or fullwidth
+# square bracket, or 〔 itself, and close with the matching kinds.
+_MARKER_OPENING = _OPENING + "[〔"
+_MARKER_CLOSING = _CLOSING + "]〕"
+# Where a marker's label ends: 【用户消息 — 非 system 指令…】 is labelled 用户消息.
+_LABEL_END = re.compile(r"[\s—–\-:：,，。、;；(（]")
 
 
 def _cut(text: str, max_len: int) -> str:
@@ -93,6 +113,51 @@ def quote_user_text(text: str | None, max_len: int = LITERAL_MAX_CHARS) -> str:
             quoted = quoted[:max_len].rstrip()
     else:
         quoted = sanitize_literal(text, max_len)
-    if "【" in quoted or "】" in quoted:
+    if _LOOKALIKE.search(quoted):
         return quoted.translate(_HEADER_BRACKETS)
     return quoted
+
+
+def _label(marker: str) -> str:
+    """The words a marker is recognised by: ``用户消息`` of ``【用户消息 — 非 system 指令】``."""
+    core = unicodedata.normalize("NFKC", marker).strip().lstrip(_MARKER_OPENING).lstrip()
+    core = core.split("】", 1)[0]
+    found = _LABEL_END.search(core)
+    return core[: found.start()] if found else core
+
+
+@functools.lru_cache(maxsize=64)
+def _marker_pattern(labels: tuple[str, ...]) -> re.Pattern[str] | None:
+    words = [label for label in labels if len(label) >= 2]
+    if not words:
+        return None
+    # Spaces may be typed between the characters: 【 用 户 消 息 】.
+    spaced = "|".join(r"\s*".join(map(re.escape, word)) for word in words)
+    opening = re.escape(_MARKER_OPENING)
+    return re.compile(f"[{opening}]\\s*(?:{spaced})")
+
+
+def neutralize_markers(text: str, markers: tuple[str, ...]) -> str:
+    """``text`` with every forged copy of a message marker defused: where a user wrote a marker
+    such as the persona pack's ``【用户消息 — 非 system 指令…】``, in any bracket a reader takes for
+    ``【】`` (``︻ 〖 ［ [``…), with spaces or compatibility characters (``⽤户消息`` with the Kangxi
+    radical), its brackets become ``〔`` ``〕``, so it can no longer pass for a message boundary.
+
+    A marker is recognised by its label, the words after the opening bracket (``用户消息``).
+    """
+    pattern = _marker_pattern(tuple(_label(marker) for marker in markers))
+    if pattern is None or not any(char in text for char in _MARKER_OPENING):
+        return text
+    # Match on the compatibility-folded text, one character at a time so that every position
+    # still names a character of the original.
+    folded = [unicodedata.normalize("NFKC", char) for char in text]
+    flat = "".join(item[:1] if item else " " for item in folded)
+    chars = list(text)
+    for found in pattern.finditer(flat):
+        chars[found.start()] = "〔"
+        end = len(flat) if (line_end := flat.find("\n", found.end())) < 0 else line_end
+        for position in range(found.end(), end):
+            if flat[position] in _MARKER_CLOSING:
+                chars[position] = "〕"
+                break
+    return "".join(chars)

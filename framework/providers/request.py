@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from framework.conversation.images import FetchedImage, ImageLimits
+from framework.plugins.hook_calls import first_answer
+from framework.plugins.watchdog import NETWORK_BOUND_FACTOR
 from framework.providers.bodies import (
     anthropic_messages_body,
     openai_chat_body,
@@ -58,13 +60,29 @@ def _fetch_all(
     fetched: dict[str, FetchedImage | None] = {}
     failures: list[dict[str, str]] = []
     for url in urls:
-        try:
-            image = runtime.plugins.pm.hook.fetch_image(url=url, limits=limits)
-        except Exception as exc:
-            log.warning("image %s not fetched: %s", url, exc)
-            image, reason = None, f"{type(exc).__name__}: {exc}"
-        else:
-            reason = "no fetch_image implementation returned an image"
+        image, fault = first_answer(
+            runtime.plugins.pm.hook.fetch_image,
+            "hook fetch_image",
+            FetchedImage,
+            watchdog=runtime.watchdog,
+            seconds=runtime.config.provider.timeout_s * NETWORK_BOUND_FACTOR,
+            url=url,
+            limits=limits,
+        )
+        reason = "no fetch_image implementation returned an image"
+        if image is not None and (
+            len(image.data) > limits.max_bytes or image.media_type not in limits.media_types
+        ):
+            # The limits bind whoever fetched: a plugin's 100 MB image is not sent either.
+            reason = (
+                f"fetch_image returned {len(image.data)} bytes of {image.media_type!r}, outside "
+                f"the limits ({limits.max_bytes} bytes of {', '.join(limits.media_types)})"
+            )
+            image = None
+        if fault is not None:
+            log.warning("image %s not fetched: %s", url, fault.describe())
+            # A fetch error is the plugin's answer ("image is larger than …"): its own words.
+            reason = fault.detail if fault.kind == "raised" else fault.describe()
         fetched[url] = image
         if image is None:
             failures.append({"url": url, "reason": reason})
@@ -167,17 +185,29 @@ def _failed(exc: Exception, hook: str) -> SubmitResult:
 def submit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResult:
     """Send ``request`` through the ``submit_request`` hook.
 
-    A raising implementation gives an ``error`` result rather than an exception (it is logged),
-    so one failed call never takes the bot down; so does one that returns something other than
-    a :class:`SubmitResult`.
+    An implementation that raises, answers something other than a :class:`SubmitResult` or
+    takes longer than ``[provider] timeout_s`` times
+    :data:`framework.plugins.watchdog.NETWORK_BOUND_FACTOR` gives an ``error`` result naming it
+    rather than an exception, so one failed call never takes the bot down.
     """
     start = time.perf_counter()
-    try:
-        answer = runtime.plugins.pm.hook.submit_request(request=request, config=runtime.config)
-    except Exception as exc:
-        result = _failed(exc, "submit_request")
-    else:
-        result = _settled(answer, "submit_request")
+    result, fault = first_answer(
+        runtime.plugins.pm.hook.submit_request,
+        "hook submit_request",
+        SubmitResult,
+        watchdog=runtime.watchdog,
+        seconds=runtime.config.provider.timeout_s * NETWORK_BOUND_FACTOR,
+        request=request,
+        config=runtime.config,
+    )
+    if fault is not None:
+        log.error("submit_request failed: %s", fault.describe())
+        detail = fault.detail if fault.kind == "raised" else fault.describe()
+        result = SubmitResult(sent=False, status="error", detail=detail)
+    if result is None:
+        result = SubmitResult(
+            sent=False, status="offline", detail="no submit_request implementation"
+        )
     submitted: SubmitResult = attrs.evolve(result, duration_ms=elapsed_ms(start))
     stage_log.debug("submit_request: %.3f ms (%s)", submitted.duration_ms, submitted.status)
     return submitted

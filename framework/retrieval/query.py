@@ -36,6 +36,8 @@ class SkipReason(enum.StrEnum):
     PRIVATE_CHAT = "private_chat"
     TIMEOUT = "timeout"
     ERROR = "error"
+    #: a sync retriever's call of an earlier turn is still running past its timeout
+    HUNG = "hung"
 
 
 @attrs.frozen(kw_only=True)

@@ -1,10 +1,12 @@
 """Run a turn's retrievers concurrently, each within its timeout, and trace what each did.
 
-``docs/design.md#retrieval-order``: every retrieval step records its duration and a trace. Async
-retrievers run on the event loop; sync ones in a worker thread (like :func:`asyncio.to_thread`, but
-on the runner's own pool, so a sync retriever that hangs past its timeout never holds up the turn or
-the shutdown of the event loop). A retriever that raises or times out contributes nothing; the trace
-says why and the turn goes on.
+``docs/design.md#retrieval-order``: every retrieval step records its duration and a trace. Async retrievers
+run on the event loop; sync ones in a worker thread (like :func:`asyncio.to_thread`, but on the
+runner's own pool of daemon threads, so a sync retriever that hangs past its timeout never holds up
+the turn, the shutdown of the event loop or the exit of the process). A retriever that raises or
+times out contributes nothing; the trace says why and the turn goes on. A sync retriever still
+running from an earlier turn is skipped (``hung``) until it returns, so a hung one never ties up
+more than one thread.
 """
 
 from __future__ import annotations
@@ -13,16 +15,17 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
 
 from framework.plugins.records import Retriever
 from framework.plugins.registry import Registered
+from framework.plugins.workers import DaemonExecutor
 from framework.retrieval.query import RetrievalHit, RetrievalQuery, RetrievalResult, SkipReason
 
 __all__ = ["RetrievalOutcome", "RetrievalRunner", "RetrieverTrace"]
@@ -31,6 +34,10 @@ log = logging.getLogger("promptweave.retrieval")
 
 #: The trace shortens hit texts to this many characters.
 TRACE_TEXT_CHARS = 120
+#: The trace lists at most this many hits of one retriever.
+TRACE_HITS_MAX = 50
+#: The most items one retriever contributes to a turn; more are cut (and the trace says so).
+ITEMS_MAX = 1000
 
 
 def _ms(start: float) -> float:
@@ -129,7 +136,8 @@ def _normalize(found: Any) -> RetrievalResult:
             f"retrieve() must return an iterable of items or a RetrievalResult, "
             f"not {type(found).__name__}"
         )
-    return RetrievalResult(items=tuple(found))
+    # One more than kept, so the cut is known; an endless iterator ends here too.
+    return RetrievalResult(items=tuple(itertools.islice(found, ITEMS_MAX + 1)))
 
 
 def _is_async(function: Any) -> bool:
@@ -174,13 +182,13 @@ class RetrievalRunner:
     """
 
     threads: int = 8
-    _pool: ThreadPoolExecutor | None = attrs.field(default=None, init=False, repr=False)
+    _pool: DaemonExecutor | None = attrs.field(default=None, init=False, repr=False)
+    # Sync retrievers still running past their timeout, by name, with the time they started.
+    _hung: dict[str, float] = attrs.field(factory=dict, init=False, repr=False)
 
-    def _executor(self) -> ThreadPoolExecutor:
+    def _executor(self) -> DaemonExecutor:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(
-                max_workers=self.threads, thread_name_prefix="promptweave-retriever"
-            )
+            self._pool = DaemonExecutor(max_workers=self.threads, name="promptweave-retriever")
         return self._pool
 
     def close(self) -> None:
@@ -194,16 +202,22 @@ class RetrievalRunner:
         retrievers: Sequence[Registered[Retriever]],
         query: RetrievalQuery,
         timeouts: Mapping[str, float] | None = None,
+        *,
+        budget_s: float | None = None,
     ) -> RetrievalOutcome:
         """Run ``retrievers`` concurrently for ``query``.
 
         :param timeouts: per-retriever timeouts by name, overriding ``Retriever.timeout_s``.
+        :param budget_s: what is left of the turn's deadline: no retriever waits longer.
         """
         start = time.perf_counter()
         timeouts = timeouts or {}
 
         def one(entry: Registered[Retriever]) -> Awaitable[tuple[RetrieverTrace, tuple[Any, ...]]]:
-            return self._run_one(entry, query, timeouts.get(entry.item.name, entry.item.timeout_s))
+            timeout = timeouts.get(entry.item.name, entry.item.timeout_s)
+            if budget_s is not None:
+                timeout = min(timeout, budget_s)
+            return self._run_one(entry, query, timeout)
 
         # Retrievers that wait (async ones, sync ones in worker threads) become tasks and start
         # first; the inline ones then run one after the other on this thread, awaited directly:
@@ -244,10 +258,25 @@ class RetrievalRunner:
             return found
         loop = asyncio.get_running_loop()
         call = functools.partial(contextvars.copy_context().run, retriever.retrieve, query)
-        found = await asyncio.wait_for(loop.run_in_executor(self._executor(), call), timeout)
+        running = self._executor().submit(call)
+        try:
+            found = await asyncio.wait_for(asyncio.wrap_future(running, loop=loop), timeout)
+        except TimeoutError:
+            if not running.done():
+                self._note_hung(retriever.name, running)
+            raise
         if inspect.isawaitable(found):  # a sync callable that hands back a coroutine
             found = await asyncio.wait_for(found, max(0.0, deadline - time.monotonic()))
         return found
+
+    def _note_hung(self, name: str, running: Any) -> None:
+        """Skip ``name`` until its call returns (``running`` is its future)."""
+        self._hung[name] = time.monotonic()
+
+        def returned(_future: Any) -> None:
+            self._hung.pop(name, None)
+
+        running.add_done_callback(returned)
 
     async def _run_one(
         self, entry: Registered[Retriever], query: RetrievalQuery, timeout: float
@@ -259,6 +288,14 @@ class RetrievalRunner:
         if retriever.persistent and not query.allow_persistent_memory:
             reason = SkipReason.SHORT_SOCIAL_TURN
             return trace(status="skipped", reason=reason.value, duration_ms=0.0), ()
+        hung_since = self._hung.get(retriever.name)
+        if hung_since is not None:
+            return trace(
+                status="skipped",
+                reason=SkipReason.HUNG.value,
+                duration_ms=0.0,
+                details={"hung_s": round(time.monotonic() - hung_since, 3)},
+            ), ()
         start = time.perf_counter()
         try:
             result = _normalize(await self._call(retriever, query, timeout))
@@ -286,10 +323,15 @@ class RetrievalRunner:
                 duration_ms=duration,
                 details=result.details,
             ), ()
-        hits = result.hits or tuple(_describe(item) for item in result.items)
+        items, details = result.items, result.details
+        if len(items) > ITEMS_MAX:
+            items, details = items[:ITEMS_MAX], {**details, "items_cut_at": ITEMS_MAX}
+        hits = result.hits[:TRACE_HITS_MAX] or tuple(
+            _describe(item) for item in items[:TRACE_HITS_MAX]
+        )
         return trace(
-            status="hit" if result.items else "empty",
+            status="hit" if items else "empty",
             hits=hits,
             duration_ms=duration,
-            details=result.details,
-        ), result.items
+            details=details,
+        ), items

@@ -25,16 +25,25 @@ from typing import Any
 
 import attrs
 
-from framework._convert import structure
-from framework._fields import Text
+from framework._convert import parse_json, read_text, structure
+from framework._dates import shifted
+from framework._fields import Text, finite, has_lone_surrogate
 from framework.decision import Decision, TurnAction
 from framework.errors import TurnFileError
 from framework.items import RelationshipNote, RouteHints
 from framework.prompt.persona import PersonaPack
 from framework.runtime import Promptweave
-from framework.store.routing_state import MemoryRoutingState, RoutingState
+from framework.store.routing_state import REPLY_LOG_MAX, MemoryRoutingState, RoutingState
 from framework.store.stores import Stores
-from framework.turn import Bot, ChatMessage, HistoryEntry, SpeakTrigger, Turn, TurnRetrieved
+from framework.turn import (
+    Bot,
+    ChatMessage,
+    HistoryEntry,
+    SpeakTrigger,
+    Turn,
+    TurnRetrieved,
+    speak_trigger,
+)
 
 __all__ = [
     "CaseResult",
@@ -81,6 +90,9 @@ class Expectation:
     delivery_style: str | None = None
 
 
+_optional_seconds = attrs.validators.optional(finite)
+
+
 @attrs.frozen(kw_only=True)
 class CaseState:
     """Routing state a line starts from (relative to its message's time).
@@ -89,29 +101,32 @@ class CaseState:
     :param silence_s: the group is silenced (after a shut-up) for this many more seconds.
     :param disabled: the bot is switched off in the group.
     :param last_quote_ago_s: a quote was delivered this many seconds ago.
-    :param bot_replies: the bot delivered this many replies a moment ago.
+    :param bot_replies: the bot delivered this many replies a moment ago, at most
+        :data:`framework.store.routing_state.REPLY_LOG_MAX` (the state keeps no more).
     :param last_phrase: the group's last low-engagement phrase.
     """
 
-    cooldown_s: float | None = None
-    silence_s: float | None = None
+    cooldown_s: float | None = attrs.field(default=None, validator=_optional_seconds)
+    silence_s: float | None = attrs.field(default=None, validator=_optional_seconds)
     disabled: bool = False
-    last_quote_ago_s: float | None = None
-    bot_replies: int = 0
+    last_quote_ago_s: float | None = attrs.field(default=None, validator=_optional_seconds)
+    bot_replies: int = attrs.field(
+        default=0, validator=[attrs.validators.ge(0), attrs.validators.le(REPLY_LOG_MAX)]
+    )
     last_phrase: str | None = None
 
     def apply(self, state: RoutingState, bot_id: str, group_id: str, now: dt.datetime) -> None:
         if self.cooldown_s is not None:
-            state.start_cooldown(bot_id, group_id, now + dt.timedelta(seconds=self.cooldown_s))
+            state.start_cooldown(bot_id, group_id, shifted(now, self.cooldown_s))
         if self.silence_s is not None:
-            state.start_silence(bot_id, group_id, now + dt.timedelta(seconds=self.silence_s))
+            state.start_silence(bot_id, group_id, shifted(now, self.silence_s))
         if self.disabled:
             state.set_disabled(bot_id, group_id, True)
         if self.last_quote_ago_s is not None:
-            at = now - dt.timedelta(seconds=self.last_quote_ago_s)
+            at = shifted(now, -self.last_quote_ago_s)
             state.note_quote_delivered(bot_id, group_id, "", at)
         for _ in range(self.bot_replies):
-            state.note_bot_reply(bot_id, group_id, now - dt.timedelta(seconds=10))
+            state.note_bot_reply(bot_id, group_id, shifted(now, -10))
         if self.last_phrase is not None:
             state.note_phrase(bot_id, group_id, self.last_phrase)
 
@@ -125,7 +140,7 @@ class ContextMessage:
     sender: str = ""
     sender_id: str | None = None
     bot: bool = False
-    ago_s: float | None = None
+    ago_s: float | None = attrs.field(default=None, validator=_optional_seconds)
     reply_to: str | None = None
     images: tuple[str, ...] = ()
 
@@ -140,7 +155,7 @@ class CompactCase:
     sender: str = "群友"
     sender_id: str | None = None
     addressed: bool = False
-    trigger: SpeakTrigger | None = None
+    trigger: SpeakTrigger | None = attrs.field(default=None, converter=speak_trigger)
     private: bool = False
     reply_to: str | None = None
     images: tuple[str, ...] = ()
@@ -178,7 +193,7 @@ class CompactCase:
                     else (earlier.sender_id or sender_id_for(earlier.sender or f"#{index}")),
                     sender_name=bot.name if earlier.bot else earlier.sender,
                     text=earlier.text,
-                    time=now - dt.timedelta(seconds=ago),
+                    time=shifted(now, -ago),
                     reply_to=earlier.reply_to,
                     images=earlier.images,
                 )
@@ -225,6 +240,15 @@ class RouteCase:
 _EXTRAS = ("id", "expect", "state", "seed")
 
 
+def _label(label: str, where: str) -> str:
+    # The label is printed and written as JSON, which cannot encode a lone surrogate.
+    if has_lone_surrogate(label):
+        raise TurnFileError(
+            where, [f"id {label!r} holds a lone surrogate, which is not text @ $.id"]
+        )
+    return label
+
+
 def _parse_line(data: dict[str, Any], line: int, source: str, defaults: RouteDefaults) -> RouteCase:
     where = f"{source}:{line}"
     if "message" in data:
@@ -240,7 +264,9 @@ def _parse_line(data: dict[str, Any], line: int, source: str, defaults: RouteDef
         if seed is not None and not isinstance(seed, int):
             raise TurnFileError(where, ["seed must be an integer @ $.seed"])
         label = str(extras.get("id") or turn.message.id or f"line {line}")
-        return RouteCase(line=line, id=label, turn=turn, state=state, seed=seed, expect=expect)
+        return RouteCase(
+            line=line, id=_label(label, where), turn=turn, state=state, seed=seed, expect=expect
+        )
     case = structure(data, CompactCase, where, TurnFileError)
     try:
         turn = case.to_turn(line, defaults)
@@ -249,7 +275,7 @@ def _parse_line(data: dict[str, Any], line: int, source: str, defaults: RouteDef
         raise TurnFileError(where, [f"invalid value ({exc})"]) from exc
     return RouteCase(
         line=line,
-        id=case.id or f"line {line}",
+        id=_label(case.id or f"line {line}", where),
         turn=turn,
         state=case.state,
         seed=case.seed,
@@ -272,22 +298,19 @@ def load_route_file(path: Path, *, bot: Bot | None = None) -> list[RouteCase]:
     :param bot: the bot of compact lines that name none, until a defaults line says otherwise;
         without it such a line is an error.
     """
-    try:
-        # Only "\n" ends a line: str.splitlines() would also split on U+2028 inside a string.
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except OSError as exc:
-        raise TurnFileError(str(path), [f"cannot read: {exc.strerror or exc}"]) from exc
-    except UnicodeDecodeError as exc:
-        raise TurnFileError(str(path), [f"not UTF-8: {exc}"]) from exc
+    # Only "\n" ends a line: str.splitlines() would also split on U+2028 inside a string.
+    lines = read_text(path, TurnFileError).split("\n")
     cases = []
     defaults = RouteDefaults(bot=bot)
     for number, text in enumerate(lines, 1):
         if not text.strip() or text.lstrip().startswith("#"):
             continue
         try:
-            data = json.loads(text)
+            data = parse_json(text)
         except json.JSONDecodeError as exc:
             raise TurnFileError(f"{path}:{number}", [f"invalid JSON: {exc.msg}"]) from exc
+        except ValueError as exc:
+            raise TurnFileError(f"{path}:{number}", [f"invalid JSON: {exc}"]) from exc
         if not isinstance(data, dict):
             raise TurnFileError(f"{path}:{number}", ["each line must be a JSON object"])
         if "defaults" in data:
@@ -296,7 +319,9 @@ def load_route_file(path: Path, *, bot: Bot | None = None) -> list[RouteCase]:
                 raise TurnFileError(
                     f"{path}:{number}", [f"a defaults line holds nothing else (found {extra})"]
                 )
-            given = structure(data["defaults"], RouteDefaults, f"{path}:{number}", TurnFileError)
+            given = structure(
+                data["defaults"], RouteDefaults, f"{path}:{number}", TurnFileError, "$.defaults"
+            )
             defaults = RouteDefaults(
                 bot=given.bot or defaults.bot, group_id=given.group_id or defaults.group_id
             )

@@ -8,20 +8,26 @@ words select the tangent pools; the group's last phrase is never repeated right 
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Sequence
 
 import attrs
 
 from framework.decision import LowEngagement, RouteContext
+from framework.plugins.hook_calls import log_failure
 from framework.plugins.records import PhrasePool
 from framework.plugins.registry import Registered
+from framework.plugins.watchdog import call_plugin
 from framework.routing.text_signals import is_gentle_phrase
 from framework.turn import Turn
 
 __all__ = ["PoolQuery", "emit_probability", "low_engagement_exit", "pick_phrase"]
 
 log = logging.getLogger("promptweave.routing")
+
+#: The most phrases one pool's ``phrases_for`` offers in one turn; the rest are not read.
+POOL_PHRASES_MAX = 1000
 
 
 @attrs.frozen(kw_only=True)
@@ -59,14 +65,19 @@ def emit_probability(recent_bot_replies: int, table: Sequence[float]) -> float:
 
 def _offered(entry: Registered[PhrasePool], query: PoolQuery, notes: list[str]) -> list[str]:
     pool = entry.item
+    where = f"phrase pool {pool.name!r}"
     try:
-        if pool.applies is not None and not pool.applies(query):
+        if pool.applies is not None and not call_plugin(entry.plugin, where, pool.applies, query):
             return []
         phrases = list(pool.phrases)
         if pool.phrases_for is not None:
-            phrases += [str(phrase) for phrase in pool.phrases_for(query)]
+            offered = call_plugin(entry.plugin, where, pool.phrases_for, query)
+            # Only text can be a phrase, and no more of it than a pool could mean.
+            phrases += [
+                p for p in itertools.islice(offered, POOL_PHRASES_MAX) if isinstance(p, str)
+            ]
     except Exception as exc:
-        log.exception("phrase pool %r of plugin %r raised", pool.name, entry.plugin)
+        log_failure(log, exc, "phrase pool %r of plugin %r raised", pool.name, entry.plugin)
         notes.append(f"phrase pool {pool.name!r} raised {type(exc).__name__}: {exc}")
         return []
     return phrases

@@ -10,21 +10,23 @@ no quote of a message that is not a candidate.
 
 from __future__ import annotations
 
-import json
-
 import attrs
 
-from framework._convert import structure
+from framework._convert import parse_json, structure
 from framework.decision import Decision, DeliveryStyle, RouteContext, SocialAction, TurnAction
 from framework.errors import ConfigError, PromptweaveError
 
 __all__ = [
     "MODEL_ANSWER_FORMAT",
+    "MODEL_ANSWER_MAX_CHARS",
     "ModelAnswer",
     "ModelAnswerError",
     "check_model_answer",
     "parse_model_answer",
 ]
+
+#: The longest model answer read; a decision is a few dozen characters.
+MODEL_ANSWER_MAX_CHARS = 4000
 
 #: The JSON object the model must answer with (for the model prompt of a plugin).
 MODEL_ANSWER_FORMAT = (
@@ -57,9 +59,14 @@ def parse_model_answer(raw: str) -> ModelAnswer:
     :raises ModelAnswerError: not JSON, not an object, an unknown key, a missing action, or a
         value outside its enum; one line per problem.
     """
+    if isinstance(raw, str) and len(raw) > MODEL_ANSWER_MAX_CHARS:
+        raise ModelAnswerError(
+            f"model answer is {len(raw)} characters long; a decision takes at most "
+            f"{MODEL_ANSWER_MAX_CHARS}"
+        )
     try:
-        data = json.loads(raw)
-    except (TypeError, json.JSONDecodeError) as exc:
+        data = parse_json(raw)
+    except (TypeError, ValueError) as exc:
         raise ModelAnswerError(f"model answer is not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise ModelAnswerError("model answer must be a JSON object")

@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
+import pluggy
 
+from framework._dates import shifted
 from framework.config import Config
 from framework.decision import (
     Decision,
@@ -28,8 +30,10 @@ from framework.decision import (
     SocialAction,
     TurnAction,
 )
+from framework.plugins.hook_calls import implementations, log_failure
 from framework.plugins.records import DecisionRule, RuleStage
 from framework.plugins.registry import Registered, Registries
+from framework.plugins.watchdog import call_plugin
 from framework.routing.low_engagement import low_engagement_exit
 from framework.routing.memory import memory_policy_for
 from framework.routing.model import ModelAnswerError, check_model_answer, parse_model_answer
@@ -61,6 +65,27 @@ HISTORY_FALLBACK = 6
 
 ModelHook = Callable[..., Any]
 
+#: A rule's words (reasons, term names and details, notes) are cut at this length: they go to
+#: the trace and the logs, and a rule cannot make those grow without end.
+RULE_TEXT_MAX_CHARS = 200
+#: The most notes a rule's decision carries.
+RULE_NOTES_MAX = 20
+
+
+def _bounded(result: Any) -> Any:
+    """A rule's result with its words cut at :data:`RULE_TEXT_MAX_CHARS`."""
+    if result is None:
+        return None
+    changes: dict[str, Any] = {}
+    for name in ("reason", "name", "detail"):
+        value = getattr(result, name, None)
+        if isinstance(value, str) and len(value) > RULE_TEXT_MAX_CHARS:
+            changes[name] = value[:RULE_TEXT_MAX_CHARS]
+    notes = getattr(result, "notes", ())
+    if len(notes) > RULE_NOTES_MAX or any(len(note) > RULE_TEXT_MAX_CHARS for note in notes):
+        changes["notes"] = tuple(note[:RULE_TEXT_MAX_CHARS] for note in notes[:RULE_NOTES_MAX])
+    return attrs.evolve(result, **changes) if changes else result
+
 
 def recent_bot_replies(turn: Turn, state: RoutingState, config: Config, now: dt.datetime) -> int:
     """The bot's recent presence in the group, 0–6.
@@ -73,7 +98,7 @@ def recent_bot_replies(turn: Turn, state: RoutingState, config: Config, now: dt.
     window = turn.recent_messages[-routing.bot_reply_window :]
     count = sum(1 for m in window if m.sender_id == turn.bot.id and m.text.strip())
     if turn.group_id is not None:
-        since = now - dt.timedelta(seconds=routing.bot_reply_window_s)
+        since = shifted(now, -routing.bot_reply_window_s)
         count = max(count, state.bot_replies_since(turn.bot.id, turn.group_id, since))
     if count == 0:
         count = sum(1 for entry in turn.history[-HISTORY_FALLBACK:] if entry.role == "assistant")
@@ -130,7 +155,7 @@ class Router:
             now=now,
             config=self.config,
             signals=MessageSignals.read(
-                turn, config=self.config.routing, candidates=candidates, now=now
+                turn, config=self.config.routing, candidates=candidates, now=now, state=self.state
             ),
             state=self.state,
             candidates=candidates,
@@ -167,9 +192,11 @@ class Router:
     ) -> Any:
         rule = entry.item
         try:
-            result = rule.evaluate(context)
+            result = call_plugin(
+                entry.plugin, f"decision rule {rule.name!r}", rule.evaluate, context
+            )
         except Exception as exc:
-            log.exception("decision rule %r of plugin %r raised", rule.name, entry.plugin)
+            log_failure(log, exc, "decision rule %r of plugin %r raised", rule.name, entry.plugin)
             notes.append(f"rule {rule.name!r} ({entry.plugin}) raised {type(exc).__name__}: {exc}")
             return None
         if result is not None and not isinstance(result, expected):
@@ -178,7 +205,7 @@ class Router:
                 f"expected {expected.__name__} or None; ignored"
             )
             return None
-        return result
+        return _bounded(result)
 
     def _gate(self, context: RouteContext, notes: list[str]) -> Decision | None:
         for entry in self.registries.rules_for(RuleStage.GATE):
@@ -188,7 +215,7 @@ class Router:
             turn, group_id = context.turn, context.group_id
             silence_until = None
             if group_id is not None and skip.silence_s:
-                silence_until = context.now + dt.timedelta(seconds=skip.silence_s)
+                silence_until = shifted(context.now, skip.silence_s)
                 self.state.start_silence(turn.bot.id, group_id, silence_until)
             if group_id is not None and skip.keep_message:
                 self.state.keep_message(
@@ -214,6 +241,8 @@ class Router:
         bypassed = None
         if signals.addressed:
             bypassed = "addressed"
+        elif signals.follow_up_call:
+            bypassed = "follow_up"
         elif hints.tool_intent and hints.tools_permitted:
             bypassed = "required_tool_intent"
         return NecessityScore(
@@ -239,9 +268,9 @@ class Router:
             # permission).
             return Decision(action=TurnAction.TOOL, reason="required_tool_intent")
         try:
-            raw = self.model_hook(context=context)
+            raw = self._ask_model(context)
         except Exception as exc:
-            log.exception("decide_with_model raised")
+            log_failure(log, exc, "decide_with_model raised")
             notes.append(f"decide_with_model raised {type(exc).__name__}: {exc}")
             return self._fallback(context, notes, "model_request_failed")
         if raw is None:
@@ -253,6 +282,28 @@ class Router:
             notes.append(str(exc))
             return self._fallback(context, notes, "invalid_model_response")
         return check_model_answer(answer, context)
+
+    def _ask_model(self, context: RouteContext) -> Any:
+        """The first answer of a ``decide_with_model`` implementation, each called on its own so
+        that a hang or an error names its plugin."""
+        hook = self.model_hook
+        if hook is None:
+            return None
+        if not isinstance(hook, pluggy.HookCaller):
+            return call_plugin("decide_with_model", "model hook", hook, context=context)
+        for implementation in implementations(hook):
+            raw = call_plugin(
+                implementation.plugin, "hook decide_with_model", implementation, context=context
+            )
+            if raw is None:
+                continue
+            if not isinstance(raw, str):
+                raise TypeError(
+                    f"decide_with_model of plugin {implementation.plugin!r} returned "
+                    f"{type(raw).__name__}, expected str or None"
+                )
+            return raw
+        return None
 
     def _fallback(self, context: RouteContext, notes: list[str], reason: str) -> Decision:
         ruled = self._rules(context, notes)

@@ -12,9 +12,10 @@ from collections.abc import Iterator
 
 import attrs
 
+from framework._dates import shifted
 from framework.config import RoutingConfig
 from framework.routing import text_signals as ts
-from framework.store.routing_state import QuoteCandidate
+from framework.store.routing_state import QuoteCandidate, RoutingState
 from framework.turn import ChatMessage, SpeakTrigger, Turn
 
 __all__ = ["MessageSignals", "mention_ids", "raw_reply_id"]
@@ -86,6 +87,11 @@ class MessageSignals:
         ``晚安小织``, ``小织在吗``), is flagged addressed, or is private.
     :param mentioned: names the bot (@, nickname or alias anywhere in the text).
     :param follow_up: continues an exchange with the bot (follow-up trigger or a reply to it).
+    :param follow_up_call: the trigger is ``followup`` and the bot spoke in the conversation
+        within ``[routing] follow_up_window_s`` before the message: the bot is called, as by an
+        @ (``docs/design.md#reply-necessity`` counts the follow-up trigger among the ways the bot is
+        called), so the
+        reply-necessity score does not hold it back.
     :param reply_to_bot: replies to one of the bot's messages.
     :param bystander: @-mentions someone else and neither addresses nor names the bot.
     :param shut_up: asks the bot to be quiet, directed at the bot.
@@ -122,6 +128,7 @@ class MessageSignals:
     reply_to_candidate: bool
     missing_object: bool
     affinity: float | None
+    follow_up_call: bool = False
 
     @classmethod
     def read(
@@ -131,8 +138,13 @@ class MessageSignals:
         config: RoutingConfig,
         candidates: tuple[QuoteCandidate, ...],
         now: dt.datetime,
+        state: RoutingState | None = None,
     ) -> MessageSignals:
-        """Read the signals of ``turn``'s message."""
+        """Read the signals of ``turn``'s message.
+
+        :param state: the routing state, whose log of the bot's replies tells, with the recent
+            messages, whether a follow-up comes within the follow-up window.
+        """
         bot = turn.bot
         # Routing reads the head of a message: what decides it is there, and word lists over a
         # megabyte of text would only cost time (the reference bot's decision input holds 4000).
@@ -166,6 +178,8 @@ class MessageSignals:
             addressed=addressed,
             mentioned=mentioned,
             follow_up=turn.trigger is SpeakTrigger.FOLLOWUP or reply_to_bot,
+            follow_up_call=turn.trigger is SpeakTrigger.FOLLOWUP
+            and _bot_spoke_within(turn, state, now, config.follow_up_window_s),
             reply_to_bot=reply_to_bot,
             mentions_others=bool(others),
             bystander=bool(others) and not addressed and not mentioned,
@@ -246,5 +260,19 @@ def _has_antecedent(turn: Turn, now: dt.datetime, window_s: float) -> bool:
     message = turn.message
     if message.reply_to is not None or message.images or turn.quoted_bot_text:
         return True
-    since = now - dt.timedelta(seconds=window_s)
+    since = shifted(now, -window_s)
     return any(since <= m.time <= now for m in turn.recent_messages)
+
+
+def _bot_spoke_within(
+    turn: Turn, state: RoutingState | None, now: dt.datetime, window_s: float
+) -> bool:
+    """The bot's own message among the recent ones, or a reply in the routing state's log, at
+    most ``window_s`` before ``now``; in a private chat, its last answer in the history."""
+    since = shifted(now, -window_s)
+    bot_id = turn.bot.id
+    if any(m.sender_id == bot_id and since <= m.time <= now for m in turn.recent_messages):
+        return True
+    if turn.group_id is None:
+        return bool(turn.history) and turn.history[-1].role == "assistant"
+    return state is not None and state.bot_replies_since(bot_id, turn.group_id, since) > 0

@@ -19,6 +19,7 @@ __all__ = [
     "REQUEST_WORDS",
     "SHORT_REACTIONS",
     "SHUT_UP_WORDS",
+    "SPAM_CUES",
     "SPAM_WORDS",
     "VENT_ENDINGS",
     "cq_mentions",
@@ -27,6 +28,7 @@ __all__ = [
     "has_emotion_words",
     "has_reply_obligation",
     "has_request_words",
+    "has_url",
     "is_bare_request",
     "is_deictic_question",
     "is_face_only",
@@ -90,10 +92,31 @@ SHORT_REACTIONS: tuple[str, ...] = (
     "绝了", "无语", "6", "真实", "有道理", "6啊", "好活", "寄", "寄了", "针不戳",
 )  # fmt: skip
 
-#: Advertising and scam phrasing.
+#: Advertising and scam phrasing: any one of these makes a message spam. Matched in lower case.
+#: Each entry is a phrase that ordinary group talk does not use (``tests/test_routing_spam.py``
+#: holds both the adverts it must catch and the chat it must leave alone); a word that is only
+#: suspicious next to a link belongs in :data:`SPAM_CUES`.
 SPAM_WORDS: tuple[str, ...] = (
-    "加微信", "加v", "加vx", "私聊我领", "扫码", "兼职日结", "日结", "刷单", "代理招募", "返利",
-    "优惠券", "免费领取", "点击链接", "福利群", "代开发票", "低息贷款", "躺赚",
+    # contact me elsewhere
+    "加微信", "加v", "加vx", "加wx", "v信", "薇信", "威信", "加我好友领", "加q领", "私聊我领",
+    "私聊我发", "私我领", "私聊领", "看我主页", "点我头像",
+    # join a group for a reward
+    "加群领", "进群领", "扫码进群", "扫码领", "扫码", "福利群", "红包群", "拉你进群",
+    # free things
+    "免费领取", "免费领", "领取免费", "免费会员", "免费送", "0元购", "零元购", "点击领取",
+    "优惠券", "返利", "返现",
+    # easy money
+    "兼职日结", "日结", "刷单", "躺赚", "网赚", "稳赚", "日入过", "月入过万", "带你赚钱",
+    "代理招募", "招代理", "代刷", "刷粉", "引流",
+    # links and loans
+    "点击链接", "代开发票", "低息贷款", "博彩", "菠菜",
+)  # fmt: skip
+
+#: Words of an advert that ordinary talk uses too: they make a message spam only next to a link
+#: (:func:`has_url`). ``这个链接打不开 https://…`` is not spam; ``会员限时领 https://…`` is.
+SPAM_CUES: tuple[str, ...] = (
+    "免费", "领取", "领", "会员", "私聊", "加群", "进群", "福利", "优惠", "红包", "赚",
+    "兼职", "代理", "注册", "邀请码", "限时", "秒杀", "折扣", "充值", "下载", "名额",
 )  # fmt: skip
 
 #: Characters a gentle canned phrase may not contain anywhere.
@@ -123,6 +146,11 @@ _DEICTIC = re.compile(
     r"|啥意思|呢|在哪|在哪儿|怎么样|行不行|好使吗|能用吗|弄好了吗|搞定了吗)$"
 )
 _QUESTION_PARTICLES = re.compile(r"[吗呢嘛吧呀]+$")
+# A web address: a scheme, "www.", or a host under a common top-level domain. Each alternative
+# is anchored on a fixed string, so the scan stays linear on long text.
+_URL = re.compile(
+    r"https?://|www\.|[a-z0-9-]\.(?:com|cn|net|org|top|xyz|cc|vip|me|io|ly|co|link|site|shop)\b"
+)
 
 
 def _strip_tail(text: str) -> str:
@@ -213,8 +241,13 @@ def is_incomplete(text: str) -> bool:
 
 
 def has_reply_obligation(text: str) -> bool:
-    """A question or request the bot should not leave unanswered."""
-    return "?" in text or "？" in text or any(word in text for word in OBLIGATION_WORDS)
+    """A question or request the bot should not leave unanswered: a question mark, an
+    :data:`OBLIGATION_WORDS` entry, or a trailing ``呢`` (``那明天呢``, ``你呢``), read as a
+    question as :func:`is_gentle_phrase` reads it, except after ``的`` (``好的呢`` agrees)."""
+    if "?" in text or "？" in text or any(word in text for word in OBLIGATION_WORDS):
+        return True
+    core = _strip_tail(text)
+    return core.endswith("呢") and not core.endswith("的呢")
 
 
 def has_request_words(text: str) -> bool:
@@ -247,10 +280,18 @@ def is_short_reaction(text: str) -> bool:
     return compact in SHORT_REACTIONS or bool(_LAUGH.match(compact))
 
 
+def has_url(text: str) -> bool:
+    """Whether ``text`` holds a web address (``https://…``, ``www.…``, ``t.example.cn/x``)."""
+    return _URL.search(text.lower()) is not None
+
+
 def is_spam_text(text: str) -> bool:
-    """Advertising phrasing, or one character repeated 15 times or more."""
+    """Advertising phrasing (:data:`SPAM_WORDS`), a link next to an advert's words
+    (:data:`SPAM_CUES`), or one character repeated 15 times or more."""
     lowered = text.lower()
     if any(word in lowered for word in SPAM_WORDS):
+        return True
+    if has_url(lowered) and any(cue in lowered for cue in SPAM_CUES):
         return True
     return bool(re.search(r"(.)\1{14,}", text))
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import cattrs
 
-from framework._convert import converter, format_exception
+from framework._convert import TOO_DEEP, converter, format_exception, parse_json, shallow
 from framework.errors import PromptweaveError
 from framework.prompt.sanitize import strip_lone_surrogates
 from framework.store.retrieval import (
@@ -90,8 +90,11 @@ def _json_array(text: str) -> Iterator[tuple[int, Any]]:
         counted = position
         try:
             element, position = decoder.raw_decode(text, position)
+            element = shallow(element)
         except json.JSONDecodeError as exc:
             raise ValueError(f"line {exc.lineno}: invalid JSON: {exc.msg}") from exc
+        except (RecursionError, ValueError):
+            raise ValueError(f"line {line}: invalid JSON: {TOO_DEEP}") from None
         yield line, _clean(element)
         position = _skip_space(text, position)
         mark = text[position : position + 1]
@@ -126,11 +129,14 @@ def _json_lines(text: str) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield number, _clean(json.loads(line))
+            data = parse_json(line)
         except json.JSONDecodeError as exc:
             raise ValueError(
                 f"line {number}: invalid JSON at column {exc.colno}: {exc.msg}"
             ) from exc
+        except ValueError as exc:
+            raise ValueError(f"line {number}: invalid JSON: {exc}") from exc
+        yield number, _clean(data)
 
 
 def _structure(

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from framework._dates import from_timestamp
 from framework.items import RhythmProfile
 from framework.store.routing_state import (
     REPLY_LOG_MAX,
@@ -80,7 +81,7 @@ def _epoch(value: dt.datetime) -> float:
 
 
 def _time(value: float | None) -> dt.datetime | None:
-    return None if value is None else dt.datetime.fromtimestamp(value, dt.UTC)
+    return None if value is None else from_timestamp(value)
 
 
 def _message_payload(message: ChatMessage) -> str:
@@ -267,7 +268,7 @@ class SQLiteRoutingState(RoutingState):
                 message_id=row["message_id"],
                 sender_id=row["sender_id"],
                 text=row["text"],
-                time=dt.datetime.fromtimestamp(row["time"], dt.UTC),
+                time=from_timestamp(row["time"]),
             )
             for row in rows
         ]

@@ -32,6 +32,7 @@ __all__ = [
     "FEEDBACK_MAX_PHRASES",
     "GROUP_LOG_MAX_PER_GROUP",
     "SUMMARY_MARK",
+    "TRIM_BATCH",
     "BotReplyContext",
     "FeedbackLedger",
     "GroupLog",
@@ -54,6 +55,10 @@ SUMMARY_MARK = "【此前对话摘要】"
 #: Messages a group log keeps per (bot, group) on every backend; the oldest go first. The
 #: timeline and the bot-presence count read far fewer, and a long-running bot stays bounded.
 GROUP_LOG_MAX_PER_GROUP = 1000
+#: Rows beyond a window (the group log's, a session's storage window) deleted per write at most:
+#: a group that holds a million rows (a log kept before the window, a window made smaller) is
+#: trimmed a batch per write, never in one long call that holds the store.
+TRIM_BATCH = 64
 
 #: Seconds a delivered bot message can be looked up after it was written (``[session]
 #: bot_reply_ttl_s`` sets the runtime's).
@@ -211,7 +216,8 @@ class GroupLog(Protocol):
     """The messages the bot saw in a group, its own included; the group timeline reads it.
 
     An implementation keeps the newest :data:`GROUP_LOG_MAX_PER_GROUP` messages (by time) per bot
-    and group, so a long-running bot stays bounded.
+    and group, so a long-running bot stays bounded; rows beyond that are deleted at most
+    :data:`TRIM_BATCH` per append.
     """
 
     def append_group_message(self, bot_id: str, group_id: str, message: ChatMessage) -> bool:

@@ -17,12 +17,14 @@ from typing import Any, ClassVar
 
 import attrs
 
+from framework._dates import from_timestamp
 from framework.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
     BOT_REPLY_TTL_S,
     FEEDBACK_MAX_PHRASES,
     GROUP_LOG_MAX_PER_GROUP,
+    TRIM_BATCH,
     SessionSummary,
     SessionTurn,
     TurnKind,
@@ -53,7 +55,52 @@ def _stamp(value: dt.datetime) -> tuple[float, int]:
 
 
 def _time(stamp: float, offset: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(stamp, dt.timezone(dt.timedelta(seconds=offset)))
+    return from_timestamp(stamp, offset)
+
+
+#: The statements of :func:`_kept_within` for the group log and for sessions: a row's time, how
+#: many rows of its scope are newer (counted up to a window), deleting it.
+_GROUP_LOG_SCOPE = (
+    "SELECT time FROM group_messages WHERE seq = ?",
+    "SELECT COUNT(*) FROM (SELECT 1 FROM group_messages WHERE bot_id = ? AND group_id = ?"
+    " AND (time > ? OR (time = ? AND seq > ?)) LIMIT ?)",
+    "DELETE FROM group_messages WHERE seq = ?",
+)
+_SESSION_SCOPE = (
+    "SELECT time FROM session_turns WHERE seq = ?",
+    "SELECT COUNT(*) FROM (SELECT 1 FROM session_turns WHERE bot_id = ? AND group_id = ?"
+    " AND user_id = ? AND (time > ? OR (time = ? AND seq > ?)) LIMIT ?)",
+    "DELETE FROM session_turns WHERE seq = ?",
+)
+
+
+def _kept_within(
+    connection: sqlite3.Connection,
+    statements: tuple[str, str, str],
+    scope: tuple[str, ...],
+    seq: int | None,
+    window: int,
+    *,
+    whole_excess: bool,
+) -> bool:
+    """Whether row ``seq`` is still among the newest ``window`` rows of its scope.
+
+    When the trim took the ``whole_excess``, a row still there is inside the window. Otherwise a
+    backlog is left for later batches, and a row that landed in it is deleted now: it was older
+    than the whole window. Counting stops at ``window`` rows: this costs a window, never the
+    backlog.
+    """
+    find, count_newer, delete = statements
+    row = connection.execute(find, (seq,)).fetchone()
+    if row is None:
+        return False
+    if whole_excess:
+        return True
+    newer = connection.execute(count_newer, (*scope, row[0], row[0], seq, window)).fetchone()
+    if int(newer[0]) < window:
+        return True
+    connection.execute(delete, (seq,))
+    return False
 
 
 def _images(value: str) -> tuple[str, ...]:
@@ -145,20 +192,25 @@ class SQLiteGroupLog:
                 return False
             # Retention: once a group is full, each append deletes the row it pushed out. The
             # subquery walks the newest max_per_group entries of the covering window index (no
-            # table rows, no sort) and yields only the ones beyond them.
+            # table rows, no sort) and yields only the ones beyond them, a batch at most.
             pruned = connection.execute(
                 "DELETE FROM group_messages WHERE seq IN (SELECT seq FROM group_messages"
                 " WHERE bot_id = ? AND group_id = ? ORDER BY time DESC, seq DESC"
-                " LIMIT -1 OFFSET ?)",
-                (bot_id, group_id, self.max_per_group),
+                " LIMIT ? OFFSET ?)",
+                (bot_id, group_id, TRIM_BATCH, self.max_per_group),
             )
             if pruned.rowcount == 0:
                 return True
-            # A message older than the whole window was deleted at once: nothing was added.
-            kept = connection.execute(
-                "SELECT 1 FROM group_messages WHERE seq = ?", (cursor.lastrowid,)
-            ).fetchone()
-            return kept is not None
+            # A message older than the whole window was deleted at once (or fell into a backlog
+            # left for later batches): nothing was added.
+            return _kept_within(
+                connection,
+                _GROUP_LOG_SCOPE,
+                (bot_id, group_id),
+                cursor.lastrowid,
+                self.max_per_group,
+                whole_excess=pruned.rowcount < TRIM_BATCH,
+            )
 
     def recent_group_messages(
         self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int
@@ -188,30 +240,38 @@ class SQLiteSessionStore:
     database: SQLiteDatabase
 
     def append_turns(self, turns: Sequence[SessionTurn], *, storage_window: int) -> int:
-        added: list[int] = []
+        added: list[tuple[int, tuple[str, str, str]]] = []
         scopes: set[tuple[str, str, str]] = set()
         with _write(self.database) as connection:
             for turn in turns:
                 cursor = _insert_turn(connection, turn)
+                scope = (turn.bot_id, turn.group_id, turn.user_id)
                 if cursor.rowcount > 0 and cursor.lastrowid is not None:
-                    added.append(cursor.lastrowid)
-                scopes.add((turn.bot_id, turn.group_id, turn.user_id))
-            trimmed = 0
+                    added.append((cursor.lastrowid, scope))
+                scopes.add(scope)
+            trimmed: dict[tuple[str, str, str], int] = {}
             for scope in scopes:
-                trimmed += connection.execute(
+                trimmed[scope] = connection.execute(
                     "DELETE FROM session_turns WHERE seq IN (SELECT seq FROM session_turns"
                     " WHERE bot_id = ? AND group_id = ? AND user_id = ?"
-                    " ORDER BY time DESC, seq DESC LIMIT -1 OFFSET ?)",
-                    (*scope, storage_window),
+                    " ORDER BY time DESC, seq DESC LIMIT ? OFFSET ?)",
+                    (*scope, TRIM_BATCH, storage_window),
                 ).rowcount
-            if trimmed == 0 or not added:
+            if not any(trimmed.values()):
                 return len(added)
-            # A row older than the window was deleted at once: it does not count as added.
-            marks = ", ".join("?" * len(added))
-            row = connection.execute(
-                f"SELECT COUNT(*) FROM session_turns WHERE seq IN ({marks})", added
-            ).fetchone()
-            return int(row[0])
+            # A row older than the window was deleted at once (or fell into a backlog left for
+            # later batches): it does not count as added.
+            return sum(
+                _kept_within(
+                    connection,
+                    _SESSION_SCOPE,
+                    scope,
+                    seq,
+                    storage_window,
+                    whole_excess=trimmed[scope] < TRIM_BATCH,
+                )
+                for seq, scope in added
+            )
 
     def user_turns(
         self,

@@ -5,6 +5,12 @@ brings its own ordered list of migrations; :meth:`SQLiteDatabase.migrate` applie
 and records ``(component, version)`` in ``schema_versions``. The database runs in WAL mode with a
 busy timeout, so several asyncio tasks (each call opens its own connection per thread) and several
 processes can write the same file without losing data.
+
+Durability (``docs/store.md``, "What recorded means"): a write is committed when its call returns.
+With the default ``synchronous = NORMAL`` a committed write survives the crash or kill of any
+process; a power loss or an operating-system crash may take back the last writes before the OS
+flushed them, never the file's consistency. ``FULL`` (``[store] synchronous = "full"``) syncs the
+journal on every commit, so a committed write survives a power loss too.
 """
 
 from __future__ import annotations
@@ -17,11 +23,20 @@ from pathlib import Path
 
 import attrs
 
+from framework._fields import one_of
 from framework.errors import PromptweaveError
 
-__all__ = ["STORE_ERRORS", "Migration", "SQLiteDatabase", "StoreUnavailableError"]
+__all__ = [
+    "STORE_ERRORS",
+    "SYNCHRONOUS_LEVELS",
+    "Migration",
+    "SQLiteDatabase",
+    "StoreUnavailableError",
+]
 
 BUSY_TIMEOUT_MS = 10_000
+#: SQLite's ``PRAGMA synchronous`` levels, weakest first (``docs/store.md``).
+SYNCHRONOUS_LEVELS = ("off", "normal", "full", "extra")
 
 
 class StoreUnavailableError(PromptweaveError):
@@ -54,9 +69,12 @@ class SQLiteDatabase:
 
     :param path: the database file; ``":memory:"`` is refused because every thread would see
         another database (use the in-memory stores instead).
+    :param synchronous: the ``PRAGMA synchronous`` level of every connection, one of
+        :data:`SYNCHRONOUS_LEVELS`: what a committed write survives (``docs/store.md``).
     """
 
     path: Path = attrs.field(converter=Path)
+    synchronous: str = attrs.field(default="normal", validator=one_of(*SYNCHRONOUS_LEVELS))
     _local: threading.local = attrs.field(factory=threading.local, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -73,7 +91,7 @@ class SQLiteDatabase:
             )
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
+            connection.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
             connection.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc

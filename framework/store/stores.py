@@ -136,7 +136,9 @@ class Stores:
             return cls.in_memory(config)
         if config.store.backend == "redis":
             return _redis_stores(config)
-        database = SQLiteDatabase(config.resolve_path(config.store.path))
+        database = SQLiteDatabase(
+            config.resolve_path(config.store.path), synchronous=config.store.synchronous
+        )
         try:
             database.migrate(SESSION_MIGRATIONS)
         except STORE_ERRORS as exc:

@@ -13,6 +13,7 @@ into ``[budget] chars`` (:mod:`framework.turn_context.request_budget`). The resu
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import time
 import uuid
@@ -28,7 +29,9 @@ from framework.conversation.state import (
     conversation_key,
     prompt_cache_key,
 )
+from framework.plugins.hook_calls import implementations, log_failure
 from framework.plugins.records import Volatility
+from framework.plugins.watchdog import Deadline, PluginFault, call_plugin, record_fault, type_name
 from framework.prompt.render_context import RenderContext
 from framework.prompt.sanitize import sanitize_block, strip_lone_surrogates
 from framework.prompt.text_rules import IMAGE_MARK
@@ -162,38 +165,69 @@ def _system_text(active: ActiveSystemPrompt, turn_pieces: Sequence[tuple[str, st
     return SECTION_SEPARATOR.join(t for t in (active.text, *(text for _, text in turn_pieces)) if t)
 
 
+#: The most notes one ``collect_turn_notes`` implementation adds to a turn; the rest are not read.
+NOTES_PER_PLUGIN_MAX = 32
+
+
 def collect_turn_notes(
-    runtime: Promptweave, context: RenderContext, key: str
+    runtime: Promptweave, context: RenderContext, key: str, deadline: Deadline | None = None
 ) -> tuple[tuple[str, ...], list[dict[str, str]]]:
     """Take this turn's notes: those queued for the conversation, then the hook's, once.
 
     Each note is sanitized like a section block, cut at ``turn_context.note_max_chars``; blank
-    notes and exact repeats are dropped. A hook implementation that raises is left out.
+    notes and exact repeats are dropped. A hook implementation that raises, hangs past the
+    turn's deadline or returns something other than a string or strings is left out; at most
+    :data:`NOTES_PER_PLUGIN_MAX` notes of one implementation are read.
 
+    :param deadline: the turn's deadline (a fresh one of the runtime by default).
     :returns: the notes, and one ``{"plugin", "error"}`` entry per failed implementation.
     """
     raw: list[str] = list(runtime.conversations.notes.pop(key))
-    failures: list[dict[str, str]] = []
-    hook = runtime.plugins.pm.hook.collect_turn_notes
-    # pluggy calls the most recently registered implementation first; so do we.
-    for impl in reversed(hook.get_hookimpls()):
-        try:
-            found: Any = impl.function(*[{"context": context}[name] for name in impl.argnames])
-        except Exception as exc:
-            log.exception("collect_turn_notes of plugin %r raised", impl.plugin_name)
-            failures.append({"plugin": impl.plugin_name, "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        if isinstance(found, str):
-            raw.append(found)
-        elif found is not None:
-            raw.extend(str(note) for note in found)
+    found, failures = runtime.watchdog.run(
+        lambda: _plugin_notes(runtime, context), deadline or runtime.watchdog.deadline()
+    )
+    raw.extend(found)
     limit = runtime.config.turn_context.note_max_chars
     notes: list[str] = []
     for note in raw:
-        cleaned = sanitize_block(note, limit)
+        # Cut before cleaning, so a note of ten megabytes costs nothing.
+        cleaned = sanitize_block(note[: 4 * limit], limit)
         if cleaned and cleaned not in notes:
             notes.append(cleaned)
     return tuple(notes), failures
+
+
+def _plugin_notes(
+    runtime: Promptweave, context: RenderContext
+) -> tuple[list[str], list[dict[str, str]]]:
+    notes: list[str] = []
+    failures: list[dict[str, str]] = []
+    for implementation in implementations(runtime.plugins.pm.hook.collect_turn_notes):
+        plugin = implementation.plugin
+        try:
+            found: Any = call_plugin(
+                plugin, "hook collect_turn_notes", implementation, context=context
+            )
+        except Exception as exc:
+            log_failure(log, exc, "collect_turn_notes of plugin %r raised", plugin)
+            failures.append({"plugin": plugin, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        if found is None:
+            continue
+        if isinstance(found, str):
+            found = [found]
+        try:
+            given = list(itertools.islice(iter(found), NOTES_PER_PLUGIN_MAX))
+        except Exception as exc:
+            given = [exc]
+        wrong = next((note for note in given if not isinstance(note, str)), None)
+        if wrong is not None:
+            error = f"returned {type_name(found)} holding {type_name(wrong)}, expected strings"
+            log.error("collect_turn_notes of plugin %r %s", plugin, error)
+            failures.append({"plugin": plugin, "error": error})
+            continue
+        notes.extend(given)
+    return notes, failures
 
 
 def _current_message(
@@ -227,6 +261,45 @@ def _current_message(
     return messages, current
 
 
+def _plugin_compression(
+    runtime: Promptweave, rows: Sequence[PromptMessage], pass_number: int
+) -> Sequence[PromptMessage] | None:
+    """The first ``compress_turn_messages`` answer: ``None`` when no plugin answers, or when
+    one raises, hangs or answers anything but a list of messages (then the built-in pass runs,
+    and the fault is in the trace)."""
+    settings = runtime.config.turn_context
+    where = "hook compress_turn_messages"
+    for implementation in implementations(runtime.plugins.pm.hook.compress_turn_messages):
+        plugin = implementation.plugin
+        try:
+            found = call_plugin(
+                plugin,
+                where,
+                implementation,
+                messages=tuple(rows),
+                pass_number=pass_number,
+                protect_first=settings.protect_first,
+                protect_last=settings.protect_last,
+            )
+        except Exception as exc:
+            log_failure(log, exc, "compress_turn_messages of plugin %r raised", plugin)
+            detail = f"{type(exc).__name__}: {exc}"
+            record_fault(PluginFault(plugin=plugin, where=where, kind="raised", detail=detail))
+            return None
+        if found is None:
+            continue
+        if (
+            isinstance(found, Sequence)
+            and not isinstance(found, str | bytes)
+            and all(isinstance(row, PromptMessage) for row in found)
+        ):
+            return found
+        detail = f"returned {type_name(found)}, expected a sequence of PromptMessage"
+        record_fault(PluginFault(plugin=plugin, where=where, kind="wrong_type", detail=detail))
+        return None
+    return None
+
+
 def build_turn_context(
     runtime: Promptweave,
     turn: Turn,
@@ -250,6 +323,7 @@ def build_turn_context(
     :param context: the render context, to spare rebuilding it for the notes hook.
     """
     start = time.perf_counter()
+    deadline = runtime.watchdog.deadline()
     settings = runtime.config.turn_context
     state = runtime.conversations
     key = conversation_key(turn)
@@ -287,7 +361,7 @@ def build_turn_context(
         context or rendered.context or runtime.context_for(turn, decision=rendered.decision)
     )
     notes_start = time.perf_counter()
-    notes, note_failures = collect_turn_notes(runtime, render_context, key)
+    notes, note_failures = collect_turn_notes(runtime, render_context, key, deadline)
     notes_ms = elapsed_ms(notes_start)
 
     messages = [*history, *([current] if current is not None else [])]
@@ -295,12 +369,7 @@ def build_turn_context(
     system_for_estimate = _system_text(active, turn_pieces)
 
     def compress(rows: Sequence[PromptMessage], pass_number: int) -> Sequence[PromptMessage]:
-        found = runtime.plugins.pm.hook.compress_turn_messages(
-            messages=rows,
-            pass_number=pass_number,
-            protect_first=settings.protect_first,
-            protect_last=settings.protect_last,
-        )
+        found = _plugin_compression(runtime, rows, pass_number)
         if found is None:
             return default_compress_messages(
                 rows,
@@ -308,20 +377,23 @@ def build_turn_context(
                 protect_first=settings.protect_first,
                 protect_last=settings.protect_last,
             )
-        return found  # type: ignore[no-any-return]
+        return found
 
     preflight_start = time.perf_counter()
-    messages, preflight = run_preflight(
-        messages,
-        system_for_estimate,
-        compress,
-        protect_first=settings.protect_first,
-        protect_last=settings.protect_last,
-        threshold_tokens=settings.threshold_tokens,
-        max_passes=settings.max_passes,
-        image_token_cost=settings.image_token_cost,
-        # The group timeline's images ride in a message of their own, added to the request.
-        extra_images=len(rendered.vision_images),
+    messages, preflight = runtime.watchdog.run(
+        lambda: run_preflight(
+            messages,
+            system_for_estimate,
+            compress,
+            protect_first=settings.protect_first,
+            protect_last=settings.protect_last,
+            threshold_tokens=settings.threshold_tokens,
+            max_passes=settings.max_passes,
+            image_token_cost=settings.image_token_cost,
+            # The group timeline's images ride in a message of their own, added to the request.
+            extra_images=len(rendered.vision_images),
+        ),
+        deadline,
     )
     preflight_ms = elapsed_ms(preflight_start)
     conversation_history: tuple[PromptMessage, ...] | None = tuple(history)
@@ -340,14 +412,20 @@ def build_turn_context(
     else:
         sidecar_blocks = ()
     budget_start = time.perf_counter()
-    fitted = fit_turn_budget(
-        messages,
-        index,
-        _system_text(active, turn_pieces),
-        TurnAdditions(memory_context=memory_context, turn_sections=sidecar_blocks, notes=notes),
-        runtime.config.budget.chars,
-        runtime.measure,
-        keep_tail=runtime.persona.format(runtime.persona.user_turn.injection_suffix),
+    additions = TurnAdditions(
+        memory_context=memory_context, turn_sections=sidecar_blocks, notes=notes
+    )
+    fitted = runtime.watchdog.run(
+        lambda: fit_turn_budget(
+            messages,
+            index,
+            _system_text(active, turn_pieces),
+            additions,
+            runtime.config.budget.chars,
+            runtime.measure,
+            keep_tail=runtime.persona.format(runtime.persona.user_turn.injection_suffix),
+        ),
+        deadline,
     )
     budget_ms = elapsed_ms(budget_start)
     messages, index, stamp = list(fitted.messages), fitted.current_index, fitted.stamp
@@ -378,6 +456,7 @@ def build_turn_context(
         "current_turn_user_idx": index,
         "preflight": preflight.to_json(),
         "budget": fitted.report.trace(),
+        "plugin_faults": deadline.trace(),
     }
     return TurnContext(
         conversation_key=key,
