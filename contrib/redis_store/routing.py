@@ -20,7 +20,13 @@ from contrib.redis_store._namespace import (
     encode_time,
 )
 from framework.items import RhythmProfile
-from framework.store.routing_state import REPLY_LOG_MAX, GroupMute, QuoteCandidate, RoutingState
+from framework.store.routing_state import (
+    REPLY_LOG_MAX,
+    GroupMute,
+    GroupSnapshot,
+    QuoteCandidate,
+    RoutingState,
+)
 from framework.turn import ChatMessage
 
 __all__ = ["RedisRoutingState"]
@@ -47,7 +53,8 @@ else
 end
 """
 
-# KEYS: candidates. ARGV: limit, then per candidate: message id, epoch, candidate.
+# KEYS: candidates. ARGV: limit, then per candidate: message id, epoch, candidate. Returns the
+# candidates kept.
 _RECORD_CANDIDATES = """
 local known, newest = {}, nil
 for _, kept in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
@@ -69,11 +76,34 @@ if limit <= 0 then
 else
     redis.call('LTRIM', KEYS[1], -limit, -1)
 end
+return redis.call('LRANGE', KEYS[1], 0, -1)
 """
+
+#: The fields of a group's routing hash that :meth:`RedisRoutingState.snapshot` reads.
+_SNAPSHOT_FIELDS = (
+    "disabled",
+    "cooldown_until",
+    "silence_until",
+    "last_quote_at",
+    "last_phrase",
+    "rhythm",
+)
 
 
 def _time(value: str | bytes | None) -> dt.datetime | None:
     return None if value is None else decode_time(json.loads(value))
+
+
+def _rhythm(value: str | None) -> RhythmProfile | None:
+    return None if value is None else RhythmProfile(**json.loads(value))
+
+
+def _candidates(rows: Sequence[str | bytes]) -> tuple[QuoteCandidate, ...]:
+    found = []
+    for row in rows:
+        data = json.loads(row)
+        found.append(QuoteCandidate(**{**data, "time": decode_time(data["time"])}))
+    return tuple(found)
 
 
 @attrs.define
@@ -101,6 +131,34 @@ class RedisRoutingState(RoutingState):
         with self.namespace.reached():
             value = self.namespace.client.hget(self._key(bot_id, group_id), field)
         return None if value is None else str(value)
+
+    def snapshot(
+        self, bot_id: str, group_id: str, *, replies_since: dt.datetime | None = None
+    ) -> GroupSnapshot:
+        # One round trip: the group's hash and, when counted, its reply log.
+        with self.namespace.reached():
+            pipeline = self.namespace.client.pipeline(transaction=False)
+            pipeline.hmget(self._key(bot_id, group_id), _SNAPSHOT_FIELDS)
+            if replies_since is not None:
+                pipeline.lrange(self._key(bot_id, group_id, "routing:replies"), 0, -1)
+            found = pipeline.execute()
+        disabled, cooldown, silence, quoted, phrase, rhythm = found[0]
+        bot_replies = 0
+        if replies_since is not None:
+            since = replies_since.timestamp()
+            bot_replies = sum(1 for stamp in found[1] if float(stamp) >= since)
+        return GroupSnapshot(
+            mute=GroupMute(
+                disabled=disabled == "1",
+                cooldown_until=_time(cooldown),
+                silence_until=_time(silence),
+            ),
+            last_quote_at=_time(quoted),
+            last_phrase=phrase,
+            rhythm=_rhythm(rhythm),
+            replies_since=replies_since,
+            bot_replies=bot_replies,
+        )
 
     def mute(self, bot_id: str, group_id: str) -> GroupMute:
         fields = ("disabled", "cooldown_until", "silence_until")
@@ -140,7 +198,7 @@ class RedisRoutingState(RoutingState):
 
     def record_candidates(
         self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
-    ) -> None:
+    ) -> tuple[QuoteCandidate, ...]:
         args: list[Any] = [limit]
         for candidate in candidates:
             row = {
@@ -151,18 +209,15 @@ class RedisRoutingState(RoutingState):
             }
             args += [candidate.message_id, repr(candidate.time.timestamp()), dumps(row)]
         with self.namespace.reached():
-            self._record(keys=[self._key(bot_id, group_id, "routing:candidates")], args=args)
+            kept = self._record(keys=[self._key(bot_id, group_id, "routing:candidates")], args=args)
+        return _candidates(kept)
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
         with self.namespace.reached():
             rows = self.namespace.client.lrange(
                 self._key(bot_id, group_id, "routing:candidates"), 0, -1
             )
-        found = []
-        for row in rows:
-            data = json.loads(row)
-            found.append(QuoteCandidate(**{**data, "time": decode_time(data["time"])}))
-        return tuple(found)
+        return _candidates(rows)
 
     def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
         return _time(self._get(bot_id, group_id, "last_quote_at"))
@@ -194,8 +249,7 @@ class RedisRoutingState(RoutingState):
         return sum(1 for stamp in stamps if float(stamp) >= since.timestamp())
 
     def rhythm(self, bot_id: str, group_id: str) -> RhythmProfile | None:
-        value = self._get(bot_id, group_id, "rhythm")
-        return None if value is None else RhythmProfile(**json.loads(value))
+        return _rhythm(self._get(bot_id, group_id, "rhythm"))
 
     def set_rhythm(self, bot_id: str, group_id: str, profile: RhythmProfile) -> None:
         self._set(bot_id, group_id, "rhythm", dumps(attrs.asdict(profile)))

@@ -33,6 +33,7 @@ from framework.plugins.registry import Registered, Registries
 from framework.routing.low_engagement import low_engagement_exit
 from framework.routing.memory import memory_policy_for
 from framework.routing.model import ModelAnswerError, check_model_answer, parse_model_answer
+from framework.routing.route_state import RouteState
 from framework.routing.shape import (
     infer_scene,
     resolve_reply_shape,
@@ -87,13 +88,12 @@ def _candidates(turn: Turn, state: RoutingState, config: Config) -> tuple[QuoteC
     bot_id = turn.bot.id
     incoming = [m for m in (*turn.recent_messages, turn.message) if m.sender_id != bot_id]
     found = [c for c in (QuoteCandidate.of(m) for m in incoming) if c is not None]
-    state.record_candidates(bot_id, turn.group_id, found, config.routing.quote_candidates)
+    stored = state.record_candidates(bot_id, turn.group_id, found, config.routing.quote_candidates)
+    if stored is None:
+        stored = state.candidates(bot_id, turn.group_id)
     current = turn.message.id
     # Stored candidates are never current; only the current message's needs a new record.
-    return tuple(
-        attrs.evolve(c, is_current=True) if c.message_id == current else c
-        for c in state.candidates(bot_id, turn.group_id)
-    )
+    return tuple(attrs.evolve(c, is_current=True) if c.message_id == current else c for c in stored)
 
 
 @attrs.define
@@ -123,8 +123,13 @@ class Router:
         return functools.partial(source, turn.bot.id, group_id)
 
     def route(self, turn: Turn, now: dt.datetime) -> Decision:
-        """Decide what to do with ``turn``'s message at ``now``."""
-        candidates = _candidates(turn, self.state, self.config)
+        """Decide what to do with ``turn``'s message at ``now``.
+
+        The rules see the routing state through a :class:`framework.routing.route_state.RouteState`:
+        the routed group's small values are read once for the whole route.
+        """
+        state = RouteState(store=self.state, bot_id=turn.bot.id, group_id=turn.group_id)
+        candidates = _candidates(turn, state, self.config)
         context = RouteContext(
             turn=turn,
             now=now,
@@ -132,9 +137,9 @@ class Router:
             signals=MessageSignals.read(
                 turn, config=self.config.routing, candidates=candidates, now=now
             ),
-            state=self.state,
+            state=state,
             candidates=candidates,
-            recent_bot_replies=recent_bot_replies(turn, self.state, self.config, now),
+            recent_bot_replies=recent_bot_replies(turn, state, self.config, now),
             rng=self.rng,
             learned_replies=self._learned_replies(turn),
         )
@@ -189,9 +194,9 @@ class Router:
             silence_until = None
             if group_id is not None and skip.silence_s:
                 silence_until = context.now + dt.timedelta(seconds=skip.silence_s)
-                self.state.start_silence(turn.bot.id, group_id, silence_until)
+                context.state.start_silence(turn.bot.id, group_id, silence_until)
             if group_id is not None and skip.keep_message:
-                self.state.keep_message(
+                context.state.keep_message(
                     turn.bot.id, group_id, turn.message, self.config.routing.kept_messages_max
                 )
             return Decision(
@@ -271,11 +276,11 @@ class Router:
                 low_engagement = low_engagement_exit(context, trigger, pools, notes)
         kept: tuple[ChatMessage, ...] = ()
         if decision.speaks and turn.group_id is not None:
-            kept = self.state.take_kept_messages(turn.bot.id, turn.group_id)
+            kept = context.state.take_kept_messages(turn.bot.id, turn.group_id)
         scene = turn.route_hints.scene or infer_scene(decision, signals, routing)
         policy = resolve_turn_policy(decision, signals, scene)
         shape = resolve_reply_shape(
-            policy, rhythm_for(turn, self.state, self.rhythm_share), context.rng
+            policy, rhythm_for(turn, context.state, self.rhythm_share), context.rng
         )
         return attrs.evolve(
             decision,

@@ -1,7 +1,8 @@
 """Routing state in the shared SQLite file (component ``routing``).
 
 Several bot processes can share one file: every change is one short ``BEGIN IMMEDIATE``
-transaction, and every read is indexed by ``(bot_id, group_id)``.
+transaction, and every read is indexed by ``(bot_id, group_id)``. Nothing is cached between calls:
+what another process wrote is seen by the next call.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from framework.items import RhythmProfile
 from framework.store.routing_state import (
     REPLY_LOG_MAX,
     GroupMute,
+    GroupSnapshot,
     QuoteCandidate,
     RoutingState,
 )
@@ -78,6 +80,32 @@ def _epoch(value: dt.datetime) -> float:
 
 def _time(value: float | None) -> dt.datetime | None:
     return None if value is None else dt.datetime.fromtimestamp(value, dt.UTC)
+
+
+#: One group's row and, with ``?3``, its reply count; one row even for a group never written.
+_SNAPSHOT = (
+    "SELECT g.disabled, g.cooldown_until, g.silence_until, g.last_quote_at, g.last_phrase,"
+    " g.rhythm{count} FROM (SELECT 1) LEFT JOIN routing_groups AS g"
+    " ON g.bot_id = ?1 AND g.group_id = ?2"
+)
+_SNAPSHOT_ROW = _SNAPSHOT.format(count="")
+_SNAPSHOT_WITH_REPLIES = _SNAPSHOT.format(
+    count=", (SELECT COUNT(*) FROM routing_bot_replies"
+    " WHERE bot_id = ?1 AND group_id = ?2 AND at >= ?3)"
+)
+
+
+def _rhythm(value: str | None) -> RhythmProfile | None:
+    return None if value is None else RhythmProfile(**json.loads(value))
+
+
+def _candidate(message_id: str, sender_id: str, text: str, at: float) -> QuoteCandidate:
+    return QuoteCandidate(
+        message_id=message_id,
+        sender_id=sender_id,
+        text=text,
+        time=dt.datetime.fromtimestamp(at, dt.UTC),
+    )
 
 
 def _message_payload(message: ChatMessage) -> str:
@@ -144,6 +172,30 @@ class SQLiteRoutingState(RoutingState):
             .fetchone()
         )
         return None if row is None else row[0]
+
+    def snapshot(
+        self, bot_id: str, group_id: str, *, replies_since: dt.datetime | None = None
+    ) -> GroupSnapshot:
+        connection = self.database.connection()
+        if replies_since is None:
+            row = connection.execute(_SNAPSHOT_ROW, (bot_id, group_id)).fetchone()
+        else:
+            row = connection.execute(
+                _SNAPSHOT_WITH_REPLIES, (bot_id, group_id, _epoch(replies_since))
+            ).fetchone()
+        disabled, cooldown, silence, quoted, phrase, rhythm = row[:6]
+        return GroupSnapshot(
+            mute=GroupMute(
+                disabled=bool(disabled),
+                cooldown_until=_time(cooldown),
+                silence_until=_time(silence),
+            ),
+            last_quote_at=_time(quoted),
+            last_phrase=None if phrase is None else str(phrase),
+            rhythm=_rhythm(rhythm),
+            replies_since=replies_since,
+            bot_replies=0 if replies_since is None else int(row[6]),
+        )
 
     def mute(self, bot_id: str, group_id: str) -> GroupMute:
         row = (
@@ -220,21 +272,30 @@ class SQLiteRoutingState(RoutingState):
 
     def record_candidates(
         self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
-    ) -> None:
+    ) -> tuple[QuoteCandidate, ...]:
         if not candidates:
-            return
+            return self.candidates(bot_id, group_id)
+        # One transaction reads the group's rows, adds what is new and trims by seq; it returns
+        # the rows it leaves, so the router reads nothing back. A call that changes nothing
+        # writes nothing.
         with self.database.transaction() as connection:
-            newest = connection.execute(
-                "SELECT MAX(time) FROM routing_candidates WHERE bot_id = ? AND group_id = ?",
+            rows = connection.execute(
+                "SELECT seq, message_id, sender_id, text, time FROM routing_candidates"
+                " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
                 (bot_id, group_id),
-            ).fetchone()[0]
+            ).fetchall()
+            kept = [tuple(row) for row in rows]
+            known = {row[1] for row in kept}
+            newest = max((row[4] for row in kept), default=None)
             for candidate in candidates:
                 at = _epoch(candidate.time)
                 if newest is not None and at < newest:
                     continue
                 newest = at if newest is None else max(newest, at)
-                connection.execute(
-                    "INSERT OR IGNORE INTO routing_candidates"
+                if candidate.message_id in known:
+                    continue
+                cursor = connection.execute(
+                    "INSERT INTO routing_candidates"
                     " (bot_id, group_id, message_id, sender_id, text, time)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     (
@@ -243,15 +304,28 @@ class SQLiteRoutingState(RoutingState):
                         candidate.message_id,
                         candidate.sender_id,
                         candidate.text,
-                        _epoch(candidate.time),
+                        at,
                     ),
                 )
-            connection.execute(
-                "DELETE FROM routing_candidates WHERE bot_id = ? AND group_id = ? AND seq NOT IN"
-                " (SELECT seq FROM routing_candidates WHERE bot_id = ? AND group_id = ?"
-                "  ORDER BY seq DESC LIMIT ?)",
-                (bot_id, group_id, bot_id, group_id, limit),
-            )
+                known.add(candidate.message_id)
+                kept.append(
+                    (
+                        cursor.lastrowid,
+                        candidate.message_id,
+                        candidate.sender_id,
+                        candidate.text,
+                        at,
+                    )
+                )
+            # As SQL's LIMIT reads it: a negative limit keeps them all.
+            excess = len(kept) - limit if limit >= 0 else 0
+            if excess > 0:
+                connection.execute(
+                    "DELETE FROM routing_candidates WHERE bot_id = ? AND group_id = ? AND seq <= ?",
+                    (bot_id, group_id, kept[excess - 1][0]),
+                )
+                del kept[:excess]
+        return tuple(_candidate(*row[1:]) for row in kept)
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
         rows = (
@@ -263,15 +337,7 @@ class SQLiteRoutingState(RoutingState):
             )
             .fetchall()
         )
-        return tuple(
-            QuoteCandidate(
-                message_id=row["message_id"],
-                sender_id=row["sender_id"],
-                text=row["text"],
-                time=dt.datetime.fromtimestamp(row["time"], dt.UTC),
-            )
-            for row in rows
-        )
+        return tuple(_candidate(*row) for row in rows)
 
     def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
         return _time(self._get(bot_id, group_id, "last_quote_at"))
@@ -314,8 +380,7 @@ class SQLiteRoutingState(RoutingState):
         return int(row[0])
 
     def rhythm(self, bot_id: str, group_id: str) -> RhythmProfile | None:
-        value = self._get(bot_id, group_id, "rhythm")
-        return None if value is None else RhythmProfile(**json.loads(value))
+        return _rhythm(self._get(bot_id, group_id, "rhythm"))
 
     def set_rhythm(self, bot_id: str, group_id: str, profile: RhythmProfile) -> None:
         self._set(bot_id, group_id, "rhythm", json.dumps(attrs.asdict(profile)))

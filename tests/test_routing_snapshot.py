@@ -1,0 +1,189 @@
+"""One read of a group per route: the routing state's snapshot, candidates returned by the write
+that records them, and the per-route view the rules see (``docs/routing.md``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from framework import Bot, ChatMessage, Promptweave, RhythmProfile, SpeakTrigger, Turn
+from framework.routing.route_state import RouteState
+from framework.store.routing_state import (
+    GroupMute,
+    GroupSnapshot,
+    MemoryRoutingState,
+    QuoteCandidate,
+    RoutingState,
+)
+from framework.store.routing_state_sqlite import SQLiteRoutingState
+from framework.store.sqlite import SQLiteDatabase
+from tests.conftest import sqlite_config
+
+T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+BOT = Bot(id="10001", name="小织")
+GROUP = "20001"
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def state(request: pytest.FixtureRequest, tmp_path: Path) -> RoutingState:
+    if request.param == "memory":
+        return MemoryRoutingState()
+    if request.param == "redis":
+        from contrib.redis_store import RedisRoutingState
+
+        return RedisRoutingState(request.getfixturevalue("redis_namespace"))
+    return SQLiteRoutingState(SQLiteDatabase(tmp_path / "routing.sqlite3"))
+
+
+def _candidate(message_id: str, seconds: int) -> QuoteCandidate:
+    return QuoteCandidate(
+        message_id=message_id,
+        sender_id="3",
+        text=f"第{seconds}条",
+        time=T0 + dt.timedelta(seconds=seconds),
+    )
+
+
+def test_a_group_never_written_has_an_empty_snapshot(state: RoutingState) -> None:
+    assert state.snapshot("b", "g") == GroupSnapshot()
+    since = T0 - dt.timedelta(minutes=10)
+    assert state.snapshot("b", "g", replies_since=since) == GroupSnapshot(replies_since=since)
+
+
+def test_a_snapshot_holds_what_the_single_reads_give(state: RoutingState) -> None:
+    state.set_disabled("b", "g", True)
+    state.start_cooldown("b", "g", T0 + dt.timedelta(seconds=30))
+    state.start_silence("b", "g", T0 + dt.timedelta(seconds=60))
+    state.note_quote_delivered("b", "g", "c1", T0)
+    state.note_phrase("b", "g", "确实")
+    state.set_rhythm("b", "g", RhythmProfile(bubble_count_p50=2, multi_weight=0.7))
+    for seconds in (0, 100, 200):
+        state.note_bot_reply("b", "g", T0 + dt.timedelta(seconds=seconds))
+    since = T0 + dt.timedelta(seconds=50)
+    snapshot = state.snapshot("b", "g", replies_since=since)
+    assert snapshot == GroupSnapshot(
+        mute=state.mute("b", "g"),
+        last_quote_at=state.last_quote_at("b", "g"),
+        last_phrase=state.last_phrase("b", "g"),
+        rhythm=state.rhythm("b", "g"),
+        replies_since=since,
+        bot_replies=2,
+    )
+    assert snapshot.mute.disabled and snapshot.last_phrase == "确实"
+    assert state.snapshot("other", "g") == GroupSnapshot()
+
+
+def test_recording_candidates_gives_what_a_read_gives(state: RoutingState) -> None:
+    first = state.record_candidates("b", "g", [_candidate(f"c{i}", i) for i in range(8)], limit=6)
+    assert first in (None, state.candidates("b", "g"))
+    again = state.record_candidates("b", "g", [_candidate("c0", 0), _candidate("c7", 7)], limit=6)
+    assert again in (None, state.candidates("b", "g"))
+    assert [c.message_id for c in state.candidates("b", "g")] == [f"c{i}" for i in range(2, 8)]
+    assert state.record_candidates("b", "h", [], limit=6) in (None, ())
+
+
+def test_the_builtin_stores_return_the_candidates_they_keep(tmp_path: Path) -> None:
+    for state in (MemoryRoutingState(), SQLiteRoutingState(SQLiteDatabase(tmp_path / "r.sqlite3"))):
+        kept = state.record_candidates(
+            "b", "g", [_candidate(f"c{i}", i) for i in range(3)], limit=2
+        )
+        assert kept == state.candidates("b", "g")
+        assert [c.message_id for c in kept or ()] == ["c1", "c2"]
+
+
+def test_the_route_view_answers_the_routed_group_from_one_snapshot() -> None:
+    store = MemoryRoutingState()
+    view = RouteState(store=store, bot_id="b", group_id="g")
+    assert view.mute("b", "g") == GroupMute()
+    # A change another writer makes during the route is not seen: the route reads its group once.
+    store.set_disabled("b", "g", True)
+    assert not view.mute("b", "g").disabled
+    # Other groups are read from the store.
+    store.set_disabled("b", "h", True)
+    assert view.mute("b", "h").disabled
+    # The next route reads the group again.
+    assert RouteState(store=store, bot_id="b", group_id="g").mute("b", "g").disabled
+
+
+def test_a_change_written_through_the_route_view_is_read_back_in_the_same_route() -> None:
+    store = MemoryRoutingState()
+    view = RouteState(store=store, bot_id="b", group_id="g")
+    assert view.mute("b", "g").silence_until is None
+    view.start_silence("b", "g", T0)
+    assert view.mute("b", "g").silence_until == T0
+    assert view.last_phrase("b", "g") is None
+    view.note_phrase("b", "g", "嗯")
+    assert view.last_phrase("b", "g") == "嗯"
+    assert store.last_phrase("b", "g") == "嗯"
+
+
+def test_the_route_view_counts_replies_for_another_window_from_the_store() -> None:
+    store = MemoryRoutingState()
+    store.note_bot_reply("b", "g", T0)
+    view = RouteState(store=store, bot_id="b", group_id="g")
+    assert view.bot_replies_since("b", "g", T0 + dt.timedelta(seconds=1)) == 0
+    assert view.bot_replies_since("b", "g", T0) == 1
+
+
+@pytest.fixture
+def traced_runtime(tmp_path: Path) -> Iterator[tuple[Promptweave, list[str]]]:
+    runtime = Promptweave.from_config(sqlite_config(tmp_path / "store.sqlite3"))
+    assert runtime.stores.database is not None
+    statements: list[str] = []
+    runtime.stores.database.connection().set_trace_callback(statements.append)
+    yield runtime, statements
+    runtime.close()
+
+
+def _turn(number: int, text: str = "下午的会改到三点了") -> Turn:
+    message = ChatMessage(
+        id=str(number),
+        sender_id="30001",
+        text=text,
+        time=T0 + dt.timedelta(seconds=number),
+    )
+    return Turn(bot=BOT, group_id=GROUP, message=message, trigger=SpeakTrigger.AMBIENT)
+
+
+def test_a_route_reads_the_groups_routing_row_once(
+    traced_runtime: tuple[Promptweave, list[str]],
+) -> None:
+    runtime, statements = traced_runtime
+    runtime.stores.routing.set_disabled(BOT.id, GROUP, False)
+    runtime.decide(_turn(1))
+    statements.clear()
+    decision = runtime.decide(_turn(2))
+    assert decision.reason
+    reads = [s for s in statements if "routing_groups" in s]
+    assert len(reads) == 1
+    assert "routing_bot_replies" in reads[0]
+    assert not [s for s in statements if "FROM routing_candidates" in s and "SELECT" in s][1:]
+
+
+def test_routing_the_same_message_again_writes_no_candidate(
+    traced_runtime: tuple[Promptweave, list[str]],
+) -> None:
+    runtime, statements = traced_runtime
+    turn = _turn(3)
+    first = runtime.decide(turn)
+    statements.clear()
+    assert runtime.decide(turn).trace() == first.trace()
+    writes = [s for s in statements if s.startswith(("INSERT", "DELETE", "UPDATE"))]
+    assert not [s for s in writes if "routing_candidates" in s]
+
+
+def test_a_change_from_another_process_is_seen_by_the_next_route(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    runtime = Promptweave.from_config(sqlite_config(path))
+    other = SQLiteRoutingState(SQLiteDatabase(path))
+    try:
+        assert runtime.decide(_turn(1, "有人知道周末的活动几点开始吗？")).reason != "disabled"
+        other.set_disabled(BOT.id, GROUP, True)
+        assert runtime.decide(_turn(2, "有人知道周末的活动几点开始吗？")).reason == "disabled"
+        other.set_disabled(BOT.id, GROUP, False)
+        assert runtime.decide(_turn(3, "有人知道周末的活动几点开始吗？")).reason != "disabled"
+    finally:
+        runtime.close()
