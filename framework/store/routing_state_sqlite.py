@@ -22,6 +22,7 @@ from framework.store.routing_state import (
     QuoteCandidate,
     RoutingState,
 )
+from framework.store.row_memo import RowMemo
 from framework.store.sqlite import Migration, SQLiteDatabase
 from framework.turn import ChatMessage
 
@@ -99,7 +100,8 @@ def _rhythm(value: str | None) -> RhythmProfile | None:
     return None if value is None else RhythmProfile(**json.loads(value))
 
 
-def _candidate(message_id: str, sender_id: str, text: str, at: float) -> QuoteCandidate:
+def _candidate(values: tuple[Any, ...]) -> QuoteCandidate:
+    message_id, sender_id, text, at = values
     return QuoteCandidate(
         message_id=message_id,
         sender_id=sender_id,
@@ -140,6 +142,9 @@ class SQLiteRoutingState(RoutingState):
 
     _database: SQLiteDatabase = attrs.field(alias="database")
     _migrated: bool = attrs.field(default=False, init=False)
+    _candidates: RowMemo[QuoteCandidate] = attrs.field(
+        factory=lambda: RowMemo(_candidate), init=False, repr=False, eq=False
+    )
 
     @property
     def database(self) -> SQLiteDatabase:
@@ -325,7 +330,7 @@ class SQLiteRoutingState(RoutingState):
                     (bot_id, group_id, kept[excess - 1][0]),
                 )
                 del kept[:excess]
-        return tuple(_candidate(*row[1:]) for row in kept)
+        return tuple(self._candidates(row[1:]) for row in kept)
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
         rows = (
@@ -337,7 +342,7 @@ class SQLiteRoutingState(RoutingState):
             )
             .fetchall()
         )
-        return tuple(_candidate(*row) for row in rows)
+        return tuple(self._candidates(row) for row in rows)
 
     def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
         return _time(self._get(bot_id, group_id, "last_quote_at"))

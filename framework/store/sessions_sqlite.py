@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from framework.store.row_memo import RowMemo
 from framework.store.sessions import (
     GROUP_LOG_MAX_PER_GROUP,
     SessionSummary,
@@ -51,6 +52,8 @@ def _time(stamp: float, offset: int) -> dt.datetime:
 
 
 def _images(value: str) -> tuple[str, ...]:
+    if value == "[]":  # most rows: no need to parse
+        return ()
     return tuple(str(url) for url in json.loads(value))
 
 
@@ -71,32 +74,60 @@ def _write(database: SQLiteDatabase) -> Iterator[sqlite3.Connection]:
         raise StoreUnavailableError(f"cannot write SQLite store {database.path}: {exc}") from exc
 
 
-def _message(row: sqlite3.Row) -> ChatMessage:
+#: The columns :func:`_message` reads, in its order.
+_MESSAGE_COLUMNS = (
+    "message_id, sender_id, sender_name, text, reply_to, images, addressed, time, utc_offset"
+)
+
+
+def _message(values: tuple[Any, ...]) -> ChatMessage:
+    message_id, sender_id, sender_name, text, reply_to, images, addressed, stamp, offset = values
     return ChatMessage(
-        id=row["message_id"],
-        sender_id=row["sender_id"],
-        sender_name=row["sender_name"],
-        text=row["text"],
-        reply_to=row["reply_to"],
-        images=_images(row["images"]),
-        addressed=bool(row["addressed"]),
-        time=_time(row["time"], row["utc_offset"]),
+        id=message_id,
+        sender_id=sender_id,
+        sender_name=sender_name,
+        text=text,
+        reply_to=reply_to,
+        images=_images(images),
+        addressed=bool(addressed),
+        time=_time(stamp, offset),
     )
 
 
-def _turn(row: sqlite3.Row) -> SessionTurn:
+#: The columns :func:`_turn` reads, in its order.
+_TURN_COLUMNS = (
+    "seq, bot_id, group_id, user_id, role, kind, content, message_id, reply_to, images, time,"
+    " utc_offset"
+)
+
+
+def _turn(values: tuple[Any, ...]) -> SessionTurn:
+    (
+        seq,
+        bot_id,
+        group_id,
+        user_id,
+        role,
+        kind,
+        content,
+        message_id,
+        reply_to,
+        images,
+        stamp,
+        offset,
+    ) = values
     return SessionTurn(
-        bot_id=row["bot_id"],
-        group_id=row["group_id"],
-        user_id=row["user_id"],
-        role=row["role"],
-        kind=TurnKind(row["kind"]),
-        content=row["content"],
-        message_id=row["message_id"],
-        reply_to=row["reply_to"],
-        images=_images(row["images"]),
-        time=_time(row["time"], row["utc_offset"]),
-        key=row["seq"],
+        bot_id=bot_id,
+        group_id=group_id,
+        user_id=user_id,
+        role=role,
+        kind=TurnKind(kind),
+        content=content,
+        message_id=message_id,
+        reply_to=reply_to,
+        images=_images(images),
+        time=_time(stamp, offset),
+        key=seq,
     )
 
 
@@ -111,6 +142,9 @@ class SQLiteGroupLog:
     database: SQLiteDatabase
     max_per_group: int = attrs.field(
         default=GROUP_LOG_MAX_PER_GROUP, validator=attrs.validators.ge(16)
+    )
+    _messages: RowMemo[ChatMessage] = attrs.field(
+        factory=lambda: RowMemo(_message), init=False, repr=False, eq=False
     )
 
     def append_group_message(self, bot_id: str, group_id: str, message: ChatMessage) -> bool:
@@ -158,19 +192,21 @@ class SQLiteGroupLog:
     ) -> list[ChatMessage]:
         rows = _read(
             self.database,
-            "SELECT * FROM group_messages WHERE bot_id = ? AND group_id = ? AND time <= ?"
+            f"SELECT {_MESSAGE_COLUMNS} FROM group_messages"
+            " WHERE bot_id = ? AND group_id = ? AND time <= ?"
             " ORDER BY time DESC, seq DESC LIMIT ?",
             (bot_id, group_id, until.timestamp(), limit),
         )
-        return [_message(row) for row in reversed(rows)]
+        return [self._messages(row) for row in reversed(rows)]
 
     def find_group_message(self, bot_id: str, group_id: str, message_id: str) -> ChatMessage | None:
         rows = _read(
             self.database,
-            "SELECT * FROM group_messages WHERE bot_id = ? AND group_id = ? AND message_id = ?",
+            f"SELECT {_MESSAGE_COLUMNS} FROM group_messages"
+            " WHERE bot_id = ? AND group_id = ? AND message_id = ?",
             (bot_id, group_id, message_id),
         )
-        return _message(rows[0]) if rows else None
+        return self._messages(rows[0]) if rows else None
 
 
 @attrs.define
@@ -179,6 +215,9 @@ class SQLiteSessionStore:
     ``session_compactions``."""
 
     database: SQLiteDatabase
+    _turns: RowMemo[SessionTurn] = attrs.field(
+        factory=lambda: RowMemo(_turn), init=False, repr=False, eq=False
+    )
 
     def append_turns(self, turns: Sequence[SessionTurn], *, storage_window: int) -> int:
         added: list[int] = []
@@ -236,22 +275,24 @@ class SQLiteSessionStore:
     ) -> list[SessionTurn]:
         rows = _read(
             self.database,
-            "SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND user_id = ?"
+            f"SELECT {_TURN_COLUMNS} FROM session_turns"
+            " WHERE bot_id = ? AND group_id = ? AND user_id = ?"
             " AND time <= ? AND time >= ? ORDER BY time DESC, seq DESC LIMIT ?",
             (bot_id, group_id, user_id, until.timestamp(), _since(since), limit),
         )
-        return [_turn(row) for row in reversed(rows)]
+        return [self._turns(row) for row in reversed(rows)]
 
     def latest_summary(
         self, bot_id: str, group_id: str, user_id: str, *, until: dt.datetime
     ) -> SessionTurn | None:
         rows = _read(
             self.database,
-            "SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND user_id = ?"
+            f"SELECT {_TURN_COLUMNS} FROM session_turns"
+            " WHERE bot_id = ? AND group_id = ? AND user_id = ?"
             " AND kind = 'summary' AND time <= ? ORDER BY time DESC LIMIT 1",
             (bot_id, group_id, user_id, until.timestamp()),
         )
-        return _turn(rows[0]) if rows else None
+        return self._turns(rows[0]) if rows else None
 
     def group_turns(
         self,
@@ -264,11 +305,12 @@ class SQLiteSessionStore:
     ) -> list[SessionTurn]:
         rows = _read(
             self.database,
-            "SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND kind = 'turn'"
+            f"SELECT {_TURN_COLUMNS} FROM session_turns"
+            " WHERE bot_id = ? AND group_id = ? AND kind = 'turn'"
             " AND time <= ? AND time >= ? ORDER BY time DESC, seq DESC LIMIT ?",
             (bot_id, group_id, until.timestamp(), _since(since), limit),
         )
-        return [_turn(row) for row in reversed(rows)]
+        return [self._turns(row) for row in reversed(rows)]
 
     def claim_compaction(
         self, bot_id: str, group_id: str, user_id: str, *, now: dt.datetime, cooldown_s: float
