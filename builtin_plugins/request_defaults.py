@@ -3,7 +3,8 @@
 All are ``trylast``, so any other plugin's implementation wins:
 
 - ``submit_request`` sends nothing and returns an offline result, so assembling, rendering and
-  inspecting turns never needs a network (enable the ``openai_compat`` contrib plugin to send);
+  inspecting turns never needs a network (enable the ``openai_compat`` or ``anthropic_messages``
+  contrib plugin to send);
 - ``fetch_image`` reads ``http(s)`` and ``data:`` images within the configured limits;
 - ``compress_turn_messages`` runs the built-in preflight compression.
 """
@@ -26,7 +27,8 @@ from framework import (
 
 OFFLINE_DETAIL = (
     "offline: no provider client is enabled; the request was built but not sent "
-    "(enable the openai_compat contrib plugin, or implement submit_request)"
+    "(enable the openai_compat or anthropic_messages contrib plugin, or implement "
+    "submit_request)"
 )
 
 

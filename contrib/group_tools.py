@@ -100,7 +100,7 @@ def register_tools(register: Callable[[Tool], None]) -> None:
                 "additionalProperties": False,
             },
             roll_dice,
-            ("掷骰子", "摇骰子", "扔骰子", "roll"),
+            ("掷骰子", "掷个骰子", "摇骰子", "摇个骰子", "扔骰子", "roll"),
         )
     )
     register(

@@ -1,82 +1,82 @@
 """Contrib plugin ``openai_compat``: send requests to an OpenAI-compatible server.
 
 Enable it with ``plugins.contrib = ["openai_compat"]`` in ``promptweave.toml``. It implements
-``submit_request`` for the ``openai_chat`` and ``openai_responses`` formats and posts the request's
-exact body bytes (what the prefix report measured is what is sent). Anthropic requests are left to
-other plugins.
+``submit_request`` (sync, for the CLI and scripts) and ``submit_request_async`` (for a bot's event
+loop) for the ``openai_chat`` and ``openai_responses`` formats, and posts the request's exact body
+bytes (what the prefix report measured is what is sent). Anthropic requests are left to other
+plugins (``anthropic_messages``).
 
-The base URL comes from ``provider.base_url``, else ``$PROMPTWEAVE_BASE_URL``, else
-``$OPENAI_BASE_URL``, else ``https://api.openai.com/v1``; the key from ``provider.api_key``, else
-``$PROMPTWEAVE_API_KEY``, else ``$OPENAI_API_KEY``. A server on another base URL (a local model
-server) may need no key; the OpenAI API does.
+The base URL comes from ``provider.base_url`` (when ``provider.api`` is an OpenAI format), else
+``$PROMPTWEAVE_BASE_URL``, else ``$OPENAI_BASE_URL``, else ``https://api.openai.com/v1``; the key
+from ``provider.api_key`` (likewise), else ``$PROMPTWEAVE_API_KEY``, else ``$OPENAI_API_KEY``. A
+server on another base URL (a local model server) may need no key; the OpenAI API does.
 
-Requires ``httpx`` (``pip install 'promptweave[openai]'``).
+Rate limits, server errors, timeouts and broken connections are retried (``[provider]
+max_attempts``, ``retry_max_wait_s``; ``docs/turn_context.md``, "Clients and retries"). The
+result carries the reply's text, its tool calls and the token usage the server reported.
+
+Requires ``httpx`` and ``tenacity`` (``pip install 'promptweave[openai]'``).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import attrs
 import httpx
 
+from contrib._provider_http import ProviderHttp, RetryPolicy
 from framework import Config, ProviderApi, ProviderRequest, SubmitResult, hookimpl
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAICompatClient", "submit_request"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "OpenAICompatClient",
+    "RetryPolicy",
+    "submit_request",
+    "submit_request_async",
+]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-ERROR_BODY_CHARS = 500
 HANDLED = (ProviderApi.OPENAI_CHAT, ProviderApi.OPENAI_RESPONSES)
 
 
-def _reply_text(api: ProviderApi, data: Mapping[str, Any]) -> str | None:
-    if api is ProviderApi.OPENAI_CHAT:
-        choices = data.get("choices") or []
-        if not choices:
-            return None
-        content = (choices[0].get("message") or {}).get("content")
-        return content if isinstance(content, str) else None
-    texts = [
-        part.get("text", "")
-        for item in data.get("output") or []
-        if item.get("type") == "message"
-        for part in item.get("content") or []
-        if part.get("type") == "output_text"
-    ]
-    return "".join(texts) if texts else None
+def _http(client: OpenAICompatClient) -> ProviderHttp:
+    return ProviderHttp(
+        timeout_s=client.timeout_s,
+        retry=client.retry,
+        transport=client.transport,
+        async_transport=client.async_transport,
+    )
 
 
 @attrs.define(kw_only=True, eq=False)
 class OpenAICompatClient:
     """A client for one OpenAI-compatible endpoint; also a plugin (register an instance).
 
-    It keeps one ``httpx.Client`` (its connection pool) for all its requests.
+    It keeps one ``httpx.Client`` for its sync requests and one ``httpx.AsyncClient`` per event
+    loop for its async ones (their connection pools).
 
     :param base_url: the API's base URL, for example ``https://api.openai.com/v1``.
     :param api_key: the bearer key; ``""`` sends no ``Authorization`` header.
-    :param timeout_s: the request timeout.
-    :param transport: an ``httpx`` transport (tests pass ``httpx.MockTransport``).
+    :param timeout_s: each attempt's timeout.
+    :param retry: when to try again and how long to wait (:class:`RetryPolicy`).
+    :param transport: an ``httpx`` transport (tests pass ``httpx.MockTransport``, which serves
+        the async path too).
+    :param async_transport: an ``httpx`` transport for the async path only.
     """
 
     base_url: str
     api_key: str = attrs.field(default="", repr=False)
     timeout_s: float = 60.0
+    retry: RetryPolicy = attrs.field(factory=RetryPolicy)
     transport: httpx.BaseTransport | None = None
-    _http: httpx.Client | None = attrs.field(default=None, init=False, repr=False)
-
-    def _client(self) -> httpx.Client:
-        if self._http is None:
-            self._http = httpx.Client(timeout=self.timeout_s, transport=self.transport)
-        return self._http
-
-    def close(self) -> None:
-        """Close the connection pool."""
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+    async_transport: httpx.AsyncBaseTransport | None = None
+    _http: ProviderHttp = attrs.field(
+        default=attrs.Factory(_http, takes_self=True), init=False, repr=False
+    )
 
     @classmethod
     def from_config(
@@ -85,19 +85,27 @@ class OpenAICompatClient:
         """The client ``[provider]`` and the environment describe."""
         env = os.environ if environ is None else environ
         provider = config.provider
+        # [provider] base_url and api_key belong to the configured format's client.
+        own = ProviderApi(provider.api) in HANDLED
         base_url = (
-            provider.base_url
+            (provider.base_url if own else "")
             or env.get("PROMPTWEAVE_BASE_URL")
             or env.get("OPENAI_BASE_URL")
             or DEFAULT_BASE_URL
         )
-        api_key = provider.api_key or env.get("PROMPTWEAVE_API_KEY") or env.get("OPENAI_API_KEY")
+        api_key = (
+            (provider.api_key if own else "")
+            or env.get("PROMPTWEAVE_API_KEY")
+            or env.get("OPENAI_API_KEY")
+        )
         return cls(
-            base_url=base_url.rstrip("/"), api_key=api_key or "", timeout_s=provider.timeout_s
+            base_url=base_url.rstrip("/"),
+            api_key=api_key or "",
+            timeout_s=provider.timeout_s,
+            retry=RetryPolicy.from_config(config),
         )
 
-    def submit(self, request: ProviderRequest) -> SubmitResult:
-        """Post ``request`` and parse the reply; failures become an ``error`` result."""
+    def _refusal(self, request: ProviderRequest) -> SubmitResult | None:
         if request.api not in HANDLED:
             return SubmitResult(
                 sent=False, status="error", detail=f"{request.api.value} is not OpenAI-compatible"
@@ -108,28 +116,39 @@ class OpenAICompatClient:
                 status="error",
                 detail="no API key: set provider.api_key, $PROMPTWEAVE_API_KEY or $OPENAI_API_KEY",
             )
+        return None
+
+    def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        try:
-            response = self._client().post(
-                self.base_url + request.path, content=request.body_bytes(), headers=headers
-            )
-        except httpx.HTTPError as exc:
-            return SubmitResult(sent=False, status="error", detail=f"{type(exc).__name__}: {exc}")
-        if response.status_code >= 400:
-            return SubmitResult(
-                sent=True,
-                status="error",
-                detail=f"HTTP {response.status_code}: {response.text[:ERROR_BODY_CHARS]}",
-            )
-        try:
-            data = response.json()
-        except ValueError as exc:
-            return SubmitResult(sent=True, status="error", detail=f"reply is not JSON: {exc}")
-        if not isinstance(data, dict):
-            return SubmitResult(sent=True, status="error", detail="reply is not a JSON object")
-        return SubmitResult(sent=True, status="ok", text=_reply_text(request.api, data), raw=data)
+        return headers
+
+    def submit(self, request: ProviderRequest) -> SubmitResult:
+        """Post ``request`` (retrying) and read the reply; failures become an ``error`` result."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        return self._http.post(
+            request.api.value, self.base_url + request.path, request.body_bytes(), self._headers()
+        )
+
+    async def asubmit(self, request: ProviderRequest) -> SubmitResult:
+        """:meth:`submit` on the event loop (``httpx.AsyncClient``, ``asyncio.sleep``)."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        return await self._http.apost(
+            request.api.value, self.base_url + request.path, request.body_bytes(), self._headers()
+        )
+
+    def close(self) -> None:
+        """Close the sync connection pool."""
+        self._http.close()
+
+    async def aclose(self) -> None:
+        """Close the async connection pool of the running loop."""
+        await self._http.aclose()
 
     @hookimpl
     def submit_request(self, request: ProviderRequest, config: Config) -> SubmitResult | None:
@@ -137,18 +156,53 @@ class OpenAICompatClient:
             return None
         return self.submit(request)
 
+    @hookimpl
+    def submit_request_async(
+        self, request: ProviderRequest, config: Config
+    ) -> Coroutine[Any, Any, SubmitResult] | None:
+        if request.api not in HANDLED:
+            return None
+        return self.asubmit(request)
+
+
+def _configured(config: Config) -> OpenAICompatClient:
+    described = OpenAICompatClient.from_config(config)
+    policy = described.retry
+    return _shared_client(
+        described.base_url,
+        described.api_key,
+        described.timeout_s,
+        policy.max_attempts,
+        policy.max_wait_s,
+    )
+
 
 @hookimpl
 def submit_request(request: ProviderRequest, config: Config) -> SubmitResult | None:
     """Send OpenAI-format requests to the configured endpoint; leave others to other plugins."""
     if request.api not in HANDLED:
         return None
-    described = OpenAICompatClient.from_config(config)
-    client = _shared_client(described.base_url, described.api_key, described.timeout_s)
-    return client.submit(request)
+    return _configured(config).submit(request)
+
+
+@hookimpl
+def submit_request_async(
+    request: ProviderRequest, config: Config
+) -> Coroutine[Any, Any, SubmitResult] | None:
+    """The same, on the event loop: the coroutine that sends the request."""
+    if request.api not in HANDLED:
+        return None
+    return _configured(config).asubmit(request)
 
 
 @functools.lru_cache(maxsize=8)
-def _shared_client(base_url: str, api_key: str, timeout_s: float) -> OpenAICompatClient:
+def _shared_client(
+    base_url: str, api_key: str, timeout_s: float, max_attempts: int, max_wait_s: float
+) -> OpenAICompatClient:
     # One client (one connection pool) per endpoint, so requests reuse connections and TLS.
-    return OpenAICompatClient(base_url=base_url, api_key=api_key, timeout_s=timeout_s)
+    return OpenAICompatClient(
+        base_url=base_url,
+        api_key=api_key,
+        timeout_s=timeout_s,
+        retry=RetryPolicy(max_attempts=max_attempts, max_wait_s=max_wait_s),
+    )

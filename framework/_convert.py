@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import cattrs
 import cattrs.v
 
+from framework._fields import Text
 from framework.errors import ConfigError
 
 T = TypeVar("T")
@@ -68,6 +69,15 @@ def _structure_str_tuple(value: Any, _type: type) -> tuple[str, ...]:
 
 
 converter.register_structure_hook_func(lambda cls: cls == tuple[str, ...], _structure_str_tuple)
+
+
+def _structure_text(value: Any, _type: type) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+converter.register_structure_hook_func(lambda cls: cls == Text, _structure_text)
 # A StrEnum is also a str: without its own hook it would take the str hook and skip validation.
 converter.register_structure_hook(enum.StrEnum, _structure_enum)
 

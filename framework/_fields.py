@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Annotated, Any
 
 import attrs
 
-__all__ = ["one_of", "str_tuple"]
+__all__ = ["Text", "one_of", "str_tuple"]
+
+#: A field holding what someone wrote (a message, a reply). Ids may arrive as JSON numbers and are
+#: taken as strings, but a text must be a string: ``{"text": 1}`` is a mistake, not the text "1".
+Text = Annotated[str, "text"]
 
 
 def str_tuple(values: Iterable[str]) -> tuple[str, ...]:

@@ -359,8 +359,11 @@ class ProviderConfig:
 
     :param api: ``openai_chat``, ``openai_responses`` or ``anthropic``.
     :param model: the model name; ``""`` uses the API's default model.
-    :param base_url: the endpoint of an OpenAI-compatible server (else ``$OPENAI_BASE_URL``).
-    :param api_key: the key (prefer ``$PROMPTWEAVE_API_KEY`` or ``$OPENAI_API_KEY``).
+    :param base_url: the API's base URL for the client plugin of ``api`` (``openai_compat``: an
+        OpenAI-compatible server, else ``$OPENAI_BASE_URL``; ``anthropic_messages``: else
+        ``$ANTHROPIC_BASE_URL``).
+    :param api_key: the key (prefer ``$PROMPTWEAVE_API_KEY``, ``$OPENAI_API_KEY`` or
+        ``$ANTHROPIC_API_KEY``).
     :param supports_images: the model declares image input. Off by default: images are sent (and
         downloaded) only for a provider that declares them (``docs/design.md#images``); else they
         become ``[图片]`` and nothing is downloaded.
@@ -373,6 +376,10 @@ class ProviderConfig:
     :param timeout_s: the request and download timeout.
     :param prompt_cache_key: the OpenAI formats send ``prompt_cache_key`` (one per group, or per
         user in a private chat), so one group's turns share the provider's prompt cache.
+    :param max_attempts: how many times a client plugin tries a request (the first try
+        included) on a rate limit, a server error, a timeout or a broken connection.
+    :param retry_max_wait_s: the longest wait between two attempts, a server's ``Retry-After``
+        included.
     """
 
     api: str = attrs.field(
@@ -391,6 +398,8 @@ class ProviderConfig:
     max_tokens: int = attrs.field(default=1024, validator=_positive)
     timeout_s: float = attrs.field(default=60.0, validator=attrs.validators.gt(0))
     prompt_cache_key: bool = True
+    max_attempts: int = attrs.field(default=3, validator=_positive)
+    retry_max_wait_s: float = attrs.field(default=20.0, validator=attrs.validators.ge(0.0))
 
 
 @attrs.frozen(kw_only=True)

@@ -602,6 +602,7 @@ class Promptweave:
         quote_of: str | None = None,
         time: dt.datetime | None = None,
         session_text: str | None = None,
+        usage: Mapping[str, int] | None = None,
     ) -> bool:
         """Store a delivered bot message once, note it in the routing state and compress the
         session in the background: :meth:`framework.delivery.recorder.Recorder.record_bot_reply`."""
@@ -615,6 +616,7 @@ class Promptweave:
             quote_of=quote_of,
             time=time,
             session_text=session_text,
+            usage=usage,
         )
 
     def compress_session(

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from framework._convert import load_json, structure
-from framework._fields import one_of, str_tuple
+from framework._fields import Text, one_of, str_tuple
 from framework.errors import TurnFileError
 from framework.items import (
     BehaviorStrategy,
@@ -51,6 +51,12 @@ def _group_id(_instance: Any, _attribute: Any, value: str | None) -> None:
         raise ValueError("group_id must be a group's id, or null for a private chat")
 
 
+def _account_id(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    # A blank id would file the bot's state under no account at all.
+    if not value.strip():
+        raise ValueError(f"{attribute.name} must be the bot's account id, not blank")
+
+
 def _aware(value: dt.datetime) -> dt.datetime:
     if value.tzinfo is None:
         raise ValueError(f"time {value.isoformat()} has no UTC offset")
@@ -77,7 +83,7 @@ class Bot:
     :param peer_bot_ids: accounts of other bots of the same deployment.
     """
 
-    id: str
+    id: str = attrs.field(validator=_account_id)
     name: str
     aliases: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     timezone: str = "Asia/Shanghai"
@@ -101,7 +107,7 @@ class ChatMessage:
 
     sender_id: str
     # Lone surrogates are dropped on arrival: no store, hash or provider accepts them.
-    text: str = attrs.field(converter=strip_lone_surrogates)
+    text: Text = attrs.field(converter=strip_lone_surrogates)
     time: dt.datetime = attrs.field(validator=lambda _i, _a, v: _aware(v))
     id: str | None = None
     sender_name: str = attrs.field(default="", converter=strip_lone_surrogates)
@@ -117,7 +123,7 @@ class HistoryEntry:
     """One turn of the current user's conversation with the bot."""
 
     role: str = attrs.field(validator=one_of("user", "assistant"))
-    content: str = attrs.field(converter=strip_lone_surrogates)
+    content: Text = attrs.field(converter=strip_lone_surrogates)
 
 
 @attrs.frozen(kw_only=True)
@@ -200,11 +206,11 @@ class Turn:
         return self.retrieved.as_items()
 
 
-def load_turn_file(path: Path) -> Turn:
+def load_turn_file(path: str | Path) -> Turn:
     """Read a turn file (``docs/turn_file.md``); a malformed one raises
     :class:`framework.errors.TurnFileError` with one line per problem, naming the file and the key
     path."""
-    data = load_json(path, TurnFileError)
+    data = load_json(Path(path), TurnFileError)
     if not isinstance(data, dict):
         raise TurnFileError(str(path), ["the top level must be a JSON object"])
     return structure(data, Turn, str(path), TurnFileError)

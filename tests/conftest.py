@@ -2,8 +2,9 @@
 runtimes on in-memory, SQLite and Redis stores, message builders.
 
 The Redis tests use the server at ``$PROMPTWEAVE_TEST_REDIS_URL``, each under a key prefix of its
-own that is deleted afterwards. Without the variable they are skipped, unless
-``PROMPTWEAVE_REQUIRE_REDIS=1`` (CI): then a missing or unreachable server fails them.
+own that is deleted afterwards. Without the variable they are skipped, and the run ends with one
+line per skip reason; with ``PROMPTWEAVE_REQUIRE_REDIS=1`` (CI) a missing or unreachable server
+fails them, and any skipped test fails the run.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from framework.config import StoreConfig
 if TYPE_CHECKING:
     from contrib.redis_store import RedisNamespace
 
-pytest_plugins = ["framework.testing"]
+pytest_plugins = ["framework.testing", "tests.skip_summary", "pytester"]
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "turns"

@@ -329,13 +329,14 @@ def test_the_retrieval_data_imports_without_a_problem(tmp_path):
         ],
     )
     assert result.exit_code == 0, result.output
-    counts = re.findall(r"(\d+) (\w+)", result.output.split(" into ")[0])
+    read = result.output.splitlines()[0].removeprefix("read ")
+    counts = [part.split(" ", 1) for part in read.split(", ")]
     assert {kind for _count, kind in counts} == {
         "memories",
-        "knowledge",
+        "knowledge documents",
         "relationships",
-        "person_facts",
-        "expression_pairs",
+        "person facts",
+        "expression pairs",
         "rhythms",
         "strategies",
         "summaries",

@@ -113,3 +113,49 @@ def test_render_json_traces_the_quoted_image_and_the_provider_default(run):
     }
     assert data["request"]["supports_images"] is False
     assert data["request"]["images"] == {"sent": 0, "timeline": 0, "inline": True, "failed": []}
+
+
+AMBIENT = str(EXAMPLES / "ambient_remark.json")
+
+
+@pytest.mark.parametrize("fmt", ["openai", "responses", "anthropic"])
+def test_render_refuses_a_request_body_for_a_turn_the_bot_stays_silent_on(run, fmt):
+    result = CliRunner().invoke(cli, ["render", AMBIENT, "--format", fmt])
+    assert (result.exit_code, result.stdout) == (3, "")
+    assert result.stderr == (
+        f"Error: {AMBIENT}: the routing decided to pass (necessity_below_threshold): the bot "
+        "stays silent and sends nothing to the model; --force prints the request anyway\n"
+    )
+
+
+def test_render_names_the_canned_phrase_of_a_low_engagement_pass(run, tmp_path):
+    turn = json.loads((EXAMPLES / "ambient_remark.json").read_text(encoding="utf-8"))
+    turn["message"]["text"] = "哈哈哈哈"
+    path = tmp_path / "haha.json"
+    path.write_text(json.dumps(turn, ensure_ascii=False), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["render", str(path), "--format", "openai", "--seed", "1"])
+    assert result.exit_code == 3
+    assert "the bot sends the canned phrase '确实' without the model" in result.stderr
+
+
+def test_render_force_prints_the_body_of_a_pass_turn(run):
+    result = run(AMBIENT, "--format", "openai", "--force")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["messages"][-1]["role"] == "user"
+
+
+def test_render_pretty_indents_the_same_body(run):
+    compact = run(FIRST, "--format", "anthropic").stdout
+    pretty = run(FIRST, "--format", "anthropic", "--pretty").stdout
+    assert json.loads(pretty) == json.loads(compact)
+    assert pretty.startswith('{\n  "model": ')
+    assert "【安全约束】" in pretty
+
+
+@pytest.mark.parametrize("flag", ["--pretty", "--force"])
+def test_pretty_and_force_are_usage_errors_outside_the_body_formats(flag):
+    result = CliRunner().invoke(cli, ["render", FIRST, flag])
+    assert result.exit_code == 2
+    assert f"Error: {flag} applies to --format openai/responses/anthropic only, not text" in (
+        result.output
+    )

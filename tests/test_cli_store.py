@@ -72,7 +72,7 @@ def test_importing_twice_skips_what_is_stored(tmp_path: Path) -> None:
     assert out.endswith(": 0 messages, 0 bot replies, 11 skipped, 0 summaries written\n")
     code, out, _ = invoke("store", "stats", "--store", store, "--json")
     assert json.loads(out)["tables"]["group_messages"] == 11
-    assert json.loads(out)["schema_versions"] == {"sessions": 1}
+    assert json.loads(out)["schema_versions"] == {"retrieval": 1, "sessions": 2}
 
 
 def test_a_second_import_counts_only_its_new_events(tmp_path: Path) -> None:
@@ -117,9 +117,10 @@ def test_render_without_store_writes_no_file(tmp_path: Path) -> None:
     assert list(Path.cwd().glob("*.sqlite3")) == []
 
 
-def test_render_with_missing_store_is_an_error(tmp_path: Path) -> None:
-    code, _, err = invoke("render", str(TURN), "--store", str(tmp_path / "nope.sqlite3"))
-    assert code == 1 and "does not exist" in err
+def test_render_with_missing_store_is_an_input_error(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = invoke("render", str(TURN), "--store", "nope.sqlite3")
+    assert code == 2 and err == "Error: nope.sqlite3: no such file\n"
 
 
 def test_bad_import_line_names_file_and_line(tmp_path: Path) -> None:
@@ -221,3 +222,20 @@ def test_an_import_into_a_failing_store_reports_the_failures_and_exits_1(
     assert code == 1
     assert out.endswith(": 0 messages, 0 bot replies, 0 skipped, 0 summaries written, 11 failed\n")
     assert "11 events could not be stored" in err
+
+
+def test_store_stats_counts_the_retrieval_data(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = EXAMPLES / "data"
+    invoke("import", "auto", str(data), "--store", "s.sqlite3", "--bot", "10001", "--group", "1")
+    code, out, _ = invoke("store", "stats", "--store", "s.sqlite3", "--json")
+    assert code == 0
+    retrieval = json.loads(out)["retrieval"]
+    memories = len((data / "memories.jsonl").read_text(encoding="utf-8").splitlines())
+    assert retrieval["memories"] == memories
+    assert all(count > 0 for count in retrieval.values())
+    code, out, _ = invoke("store", "stats", "--store", "s.sqlite3")
+    lines = out.splitlines()
+    assert lines[:2] == ["s.sqlite3", "  conversation"]
+    assert lines[7] == "  retrieval"
+    assert lines[8] == f"    memories             {memories:>8}"

@@ -1,87 +1,20 @@
 """One delivered bot message is recorded once, however many times and through whichever method
-the bot reports it (``note_delivered``, ``record_bot_reply``)."""
+the bot reports it (``note_delivered``, ``record_bot_reply``).
+
+The ledger's own rule, on every backend, is in the store contract (``tests/store_contract.py``).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from framework import ChatMessage, DeliveryStyle, Promptweave, Turn
 from framework.routing.quoting import Delivery
-from framework.store.deliveries import (
-    DELIVERY_LEDGER_MAX,
-    DeliveryLedger,
-    DeliveryState,
-    MemoryDeliveryLedger,
-    answered_key,
-    delivered_key,
-)
-from framework.store.deliveries_sqlite import SQLiteDeliveryLedger
-from framework.store.sqlite import SQLiteDatabase
+from framework.store.deliveries import answered_key, delivered_key
 from tests.conftest import BOT, GROUP, T0, MessageFactory
 
 LATER = T0 + dt.timedelta(seconds=5)
 EPOCH = T0 - dt.timedelta(days=1)
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DeliveryLedger]:
-    if request.param == "memory":
-        yield MemoryDeliveryLedger()
-        return
-    if request.param == "redis":
-        from contrib.redis_store import RedisDeliveryLedger
-
-        yield RedisDeliveryLedger(request.getfixturevalue("redis_namespace"))
-        return
-    database = SQLiteDatabase(tmp_path / "store.sqlite3")
-    yield SQLiteDeliveryLedger(database)
-    database.close()
-
-
-def test_ledgers_implement_the_interface(ledger: DeliveryLedger) -> None:
-    assert isinstance(ledger, DeliveryLedger)
-
-
-def test_a_delivered_message_is_new_once(ledger: DeliveryLedger) -> None:
-    def report(answering: str | None, message: str | None) -> DeliveryState:
-        return ledger.record_delivery("b", "g", answering=answering, message=message, now=T0)
-
-    assert report("id:m1", "id:r1") is DeliveryState.NEW
-    assert report("id:m1", "id:r1") is DeliveryState.REPEATED
-    assert report(None, "id:r1") is DeliveryState.REPEATED
-    # A note of a reply to m1 after the reply was recorded.
-    assert report("id:m1", None) is DeliveryState.REPEATED
-    # A second bubble answering m1 is another delivered message.
-    assert report("id:m1", "id:r2") is DeliveryState.NEW
-    # A note first: the first record answering the same message completes it, once.
-    assert report("id:m2", None) is DeliveryState.NEW
-    assert report("id:m2", None) is DeliveryState.REPEATED
-    assert report("id:m2", "id:r3") is DeliveryState.COMPLETED
-    assert report("id:m2", "id:r3") is DeliveryState.REPEATED
-    assert report("id:m2", "id:r4") is DeliveryState.NEW
-    # Scoped by bot and group.
-    assert ledger.record_delivery("b", "h", answering=None, message="id:r1", now=T0) is (
-        DeliveryState.NEW
-    )
-    assert ledger.record_delivery("c", "g", answering=None, message="id:r1", now=T0) is (
-        DeliveryState.NEW
-    )
-
-
-def test_the_ledger_remembers_the_newest_deliveries_per_group(ledger: DeliveryLedger) -> None:
-    for number in range(DELIVERY_LEDGER_MAX + 1):
-        ledger.record_delivery("b", "g", answering=None, message=f"id:{number}", now=T0)
-    newest = f"id:{DELIVERY_LEDGER_MAX}"
-    assert ledger.record_delivery("b", "g", answering=None, message=newest, now=T0) is (
-        DeliveryState.REPEATED
-    )
-    assert ledger.record_delivery("b", "g", answering=None, message="id:0", now=T0) is (
-        DeliveryState.NEW
-    )
 
 
 def test_identities_use_ids_and_fall_back_to_text_and_time() -> None:
@@ -207,23 +140,3 @@ def test_a_repeated_private_reply_enters_the_session_once(
         BOT.id, "", "30022", until=T0 + dt.timedelta(days=1), limit=10
     )
     assert [row.content for row in session] == ["明天几点集合", "八点"]
-
-
-def test_the_redis_backend_shares_its_delivery_ledger(redis_url: str, redis_prefix: str) -> None:
-    from contrib.redis_store import RedisDeliveryLedger
-    from framework import Stores
-    from tests.conftest import redis_config
-
-    # Two bot processes on one Redis: a delivery reported by both counts once.
-    first, second = (Stores.from_config(redis_config(redis_url, redis_prefix)) for _ in range(2))
-    assert isinstance(first.deliveries, RedisDeliveryLedger)
-    assert (
-        first.deliveries.record_delivery("b", "g", answering="id:m1", message=None, now=T0)
-        is DeliveryState.NEW
-    )
-    assert (
-        second.deliveries.record_delivery("b", "g", answering="id:m1", message="id:r1", now=T0)
-        is DeliveryState.COMPLETED
-    )
-    first.close()
-    second.close()

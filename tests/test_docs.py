@@ -8,6 +8,7 @@ Python example in the docs at least compiles.
 from __future__ import annotations
 
 import inspect
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -127,3 +128,46 @@ def test_names_the_docs_import_from_framework_exist(page: Path) -> None:
             if isinstance(node, ast.ImportFrom) and node.module == "framework":
                 missing = [a.name for a in node.names if not hasattr(framework, a.name)]
                 assert not missing, f"{page.name} python block {number} imports {missing}"
+
+
+# -- the test command ----------------------------------------------------------------------------
+
+_SKIPPING = """
+import pytest
+
+
+@pytest.mark.parametrize("n", range(5))
+def test_needs_a_server(n):
+    pytest.skip("no server")
+
+
+def test_runs():
+    pass
+"""
+
+
+def _run_skipping(pytester, monkeypatch, required=()):
+    """A run of five skipped tests and one that passes, with the plugin the suite uses, and
+    ``required`` the only ``PROMPTWEAVE_REQUIRE_*`` variables set."""
+    for name in [name for name in os.environ if name.startswith("PROMPTWEAVE_REQUIRE_")]:
+        monkeypatch.delenv(name)
+    for name in required:
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(_SKIPPING)
+    return pytester.runpytest_subprocess("-p", "tests.skip_summary", "-p", "no:cacheprovider")
+
+
+def test_skipped_tests_are_summarised_in_one_line_per_reason(pytester, monkeypatch):
+    result = _run_skipping(pytester, monkeypatch)
+    assert result.ret == 0
+    assert result.outlines.count("5 skipped: no server") == 1
+    assert not any(line.startswith("SKIPPED") for line in result.outlines)
+
+
+@pytest.mark.parametrize("service", ["PROMPTWEAVE_REQUIRE_REDIS", "PROMPTWEAVE_REQUIRE_LLAMA"])
+def test_a_skipped_test_fails_the_run_where_services_are_required(pytester, monkeypatch, service):
+    result = _run_skipping(pytester, monkeypatch, required=[service])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert f"{service}=1: no test may be skipped, and 5 were" in result.outlines

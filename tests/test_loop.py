@@ -77,6 +77,22 @@ def test_addressed_question_is_answered_in_bubbles_and_recorded() -> None:
     assert set(outcome.stage_durations_ms) >= {"record", "route", "render", "submit", "deliver"}
 
 
+def test_the_providers_usage_is_traced_and_kept_with_the_answer_in_the_session() -> None:
+    from framework.providers.records import Usage
+
+    usage = Usage(
+        prompt_tokens=1800, output_tokens=20, cached_tokens=1536, cache_creation_tokens=None
+    )
+    loop, _ = make_loop(SubmitResult(sent=True, status="ok", text="有的\n周六桌游", usage=usage))
+    outcome = _run(loop.handle(event("小织 周末有活动吗？", addressed=True), RecordingTransport()))
+    assert outcome.usage == usage
+    rows = loop.runtime.stores.sessions.user_turns(BOT, GROUP, "30001", until=_later(60), limit=10)  # type: ignore[union-attr]
+    assert [row.usage for row in rows] == [
+        None,
+        {"prompt_tokens": 1800, "output_tokens": 20, "cached_tokens": 1536},
+    ]
+
+
 def test_bystander_chatter_stays_silent_without_a_model_call() -> None:
     loop, model = make_loop("不该被调用")
     transport = RecordingTransport()

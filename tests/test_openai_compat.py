@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
 from support_turn_context import ENVIRON, example_turn, make_runtime
 
-from contrib.openai_compat import DEFAULT_BASE_URL, OpenAICompatClient
+from contrib.openai_compat import DEFAULT_BASE_URL, OpenAICompatClient, RetryPolicy
 from framework import (
     Config,
     Promptweave,
     ProviderApi,
     ProviderSpec,
+    SubmitResult,
+    asubmit_request,
     build_provider_request,
     build_turn_context,
     submit_request,
@@ -26,9 +29,20 @@ def _request(runtime, api=ProviderApi.OPENAI_CHAT):
     return build_provider_request(runtime, context, ProviderSpec(api=api, model="qwen-plus"))
 
 
+def _no_sleep(seconds):
+    raise AssertionError(f"a test client waited {seconds} s")
+
+
+#: One attempt: these tests are about what a reply gives (retries: test_provider_retries.py).
+ONCE = RetryPolicy(max_attempts=1, sleep=_no_sleep)
+
+
 def _client(handler, **kwargs):
     return OpenAICompatClient(
-        base_url="http://llm.internal:8000/v1", transport=httpx.MockTransport(handler), **kwargs
+        base_url="http://llm.internal:8000/v1",
+        transport=httpx.MockTransport(handler),
+        retry=ONCE,
+        **kwargs,
     )
 
 
@@ -83,7 +97,8 @@ def test_http_errors_and_bad_replies_become_error_results():
     def refuse(request):
         raise httpx.ConnectError("connection refused")
 
-    assert _client(refuse).submit(_request(runtime)).detail == "ConnectError: connection refused"
+    refused = _client(refuse).submit(_request(runtime))
+    assert (refused.sent, refused.detail) == (False, "ConnectError: connection refused")
 
 
 def test_no_key_headers_for_a_keyless_local_server():
@@ -102,6 +117,14 @@ def test_anthropic_requests_are_left_to_other_plugins():
     runtime = make_runtime(extra_plugins=(_client(lambda r: httpx.Response(500)),))
     result = submit_request(runtime, _request(runtime, ProviderApi.ANTHROPIC))
     assert result.status == "offline"
+
+
+def test_config_base_url_and_key_are_for_the_configured_openai_format_only():
+    config = Config(
+        provider=ProviderConfig(api="anthropic", base_url="https://claude.example", api_key="sk-x")
+    )
+    client = OpenAICompatClient.from_config(config, {"OPENAI_API_KEY": "sk-openai"})
+    assert (client.base_url, client.api_key) == (DEFAULT_BASE_URL, "sk-openai")
 
 
 def test_base_url_and_key_from_config_then_environment():
@@ -137,8 +160,6 @@ def test_enabled_by_name_it_reads_the_config(monkeypatch):
 
     def fake_submit(self, request):
         posted.append((self.base_url, json.loads(request.body_bytes())["model"]))
-        from framework import SubmitResult
-
         return SubmitResult(sent=True, status="ok", text="好")
 
     monkeypatch.setattr(OpenAICompatClient, "submit", fake_submit)
@@ -151,6 +172,48 @@ def test_the_module_plugin_reuses_one_client_per_endpoint():
     import contrib.openai_compat as compat
 
     compat._shared_client.cache_clear()
-    first = compat._shared_client("https://llm.example/v1", "k", 30.0)
-    assert compat._shared_client("https://llm.example/v1", "k", 30.0) is first
-    assert compat._shared_client("https://other.example/v1", "k", 30.0) is not first
+    first = compat._shared_client("https://llm.example/v1", "k", 30.0, 3, 20.0)
+    assert compat._shared_client("https://llm.example/v1", "k", 30.0, 3, 20.0) is first
+    assert compat._shared_client("https://other.example/v1", "k", 30.0, 3, 20.0) is not first
+    assert compat._shared_client("https://llm.example/v1", "k", 30.0, 5, 20.0) is not first
+    assert (first.retry.max_attempts, first.retry.max_wait_s) == (3, 20.0)
+
+
+def test_the_async_path_posts_the_same_bytes_and_parses_the_same_reply():
+    seen = []
+
+    def handler(request):
+        seen.append(request)
+        return httpx.Response(
+            200, json={"choices": [{"message": {"role": "assistant", "content": "要的"}}]}
+        )
+
+    client = _client(handler, api_key="sk-local")
+    runtime = make_runtime(extra_plugins=(client,))
+    request = _request(runtime)
+    result = asyncio.run(asubmit_request(runtime, request))
+    assert (result.sent, result.status, result.text) == (True, "ok", "要的")
+    assert seen[0].content == request.body_bytes()
+    assert seen[0].headers["Authorization"] == "Bearer sk-local"
+    assert str(seen[0].url) == "http://llm.internal:8000/v1/chat/completions"
+
+
+def test_enabled_by_name_it_answers_the_async_hook_from_the_config(monkeypatch):
+    config = Config(
+        store=StoreConfig(backend="memory"),
+        plugins=PluginsConfig(contrib=("openai_compat",)),
+        provider=ProviderConfig(base_url="http://127.0.0.1:9/v1", max_attempts=4),
+    )
+    runtime = Promptweave.from_config(config, environ=ENVIRON)
+    assert "submit_request_async" in runtime.plugins.hooks_of("openai_compat")
+    used = []
+
+    async def fake_asubmit(self, request):
+        used.append((self.base_url, self.retry.max_attempts))
+        return SubmitResult(sent=True, status="ok", text="好")
+
+    monkeypatch.setattr(OpenAICompatClient, "asubmit", fake_asubmit)
+    assert asyncio.run(asubmit_request(runtime, _request(runtime))).text == "好"
+    assert used == [("http://127.0.0.1:9/v1", 4)]
+    anthropic = _request(runtime, ProviderApi.ANTHROPIC)
+    assert asyncio.run(asubmit_request(runtime, anthropic)).status == "offline"

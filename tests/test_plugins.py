@@ -248,3 +248,51 @@ def test_trace_plugins_writes_hook_calls_to_stderr(capsys):
     manager = build_plugin_manager(environ={"PROMPTWEAVE_TRACE_PLUGINS": "1"})
     collect_registries(manager.pm)
     assert "register_sections" in capsys.readouterr().err
+
+
+def test_an_unknown_name_to_disable_is_warned_about_with_a_suggestion(caplog):
+    build_plugin_manager(environ={"PROMPTWEAVE_DISABLE_PLUGINS": "retriever, static_sections"})
+    assert [record.getMessage() for record in caplog.records] == [
+        "PROMPTWEAVE_DISABLE_PLUGINS names 'retriever', which is no plugin's name "
+        "(did you mean 'retrievers'?); see promptweave plugins --all"
+    ]
+
+
+def test_names_of_entry_points_contrib_and_extras_may_be_disabled(entry_points, caplog):
+    entry_points.append(
+        _FakeEntryPoint("acme", _section_plugin("acme"), _FakeDist("acme-dist", "1.0"))
+    )
+    extra = _section_plugin("extra")
+    build_plugin_manager(
+        extra_plugins=[extra],
+        environ={"PROMPTWEAVE_DISABLE_PLUGINS": f"acme,onebot,{extra.__name__}"},
+    )
+    assert caplog.records == []
+
+
+def test_an_unknown_distribution_to_load_is_warned_about(entry_points, caplog):
+    entry_points.append(
+        _FakeEntryPoint("acme", _section_plugin("acme"), _FakeDist("acme-dist", "1.0"))
+    )
+    manager = build_plugin_manager(environ={"PROMPTWEAVE_LOAD_PLUGINS": "acme_dist,acme-dst"})
+    assert "acme" in manager.infos
+    assert [record.getMessage() for record in caplog.records] == [
+        "PROMPTWEAVE_LOAD_PLUGINS names 'acme-dst', which is no installed distribution with "
+        "promptweave plugins (did you mean 'acme-dist'?) (installed: acme-dist)"
+    ]
+
+
+def test_an_installed_plugin_passed_again_as_an_extra_is_a_clear_error(entry_points):
+    plugin = _section_plugin("notice")
+    entry_points.append(_FakeEntryPoint("notice", plugin, _FakeDist("notice-dist", "0.1")))
+    with pytest.raises(PluginImportError) as raised:
+        build_plugin_manager(extra_plugins=[plugin], environ={})
+    assert str(raised.value) == (
+        f"extra plugin {plugin!r} is already loaded as the external plugin 'notice' from "
+        "distribution notice-dist 0.1; pass it as an extra only when it is not installed, or "
+        "block the installed one with PROMPTWEAVE_DISABLE_PLUGINS=notice"
+    )
+    blocked = build_plugin_manager(
+        extra_plugins=[plugin], environ={"PROMPTWEAVE_DISABLE_PLUGINS": "notice"}
+    )
+    assert blocked.infos[plugin.__name__].kind == "extra"

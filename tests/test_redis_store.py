@@ -1,14 +1,13 @@
-"""The Redis store: key layout, sharing between processes, configuration and degradation.
+"""The Redis store: key layout, prefixes, configuration and degradation.
 
-The behaviour every backend shares is pinned by the conformance tests (``test_store_sessions``,
-``test_routing_state``, the ``runtime`` fixture), which run on Redis too.
+The behaviour every backend shares is pinned by the store contract (``tests/store_contract.py``,
+sharing between processes included) and the ``runtime`` fixture, which run on Redis too.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import multiprocessing
 import random
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from redis.crc import key_slot
 
 from contrib.redis_store import (
     RedisBotReplyContext,
+    RedisDeliveryLedger,
     RedisFeedbackLedger,
     RedisGroupLog,
     RedisNamespace,
@@ -152,84 +152,13 @@ def test_the_bot_reply_maximum_counts_per_bot_and_group(redis_namespace: RedisNa
 # -- sharing ------------------------------------------------------------------------------------
 
 
-def test_two_stores_on_one_redis_share_the_state(redis_url: str, redis_prefix: str) -> None:
-    config = redis_config(redis_url, redis_prefix)
-    first, second = Stores.from_config(config), Stores.from_config(config)
-    assert first.group_log is not None and second.group_log is not None
-    assert first.sessions is not None and second.sessions is not None
-    first.group_log.append_group_message("10001", "20001", said(1, "只写进第一个"))
-    assert not second.group_log.append_group_message("10001", "20001", said(1))
-    until = T0 + dt.timedelta(minutes=1)
-    window = second.group_log.recent_group_messages("10001", "20001", until=until, limit=5)
-    assert [m.text for m in window] == ["只写进第一个"]
-    assert first.sessions.claim_compaction("10001", "20001", "30022", now=T0, cooldown_s=600)
-    assert not second.sessions.claim_compaction("10001", "20001", "30022", now=T0, cooldown_s=600)
-    first.routing.note_quote_delivered("10001", "20001", "9", T0)
-    assert second.routing.last_quote_at("10001", "20001") == T0
+def test_stores_under_another_prefix_share_nothing(redis_url: str, redis_prefix: str) -> None:
+    first = Stores.from_config(redis_config(redis_url, redis_prefix))
     other = Stores.from_config(redis_config(redis_url, redis_prefix + "other:"))
+    first.routing.note_quote_delivered("10001", "20001", "9", T0)
     assert other.routing.last_quote_at("10001", "20001") is None
-    for stores in (first, second, other):
+    for stores in (first, other):
         stores.close()
-
-
-WRITERS = 4
-PER_WRITER = 60
-
-
-def _race(url: str, prefix: str, writer: int, results: multiprocessing.Queue[object]) -> None:
-    # Each process connects on its own, as separate bot processes would, and every process
-    # records the same messages and the same turns: each must be stored once.
-    stores = Stores.from_config(redis_config(url, prefix))
-    assert stores.group_log is not None and stores.sessions is not None
-    added = claims = 0
-    for number in range(PER_WRITER):
-        added += stores.group_log.append_group_message("10001", "20001", said(number))
-        added += stores.sessions.append_turns(
-            [
-                SessionTurn(
-                    bot_id="10001",
-                    group_id="20001",
-                    user_id="30022",
-                    role="user",
-                    content=f"第{number}句",
-                    message_id=str(number),
-                    time=said(number).time,
-                )
-            ],
-            storage_window=10_000,
-        )
-        claims += stores.sessions.claim_compaction(
-            "10001", "20001", str(number), now=T0, cooldown_s=600
-        )
-    results.put((added, claims))
-    stores.close()
-
-
-def test_processes_racing_on_one_redis_store_each_message_once(
-    redis_url: str, redis_prefix: str
-) -> None:
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    workers = [
-        context.Process(target=_race, args=(redis_url, redis_prefix, writer, results))
-        for writer in range(WRITERS)
-    ]
-    for worker in workers:
-        worker.start()
-    outcomes = [results.get(timeout=120) for _ in workers]
-    for worker in workers:
-        worker.join(timeout=120)
-    assert [worker.exitcode for worker in workers] == [0] * WRITERS
-    assert sum(added for added, _claims in outcomes) == 2 * PER_WRITER
-    assert sum(claims for _added, claims in outcomes) == PER_WRITER
-    stores = Stores.from_config(redis_config(redis_url, redis_prefix))
-    assert stores.group_log is not None and stores.sessions is not None
-    until = T0 + dt.timedelta(hours=1)
-    log = stores.group_log.recent_group_messages("10001", "20001", until=until, limit=1000)
-    assert [m.id for m in log] == [str(number) for number in range(PER_WRITER)]
-    turns = stores.sessions.user_turns("10001", "20001", "30022", until=until, limit=1000)
-    assert [t.message_id for t in turns] == [str(number) for number in range(PER_WRITER)]
-    stores.close()
 
 
 def test_a_replayed_log_renders_the_same_on_redis_and_sqlite(
@@ -268,6 +197,7 @@ def test_stores_from_config_build_the_redis_stores(
     assert stores.unavailable is None
     assert isinstance(stores.routing, RedisRoutingState)
     assert isinstance(stores.group_log, RedisGroupLog)
+    assert isinstance(stores.deliveries, RedisDeliveryLedger)
     # Retrieval data stays in the SQLite file at [store] path, read without creating it.
     assert stores.database is not None and stores.database.path == tmp_path / "promptweave.sqlite3"
     assert stores.retrieval.expression_pairs("10001", "20001", limit=5) == []
@@ -286,14 +216,19 @@ def test_a_missing_redis_client_is_a_config_error(monkeypatch: pytest.MonkeyPatc
         Stores.from_config(Config(store=StoreConfig(backend="redis")))
 
 
+def write_redis_config(directory: Path, url: str, prefix: str) -> Path:
+    """A ``promptweave.toml`` selecting the Redis backend."""
+    config_file = directory / "promptweave.toml"
+    config_file.write_text(
+        f'[store]\nbackend = "redis"\nurl = "{url}"\nprefix = "{prefix}"\n', encoding="utf-8"
+    )
+    return config_file
+
+
 def test_render_reads_redis_and_leaves_its_routing_state_alone(
     redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
-    config_file = tmp_path / "promptweave.toml"
-    config_file.write_text(
-        f'[store]\nbackend = "redis"\nurl = "{redis_url}"\nprefix = "{redis_prefix}"\n',
-        encoding="utf-8",
-    )
+    config_file = write_redis_config(tmp_path, redis_url, redis_prefix)
     runtime = Promptweave.from_config(Config.from_file(config_file))
     with LOG.open(encoding="utf-8") as lines:
         import_events(runtime, lines, source=str(LOG))
@@ -325,11 +260,7 @@ def test_render_reads_redis_and_leaves_its_routing_state_alone(
 def test_retrieval_data_is_imported_into_the_sqlite_file_beside_redis(
     redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
-    config_file = tmp_path / "promptweave.toml"
-    config_file.write_text(
-        f'[store]\nbackend = "redis"\nurl = "{redis_url}"\nprefix = "{redis_prefix}"\n',
-        encoding="utf-8",
-    )
+    config_file = write_redis_config(tmp_path, redis_url, redis_prefix)
     memories = tmp_path / "m.jsonl"
     memories.write_text('{"kind": "teaching", "text": "七点开始"}\n', encoding="utf-8")
     result = CliRunner().invoke(

@@ -143,10 +143,10 @@ def test_cli_import_writes_the_store_and_reports_counts(tmp_path):
     path = write(tmp_path / "m.jsonl", json.dumps({"kind": "teaching", "text": "七点开始"}) + "\n")
     store = tmp_path / "s.sqlite3"
     result = CliRunner().invoke(
-        cli, ["import", "memories", str(path), "--store", str(store), "--bot", "b", "--group", "g"]
+        cli, ["import", "memories", str(path), "--store", "s.sqlite3", "--bot", "b", "--group", "g"]
     )
     assert result.exit_code == 0, result.output
-    assert "imported 1 memories" in result.output
+    assert result.output == "read 1 memories\nnew in s.sqlite3: 1 memories\n"
     assert SQLiteRetrievalStore(SQLiteDatabase(store)).counts()["memories"] == 1
 
 
@@ -156,8 +156,8 @@ def test_cli_import_fails_with_the_problems_and_writes_nothing(tmp_path):
     result = CliRunner().invoke(
         cli, ["import", "memories", str(path), "--store", str(store), "--bot", "b", "--group", "g"]
     )
-    assert result.exit_code == 1
-    assert "line 1" in result.output and "$.text" in result.output
+    assert result.exit_code == 2
+    assert result.output == f"Error: {path}:1: text: required field missing\n"
     assert not store.exists()
 
 
@@ -175,3 +175,31 @@ def test_the_example_data_imports_cleanly(tmp_path):
         "memories", "knowledge", "relationships", "person_facts", "expression_pairs",
         "rhythms", "strategies", "summaries",
     }  # fmt: skip
+
+
+def test_cli_import_run_twice_says_nothing_new_was_added(tmp_path):
+    args = ["import", "auto", str(EXAMPLES / "data"), "--store", "s.sqlite3"]
+    args += ["--bot", "10001", "--group", "20001"]
+    first = CliRunner().invoke(cli, args)
+    again = CliRunner().invoke(cli, args)
+    read = (
+        "read 15 memories, 2 knowledge documents, 4 relationships, 6 person facts, "
+        "10 expression pairs, 1 rhythms, 6 strategies, 4 summaries"
+    )
+    assert first.output.splitlines()[0] == read
+    assert first.output.splitlines()[1].startswith("new in s.sqlite3: 15 memories, ")
+    assert again.output.splitlines() == [
+        read,
+        "new in s.sqlite3: nothing (all of it was stored already)",
+    ]
+
+
+def test_cli_import_counts_only_the_new_records_of_a_file_that_grew(tmp_path):
+    path = write(tmp_path / "m.jsonl", '{"kind": "teaching", "text": "七点开始"}\n')
+    args = ["import", "memories", str(path), "--store", "s.sqlite3", "--bot", "b", "--group", "g"]
+    CliRunner().invoke(cli, args)
+    write(
+        path, '{"kind": "teaching", "text": "七点开始"}\n{"kind": "teaching", "text": "八点散"}\n'
+    )
+    result = CliRunner().invoke(cli, args)
+    assert result.output == "read 2 memories\nnew in s.sqlite3: 1 memories\n"

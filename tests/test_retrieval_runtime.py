@@ -263,7 +263,7 @@ def test_cli_render_with_store_shows_what_each_retriever_found(example_store):
     text = CliRunner().invoke(cli, ["render", turn, "--store", str(example_store)], env=NO_AUTOLOAD)
     assert text.exit_code == 0, text.output
     assert "==== retrieval ====" in text.output
-    assert "knowledge            knowledge            hit" in text.output
+    assert "\nknowledge           knowledge           hit  " in text.output
     as_json = CliRunner().invoke(
         cli, ["render", turn, "--store", str(example_store), "--format", "json"], env=NO_AUTOLOAD
     )

@@ -327,8 +327,8 @@ def render(monkeypatch, tmp_path, *args: str):
 def test_render_text_budget_block_shows_what_was_trimmed_from_what_is_sent(monkeypatch, tmp_path):
     output = render(monkeypatch, tmp_path)
     block = output.split("==== budget ====\n")[1].split("\n\n")[0].splitlines()
-    assert block[0] == "total: 2226 / 3000 chars (system prompt 2068, before trimming 2226)"
-    assert block[4:] == [
+    assert block[0] == "total: 2226 / 3000 chars (system prompt 2068), nothing trimmed"
+    assert block[2:] == [
         "sent: 3000 / 3000 chars (system prompt 2068, before trimming 4128)",
         "  dropped: none",
         "  cut: note",

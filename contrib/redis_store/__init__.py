@@ -7,8 +7,11 @@ name, so ``framework`` itself never imports Redis.
 The group log, sessions, summary archive, bot-reply context, feedback ledger, delivery ledger and
 routing state live in Redis, under keys scoped by bot and group with a Cluster hash tag (``promptweave:{10001:20001}:
 log``), so several bot processes share them and a cluster can shard them. Each store behaves like
-its in-memory counterpart; a check-then-write (duplicate ids, windows, the compaction claim) is one
-Lua script, atomic across processes. Retrieval data (memories, knowledge…) stays in the SQLite file
+its in-memory counterpart (the store contract, ``tests/store_contract.py``, runs on it); a
+check-then-write is atomic across processes: a Lua script for duplicate ids and the windows of the
+large sorted sets, an optimistic transaction (:meth:`RedisNamespace.transaction`) where a rule of
+``framework.store`` decides (deliveries, the compaction claim, kept messages, quote candidates).
+Retrieval data (memories, knowledge…) stays in the SQLite file
 at ``[store] path``, which ``promptweave import`` fills and every process reads.
 
 A ``redis.RedisError`` surfaces as :class:`framework.StoreUnavailableError`, so a Redis that

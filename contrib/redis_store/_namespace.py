@@ -1,8 +1,10 @@
-"""What the Redis stores share: the client, the key layout, error and time conversions.
+"""What the Redis stores share: the client, the key layout, transactions, error and time
+conversions.
 
 Every key is ``<prefix>{<bot>:<group>}:<name>``, optionally followed by ``:<user>`` or
 ``:<outcome>``. The part in braces is a Redis Cluster hash tag: all keys of one bot in one group land
-in the same slot, so a cluster shards by bot and group and every Lua script touches one slot only.
+in the same slot, so a cluster shards by bot and group and every Lua script or transaction touches
+one slot only.
 Ids are percent-encoded (``:``, ``{``, ``}`` and ``%`` never appear raw), so no two scopes can
 produce the same key and an id can never end the hash tag early.
 """
@@ -11,13 +13,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import attrs
 import redis
+from redis.client import Pipeline
 from redis.commands.core import Script
 
 from framework.store.sqlite import StoreUnavailableError
@@ -25,6 +28,7 @@ from framework.turn import ChatMessage
 
 __all__ = [
     "DEFAULT_PREFIX",
+    "Pipeline",
     "RedisNamespace",
     "decode_message",
     "decode_time",
@@ -33,6 +37,8 @@ __all__ = [
     "encode_time",
     "row_key",
 ]
+
+T = TypeVar("T")
 
 #: The key prefix of ``[store] prefix``.
 DEFAULT_PREFIX = "promptweave:"
@@ -130,6 +136,26 @@ class RedisNamespace:
             found = self._window_script(keys=[index, rows], args=[top, bottom, limit])
         pairs = [(str(found[at]), json.loads(found[at + 1])) for at in range(0, len(found), 2)]
         return pairs[::-1]
+
+    def transaction(self, keys: Sequence[str], change: Callable[[Pipeline], T]) -> T:
+        """Run ``change`` as one optimistic transaction over ``keys``, and return what it returns.
+
+        ``change`` reads ``keys`` through the pipeline it is given (the commands run at once while
+        the keys are watched), decides in Python, and queues its writes after ``pipeline.multi()``.
+        They are applied only if no other client changed a watched key meanwhile; otherwise
+        ``change`` runs again on what is there now. So a rule written once in Python (in
+        ``framework.store``) is atomic across processes, as a Lua script would be. Every key must
+        carry the same hash tag (one bot and group), as for a script.
+        """
+        with self.reached(), self.client.pipeline(transaction=True) as pipeline:
+            while True:
+                try:
+                    pipeline.watch(*keys)  # type: ignore[no-untyped-call]  # unannotated upstream
+                    result = change(pipeline)
+                    pipeline.execute()
+                except redis.WatchError:
+                    continue
+                return result
 
     @property
     def where(self) -> str:

@@ -6,7 +6,7 @@ import attrs
 from redis.commands.core import Script
 
 from contrib.redis_store._namespace import RedisNamespace, decode_time, dumps, encode_time
-from framework.store.sessions import SessionSummary
+from framework.store.sessions import SessionSummary, group_scope
 
 __all__ = ["RedisSummaryStore"]
 
@@ -57,7 +57,7 @@ class RedisSummaryStore:
     def list_summaries(
         self, bot_id: str, group_id: str | None, user_id: str | None, limit: int
     ) -> list[SessionSummary]:
-        scope = group_id or ""
+        scope = group_scope(group_id)
         _counter, rows, index = self._keys(bot_id, scope, user_id)
         found = self.namespace.window(index, rows, until=None, limit=limit)
         return [

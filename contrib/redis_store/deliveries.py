@@ -3,66 +3,33 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import attrs
-from redis.commands.core import Script
 
-from contrib.redis_store._namespace import RedisNamespace
-from framework.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryState
+from contrib.redis_store._namespace import Pipeline, RedisNamespace, dumps
+from framework.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryState, settle_delivery
 
 __all__ = ["RedisDeliveryLedger"]
 
-# KEYS: the (bot, group)'s deliveries, oldest first, each {"a": answering, "m": message} with ""
-# for an unknown side. ARGV: answering, message, how many deliveries are kept.
-_RECORD_DELIVERY = """
-local answering, message = ARGV[1], ARGV[2]
-local entries = {}
-for index, raw in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-    local entry = cjson.decode(raw)
-    if message ~= '' and entry['m'] == message then
-        return 'repeated'
-    end
-    entries[index] = entry
-end
-if answering ~= '' then
-    local noted, same = nil, false
-    for index, entry in ipairs(entries) do
-        if entry['a'] == answering then
-            same = true
-            if noted == nil and entry['m'] == '' then
-                noted = index
-            end
-        end
-    end
-    if message == '' and same then
-        return 'repeated'
-    end
-    if noted ~= nil then
-        entries[noted]['m'] = message
-        redis.call('LSET', KEYS[1], noted - 1, cjson.encode(entries[noted]))
-        return 'completed'
-    end
-end
-redis.call('RPUSH', KEYS[1], cjson.encode({a = answering, m = message}))
-redis.call('LTRIM', KEYS[1], -tonumber(ARGV[3]), -1)
-return 'new'
-"""
+
+def _entry(answering: str | None, message: str | None) -> str:
+    """A delivery as the list keeps it: ``{"a": answering, "m": message}``, ``""`` for an unknown
+    side."""
+    return dumps({"a": answering or "", "m": message or ""})
 
 
 @attrs.define
 class RedisDeliveryLedger:
     """:class:`framework.store.deliveries.DeliveryLedger` in Redis, exactly like
     :class:`framework.store.deliveries.MemoryDeliveryLedger`: the newest
-    :data:`framework.store.deliveries.DELIVERY_LEDGER_MAX` deliveries per bot and group, in one
-    list, checked and changed by one script, so bot processes reporting the same delivery record
-    it once."""
+    :data:`framework.store.deliveries.DELIVERY_LEDGER_MAX` deliveries per bot and group, oldest
+    first, in one list that each report reads and changes in one transaction
+    (:meth:`RedisNamespace.transaction`), so bot processes reporting the same delivery record it
+    once."""
 
     namespace: RedisNamespace
     max_entries: int = attrs.field(default=DELIVERY_LEDGER_MAX, validator=attrs.validators.ge(1))
-    _record: Script = attrs.field(init=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        self._record = self.namespace.script(_RECORD_DELIVERY)
 
     def record_delivery(
         self,
@@ -73,11 +40,18 @@ class RedisDeliveryLedger:
         message: str | None,
         now: dt.datetime,
     ) -> DeliveryState:
-        if answering is None and message is None:
-            raise ValueError("a delivery needs the answered or the delivered message")
-        with self.namespace.reached():
-            state = self._record(
-                keys=[self.namespace.key(bot_id, group_id, "deliveries")],
-                args=[answering or "", message or "", self.max_entries],
-            )
-        return DeliveryState(state)
+        key = self.namespace.key(bot_id, group_id, "deliveries")
+
+        def record(pipeline: Pipeline) -> DeliveryState:
+            entries = [json.loads(raw) for raw in pipeline.lrange(key, 0, -1)]
+            known = [(entry["a"] or None, entry["m"] or None) for entry in entries]
+            state, noted = settle_delivery(known, answering=answering, message=message)
+            pipeline.multi()
+            if noted is not None:
+                pipeline.lset(key, noted, _entry(answering, message))
+            elif state is DeliveryState.NEW:
+                pipeline.rpush(key, _entry(answering, message))
+                pipeline.ltrim(key, -self.max_entries, -1)
+            return state
+
+        return self.namespace.transaction([key], record)

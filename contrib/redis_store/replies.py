@@ -9,7 +9,14 @@ import attrs
 from redis.commands.core import Script
 
 from contrib.redis_store._namespace import RedisNamespace, dumps
-from framework.store.sessions_sqlite import FEEDBACK_MAX_PHRASES
+from framework.store.sessions import (
+    BOT_REPLY_MAX_ENTRIES,
+    BOT_REPLY_TEXT_CHARS,
+    BOT_REPLY_TTL_S,
+    FEEDBACK_MAX_PHRASES,
+    bot_reply_entry,
+    feedback_phrases,
+)
 
 __all__ = ["RedisBotReplyContext", "RedisFeedbackLedger"]
 
@@ -110,9 +117,9 @@ class RedisBotReplyContext:
     """
 
     namespace: RedisNamespace
-    ttl_s: float = 600.0
-    max_entries: int = 512
-    text_chars: int = 500
+    ttl_s: float = BOT_REPLY_TTL_S
+    max_entries: int = BOT_REPLY_MAX_ENTRIES
+    text_chars: int = BOT_REPLY_TEXT_CHARS
     refresh_on_lookup: bool = True
     _remember: Script = attrs.field(init=False, repr=False)
     _lookup: Script = attrs.field(init=False, repr=False)
@@ -133,10 +140,12 @@ class RedisBotReplyContext:
     def remember(
         self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
     ) -> None:
-        text = text.strip()[: self.text_chars]
-        if not message_id or not text:
+        entry = bot_reply_entry(
+            message_id, text, now=now, ttl_s=self.ttl_s, text_chars=self.text_chars
+        )
+        if entry is None:
             return
-        expires = now.timestamp() + self.ttl_s
+        text, expires = entry
         with self.namespace.reached():
             self._remember(
                 keys=self._keys(group_id, bot_id),
@@ -186,7 +195,7 @@ class RedisFeedbackLedger:
         *,
         now: dt.datetime,
     ) -> int:
-        unique = dict.fromkeys(p.strip() for p in phrases if p.strip())
+        unique = feedback_phrases(phrases)
         if not unique:
             return 0
         keys = [

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import attrs
-from redis.commands.core import Script
 
 from contrib.redis_store._namespace import (
+    Pipeline,
     RedisNamespace,
     decode_message,
     decode_time,
@@ -26,58 +26,14 @@ from framework.store.routing_state import (
     GroupSnapshot,
     QuoteCandidate,
     RoutingState,
+    candidates_after,
+    kept_messages_after,
 )
 from framework.turn import ChatMessage
 
 __all__ = ["RedisRoutingState"]
 
-# KEYS: kept messages. ARGV: has id, id, message, limit.
-_KEEP_MESSAGE = """
-local known = false
-if ARGV[1] == '1' then
-    for _, kept in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-        if cjson.decode(kept)['id'] == ARGV[2] then
-            known = true
-            break
-        end
-    end
-end
-if not known then
-    redis.call('RPUSH', KEYS[1], ARGV[3])
-end
-local limit = tonumber(ARGV[4])
-if limit <= 0 then
-    redis.call('DEL', KEYS[1])
-else
-    redis.call('LTRIM', KEYS[1], -limit, -1)
-end
-"""
-
-# KEYS: candidates. ARGV: limit, then per candidate: message id, epoch, candidate. Returns the
-# candidates kept.
-_RECORD_CANDIDATES = """
-local known, newest = {}, nil
-for _, kept in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-    local candidate = cjson.decode(kept)
-    known[candidate['message_id']] = true
-    newest = candidate['time'][1]
-end
-for index = 2, #ARGV, 3 do
-    local at = tonumber(ARGV[index + 1])
-    if not known[ARGV[index]] and (newest == nil or at >= newest) then
-        redis.call('RPUSH', KEYS[1], ARGV[index + 2])
-        known[ARGV[index]] = true
-        newest = at
-    end
-end
-local limit = tonumber(ARGV[1])
-if limit <= 0 then
-    redis.call('DEL', KEYS[1])
-else
-    redis.call('LTRIM', KEYS[1], -limit, -1)
-end
-return redis.call('LRANGE', KEYS[1], 0, -1)
-"""
+T = TypeVar("T")
 
 #: The fields of a group's routing hash that :meth:`RedisRoutingState.snapshot` reads.
 _SNAPSHOT_FIELDS = (
@@ -98,12 +54,24 @@ def _rhythm(value: str | None) -> RhythmProfile | None:
     return None if value is None else RhythmProfile(**json.loads(value))
 
 
-def _candidates(rows: Sequence[str | bytes]) -> tuple[QuoteCandidate, ...]:
-    found = []
-    for row in rows:
-        data = json.loads(row)
-        found.append(QuoteCandidate(**{**data, "time": decode_time(data["time"])}))
-    return tuple(found)
+def _encode_candidate(candidate: QuoteCandidate) -> str:
+    return dumps(
+        {
+            "message_id": candidate.message_id,
+            "sender_id": candidate.sender_id,
+            "text": candidate.text,
+            "time": encode_time(candidate.time),
+        }
+    )
+
+
+def _decode_candidate(row: str | bytes) -> QuoteCandidate:
+    data = json.loads(row)
+    return QuoteCandidate(**{**data, "time": decode_time(data["time"])})
+
+
+def _decode_message(row: str | bytes) -> ChatMessage:
+    return decode_message(json.loads(row))
 
 
 @attrs.define
@@ -113,12 +81,6 @@ class RedisRoutingState(RoutingState):
     they were written with."""
 
     namespace: RedisNamespace
-    _keep: Script = attrs.field(init=False, repr=False)
-    _record: Script = attrs.field(init=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        self._keep = self.namespace.script(_KEEP_MESSAGE)
-        self._record = self.namespace.script(_RECORD_CANDIDATES)
 
     def _key(self, bot_id: str, group_id: str, name: str = "routing") -> str:
         return self.namespace.key(bot_id, group_id, name)
@@ -180,12 +142,12 @@ class RedisRoutingState(RoutingState):
         self._set(bot_id, group_id, "silence_until", dumps(encode_time(until)))
 
     def keep_message(self, bot_id: str, group_id: str, message: ChatMessage, limit: int) -> None:
-        has_id = "0" if message.id is None else "1"
-        with self.namespace.reached():
-            self._keep(
-                keys=[self._key(bot_id, group_id, "routing:kept")],
-                args=[has_id, message.id or "", encode_message(message), limit],
-            )
+        self._change_list(
+            self._key(bot_id, group_id, "routing:kept"),
+            _decode_message,
+            lambda kept: kept_messages_after(kept, message, limit),
+            encode_message,
+        )
 
     def take_kept_messages(self, bot_id: str, group_id: str) -> tuple[ChatMessage, ...]:
         key = self._key(bot_id, group_id, "routing:kept")
@@ -194,30 +156,53 @@ class RedisRoutingState(RoutingState):
             transaction.lrange(key, 0, -1)
             transaction.delete(key)
             rows, _deleted = transaction.execute()
-        return tuple(decode_message(json.loads(row)) for row in rows)
+        return tuple(map(_decode_message, rows))
 
     def record_candidates(
         self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
     ) -> tuple[QuoteCandidate, ...]:
-        args: list[Any] = [limit]
-        for candidate in candidates:
-            row = {
-                "message_id": candidate.message_id,
-                "sender_id": candidate.sender_id,
-                "text": candidate.text,
-                "time": encode_time(candidate.time),
-            }
-            args += [candidate.message_id, repr(candidate.time.timestamp()), dumps(row)]
-        with self.namespace.reached():
-            kept = self._record(keys=[self._key(bot_id, group_id, "routing:candidates")], args=args)
-        return _candidates(kept)
+        rows = self._change_list(
+            self._key(bot_id, group_id, "routing:candidates"),
+            _decode_candidate,
+            lambda kept: candidates_after(kept, candidates, limit),
+            _encode_candidate,
+        )
+        return tuple(map(_decode_candidate, rows))
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
         with self.namespace.reached():
             rows = self.namespace.client.lrange(
                 self._key(bot_id, group_id, "routing:candidates"), 0, -1
             )
-        return _candidates(rows)
+        return tuple(map(_decode_candidate, rows))
+
+    def _change_list(
+        self,
+        key: str,
+        decode: Callable[[str | bytes], T],
+        change: Callable[[list[T]], list[T]],
+        encode: Callable[[T], str],
+    ) -> list[str | bytes]:
+        """Replace list ``key`` by what ``change`` makes of it, in one optimistic transaction (the
+        rule is :mod:`framework.store.routing_state`'s; the lists are short).
+
+        :returns: the rows the list holds afterwards.
+        """
+
+        def apply(pipeline: Pipeline) -> list[str | bytes]:
+            rows: list[str | bytes] = pipeline.lrange(key, 0, -1)
+            kept = [decode(row) for row in rows]
+            after = change(kept)
+            if after == kept:
+                return rows
+            stored: list[str | bytes] = [encode(item) for item in after]
+            pipeline.multi()
+            pipeline.delete(key)
+            if stored:
+                pipeline.rpush(key, *stored)
+            return stored
+
+        return self.namespace.transaction([key], apply)
 
     def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
         return _time(self._get(bot_id, group_id, "last_quote_at"))

@@ -2,9 +2,10 @@
 
 Rows live in a hash (row key → JSON) beside sorted sets that index them by time; the row keys come
 from one counter per bot and group and are zero-padded, so rows of equal time keep their insertion
-order, like the SQLite ``seq`` column. Every write that checks before it changes (a duplicate
-message id, the storage window, the compaction cooldown) is one Lua script, so bot processes
-sharing a Redis stay correct without locks.
+order, like the SQLite ``seq`` column. Every write that checks before it changes is atomic, so bot
+processes sharing a Redis stay correct without locks: a duplicate message id and the windows are
+checked in one Lua script (the rows stay on the server), the compaction cooldown of
+:func:`framework.store.sessions.compaction_due` in one optimistic transaction.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import attrs
 from redis.commands.core import Script
 
 from contrib.redis_store._namespace import (
+    Pipeline,
     RedisNamespace,
     decode_message,
     decode_time,
@@ -26,7 +28,12 @@ from contrib.redis_store._namespace import (
     encode_time,
     row_key,
 )
-from framework.store.sessions import GROUP_LOG_MAX_PER_GROUP, SessionTurn, TurnKind
+from framework.store.sessions import (
+    GROUP_LOG_MAX_PER_GROUP,
+    SessionTurn,
+    compaction_due,
+    summary_row,
+)
 from framework.turn import ChatMessage
 
 __all__ = ["RedisGroupLog", "RedisSessionStore"]
@@ -138,12 +145,12 @@ return kept
 )
 
 # KEYS: counter, rows, group turns, session, ids, summaries.
-# ARGV: has id, role:id, time, summary row, then the row keys to remove.
+# ARGV: time, summary row (which has no message id), then the row keys to remove.
 _REPLACE_WITH_SUMMARY = (
     _FORGET_ROW
     + """
 local removed = 0
-for index = 5, #ARGV do
+for index = 3, #ARGV do
     if redis.call('ZSCORE', KEYS[4], ARGV[index]) then
         forget(4, ARGV[index])
         removed = removed + 1
@@ -153,25 +160,12 @@ if removed == 0 then
     return 0
 end
 local row = string.format('%016d', redis.call('INCR', KEYS[1]))
-redis.call('HSET', KEYS[2], row, ARGV[4])
-redis.call('ZADD', KEYS[4], ARGV[3], row)
-redis.call('ZADD', KEYS[6], ARGV[3], row)
-if ARGV[1] == '1' then
-    redis.call('HSET', KEYS[5], ARGV[2], row)
-end
+redis.call('HSET', KEYS[2], row, ARGV[2])
+redis.call('ZADD', KEYS[4], ARGV[1], row)
+redis.call('ZADD', KEYS[6], ARGV[1], row)
 return 1
 """
 )
-
-# KEYS: compactions. ARGV: user, now, cooldown.
-_CLAIM_COMPACTION = """
-local started = redis.call('HGET', KEYS[1], ARGV[1])
-if started and tonumber(ARGV[2]) - tonumber(started) < tonumber(ARGV[3]) then
-    return 0
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1
-"""
 
 
 def _turn_row(turn: SessionTurn) -> str:
@@ -185,6 +179,7 @@ def _turn_row(turn: SessionTurn) -> str:
             "reply_to": turn.reply_to,
             "images": list(turn.images),
             "time": encode_time(turn.time),
+            "usage": None if turn.usage is None else dict(turn.usage),
         }
     )
 
@@ -270,12 +265,10 @@ class RedisSessionStore:
     namespace: RedisNamespace
     _append: Script = attrs.field(init=False, repr=False)
     _replace: Script = attrs.field(init=False, repr=False)
-    _claim: Script = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._append = self.namespace.script(_APPEND_TURNS)
         self._replace = self.namespace.script(_REPLACE_WITH_SUMMARY)
-        self._claim = self.namespace.script(_CLAIM_COMPACTION)
 
     def _group_keys(self, bot_id: str, group_id: str) -> list[str]:
         key = self.namespace.key
@@ -357,12 +350,17 @@ class RedisSessionStore:
     def claim_compaction(
         self, bot_id: str, group_id: str, user_id: str, *, now: dt.datetime, cooldown_s: float
     ) -> bool:
-        with self.namespace.reached():
-            claimed = self._claim(
-                keys=[self.namespace.key(bot_id, group_id, "compactions")],
-                args=[user_id, repr(now.timestamp()), repr(float(cooldown_s))],
-            )
-        return bool(claimed)
+        key = self.namespace.key(bot_id, group_id, "compactions")
+
+        def claim(pipeline: Pipeline) -> bool:
+            started = pipeline.hget(key, user_id)
+            if not compaction_due(None if started is None else float(started), now, cooldown_s):
+                return False
+            pipeline.multi()
+            pipeline.hset(key, user_id, repr(now.timestamp()))
+            return True
+
+        return self.namespace.transaction([key], claim)
 
     def replace_with_summary(
         self,
@@ -373,12 +371,9 @@ class RedisSessionStore:
         remove: Sequence[int],
         summary: SessionTurn,
     ) -> bool:
-        stored = attrs.evolve(
-            summary, user_id=user_id, kind=TurnKind.SUMMARY, role="user", key=None
-        )
-        has_id, field = _id_field(stored)
+        stored = summary_row(bot_id, group_id, user_id, summary)
         keys = self._group_keys(bot_id, group_id) + self._user_keys(bot_id, group_id, user_id)
-        args = [has_id, field, repr(stored.time.timestamp()), _turn_row(stored)]
+        args = [repr(stored.time.timestamp()), _turn_row(stored), *map(row_key, remove)]
         with self.namespace.reached():
-            replaced = self._replace(keys=keys, args=[*args, *map(row_key, remove)])
+            replaced = self._replace(keys=keys, args=args)
         return bool(replaced)

@@ -12,6 +12,8 @@ from typing import Any
 import attrs
 import click
 
+from framework.cli.problems import Problem, config_error, input_error, shown_path
+from framework.cli.style import coloured
 from framework.config import Config
 from framework.errors import PromptweaveError
 from framework.runtime import Promptweave
@@ -22,11 +24,14 @@ from framework.store.stores import Stores
 
 __all__ = [
     "EchoHandler",
+    "StoreSource",
     "build_runtime",
     "config_option",
     "echo_json",
     "load_config",
+    "not_blank",
     "open_store",
+    "render_store_source",
     "render_stores",
     "runtime_with_stores",
     "store_option",
@@ -38,7 +43,7 @@ def load_config(config_path: Path | None, store: Path | None = None) -> Config:
     try:
         config = Config.discover(config_path)
     except PromptweaveError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise config_error(exc) from exc
     if store is not None:
         config = attrs.evolve(
             config, store=attrs.evolve(config.store, backend="sqlite", path=str(store.resolve()))
@@ -64,7 +69,37 @@ def build_runtime(
         rng = None if seed is None else random.Random(seed)
         return Promptweave.from_config(config, rng=rng, stores=stores)
     except PromptweaveError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise config_error(exc) from exc
+
+
+@attrs.frozen(kw_only=True)
+class StoreSource:
+    """Where ``render`` reads its state from, for the retrieval block.
+
+    :param description: the store, as the retrieval block names it.
+    :param has_data: ``False`` when there is no store to read: the built-in retrievers find
+        nothing, and only what the turn file carries is shown.
+    """
+
+    description: str
+    has_data: bool
+
+
+def render_store_source(config: Config, *, explicit: bool) -> StoreSource:
+    """What :func:`render_stores` opens for ``config``, described for the user."""
+    if not config.store.enabled:
+        return StoreSource(description="none ([store] enabled = false)", has_data=False)
+    if config.store.backend == "memory":
+        return StoreSource(
+            description='empty, in memory ([store] backend = "memory")', has_data=False
+        )
+    path = config.resolve_path(config.store.path)
+    if config.store.backend == "redis":
+        retrieval = shown_path(path) if path.is_file() else "none"
+        return StoreSource(description=f"redis, retrieval data {retrieval}", has_data=True)
+    if path.is_file() or explicit:
+        return StoreSource(description=shown_path(path), has_data=True)
+    return StoreSource(description=f"none (no file {shown_path(path)})", has_data=False)
 
 
 def render_stores(config: Config, *, explicit: bool) -> Stores:
@@ -74,7 +109,7 @@ def render_stores(config: Config, *, explicit: bool) -> Stores:
         path = config.resolve_path(config.store.path)
         if not path.is_file():
             if explicit:
-                raise click.ClickException(f"store file {path} does not exist")
+                raise input_error([Problem(file=shown_path(path), text="no such file")])
             return Stores.in_memory(config)
     # Inspecting a turn must not change the deployment's state (quote candidates, cooldowns, the
     # last canned phrase): routing runs on a scratch state. Nor may reading the quoted bot text
@@ -92,19 +127,28 @@ def runtime_with_stores(config_path: Path | None, stores: Stores) -> Promptweave
     try:
         return Promptweave.from_config(load_config(config_path), stores=stores)
     except PromptweaveError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise config_error(exc) from exc
 
 
 def open_store(path: Path, config_path: Path | None, *, create: bool) -> Stores:
     """The SQLite stores of ``path``, migrated; an unusable file is a clean CLI error."""
     if not create and not path.is_file():
-        raise click.ClickException(f"store file {path} does not exist")
+        raise input_error([Problem(file=shown_path(path), text="no such file")])
     database = SQLiteDatabase(path)
     try:
         database.migrate(SESSION_MIGRATIONS)
     except STORE_ERRORS as exc:
-        raise click.ClickException(f"cannot open store {path}: {exc}") from exc
+        raise config_error(
+            [Problem(file=shown_path(path), text=f"not a usable SQLite store: {exc}")]
+        ) from exc
     return Stores.sqlite(database, load_config(config_path))
+
+
+def not_blank(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An id option may be left out, but not given blank (a private chat is no ``--group``)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("must not be blank; leave the option out instead", param=param)
+    return value
 
 
 def echo_json(data: Any) -> None:
@@ -112,8 +156,28 @@ def echo_json(data: Any) -> None:
 
 
 class EchoHandler(logging.Handler):
+    """Library warnings on standard error, each distinct one once: repeats are counted, and the
+    count is printed when the command ends (:meth:`report_repeats`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repeats: dict[str, int] = {}
+
     def emit(self, record: logging.LogRecord) -> None:
-        click.echo(f"{record.levelname.lower()}: {record.getMessage()}", err=True)
+        line = f"{record.levelname.lower()}: {record.getMessage()}"
+        if line in self.repeats:
+            self.repeats[line] += 1
+            return
+        self.repeats[line] = 0
+        level, _, message = line.partition(": ")
+        click.echo(f"{coloured(level + ':', 'yellow', bold=True)} {message}", err=True)
+
+    def report_repeats(self) -> None:
+        for line, count in self.repeats.items():
+            if count:
+                again = "once more" if count == 1 else f"{count} more times"
+                click.echo(f"{line} (repeated {again})", err=True)
+        self.repeats.clear()
 
 
 store_option = click.option(

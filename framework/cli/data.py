@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -11,9 +10,17 @@ from framework.cli.common import (
     config_option,
     echo_json,
     load_config,
+    not_blank,
     open_store,
     runtime_with_stores,
     store_option,
+)
+from framework.cli.problems import (
+    Problem,
+    config_error,
+    input_error,
+    require_file,
+    shown_path,
 )
 from framework.errors import PromptweaveError, TurnFileError
 from framework.loop.event_log import read_events, record_events
@@ -23,15 +30,27 @@ from framework.store.stores import Stores
 __all__ = ["import_data", "store"]
 
 
+def _group_scope(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--group ''`` is the private-chat scope; a group id of spaces is a typo."""
+    if value and not value.strip():
+        raise click.BadParameter(
+            "must not be blank; give '' for the private-chat scope", param=param
+        )
+    return value
+
+
 @click.command(name="import")
-@click.argument("kind", type=click.Choice([*KINDS, AUTO_KIND]))
+@click.argument("kind", type=click.Choice([*KINDS, AUTO_KIND]), metavar="KIND")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @store_option
-@click.option("--bot", "bot_id", default=None, help="Bot id of records that name none.")
+@click.option(
+    "--bot", "bot_id", default=None, callback=not_blank, help="Bot id of records that name none."
+)
 @click.option(
     "--group",
     "group_id",
     default=None,
+    callback=_group_scope,
     help="Group id of records that name none ('' for the private-chat scope).",
 )
 @config_option
@@ -45,26 +64,56 @@ def import_data(
 ) -> None:
     """Load retrieval data of KIND from FILES into the store, all or nothing.
 
-    KIND is one of the data kinds, or 'auto' to tell each file's kind from its name
-    (memories.jsonl, knowledge/*.md…); a directory imports every file in it.
+    KIND is one of memories, knowledge, relationships, person_facts, expression_pairs,
+    rhythm_baselines, behavior_strategies, topic_summaries, or auto to tell each file's kind
+    from its name (memories.jsonl, knowledge/*.md…); a directory imports every file in it.
     """
+    missing = [Problem(file=str(path), text="no such file") for path in files if not path.exists()]
+    if missing:
+        raise input_error(missing)
     config = load_config(config_path, store)
     if not config.store.enabled:
-        raise click.ClickException("the store is disabled ([store] enabled = false)")
+        raise config_error([Problem(text="the store is disabled ([store] enabled = false)")])
     if config.store.backend == "memory":
         # With "redis" the retrieval data stays in the SQLite file at [store] path.
-        raise click.ClickException(
-            "the configured store is in memory; give --store FILE to import into a SQLite file"
+        raise config_error(
+            [
+                Problem(
+                    text="the configured store is in memory; "
+                    "give --store FILE to import into a SQLite file"
+                )
+            ]
         )
     try:
         # Validate every file before the store is opened: a bad file leaves no trace at all.
         batch = read_files(kind, list(files), bot_id=bot_id, group_id=group_id)
-        written = Stores.from_config(config).retrieval.write(batch)
     except PromptweaveError as exc:
-        raise click.ClickException(str(exc)) from exc
-    path = config.resolve_path(config.store.path)
-    summary = ", ".join(f"{count} {name}" for name, count in written.items() if count) or "nothing"
-    click.echo(f"imported {summary} into {path}")
+        raise input_error(exc) from exc
+    retrieval = Stores.from_config(config).retrieval
+    try:
+        before = retrieval.counts()
+        written = retrieval.write(batch)
+        after = retrieval.counts()
+    except PromptweaveError as exc:
+        raise config_error(exc) from exc
+    path = shown_path(config.resolve_path(config.store.path))
+    read = ", ".join(_counted(written)) or "nothing"
+    # The store updates a record it holds already (same text, same scope) in place: count only
+    # the rows that are new, so importing the same files again says so.
+    added = {name: after[name] - before.get(name, 0) for name in after}
+    new = ", ".join(_counted(added))
+    click.echo(f"read {read}")
+    click.echo(f"new in {path}: {new or 'nothing (all of it was stored already)'}")
+
+
+def _counted(counts: dict[str, int]) -> list[str]:
+    """``15 memories``, ``2 knowledge documents``: the kinds with a count, in words."""
+    names = {"knowledge": "knowledge documents"}
+    return [
+        f"{count} {names.get(name, name.replace('_', ' '))}"
+        for name, count in counts.items()
+        if count > 0
+    ]
 
 
 @click.group()
@@ -89,7 +138,7 @@ def _store_path(store_path: Path | None, config_path: Path | None) -> Path:
 
 
 @store.command("import")
-@click.argument("events_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("events_file", type=click.Path(path_type=Path))
 @store_path_option
 @click.option("--no-compress", is_flag=True, help="Do not compress long sessions while importing.")
 @config_option
@@ -99,17 +148,16 @@ def store_import(
     """Record the events of EVENTS_FILE (JSON Lines: message and bot_reply events)."""
     # Check the config and the whole events file before the store is opened: a bad line leaves
     # no new file behind and nothing recorded.
+    require_file(events_file)
     path = _store_path(store_path, config_path)
     load_config(config_path)
     try:
         with events_file.open(encoding="utf-8") as handle:
             events = read_events(handle, source=str(events_file))
     except TurnFileError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+        raise input_error(exc) from exc
     except UnicodeDecodeError as exc:
-        click.echo(f"Error: {events_file}: not UTF-8: {exc}", err=True)
-        sys.exit(2)
+        raise input_error([Problem(file=str(events_file), text=f"not UTF-8: {exc}")]) from exc
     runtime = runtime_with_stores(config_path, open_store(path, config_path, create=True))
     try:
         report = record_events(runtime, events, compress=not no_compress)
@@ -121,11 +169,15 @@ def store_import(
         + (f", {report.failed} failed" if report.failed else "")
     )
     if report.failed:
-        click.echo(
-            f"Error: {report.failed} events could not be stored (the store failed; see the log)",
-            err=True,
+        raise config_error(
+            [
+                Problem(
+                    file=shown_path(path),
+                    text=f"{report.failed} events could not be stored (the store failed; "
+                    "see the warnings above)",
+                )
+            ]
         )
-        sys.exit(1)
 
 
 @store.command("stats")
@@ -133,11 +185,12 @@ def store_import(
 @click.option("--json", "as_json", is_flag=True, help="Output JSON.")
 @config_option
 def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None) -> None:
-    """Count the rows of each conversational table and show the schema versions."""
+    """Count the conversational rows and the retrieval data, and show the schema versions."""
     path = _store_path(store_path, config_path)
-    database = open_store(path, config_path, create=False).database
-    if database is None:
-        raise click.ClickException(f"store file {path} is not a SQLite store")
+    stores = open_store(path, config_path, create=False)
+    database = stores.database
+    if database is None or stores.retrieval is None:
+        raise config_error([Problem(file=shown_path(path), text="not a SQLite store")])
     connection = database.connection()
     tables = (
         "group_messages",
@@ -149,16 +202,26 @@ def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None
     counts = {
         table: connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables
     }
+    retrieval = stores.retrieval.counts()
     versions = dict(
         connection.execute(
             "SELECT component, MAX(version) FROM schema_versions GROUP BY component"
         ).fetchall()
     )
     if as_json:
-        echo_json({"path": str(path), "tables": counts, "schema_versions": versions})
+        echo_json(
+            {
+                "path": str(path),
+                "tables": counts,
+                "retrieval": retrieval,
+                "schema_versions": versions,
+            }
+        )
         return
-    click.echo(str(path))
-    for table, count in counts.items():
-        click.echo(f"  {table:<20} {count:>10}")
+    click.echo(shown_path(path))
+    for title, rows in (("conversation", counts), ("retrieval", retrieval)):
+        click.echo(f"  {title}")
+        for name, count in rows.items():
+            click.echo(f"    {name:<20} {count:>8}")
     for component, version in sorted(versions.items()):
         click.echo(f"  schema {component}: v{version}")

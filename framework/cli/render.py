@@ -1,150 +1,243 @@
-"""The text output of ``promptweave render`` (``docs/cli.md``): the blocks that explain a turn."""
+"""``promptweave render``: one turn from a turn file, as the LLM would receive it, and why."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import json
+import logging
+from pathlib import Path
 
+import attrs
 import click
 
-from framework.prompt.rendered import RenderedTurn
-from framework.providers.records import ProviderRequest
-from framework.turn_context.context import TurnContext
+from framework._convert import load_json
+from framework.cli.common import (
+    build_runtime,
+    config_option,
+    echo_json,
+    not_blank,
+    render_store_source,
+    store_option,
+)
+from framework.cli.problems import PassRefused, Problem, input_error, require_file
+from framework.cli.text_blocks import echo_text
+from framework.conversation.state import conversation_key
+from framework.decision import Decision, TurnAction
+from framework.errors import TurnFileError
+from framework.providers.prefix import canonical_json
+from framework.providers.records import ProviderRequest, ProviderSpec
+from framework.providers.request import build_provider_request
+from framework.runtime import Promptweave
+from framework.turn import Turn, load_turn_file
+from framework.turn_context.context import TurnContext, build_turn_context
 
-__all__ = ["echo_budget", "echo_retrieval", "echo_route_trace", "echo_stages", "turn_stages"]
+__all__ = ["REQUEST_FORMATS", "render"]
 
+log = logging.getLogger("promptweave.cli")
 
-def echo_route_trace(route: dict[str, Any]) -> None:
-    """The routing details under the compact decision: stage, necessity terms, exits, policy."""
-    click.echo(f"stage: {route['stage']}")
-    necessity = route["necessity"]
-    if necessity is not None:
-        terms = " ".join(f"{t['name']}{t['points']:+d}" for t in necessity["terms"]) or "(none)"
-        bypass = f" (bypassed: {necessity['bypassed']})" if necessity["bypassed"] else ""
-        click.echo(
-            f"necessity: {necessity['score']} / {necessity['threshold']}{bypass}  terms: {terms}"
-        )
-    if route["reply_message_id"]:
-        click.echo(f"quote target: {route['reply_message_id']}")
-    low = route["low_engagement"]
-    if low is not None:
-        outcome = f"phrase {low['phrase']!r} from {low['pool']}" if low["phrase"] else "silent"
-        click.echo(
-            f"low engagement ({low['trigger']}): p={low['probability']} roll={low['roll']:.3f} "
-            f"-> {outcome}"
-        )
-    memory = route["memory_policy"]
-    click.echo(
-        f"memory: persistent={'yes' if memory['read_persistent_memory'] else 'no'} "
-        f"ambient_excerpt={'yes' if memory['include_ambient_excerpt'] else 'no'} "
-        f"({memory['reason']})"
-    )
-    for note in route["notes"]:
-        click.echo(f"note: {note}")
+#: ``render --format`` values that print a provider request body, and the API each names.
+REQUEST_FORMATS = {
+    "openai": "openai_chat",
+    "responses": "openai_responses",
+    "anthropic": "anthropic",
+}
 
 
-def echo_retrieval(result: RenderedTurn) -> None:
-    retrieval = result.trace["retrieval"]
-    if retrieval.get("skipped"):
-        click.echo("\n==== retrieval ====")
-        click.echo("skipped (--no-retrieval): the sections show the turn file's own items")
-        return
-    memory = "allowed" if retrieval["allow_persistent_memory"] else "skipped (short social turn)"
-    click.echo("\n==== retrieval ====")
-    click.echo(f"query: {retrieval['query']}")
-    click.echo(f"persistent memory: {memory}")
-    for section_id, entries in retrieval["sections"].items():
-        for entry in entries:
-            status = entry["status"]
-            if "reason" in entry:
-                status += f" ({entry['reason']}{': ' + entry['error'] if 'error' in entry else ''})"
-            click.echo(
-                f"{section_id:<20} {entry['retriever']:<20} {status:<12} "
-                f"{len(entry['hits'])} hits  {entry['duration_ms']:.1f} ms"
-            )
-            for hit in entry["hits"]:
-                click.echo(f"    {hit['score']:>6.3f}  {hit['text']}")
-
-
-def echo_budget(
-    budget: Mapping[str, Any],
-    unit: str,
-    preflight: Mapping[str, Any],
-    threshold: int,
-    sent: Mapping[str, Any],
+@click.command()
+@click.argument("turn_file", type=click.Path(path_type=Path))
+@click.option(
+    "--bot", "bot_id", default=None, callback=not_blank, help="Override the turn's bot id."
+)
+@click.option(
+    "--group", "group_id", default=None, callback=not_blank, help="Override the turn's group id."
+)
+@click.option(
+    "--format",
+    "output_format",
+    default="text",
+    show_default=True,
+    type=click.Choice(["text", "json", *REQUEST_FORMATS]),
+    help="Output format; openai, responses and anthropic print the exact request body.",
+)
+@click.option(
+    "--pretty",
+    is_flag=True,
+    help="Indent the request body of openai, responses and anthropic (to read, not to send).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Print the request body of openai, responses and anthropic even when the routing "
+    "decided to pass.",
+)
+@click.option(
+    "--previous",
+    "previous_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The conversation's previous turn (a turn file) or request body (JSON); report how much "
+    "of this request is a byte-identical prefix of it.",
+)
+@click.option(
+    "--no-retrieval",
+    "no_retrieval",
+    is_flag=True,
+    help="Run no retriever: the sections get only the items the turn file carries.",
+)
+@store_option
+@click.option("--seed", type=int, default=None, help="Seed the random source (quote, shape).")
+@config_option
+def render(
+    turn_file: Path,
+    bot_id: str | None,
+    group_id: str | None,
+    output_format: str,
+    pretty: bool,
+    force: bool,
+    previous_file: Path | None,
+    no_retrieval: bool,
+    store: Path | None,
+    seed: int | None,
+    config_path: Path | None,
 ) -> None:
-    """What the budget trimmed from the rendered messages, what the preflight compression did at
-    its token threshold, then what the budget trimmed from what the turn context sends
-    (``docs/messages.md``, ``docs/turn_context.md``)."""
-    click.echo("\n==== budget ====")
-    click.echo(f"total: {_measured(budget, unit)}")
-    click.echo(f"dropped: {_counted(budget['dropped']) or 'none'}")
-    click.echo(f"cut: {'current message' if budget['current_cut'] else 'none'}")
-    if preflight["estimated"]:
-        estimate = f"{preflight['tokens']} / {threshold} tokens"
-    else:
-        estimate = f"threshold {threshold} tokens"
-    click.echo(f"preflight: {preflight['outcome']}, {estimate}")
-    for number, step in enumerate(preflight["passes"], 1):
-        click.echo(
-            f"  pass {number}: {step['messages_before']} -> {step['messages_after']} messages, "
-            f"{step['tokens_before']} -> {step['tokens_after']} tokens"
-            f"{'' if step['progress'] else ' (no progress)'}"
+    """Assemble one turn from TURN_FILE and print the system prompt, messages and trace."""
+    for flag, given in (("--pretty", pretty), ("--force", force)):
+        if given and output_format not in REQUEST_FORMATS:
+            raise click.UsageError(
+                f"{flag} applies to --format {'/'.join(REQUEST_FORMATS)} only, not {output_format}"
+            )
+    turn = _load_turn(turn_file, bot_id, group_id)
+    runtime = build_runtime(config_path, store, seed, render=True)
+    source = render_store_source(runtime.config, explicit=store is not None)
+    if (
+        not source.has_data
+        and runtime.config.store.enabled
+        and not (turn.recent_messages or turn.history)
+    ):
+        log.warning(
+            "%s: there is no store to read (store: %s) and the turn file gives no "
+            "recent_messages or history: only the current message is sent; give --store FILE, "
+            "or --config with the [store] that holds them",
+            turn_file,
+            source.description,
         )
-    dropped = [
-        *["replayed sidecar"] * sent["sidecars_dropped"],
-        *(["memory context"] if sent["memory_context"] == "dropped" else []),
-        *["note"] * sent["notes_dropped"],
-        *sent["dropped"],
-    ]
-    cut = [
-        label
-        for label, was_cut in (
-            ("memory context", sent["memory_context"] == "cut"),
-            ("note", sent["notes_cut"]),
-            ("current message", sent["current_cut"]),
+    spec = ProviderSpec.from_config(
+        runtime.config.provider, REQUEST_FORMATS.get(output_format, runtime.config.provider.api)
+    )
+    if previous_file is not None:
+        _replay_previous(runtime, previous_file, turn, spec, bot_id, group_id, not no_retrieval)
+    result = runtime.render(turn, retrieve=not no_retrieval)
+    if output_format in REQUEST_FORMATS and not force:
+        _refuse_a_silent_turn(turn_file, result.decision)
+    context = build_turn_context(runtime, turn, result)
+    request = build_provider_request(runtime, context, spec)
+    if output_format in REQUEST_FORMATS:
+        if pretty:
+            echo_json(request.body)
+        else:
+            click.echo(request.body_text())
+        if request.prefix is not None:
+            click.echo(f"prefix: {json.dumps(request.prefix.to_json())}", err=True)
+        return
+    if output_format == "json":
+        echo_json(
+            {
+                **result.to_json(),
+                "turn_context": {
+                    **context.trace,
+                    "stage_durations_ms": dict(context.stage_durations_ms),
+                },
+                "request": {
+                    **request.trace,
+                    "stage_durations_ms": dict(request.stage_durations_ms),
+                },
+            }
         )
-        if was_cut
-    ]
-    click.echo(f"sent: {_measured(sent, unit)}")
-    click.echo(f"  dropped: {_counted(dropped) or 'none'}")
-    click.echo(f"  cut: {', '.join(cut) or 'none'}")
+        return
+    echo_text(
+        result,
+        context,
+        request,
+        given=turn.retrieved_items(),
+        store=source,
+        budget_unit=_budget_unit(runtime),
+        threshold_tokens=runtime.config.turn_context.threshold_tokens,
+    )
 
 
-def _measured(budget: Mapping[str, Any], unit: str) -> str:
-    """``2124 / 2150 chars (system prompt 2068, before trimming 2226)``."""
-    limit = f" / {budget['budget']}" if budget["budget"] > 0 else ""
-    sizes = f"(system prompt {budget['system']}, before trimming {budget['before']})"
-    unlimited = "" if limit else ", no budget ([budget] chars = 0)"
-    return f"{budget['total']}{limit} {unit} {sizes}{unlimited}"
+def _refuse_a_silent_turn(turn_file: Path, decision: Decision) -> None:
+    """A request body is what a script sends to the model: for a turn the bot stays silent on
+    (or answers with a canned phrase, without the model) there is none to send."""
+    if decision.action is not TurnAction.PASS:
+        return
+    phrase = decision.low_engagement_phrase
+    outcome = (
+        f"the bot sends the canned phrase {phrase!r} without the model"
+        if phrase
+        else "the bot stays silent and sends nothing to the model"
+    )
+    raise PassRefused(
+        [
+            Problem(
+                file=str(turn_file),
+                text=f"the routing decided to pass ({decision.reason}): {outcome}; "
+                "--force prints the request anyway",
+            )
+        ]
+    )
 
 
-def _counted(sources: list[str]) -> str:
-    """``history, history, ambient_excerpt`` as ``history ×2, ambient_excerpt``, first seen first."""
-    counts: dict[str, int] = {}
-    for source in sources:
-        counts[source] = counts.get(source, 0) + 1
-    return ", ".join(f"{source} ×{n}" if n > 1 else source for source, n in counts.items())
+def _budget_unit(runtime: Promptweave) -> str:
+    """What the budget counts: characters, unless a plugin measures text (docs/messages.md)."""
+    if runtime.plugins.pm.hook.measure_text.get_hookimpls():
+        return "measure_text units"
+    return "chars"
 
 
-def turn_stages(
-    result: RenderedTurn, context: TurnContext, request: ProviderRequest
-) -> dict[str, float]:
-    """Every stage's milliseconds, in the order the stages ran: the render, the turn context,
-    the provider request."""
-    return {
-        **result.stage_durations_ms,
-        **context.stage_durations_ms,
-        **request.stage_durations_ms,
-    }
+def _load_turn(path: Path, bot_id: str | None, group_id: str | None) -> Turn:
+    require_file(path)
+    try:
+        turn = load_turn_file(path)
+    except TurnFileError as exc:
+        raise input_error(exc) from exc
+    if bot_id is not None:
+        turn = attrs.evolve(turn, bot=attrs.evolve(turn.bot, id=bot_id))
+    if group_id is not None:
+        turn = attrs.evolve(turn, group_id=group_id)
+    return turn
 
 
-def echo_stages(durations: Mapping[str, float]) -> None:
-    """One line per stage, its parts (``retrieval.memory``) indented under it, then the sum of
-    the top-level stages."""
-    click.echo("\n==== stages ====")
-    for name, milliseconds in durations.items():
-        label = f"  {name}" if "." in name else name
-        click.echo(f"{label:<32} {milliseconds:>10.3f} ms")
-    total = sum(ms for name, ms in durations.items() if "." not in name)
-    click.echo(f"{'total':<32} {total:>10.3f} ms")
+def _replay_previous(
+    runtime: Promptweave,
+    path: Path,
+    turn: Turn,
+    spec: ProviderSpec,
+    bot_id: str | None,
+    group_id: str | None,
+    retrieve: bool,
+) -> None:
+    """Make ``path`` the conversation's previous request: render it if it is a turn file (so the
+    conversation's system prompt and sent messages carry over), else take it as a body."""
+    require_file(path)
+    try:
+        data = load_json(path, TurnFileError)
+    except TurnFileError as exc:
+        raise input_error(exc) from exc
+    if isinstance(data, dict) and "bot" in data and "message" in data:
+        previous = _load_turn(path, bot_id, group_id)
+        context: TurnContext = build_turn_context(
+            runtime, previous, runtime.render(previous, retrieve=retrieve)
+        )
+        request: ProviderRequest = build_provider_request(runtime, context, spec)
+        if context.conversation_key != conversation_key(turn):
+            log.warning(
+                "%s is another conversation (%s); its request is compared anyway",
+                path,
+                context.conversation_key,
+            )
+            runtime.conversations.remember_request(
+                conversation_key(turn), spec.api.value, request.body_bytes()
+            )
+        return
+    runtime.conversations.remember_request(
+        conversation_key(turn), spec.api.value, canonical_json(data).encode()
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from time import perf_counter
 
 import attrs
@@ -154,6 +154,7 @@ class Recorder:
         quote_of: str | None = None,
         time: dt.datetime | None = None,
         session_text: str | None = None,
+        usage: Mapping[str, int] | None = None,
     ) -> bool:
         """Store a delivered bot message, note it in the routing state (bot presence, reply and
         quote cooldowns, as :meth:`note_delivered`), then compress the user's session in the
@@ -174,6 +175,8 @@ class Recorder:
         :param time: when it was delivered; the clock's time by default.
         :param session_text: what the user's session keeps as the answer when it was delivered
             as several messages (all of them, one a line); ``text`` by default.
+        :param usage: the token usage the provider reported for the answer, kept with it in the
+            user's session.
         :returns: ``True`` when stored (now, or by an earlier call for the same message);
             ``False`` when the store is disabled or failing.
         """
@@ -200,6 +203,7 @@ class Recorder:
                 quoted_id=quoted_id,
                 sent_at=sent_at,
                 session_text=session_text,
+                usage=usage,
             )
         stage_log.debug(
             "record_bot_reply: %.3f ms (bot %s, group %s: %s, %s)",
@@ -223,6 +227,7 @@ class Recorder:
         quoted_id: str | None,
         sent_at: dt.datetime,
         session_text: str | None = None,
+        usage: Mapping[str, int] | None = None,
     ) -> bool:
         """Note a new delivery in the routing state, store the reply, and schedule the
         session's compression."""
@@ -246,6 +251,7 @@ class Recorder:
             quote_of=quoted_id,
             bot_name=self.persona.labels.self_label,
             session_text=session_text,
+            usage=usage,
         )
         if recorded.stored and answering is not None and self.config.session.summary_enabled:
             user_id = answering.sender_id

@@ -15,7 +15,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 
 import attrs
 
@@ -108,6 +108,7 @@ def record_bot_reply(
     quote_of: str | None = None,
     bot_name: str = "",
     session_text: str | None = None,
+    usage: Mapping[str, int] | None = None,
 ) -> RecordedReply:
     """Store a delivered bot message.
 
@@ -119,6 +120,7 @@ def record_bot_reply(
         shows it).
     :param session_text: what the user's session keeps as the bot's answer, when it is more than
         this one message (an answer delivered as several bubbles, one a line).
+    :param usage: the token usage the provider reported for the answer, kept on its session row.
     :returns: whether everything was stored, and how many rows were new.
     """
     text = strip_lone_surrogates(text)
@@ -150,6 +152,7 @@ def record_bot_reply(
                 user_id=answering.sender_id,
                 role="assistant",
                 content=(session_text or text)[: session.max_content_chars],
+                usage=usage,
                 message_id=message_id,
                 reply_to=answering.id,
                 time=time,

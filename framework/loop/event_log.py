@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from framework._convert import structure
+from framework._fields import Text
 from framework.conversation.summary import CompressionStatus
 from framework.delivery.writes import record_bot_reply
 from framework.errors import TurnFileError
@@ -51,9 +52,15 @@ def _aware(value: dt.datetime) -> None:
         raise ValueError(f"time {value.isoformat()} has no UTC offset")
 
 
+def _bot_id(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    # A blank id would file the events under no bot at all.
+    if not value.strip():
+        raise ValueError(f"{attribute.name} must be the bot's account id, not blank")
+
+
 @attrs.frozen(kw_only=True)
 class MessageEvent:
-    bot_id: str
+    bot_id: str = attrs.field(validator=_bot_id)
     group_id: str | None
     message: ChatMessage
     event: str = "message"
@@ -61,9 +68,9 @@ class MessageEvent:
 
 @attrs.frozen(kw_only=True)
 class ReplyEvent:
-    bot_id: str
+    bot_id: str = attrs.field(validator=_bot_id)
     group_id: str | None
-    text: str
+    text: Text
     time: dt.datetime = attrs.field(validator=lambda _i, _a, value: _aware(value))
     message_id: str | None = None
     answering: str | None = None

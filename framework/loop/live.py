@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -49,6 +49,9 @@ __all__ = ["BotLoop"]
 log = logging.getLogger("promptweave.loop")
 
 Sleep = Callable[[float], Awaitable[None]]
+
+#: Conversations whose last tool results are kept for their next turn.
+TOOL_RESULT_CONVERSATIONS = 4096
 
 
 @attrs.frozen(kw_only=True)
@@ -143,7 +146,11 @@ class BotLoop:
     fallback_names: tuple[str, ...] = ()
     _lanes: dict[tuple[str, str], _Lane] = attrs.field(factory=dict, init=False)
     _slots: asyncio.Semaphore | None = attrs.field(default=None, init=False)
-    _tool_results: dict[tuple[str, str], tuple[str, ...]] = attrs.field(factory=dict, init=False)
+    # The last tool round's results per conversation, for its next turn's tool_context section;
+    # the least recently used conversations are forgotten past TOOL_RESULT_CONVERSATIONS.
+    _tool_results: OrderedDict[tuple[str, str], tuple[str, ...]] = attrs.field(
+        factory=OrderedDict, init=False
+    )
     _closed: bool = attrs.field(default=False, init=False)
 
     # -- entry points ----------------------------------------------------------------------
@@ -414,7 +421,7 @@ class BotLoop:
             rounds += 1
             stage.enter("tools")
             answered = await tools.run(result.tool_calls, trace)
-            self._tool_results[event.conversation] = tools.background_lines(answered)
+            self._remember_tool_results(event.conversation, tools.background_lines(answered))
             request = with_tool_round(request, offered, result.tool_calls, answered)
             stage.enter("submit")
             result = await asubmit_request(runtime, request)
@@ -469,6 +476,12 @@ class BotLoop:
             request=request,
             usage=total_usage,
         )
+
+    def _remember_tool_results(self, conversation: tuple[str, str], lines: tuple[str, ...]) -> None:
+        self._tool_results[conversation] = lines
+        self._tool_results.move_to_end(conversation)
+        while len(self._tool_results) > TOOL_RESULT_CONVERSATIONS:
+            self._tool_results.popitem(last=False)
 
     def _read(
         self, text: str, shape: Any, system_prompt: str, trace: dict[str, Any]
@@ -536,7 +549,7 @@ class BotLoop:
             if text.strip():
                 sent.append((text.strip(), receipt.message_id, quoted))
         run.trace["sends"] = sends
-        self._record_delivered(run.event, sent)
+        self._record_delivered(run.event, sent, prepared.usage)
         if not sent:
             return run.outcome(
                 OutcomeStatus.FAILED if sends else OutcomeStatus.SILENT,
@@ -577,10 +590,14 @@ class BotLoop:
         return receipt
 
     def _record_delivered(
-        self, event: IncomingEvent, sent: list[tuple[str, str | None, str | None]]
+        self, event: IncomingEvent, sent: list[tuple[str, str | None, str | None]], usage: Any
     ) -> None:
         """Record what reached the group: each bubble in the group log and the bot-reply context
-        under its own id; the user's session keeps the answer once, its bubbles one a line."""
+        under its own id; the user's session keeps the answer once, its bubbles one a line, with
+        the token usage the provider reported for it."""
+        reported = None
+        if usage is not None:
+            reported = {k: v for k, v in attrs.asdict(usage).items() if v is not None}
         for index, (text, message_id, quoted) in enumerate(sent):
             self.runtime.record_bot_reply(
                 event.bot_id,
@@ -591,6 +608,7 @@ class BotLoop:
                 session_text="\n".join(text for text, _, _ in sent) if index == 0 else None,
                 quote_of=quoted,
                 time=self.runtime.clock(),
+                usage=reported if index == 0 else None,
             )
 
     def _record_own(self, event: IncomingEvent) -> None:

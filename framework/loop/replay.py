@@ -4,7 +4,7 @@ A replay reads a chat log, carries every message through :class:`framework.BotLo
 the log's timestamps as the clock, and gives one record per incoming message and a summary. With
 the same log, configuration and seed it repeats exactly.
 
-Two log formats are read, line by line, in one file or mixed:
+Two log formats are read, one per file:
 
 - raw OneBot v11 events, one JSON event a line, as NapCat and go-cqhttp write them (``message``
   and ``message_sent`` events; meta events, notices and requests are skipped and counted);
@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import attrs
 
@@ -97,9 +98,10 @@ def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise TurnFileError(source, [f"cannot read: {exc}"]) from exc
+    if _is_event_log(lines):
+        return ReplayLog(source=source, events=tuple(_store_events(lines, source)))
     events: list[IncomingEvent] = []
     skipped = 0
-    store_lines: list[tuple[int, str]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -110,10 +112,6 @@ def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None
             raise TurnFileError(where, [f"not JSON: {exc}"]) from None
         if not isinstance(data, dict):
             raise TurnFileError(where, ["an event must be a JSON object"])
-        if "event" in data:
-            store_lines.append((number, line))
-            events.extend(_store_events(store_lines[-1:], source))
-            continue
         if data.get("post_type") in SKIPPED_POST_TYPES:
             skipped += 1
             continue
@@ -130,10 +128,19 @@ def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None
     return ReplayLog(source=source, events=tuple(events), skipped=skipped)
 
 
-def _store_events(lines: Sequence[tuple[int, str]], source: str) -> list[IncomingEvent]:
-    """The store's event-log lines as loop events (a ``bot_reply`` is the bot's own message)."""
-    number, line = lines[0]
-    log = read_events([line], source=f"{source}:{number}")
+def _is_event_log(lines: Sequence[str]) -> bool:
+    """The file is the store's event log: its first event has an ``event`` key."""
+    first = next((line for line in lines if line.strip()), "")
+    try:
+        data = json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and "event" in data
+
+
+def _store_events(lines: Sequence[str], source: str) -> list[IncomingEvent]:
+    """The store's event log as loop events (a ``bot_reply`` is the bot's own message)."""
+    log = read_events(lines, source=source)
     converted = []
     for event in log.events:
         if isinstance(event, MessageEvent):
@@ -180,19 +187,27 @@ async def replay_events(
     """
     transport = transport or ReplayTransport()
     records = []
+    zones: dict[str, dt.tzinfo] = {}
     for index, event in enumerate(events):
         clock.now = event.message.time
+        if event.bot_id not in zones:
+            zones[event.bot_id] = ZoneInfo(loop.runtime.bot_for(event.bot_id).timezone)
         outcome = await loop.handle(event, transport)
-        record = message_record(index, event, outcome)
+        # Session compression runs in the background; a replay waits for it after each turn,
+        # so the next turn reads the same history every time the log is replayed.
+        loop.runtime.wait_for_background()
+        record = message_record(index, event, outcome, zones[event.bot_id])
         records.append(record)
         if on_record is not None:
             on_record(record)
-    loop.runtime.wait_for_background()
     return records
 
 
-def message_record(index: int, event: IncomingEvent, outcome: TurnOutcome) -> dict[str, Any]:
-    """One message's record: what came in, what was decided, what was sent, what it cost."""
+def message_record(
+    index: int, event: IncomingEvent, outcome: TurnOutcome, zone: dt.tzinfo = dt.UTC
+) -> dict[str, Any]:
+    """One message's record: what came in, what was decided, what was sent, what it cost; its
+    time in ``zone`` (the bot's time zone in a replay)."""
     decision = outcome.decision
     request = outcome.request
     prefix = getattr(request, "prefix", None)
@@ -208,7 +223,7 @@ def message_record(index: int, event: IncomingEvent, outcome: TurnOutcome) -> di
     return {
         "type": "message",
         "index": index,
-        "time": event.message.time.isoformat(),
+        "time": event.message.time.astimezone(zone).isoformat(),
         "message_id": event.message.id,
         "group_id": event.group_id,
         "sender_id": event.message.sender_id,

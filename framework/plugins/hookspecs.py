@@ -241,7 +241,7 @@ def submit_request(request: ProviderRequest, config: Config) -> SubmitResult | N
     Runs in :func:`framework.submit_request` after the request was built. The built-in
     implementation (``trylast``) sends nothing and returns an offline result, so assembling and
     inspecting turns never needs a network; the ``openai_compat`` contrib plugin sends to an
-    OpenAI-compatible server.
+    OpenAI-compatible server, ``anthropic_messages`` to the Anthropic Messages API.
 
     Stops at first non-None result.
 
@@ -262,7 +262,9 @@ def submit_request_async(
     else the not-yet-awaited coroutine, which the caller awaits (a :class:`framework.SubmitResult`
     returned directly is accepted too). When every implementation returns ``None``,
     :func:`framework.asubmit_request` falls back to ``submit_request`` in a worker thread, so the
-    offline default still answers. No built-in implements it.
+    offline default still answers. No built-in implements it; the ``openai_compat`` and
+    ``anthropic_messages`` contrib plugins send on ``httpx.AsyncClient``, retrying rate limits,
+    server errors, timeouts and broken connections.
 
     Stops at first non-None result.
 

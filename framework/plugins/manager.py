@@ -14,7 +14,9 @@ Load order:
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import logging
 import os
 import pkgutil
 import re
@@ -61,6 +63,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "builtin_plugins.delivery",
 )
 
+log = logging.getLogger("promptweave.plugins")
+
 ENV_LOAD = "PROMPTWEAVE_LOAD_PLUGINS"
 ENV_DISABLE = "PROMPTWEAVE_DISABLE_PLUGINS"
 ENV_NO_AUTOLOAD = "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD"
@@ -86,6 +90,14 @@ class PluginManager:
 
     pm: pluggy.PluginManager
     infos: dict[str, PluginInfo] = attrs.field(factory=dict)
+
+    def hook_names(self) -> list[str]:
+        """The names of every hook plugins can implement, sorted."""
+        return sorted(
+            name
+            for name, caller in vars(self.pm.hook).items()
+            if isinstance(caller, pluggy.HookCaller) and caller.spec is not None
+        )
 
     def hooks_of(self, name: str) -> list[str]:
         plugin = self.pm.get_plugin(name)
@@ -189,12 +201,12 @@ def build_plugin_manager(
     if not _truthy(env.get(ENV_NO_AUTOLOAD)):
         _load_entry_points(manager, env.get(ENV_LOAD))
 
+    extra_names = []
     for plugin in extra_plugins:
-        extra_name = pm.register(plugin)
-        if extra_name is not None:
-            manager.infos[extra_name] = PluginInfo(
-                name=extra_name, kind="extra", distribution=None, version=None
-            )
+        extra_names.append(pm.get_canonical_name(plugin))
+        _register_extra(manager, plugin)
+
+    _check_env_names(manager, env, extra_names)
 
     try:
         pm.check_pending()
@@ -208,6 +220,75 @@ def build_plugin_manager(
         )
         raise PluginValidationError(exc.plugin, f'plugin "{name}" {origin}: {exc}') from exc
     return manager
+
+
+def _register_extra(manager: PluginManager, plugin: object) -> None:
+    """Register a programmatic extra; one that is loaded already (an installed plugin passed
+    again, or an object registered twice) is an error naming where it came from."""
+    pm = manager.pm
+    holder = pm.get_name(plugin)
+    if holder is None and pm.has_plugin(name := pm.get_canonical_name(plugin)):
+        holder = name
+    if holder is not None:
+        info = manager.infos.get(holder)
+        origin = (
+            f"the {info.kind} plugin {holder!r} from distribution {info.distribution} "
+            f"{info.version or '(version unknown)'}"
+            if info is not None and info.distribution
+            else f"the plugin {holder!r}"
+        )
+        raise PluginImportError(
+            f"extra plugin {plugin!r} is already loaded as {origin}; pass it as an extra only "
+            f"when it is not installed, or block the installed one with {ENV_DISABLE}={holder}"
+        )
+    extra_name = pm.register(plugin)
+    if extra_name is not None:
+        manager.infos[extra_name] = PluginInfo(
+            name=extra_name, kind="extra", distribution=None, version=None
+        )
+
+
+def _suggest(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_env_names(
+    manager: PluginManager, env: Mapping[str, str], extra_names: Iterable[str | None]
+) -> None:
+    """Warn about names in ``PROMPTWEAVE_DISABLE_PLUGINS`` and ``PROMPTWEAVE_LOAD_PLUGINS`` that
+    match nothing: a misspelled name would otherwise block or allow nothing, without a word."""
+    entry_points = list(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP))
+    plugin_names = {
+        *(dotted.rsplit(".", 1)[-1] for dotted in DEFAULT_PLUGINS),
+        *available_contrib_plugins(),
+        *(entry_point.name for entry_point in entry_points),
+        *(name for name in extra_names if name is not None),
+    }
+    for name in _names(env.get(ENV_DISABLE)):
+        if name not in plugin_names:
+            log.warning(
+                "%s names %r, which is no plugin's name%s; see promptweave plugins --all",
+                ENV_DISABLE,
+                name,
+                _suggest(name, plugin_names),
+            )
+    distributions = {
+        _normalize(entry_point.dist.name): entry_point.dist.name
+        for entry_point in entry_points
+        if entry_point.dist is not None
+    }
+    for name in _names(env.get(ENV_LOAD)):
+        if _normalize(name) not in distributions:
+            installed = ", ".join(sorted(distributions.values())) or "none"
+            log.warning(
+                "%s names %r, which is no installed distribution with promptweave plugins%s "
+                "(installed: %s)",
+                ENV_LOAD,
+                name,
+                _suggest(name, distributions.values()),
+                installed,
+            )
 
 
 def _load_entry_points(manager: PluginManager, allowlist: str | None) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from framework._convert import structure
+from framework._fields import Text
 from framework.decision import Decision, TurnAction
 from framework.errors import TurnFileError
 from framework.items import RelationshipNote, RouteHints
@@ -119,7 +120,7 @@ class CaseState:
 class ContextMessage:
     """An earlier group message of a compact line, oldest first. ``bot`` marks the bot's own."""
 
-    text: str
+    text: Text
     id: str | None = None
     sender: str = ""
     sender_id: str | None = None
@@ -133,7 +134,7 @@ class ContextMessage:
 class CompactCase:
     """One compact line: the current message and just enough around it."""
 
-    text: str
+    text: Text
     id: str | None = None
     message_id: str | None = None
     sender: str = "群友"

@@ -25,6 +25,7 @@ import enum
 import hashlib
 import threading
 from collections import deque
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -38,6 +39,7 @@ __all__ = [
     "MemoryDeliveryLedger",
     "answered_key",
     "delivered_key",
+    "settle_delivery",
 ]
 
 #: Deliveries remembered per (bot, group); a report of an older one counts again. Far more than a
@@ -96,10 +98,34 @@ class DeliveryLedger(Protocol):
         """
 
 
-@attrs.define
-class _Delivery:
-    answering: str | None
-    message: str | None
+def settle_delivery(
+    known: Sequence[tuple[str | None, str | None]],
+    *,
+    answering: str | None,
+    message: str | None,
+) -> tuple[DeliveryState, int | None]:
+    """What one report of a delivery is, given the deliveries recorded before it: the rule of
+    :meth:`DeliveryLedger.record_delivery`, which every backend applies through this function.
+
+    :param known: the ``(answering, message)`` pairs of the bot and group's recorded deliveries,
+        oldest first (``None`` for an unknown side).
+    :returns: the state, and with :attr:`DeliveryState.COMPLETED` the position in ``known`` of the
+        delivery whose message becomes ``message``. The caller appends ``(answering, message)``
+        on :attr:`DeliveryState.NEW` and changes nothing on :attr:`DeliveryState.REPEATED`.
+    :raises ValueError: neither side of the delivery is given.
+    """
+    if answering is None and message is None:
+        raise ValueError("a delivery needs the answered or the delivered message")
+    if message is not None and any(delivered == message for _, delivered in known):
+        return DeliveryState.REPEATED, None
+    if answering is not None:
+        same = [index for index, (answered, _) in enumerate(known) if answered == answering]
+        if message is None and same:
+            return DeliveryState.REPEATED, None
+        noted = next((index for index in same if known[index][1] is None), None)
+        if noted is not None:
+            return DeliveryState.COMPLETED, noted
+    return DeliveryState.NEW, None
 
 
 @attrs.define
@@ -107,7 +133,9 @@ class MemoryDeliveryLedger:
     """:class:`DeliveryLedger` in this process; the newest :data:`DELIVERY_LEDGER_MAX` deliveries
     per (bot, group)."""
 
-    _deliveries: dict[tuple[str, str], deque[_Delivery]] = attrs.field(factory=dict, init=False)
+    _deliveries: dict[tuple[str, str], deque[tuple[str | None, str | None]]] = attrs.field(
+        factory=dict, init=False
+    )
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
 
     def record_delivery(
@@ -119,21 +147,13 @@ class MemoryDeliveryLedger:
         message: str | None,
         now: dt.datetime,
     ) -> DeliveryState:
-        if answering is None and message is None:
-            raise ValueError("a delivery needs the answered or the delivered message")
         with self._lock:
             known = self._deliveries.setdefault(
                 (bot_id, group_id), deque(maxlen=DELIVERY_LEDGER_MAX)
             )
-            if message is not None and any(entry.message == message for entry in known):
-                return DeliveryState.REPEATED
-            if answering is not None:
-                same = [entry for entry in known if entry.answering == answering]
-                if message is None and same:
-                    return DeliveryState.REPEATED
-                noted = next((entry for entry in same if entry.message is None), None)
-                if noted is not None:
-                    noted.message = message
-                    return DeliveryState.COMPLETED
-            known.append(_Delivery(answering=answering, message=message))
-        return DeliveryState.NEW
+            state, noted = settle_delivery(known, answering=answering, message=message)
+            if noted is not None:
+                known[noted] = (answering, message)
+            elif state is DeliveryState.NEW:
+                known.append((answering, message))
+        return state

@@ -10,7 +10,7 @@ import datetime as dt
 
 import attrs
 
-from framework.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryState
+from framework.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryState, settle_delivery
 from framework.store.sqlite import Migration, SQLiteDatabase
 
 __all__ = ["DELIVERY_MIGRATIONS", "SQLiteDeliveryLedger"]
@@ -64,40 +64,29 @@ class SQLiteDeliveryLedger:
         message: str | None,
         now: dt.datetime,
     ) -> DeliveryState:
-        if answering is None and message is None:
-            raise ValueError("a delivery needs the answered or the delivered message")
         scope = (bot_id, group_id)
         with self.database.transaction() as connection:
-            if (
-                message is not None
-                and connection.execute(
-                    "SELECT 1 FROM deliveries WHERE bot_id = ? AND group_id = ? AND message = ?",
-                    (*scope, message),
-                ).fetchone()
-            ):
-                return DeliveryState.REPEATED
-            if answering is not None:
-                rows = connection.execute(
-                    "SELECT seq, message FROM deliveries"
-                    " WHERE bot_id = ? AND group_id = ? AND answering = ? ORDER BY seq",
-                    (*scope, answering),
-                ).fetchall()
-                if message is None and rows:
-                    return DeliveryState.REPEATED
-                noted = next((row["seq"] for row in rows if row["message"] is None), None)
-                if noted is not None:
-                    connection.execute(
-                        "UPDATE deliveries SET message = ? WHERE seq = ?", (message, noted)
-                    )
-                    return DeliveryState.COMPLETED
-            connection.execute(
-                "INSERT INTO deliveries (bot_id, group_id, answering, message, at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (*scope, answering, message, now.timestamp()),
-            )
-            connection.execute(
-                "DELETE FROM deliveries WHERE seq IN (SELECT seq FROM deliveries"
-                " WHERE bot_id = ? AND group_id = ? ORDER BY seq DESC LIMIT -1 OFFSET ?)",
-                (*scope, DELIVERY_LEDGER_MAX),
-            )
-        return DeliveryState.NEW
+            # The (bot, group) keeps DELIVERY_LEDGER_MAX rows at most, read by the scope index.
+            rows = connection.execute(
+                "SELECT seq, answering, message FROM deliveries"
+                " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
+                scope,
+            ).fetchall()
+            known = [(row["answering"], row["message"]) for row in rows]
+            state, noted = settle_delivery(known, answering=answering, message=message)
+            if noted is not None:
+                connection.execute(
+                    "UPDATE deliveries SET message = ? WHERE seq = ?", (message, rows[noted]["seq"])
+                )
+            elif state is DeliveryState.NEW:
+                connection.execute(
+                    "INSERT INTO deliveries (bot_id, group_id, answering, message, at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (*scope, answering, message, now.timestamp()),
+                )
+                connection.execute(
+                    "DELETE FROM deliveries WHERE seq IN (SELECT seq FROM deliveries"
+                    " WHERE bot_id = ? AND group_id = ? ORDER BY seq DESC LIMIT -1 OFFSET ?)",
+                    (*scope, DELIVERY_LEDGER_MAX),
+                )
+        return state

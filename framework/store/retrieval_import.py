@@ -60,12 +60,16 @@ MAX_PROBLEMS = 50
 class RetrievalImportError(PromptweaveError):
     """One or more import files are invalid; nothing was imported.
 
-    :param problems: one line per problem, each naming the file, the line and the field.
+    :param problems: every problem, one line each, naming the file, the line and the field; the
+        message shows the first :data:`MAX_PROBLEMS` of them.
     """
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
-        super().__init__("\n".join(problems))
+        shown = problems[:MAX_PROBLEMS]
+        if len(problems) > MAX_PROBLEMS:
+            shown.append(f"… and {len(problems) - MAX_PROBLEMS} more problems")
+        super().__init__("\n".join(shown))
 
 
 def _json_array(text: str) -> Iterator[tuple[int, Any]]:
@@ -247,10 +251,7 @@ def read_files(
             continue
         fields[KINDS[file_kind][1]].extend(_read_one(file_kind, path, defaults, problems))
     if problems:
-        shown = problems[:MAX_PROBLEMS]
-        if len(problems) > MAX_PROBLEMS:
-            shown.append(f"… and {len(problems) - MAX_PROBLEMS} more problems")
-        raise RetrievalImportError(shown)
+        raise RetrievalImportError(problems)
     return RetrievalBatch(**{name: tuple(values) for name, values in fields.items()})
 
 

@@ -1,10 +1,12 @@
 """Per-group routing state: cooldowns, silences, kept messages, quote candidates, phrases.
 
-Routing, quoting and the low-engagement exit (``docs/design.md#the-routing-flow``) keep small pieces
-of state per group; ``docs/design.md#where-promptweave-differs-from-the-reference`` puts them behind
-a store interface so several bot processes can share them. Every key is scoped by bot and group.
-:class:`MemoryRoutingState` keeps them in this process;
-:class:`framework.store.routing_state_sqlite.SQLiteRoutingState` in the shared SQLite file.
+The routing flow (``docs/design.md``: gates, the cooldown stash, quoting, the low-engagement exit)
+keeps small pieces of state per group, behind a store interface so several bot processes can share
+them. Every key is scoped by bot and group. What a list keeps is decided by the functions of this
+module (:func:`kept_messages_after`, :func:`candidates_after`), which every backend calls.
+:class:`MemoryRoutingState` keeps the state in this process;
+:class:`framework.store.routing_state_sqlite.SQLiteRoutingState` in the shared SQLite file, and
+``contrib.redis_store.RedisRoutingState`` in Redis.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import datetime as dt
 import threading
 from collections import deque
 from collections.abc import Sequence
+from typing import TypeVar
 
 import attrs
 
@@ -28,7 +31,12 @@ __all__ = [
     "MemoryRoutingState",
     "QuoteCandidate",
     "RoutingState",
+    "candidates_after",
+    "kept_messages_after",
+    "newest",
 ]
+
+T = TypeVar("T")
 
 #: Candidate texts are cut to this length (they are only shown in traces).
 CANDIDATE_TEXT_CHARS = 160
@@ -42,7 +50,7 @@ def _candidate_text(value: object) -> str:
 
 @attrs.frozen(kw_only=True)
 class QuoteCandidate:
-    """A recent group message the bot may quote (``docs/design.md#quoting``).
+    """A recent group message the bot may quote (``docs/design.md``, quoting).
 
     :param message_id: the platform's message id.
     :param sender_id: who sent it.
@@ -102,6 +110,46 @@ class GroupSnapshot:
     rhythm: RhythmProfile | None = None
     replies_since: dt.datetime | None = None
     bot_replies: int = 0
+
+
+# -- the rules every backend applies ----------------------------------------------------------
+
+
+def newest(items: Sequence[T], limit: int) -> list[T]:
+    """The last ``limit`` of ``items`` (none when ``limit`` is 0 or less): how every per-group list
+    of the routing state is trimmed."""
+    return list(items[max(0, len(items) - limit) :]) if limit > 0 else []
+
+
+def kept_messages_after(
+    kept: Sequence[ChatMessage], message: ChatMessage, limit: int
+) -> list[ChatMessage]:
+    """The messages a group keeps after :meth:`RoutingState.keep_message`, oldest first:
+    ``message`` is added unless one with its id is kept already, then the newest ``limit`` stay."""
+    if message.id is not None and any(known.id == message.id for known in kept):
+        return newest(kept, limit)
+    return newest([*kept, message], limit)
+
+
+def candidates_after(
+    kept: Sequence[QuoteCandidate], candidates: Sequence[QuoteCandidate], limit: int
+) -> list[QuoteCandidate]:
+    """The quote candidates a group keeps after :meth:`RoutingState.record_candidates`, oldest
+    first.
+
+    A candidate whose message is kept already, or older than the newest one kept, is not added:
+    feeding the same recent messages turn after turn never brings back one that slid out. None is
+    kept as the current message (``is_current`` is for the turn that found it); the newest
+    ``limit`` stay.
+    """
+    merged = list(kept)
+    known = {candidate.message_id for candidate in merged}
+    for candidate in candidates:
+        if candidate.message_id in known or (merged and candidate.time < merged[-1].time):
+            continue
+        merged.append(attrs.evolve(candidate, is_current=False))
+        known.add(candidate.message_id)
+    return newest(merged, limit)
 
 
 class RoutingState(abc.ABC):
@@ -283,10 +331,8 @@ class MemoryRoutingState(RoutingState):
 
     def keep_message(self, bot_id: str, group_id: str, message: ChatMessage, limit: int) -> None:
         with self._lock:
-            kept = self._group(bot_id, group_id).kept
-            if message.id is None or all(m.id != message.id for m in kept):
-                kept.append(message)
-            del kept[: max(0, len(kept) - limit)]
+            group = self._group(bot_id, group_id)
+            group.kept = kept_messages_after(group.kept, message, limit)
 
     def take_kept_messages(self, bot_id: str, group_id: str) -> tuple[ChatMessage, ...]:
         with self._lock:
@@ -298,17 +344,9 @@ class MemoryRoutingState(RoutingState):
         self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
     ) -> tuple[QuoteCandidate, ...]:
         with self._lock:
-            kept = self._group(bot_id, group_id).candidates
-            for candidate in candidates:
-                if any(c.message_id == candidate.message_id for c in kept):
-                    continue
-                if kept and candidate.time < kept[-1].time:
-                    continue
-                kept.append(
-                    attrs.evolve(candidate, is_current=False) if candidate.is_current else candidate
-                )
-            del kept[: max(0, len(kept) - limit)]
-            return tuple(kept)
+            group = self._group(bot_id, group_id)
+            group.candidates = candidates_after(group.candidates, candidates, limit)
+            return tuple(group.candidates)
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
         with self._lock:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,8 @@ from framework.store.routing_state import (
     GroupSnapshot,
     QuoteCandidate,
     RoutingState,
+    candidates_after,
+    kept_messages_after,
 )
 from framework.store.row_memo import RowMemo
 from framework.store.sqlite import Migration, SQLiteDatabase
@@ -133,6 +136,23 @@ def _message(payload: str) -> ChatMessage:
     return ChatMessage(**data)
 
 
+def _replace_rows(
+    connection: sqlite3.Connection,
+    table: str,
+    columns: tuple[str, ...],
+    scope: tuple[str, str],
+    rows: Sequence[tuple[Any, ...]],
+) -> None:
+    """Make ``rows`` (the values of ``columns``) the (bot, group)'s rows of a per-group list in
+    ``table``, in order: ``seq`` keeps it."""
+    connection.execute(f"DELETE FROM {table} WHERE bot_id = ? AND group_id = ?", scope)
+    names = ", ".join(("bot_id", "group_id", *columns))
+    marks = ", ".join("?" * (len(scope) + len(columns)))
+    connection.executemany(
+        f"INSERT INTO {table} ({names}) VALUES ({marks})", [(*scope, *row) for row in rows]
+    )
+
+
 @attrs.define
 class SQLiteRoutingState(RoutingState):
     """Routing state in a :class:`framework.store.sqlite.SQLiteDatabase`.
@@ -142,7 +162,7 @@ class SQLiteRoutingState(RoutingState):
 
     _database: SQLiteDatabase = attrs.field(alias="database")
     _migrated: bool = attrs.field(default=False, init=False)
-    _candidates: RowMemo[QuoteCandidate] = attrs.field(
+    _built: RowMemo[QuoteCandidate] = attrs.field(
         factory=lambda: RowMemo(_candidate), init=False, repr=False, eq=False
     )
 
@@ -231,25 +251,18 @@ class SQLiteRoutingState(RoutingState):
 
     def keep_message(self, bot_id: str, group_id: str, message: ChatMessage, limit: int) -> None:
         with self.database.transaction() as connection:
-            if message.id is not None:
-                known = connection.execute(
-                    "SELECT 1 FROM routing_kept_messages"
-                    " WHERE bot_id = ? AND group_id = ? AND message_id = ?",
-                    (bot_id, group_id, message.id),
-                ).fetchone()
-                if known:
-                    return
-            connection.execute(
-                "INSERT INTO routing_kept_messages (bot_id, group_id, message_id, payload)"
-                " VALUES (?, ?, ?, ?)",
-                (bot_id, group_id, message.id, _message_payload(message)),
-            )
-            connection.execute(
-                "DELETE FROM routing_kept_messages WHERE bot_id = ? AND group_id = ? AND seq NOT IN"
-                " (SELECT seq FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?"
-                "  ORDER BY seq DESC LIMIT ?)",
-                (bot_id, group_id, bot_id, group_id, limit),
-            )
+            kept = [
+                _message(row["payload"]) for row in self._kept_rows(connection, bot_id, group_id)
+            ]
+            after = kept_messages_after(kept, message, limit)
+            if after != kept:
+                _replace_rows(
+                    connection,
+                    "routing_kept_messages",
+                    ("message_id", "payload"),
+                    (bot_id, group_id),
+                    [(m.id, _message_payload(m)) for m in after],
+                )
 
     def take_kept_messages(self, bot_id: str, group_id: str) -> tuple[ChatMessage, ...]:
         # Most turns find nothing kept: look before taking the write lock.
@@ -264,73 +277,59 @@ class SQLiteRoutingState(RoutingState):
         if anything is None:
             return ()
         with self.database.transaction() as connection:
-            rows = connection.execute(
-                "SELECT payload FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?"
-                " ORDER BY seq",
-                (bot_id, group_id),
-            ).fetchall()
+            rows = self._kept_rows(connection, bot_id, group_id)
             connection.execute(
                 "DELETE FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?",
                 (bot_id, group_id),
             )
         return tuple(_message(row["payload"]) for row in rows)
 
+    @staticmethod
+    def _kept_rows(connection: sqlite3.Connection, bot_id: str, group_id: str) -> list[sqlite3.Row]:
+        return connection.execute(
+            "SELECT payload FROM routing_kept_messages WHERE bot_id = ? AND group_id = ?"
+            " ORDER BY seq",
+            (bot_id, group_id),
+        ).fetchall()
+
     def record_candidates(
         self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
     ) -> tuple[QuoteCandidate, ...]:
-        if not candidates:
-            return self.candidates(bot_id, group_id)
-        # One transaction reads the group's rows, adds what is new and trims by seq; it returns
-        # the rows it leaves, so the router reads nothing back. A call that changes nothing
-        # writes nothing.
+        # The rule (candidates_after) only appends and drops the oldest, so the rows change by
+        # deleting the dropped ones and inserting the added ones: in a group that keeps talking,
+        # one of each. A call that changes nothing writes nothing. What it returns is what
+        # candidates() would read now, so the router reads nothing back.
         with self.database.transaction() as connection:
             rows = connection.execute(
                 "SELECT seq, message_id, sender_id, text, time FROM routing_candidates"
                 " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
                 (bot_id, group_id),
             ).fetchall()
-            kept = [tuple(row) for row in rows]
-            known = {row[1] for row in kept}
-            newest = max((row[4] for row in kept), default=None)
-            for candidate in candidates:
-                at = _epoch(candidate.time)
-                if newest is not None and at < newest:
-                    continue
-                newest = at if newest is None else max(newest, at)
-                if candidate.message_id in known:
-                    continue
-                cursor = connection.execute(
-                    "INSERT INTO routing_candidates"
-                    " (bot_id, group_id, message_id, sender_id, text, time)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        bot_id,
-                        group_id,
-                        candidate.message_id,
-                        candidate.sender_id,
-                        candidate.text,
-                        at,
-                    ),
-                )
-                known.add(candidate.message_id)
-                kept.append(
-                    (
-                        cursor.lastrowid,
-                        candidate.message_id,
-                        candidate.sender_id,
-                        candidate.text,
-                        at,
-                    )
-                )
-            # As SQL's LIMIT reads it: a negative limit keeps them all.
-            excess = len(kept) - limit if limit >= 0 else 0
-            if excess > 0:
+            kept = [self._built(row[1:]) for row in rows]
+            after = candidates_after(kept, candidates, limit)
+            if after == kept:
+                return tuple(kept)
+            stays = {candidate.message_id for candidate in after}
+            dropped = [row[0] for row in rows if row[1] not in stays]
+            if dropped:
+                marks = ", ".join("?" * len(dropped))
                 connection.execute(
-                    "DELETE FROM routing_candidates WHERE bot_id = ? AND group_id = ? AND seq <= ?",
-                    (bot_id, group_id, kept[excess - 1][0]),
+                    f"DELETE FROM routing_candidates WHERE seq IN ({marks})", dropped
                 )
-                del kept[:excess]
-        return tuple(self._candidates(row[1:]) for row in kept)
+            known = {candidate.message_id for candidate in kept}
+            added = [
+                (c.message_id, c.sender_id, c.text, _epoch(c.time))
+                for c in after
+                if c.message_id not in known
+            ]
+            connection.executemany(
+                "INSERT INTO routing_candidates (bot_id, group_id, message_id, sender_id, text,"
+                " time) VALUES (?, ?, ?, ?, ?, ?)",
+                [(bot_id, group_id, *row) for row in added],
+            )
+        return tuple(
+            [c for c in kept if c.message_id in stays] + [self._built(row) for row in added]
+        )
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
         rows = (
@@ -342,7 +341,7 @@ class SQLiteRoutingState(RoutingState):
             )
             .fetchall()
         )
-        return tuple(self._candidates(row) for row in rows)
+        return tuple(self._built(row) for row in rows)
 
     def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
         return _time(self._get(bot_id, group_id, "last_quote_at"))

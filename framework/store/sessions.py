@@ -1,21 +1,23 @@
 """The conversational stores: group log, sessions, summaries, bot-reply context, feedback ledger.
 
-Each store is a :class:`typing.Protocol`; SQLite (:mod:`framework.store.sessions_sqlite`) and
-in-memory (:mod:`framework.store.sessions_memory`) implementations exist, and another engine can be
-added without touching the callers. Every method takes the time it acts at (``now``) from the
-caller, so expiry and cooldowns follow the runtime's injectable clock
-(``docs/design.md#where-promptweave-differs-from-the-reference``).
+Each store is a :class:`typing.Protocol`; SQLite (:mod:`framework.store.sessions_sqlite`),
+in-memory (:mod:`framework.store.sessions_memory`) and Redis (``contrib.redis_store``)
+implementations exist, and another engine can be added without touching the callers (``Writing a
+store backend`` in ``docs/store.md``). What a store keeps, when an entry expires and what a row
+becomes is decided by the functions of this module, which every backend calls. Every method takes
+the time it acts at (``now``) from the caller, so expiry and cooldowns follow the runtime's
+injectable clock.
 
 Scopes are strings: a private chat is stored under the group id ``""`` (see :func:`group_scope`).
 Every method may raise :class:`framework.StoreUnavailableError`; the runtime turns that into
-the degradation of ``docs/design.md#degradation`` and never lets it reach the bot.
+a degraded turn (``docs/design.md``, degradation) and never lets it reach the bot.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -24,6 +26,10 @@ from framework.prompt.text_rules import IMAGE_MARK
 from framework.turn import ChatMessage
 
 __all__ = [
+    "BOT_REPLY_MAX_ENTRIES",
+    "BOT_REPLY_TEXT_CHARS",
+    "BOT_REPLY_TTL_S",
+    "FEEDBACK_MAX_PHRASES",
     "GROUP_LOG_MAX_PER_GROUP",
     "SUMMARY_MARK",
     "BotReplyContext",
@@ -34,15 +40,31 @@ __all__ = [
     "SessionTurn",
     "SummaryStore",
     "TurnKind",
+    "bot_reply_entry",
+    "compaction_due",
+    "feedback_phrases",
     "group_scope",
+    "newest_phrases",
+    "summary_row",
 ]
 
-#: The first line of a summary row (docs/design.md#long-session-compression).
+#: The first line of a summary row (``docs/design.md``, long-session compression).
 SUMMARY_MARK = "【此前对话摘要】"
 
 #: Messages a group log keeps per (bot, group) on every backend; the oldest go first. The
 #: timeline and the bot-presence count read far fewer, and a long-running bot stays bounded.
 GROUP_LOG_MAX_PER_GROUP = 1000
+
+#: Seconds a delivered bot message can be looked up after it was written (``[session]
+#: bot_reply_ttl_s`` sets the runtime's).
+BOT_REPLY_TTL_S = 600.0
+#: Delivered bot messages a bot-reply context keeps (``[session] bot_reply_max_entries``).
+BOT_REPLY_MAX_ENTRIES = 512
+#: The longest text a bot-reply context keeps of one message; the quote block needs no more.
+BOT_REPLY_TEXT_CHARS = 500
+
+#: The most phrases the feedback ledger applies per (bot, group), newest first.
+FEEDBACK_MAX_PHRASES = 32
 
 
 def group_scope(group_id: str | None) -> str:
@@ -79,6 +101,9 @@ class SessionTurn:
     :param images: the turn's images, one entry each: their URLs, described only when a summary
         needs them, or :data:`framework.IMAGE_WITHOUT_URL` marks (``[session] describe_images``
         off, or an image that came without a URL). Either way the turn reads ``[图片]``.
+    :param usage: on a bot's answer, the token usage the provider reported for it
+        (``prompt_tokens``, ``output_tokens``, ``cached_tokens``, ``cache_creation_tokens``; a
+        count the provider did not report is left out); ``None`` when unknown.
     :param key: the store's own row key; ``None`` before the row is stored.
     """
 
@@ -92,6 +117,7 @@ class SessionTurn:
     message_id: str | None = None
     reply_to: str | None = None
     images: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    usage: Mapping[str, int] | None = None
     key: int | None = None
 
     @property
@@ -120,6 +146,66 @@ class SessionSummary:
     turns_covered: int = 0
 
 
+# -- the rules every backend applies ----------------------------------------------------------
+# A backend stores and finds; what to keep, when something expires and what a row becomes are
+# decided here, once, so that no two engines can drift apart.
+
+
+def summary_row(bot_id: str, group_id: str, user_id: str, summary: SessionTurn) -> SessionTurn:
+    """The row :meth:`SessionStore.replace_with_summary` stores for ``summary``.
+
+    It belongs to the session it replaces rows of, is a ``user`` row of kind ``summary``, and has
+    no message id, reply or images of its own: it stands for many turns, none of which it is.
+    """
+    return attrs.evolve(
+        summary,
+        bot_id=bot_id,
+        group_id=group_id,
+        user_id=user_id,
+        role="user",
+        kind=TurnKind.SUMMARY,
+        message_id=None,
+        reply_to=None,
+        images=(),
+        key=None,
+    )
+
+
+def compaction_due(started: float | None, now: dt.datetime, cooldown_s: float) -> bool:
+    """Whether :meth:`SessionStore.claim_compaction` may start a compaction at ``now``.
+
+    :param started: when the last one of the session started (epoch seconds), if ever.
+    """
+    return started is None or now.timestamp() - started >= cooldown_s
+
+
+def bot_reply_entry(
+    message_id: str, text: str, *, now: dt.datetime, ttl_s: float, text_chars: int
+) -> tuple[str, float] | None:
+    """What a :class:`BotReplyContext` keeps of one delivered message.
+
+    :returns: the text, stripped and cut to ``text_chars``, and when the entry expires (epoch
+        seconds, ``ttl_s`` after ``now``: a lookup at or after it finds nothing); ``None`` when
+        the id or the text is blank, which is not kept.
+    """
+    kept = text.strip()[:text_chars]
+    if not message_id or not kept:
+        return None
+    return kept, now.timestamp() + ttl_s
+
+
+def feedback_phrases(phrases: Iterable[str]) -> list[str]:
+    """The phrases of one outcome as :meth:`FeedbackLedger.record_outcome` records them:
+    stripped, blank ones dropped, each once, in the order given."""
+    return list(dict.fromkeys(phrase.strip() for phrase in phrases if phrase.strip()))
+
+
+def newest_phrases(newest_first: Iterable[str]) -> tuple[str, ...]:
+    """What :meth:`FeedbackLedger.blacklisted_phrases` returns of the recorded phrases (newest
+    first, repeats included): each phrase once, at most :data:`FEEDBACK_MAX_PHRASES`."""
+    return tuple(dict.fromkeys(newest_first))[:FEEDBACK_MAX_PHRASES]
+
+
 @runtime_checkable
 class GroupLog(Protocol):
     """The messages the bot saw in a group, its own included; the group timeline reads it.
@@ -141,8 +227,8 @@ class GroupLog(Protocol):
         """The newest ``limit`` messages at or before ``until``, oldest first."""
 
     def find_group_message(self, bot_id: str, group_id: str, message_id: str) -> ChatMessage | None:
-        """The kept message with id ``message_id``, or ``None``: what a reply quotes
-        (``docs/design.md#images``, the message store as the fallback)."""
+        """The kept message with id ``message_id``, or ``None``: what a reply quotes, where its
+        images come from when the platform does not send them (``docs/design.md``, images)."""
 
 
 @runtime_checkable
@@ -228,8 +314,8 @@ class BotReplyContext(Protocol):
     """What the bot said in each delivered message, so a reply to it can show the quoted text.
 
     Keyed by (group, bot, message id); entries expire after a TTL, and beyond a maximum count the
-    least recently used (written, or found by :meth:`lookup`) are evicted
-    (``docs/design.md#bot-reply-context``).
+    least recently used (written, or found by :meth:`lookup`) are evicted (``docs/design.md``,
+    bot-reply context).
     """
 
     def remember(
@@ -246,7 +332,7 @@ class BotReplyContext(Protocol):
 @runtime_checkable
 class FeedbackLedger(Protocol):
     """Phrases group members rejected, per (bot, group); ambient turns containing one are not
-    injected again (negative feedback, ``docs/design.md#the-message-sequence``)."""
+    injected again (negative feedback, ``docs/messages.md``)."""
 
     def record_outcome(
         self,

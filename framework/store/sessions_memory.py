@@ -18,12 +18,20 @@ from typing import TypeVar
 import attrs
 
 from framework.store.sessions import (
+    BOT_REPLY_MAX_ENTRIES,
+    BOT_REPLY_TEXT_CHARS,
+    BOT_REPLY_TTL_S,
     GROUP_LOG_MAX_PER_GROUP,
     SessionSummary,
     SessionTurn,
     TurnKind,
+    bot_reply_entry,
+    compaction_due,
+    feedback_phrases,
+    group_scope,
+    newest_phrases,
+    summary_row,
 )
-from framework.store.sessions_sqlite import FEEDBACK_MAX_PHRASES
 from framework.turn import ChatMessage
 
 __all__ = [
@@ -182,8 +190,7 @@ class MemorySessionStore:
     ) -> bool:
         scope = (bot_id, group_id, user_id)
         with self._lock:
-            started = self._compactions.get(scope)
-            if started is not None and now.timestamp() - started < cooldown_s:
+            if not compaction_due(self._compactions.get(scope), now, cooldown_s):
                 return False
             self._compactions[scope] = now.timestamp()
         return True
@@ -204,7 +211,7 @@ class MemorySessionStore:
             if len(kept) == len(rows):
                 return False
             key = next(self._counter)
-            stored = attrs.evolve(summary, kind=TurnKind.SUMMARY, role="user", key=key)
+            stored = attrs.evolve(summary_row(bot_id, group_id, user_id, summary), key=key)
             bisect.insort(kept, (summary.time.timestamp(), key, stored), key=_order)
             self._rows[(bot_id, group_id, user_id)] = kept
         return True
@@ -229,7 +236,7 @@ class MemorySummaryStore:
                 summary
                 for summary in self._summaries
                 if summary.bot_id == bot_id
-                and summary.group_id == (group_id or "")
+                and summary.group_id == group_scope(group_id)
                 and (user_id is None or summary.user_id == user_id)
             ]
         ordered = sorted(enumerate(found), key=lambda pair: (pair[1].created, pair[0]))
@@ -242,9 +249,9 @@ class MemoryBotReplyContext:
     entry to the newest end (without extending its expiry); an insert beyond ``max_entries``
     evicts the least recently used."""
 
-    ttl_s: float = 600.0
-    max_entries: int = 512
-    text_chars: int = 500
+    ttl_s: float = BOT_REPLY_TTL_S
+    max_entries: int = BOT_REPLY_MAX_ENTRIES
+    text_chars: int = BOT_REPLY_TEXT_CHARS
     _entries: OrderedDict[tuple[str, str, str], tuple[float, str]] = attrs.field(
         factory=OrderedDict
     )
@@ -253,13 +260,16 @@ class MemoryBotReplyContext:
     def remember(
         self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
     ) -> None:
-        text = text.strip()[: self.text_chars]
-        if not message_id or not text:
+        entry = bot_reply_entry(
+            message_id, text, now=now, ttl_s=self.ttl_s, text_chars=self.text_chars
+        )
+        if entry is None:
             return
+        text, expires = entry
         key = (group_id, bot_id, message_id)
         with self._lock:
             self._entries.pop(key, None)
-            self._entries[key] = (now.timestamp() + self.ttl_s, text)
+            self._entries[key] = (expires, text)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
 
@@ -298,7 +308,7 @@ class MemoryFeedbackLedger:
         added = 0
         with self._lock:
             stored = self._phrases.setdefault((bot_id, group_id), [])
-            for phrase in dict.fromkeys(p.strip() for p in phrases if p.strip()):
+            for phrase in feedback_phrases(phrases):
                 if (outcome_id, phrase) not in stored:
                     stored.append((outcome_id, phrase))
                     added += 1
@@ -314,5 +324,4 @@ class MemoryFeedbackLedger:
     def blacklisted_phrases(self, bot_id: str, group_id: str) -> tuple[str, ...]:
         with self._lock:
             stored = list(self._phrases.get((bot_id, group_id), []))
-        newest_first = dict.fromkeys(phrase for _, phrase in reversed(stored))
-        return tuple(newest_first)[:FEEDBACK_MAX_PHRASES]
+        return newest_phrases(phrase for _, phrase in reversed(stored))

@@ -102,4 +102,10 @@ SESSION_MIGRATIONS = (
         CREATE INDEX feedback_phrases_scope ON feedback_phrases (bot_id, group_id, seq);
         """,
     ),
+    Migration(
+        component="sessions",
+        version=2,
+        # What the provider reported for a delivered answer (the live loop's usage), as JSON.
+        sql="ALTER TABLE session_turns ADD COLUMN usage TEXT;",
+    ),
 )

@@ -19,17 +19,26 @@ import attrs
 
 from framework.store.row_memo import RowMemo
 from framework.store.sessions import (
+    BOT_REPLY_MAX_ENTRIES,
+    BOT_REPLY_TEXT_CHARS,
+    BOT_REPLY_TTL_S,
+    FEEDBACK_MAX_PHRASES,
     GROUP_LOG_MAX_PER_GROUP,
     SessionSummary,
     SessionTurn,
     TurnKind,
+    bot_reply_entry,
+    compaction_due,
+    feedback_phrases,
+    group_scope,
+    newest_phrases,
+    summary_row,
 )
 from framework.store.sessions_schema import SESSION_MIGRATIONS
 from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
 from framework.turn import ChatMessage
 
 __all__ = [
-    "FEEDBACK_MAX_PHRASES",
     "SESSION_MIGRATIONS",
     "SQLiteBotReplyContext",
     "SQLiteFeedbackLedger",
@@ -37,9 +46,6 @@ __all__ = [
     "SQLiteSessionStore",
     "SQLiteSummaryStore",
 ]
-
-#: The most phrases the ledger applies per (bot, group), newest first.
-FEEDBACK_MAX_PHRASES = 32
 
 
 def _stamp(value: dt.datetime) -> tuple[float, int]:
@@ -97,7 +103,7 @@ def _message(values: tuple[Any, ...]) -> ChatMessage:
 #: The columns :func:`_turn` reads, in its order.
 _TURN_COLUMNS = (
     "seq, bot_id, group_id, user_id, role, kind, content, message_id, reply_to, images, time,"
-    " utc_offset"
+    " utc_offset, usage"
 )
 
 
@@ -115,6 +121,7 @@ def _turn(values: tuple[Any, ...]) -> SessionTurn:
         images,
         stamp,
         offset,
+        usage,
     ) = values
     return SessionTurn(
         bot_id=bot_id,
@@ -127,6 +134,7 @@ def _turn(values: tuple[Any, ...]) -> SessionTurn:
         reply_to=reply_to,
         images=_images(images),
         time=_time(stamp, offset),
+        usage=json.loads(usage) if usage else None,
         key=seq,
     )
 
@@ -219,30 +227,16 @@ class SQLiteSessionStore:
         factory=lambda: RowMemo(_turn), init=False, repr=False, eq=False
     )
 
+    def _turn_of(self, row: Sequence[Any]) -> SessionTurn:
+        # A row with usage holds a dict: built afresh, so that no two reads share one.
+        return _turn(tuple(row)) if row[-1] else self._turns(row)
+
     def append_turns(self, turns: Sequence[SessionTurn], *, storage_window: int) -> int:
         added: list[int] = []
         scopes: set[tuple[str, str, str]] = set()
         with _write(self.database) as connection:
             for turn in turns:
-                stamp, offset = _stamp(turn.time)
-                cursor = connection.execute(
-                    "INSERT OR IGNORE INTO session_turns (bot_id, group_id, user_id, role, kind,"
-                    " content, message_id, reply_to, images, time, utc_offset)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        turn.bot_id,
-                        turn.group_id,
-                        turn.user_id,
-                        turn.role,
-                        turn.kind.value,
-                        turn.content,
-                        turn.message_id,
-                        turn.reply_to,
-                        json.dumps(list(turn.images)),
-                        stamp,
-                        offset,
-                    ),
-                )
+                cursor = _insert_turn(connection, turn)
                 if cursor.rowcount > 0 and cursor.lastrowid is not None:
                     added.append(cursor.lastrowid)
                 scopes.add((turn.bot_id, turn.group_id, turn.user_id))
@@ -273,14 +267,7 @@ class SQLiteSessionStore:
         limit: int,
         since: dt.datetime | None = None,
     ) -> list[SessionTurn]:
-        rows = _read(
-            self.database,
-            f"SELECT {_TURN_COLUMNS} FROM session_turns"
-            " WHERE bot_id = ? AND group_id = ? AND user_id = ?"
-            " AND time <= ? AND time >= ? ORDER BY time DESC, seq DESC LIMIT ?",
-            (bot_id, group_id, user_id, until.timestamp(), _since(since), limit),
-        )
-        return [self._turns(row) for row in reversed(rows)]
+        return self._window("user_id = ?", (bot_id, group_id, user_id), until, since, limit)
 
     def latest_summary(
         self, bot_id: str, group_id: str, user_id: str, *, until: dt.datetime
@@ -292,7 +279,7 @@ class SQLiteSessionStore:
             " AND kind = 'summary' AND time <= ? ORDER BY time DESC LIMIT 1",
             (bot_id, group_id, user_id, until.timestamp()),
         )
-        return self._turns(rows[0]) if rows else None
+        return self._turn_of(rows[0]) if rows else None
 
     def group_turns(
         self,
@@ -303,14 +290,27 @@ class SQLiteSessionStore:
         limit: int,
         since: dt.datetime | None = None,
     ) -> list[SessionTurn]:
+        return self._window("kind = 'turn'", (bot_id, group_id), until, since, limit)
+
+    def _window(
+        self,
+        condition: str,
+        scope: tuple[str, ...],
+        until: dt.datetime,
+        since: dt.datetime | None,
+        limit: int,
+    ) -> list[SessionTurn]:
+        """The newest ``limit`` rows of ``(bot_id, group_id, *condition)`` in ``[since, until]``,
+        oldest first: a backward range scan of index ``session_turns_user`` or
+        ``session_turns_group``."""
         rows = _read(
             self.database,
             f"SELECT {_TURN_COLUMNS} FROM session_turns"
-            " WHERE bot_id = ? AND group_id = ? AND kind = 'turn'"
+            f" WHERE bot_id = ? AND group_id = ? AND {condition}"
             " AND time <= ? AND time >= ? ORDER BY time DESC, seq DESC LIMIT ?",
-            (bot_id, group_id, until.timestamp(), _since(since), limit),
+            (*scope, until.timestamp(), _since(since), limit),
         )
-        return [self._turns(row) for row in reversed(rows)]
+        return [self._turn_of(row) for row in reversed(rows)]
 
     def claim_compaction(
         self, bot_id: str, group_id: str, user_id: str, *, now: dt.datetime, cooldown_s: float
@@ -322,7 +322,7 @@ class SQLiteSessionStore:
                 " WHERE bot_id = ? AND group_id = ? AND user_id = ?",
                 (bot_id, group_id, user_id),
             ).fetchone()
-            if row is not None and stamp - row["started"] < cooldown_s:
+            if row is not None and not compaction_due(row["started"], now, cooldown_s):
                 return False
             connection.execute(
                 "INSERT INTO session_compactions (bot_id, group_id, user_id, started)"
@@ -341,7 +341,6 @@ class SQLiteSessionStore:
         remove: Sequence[int],
         summary: SessionTurn,
     ) -> bool:
-        stamp, offset = _stamp(summary.time)
         with _write(self.database) as connection:
             removed = 0
             for key in remove:
@@ -352,12 +351,33 @@ class SQLiteSessionStore:
                 ).rowcount
             if removed == 0:
                 return False
-            connection.execute(
-                "INSERT INTO session_turns (bot_id, group_id, user_id, role, kind, content,"
-                " images, time, utc_offset) VALUES (?, ?, ?, 'user', 'summary', ?, '[]', ?, ?)",
-                (bot_id, group_id, user_id, summary.content, stamp, offset),
-            )
+            _insert_turn(connection, summary_row(bot_id, group_id, user_id, summary))
         return True
+
+
+def _insert_turn(connection: sqlite3.Connection, turn: SessionTurn) -> sqlite3.Cursor:
+    """Insert one session row; one with the (scope, role, message id) of a stored row is
+    ignored (``cursor.rowcount`` is then 0)."""
+    stamp, offset = _stamp(turn.time)
+    return connection.execute(
+        "INSERT OR IGNORE INTO session_turns (bot_id, group_id, user_id, role, kind,"
+        " content, message_id, reply_to, images, time, utc_offset, usage)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            turn.bot_id,
+            turn.group_id,
+            turn.user_id,
+            turn.role,
+            turn.kind.value,
+            turn.content,
+            turn.message_id,
+            turn.reply_to,
+            json.dumps(list(turn.images)),
+            stamp,
+            offset,
+            None if turn.usage is None else json.dumps(dict(turn.usage)),
+        ),
+    )
 
 
 def _since(since: dt.datetime | None) -> float:
@@ -395,13 +415,13 @@ class SQLiteSummaryStore:
                 "SELECT * FROM session_summaries WHERE bot_id = ? AND group_id = ?"
                 " ORDER BY created DESC, id DESC LIMIT ?"
             )
-            params: tuple[Any, ...] = (bot_id, group_id or "", limit)
+            params: tuple[Any, ...] = (bot_id, group_scope(group_id), limit)
         else:
             sql = (
                 "SELECT * FROM session_summaries WHERE bot_id = ? AND group_id = ?"
                 " AND user_id = ? ORDER BY created DESC, id DESC LIMIT ?"
             )
-            params = (bot_id, group_id or "", user_id, limit)
+            params = (bot_id, group_scope(group_id), user_id, limit)
         return [
             SessionSummary(
                 bot_id=row["bot_id"],
@@ -428,24 +448,28 @@ class SQLiteBotReplyContext:
     """
 
     database: SQLiteDatabase
-    ttl_s: float = 600.0
-    max_entries: int = 512
-    text_chars: int = 500
+    ttl_s: float = BOT_REPLY_TTL_S
+    max_entries: int = BOT_REPLY_MAX_ENTRIES
+    text_chars: int = BOT_REPLY_TEXT_CHARS
     refresh_on_lookup: bool = True
 
     def remember(
         self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
     ) -> None:
-        text = text.strip()[: self.text_chars]
-        if not message_id or not text:
+        entry = bot_reply_entry(
+            message_id, text, now=now, ttl_s=self.ttl_s, text_chars=self.text_chars
+        )
+        if entry is None:
             return
-        stamp = now.timestamp()
+        text, expires = entry
         with _write(self.database) as connection:
-            connection.execute("DELETE FROM bot_reply_context WHERE expires <= ?", (stamp,))
+            connection.execute(
+                "DELETE FROM bot_reply_context WHERE expires <= ?", (now.timestamp(),)
+            )
             connection.execute(
                 "INSERT OR REPLACE INTO bot_reply_context (group_id, bot_id, message_id, text,"
                 " expires) VALUES (?, ?, ?, ?, ?)",
-                (group_id, bot_id, message_id, text, stamp + self.ttl_s),
+                (group_id, bot_id, message_id, text, expires),
             )
             connection.execute(
                 "DELETE FROM bot_reply_context WHERE seq <= (SELECT seq FROM bot_reply_context"
@@ -493,7 +517,7 @@ class SQLiteFeedbackLedger:
     ) -> int:
         added = 0
         with _write(self.database) as connection:
-            for phrase in dict.fromkeys(p.strip() for p in phrases if p.strip()):
+            for phrase in feedback_phrases(phrases):
                 added += connection.execute(
                     "INSERT OR IGNORE INTO feedback_phrases (bot_id, group_id, outcome_id,"
                     " phrase, created) VALUES (?, ?, ?, ?, ?)",
@@ -515,4 +539,4 @@ class SQLiteFeedbackLedger:
             " ORDER BY seq DESC LIMIT ?",
             (bot_id, group_id, FEEDBACK_MAX_PHRASES * 4),
         )
-        return tuple(dict.fromkeys(str(row["phrase"]) for row in rows))[:FEEDBACK_MAX_PHRASES]
+        return newest_phrases(str(row["phrase"]) for row in rows)

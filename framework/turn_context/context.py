@@ -52,6 +52,7 @@ log = logging.getLogger("promptweave")
 
 #: Sections of these volatilities, at the front of the prompt, form the cached stable prefix.
 STABLE_VOLATILITIES = frozenset({Volatility.STATIC.value, Volatility.PROFILE.value})
+STATIC_ONLY = frozenset({Volatility.STATIC.value})
 SECTION_SEPARATOR = "\n\n"
 
 
@@ -128,11 +129,12 @@ class TurnContext:
 
 
 def _split_sections(
-    sections: Sequence[RenderedSection],
+    sections: Sequence[RenderedSection], stable_volatilities: frozenset[str]
 ) -> tuple[list[RenderedSection], list[RenderedSection]]:
-    """The leading run of static/profile sections, and everything after the first other one."""
+    """The leading run of sections of ``stable_volatilities``, and everything after the first
+    other one."""
     shown = [s for s in sections if s.status == "rendered"]
-    cut = next((i for i, s in enumerate(shown) if s.volatility not in STABLE_VOLATILITIES), None)
+    cut = next((i for i, s in enumerate(shown) if s.volatility not in stable_volatilities), None)
     cut = len(shown) if cut is None else cut
     return shown[:cut], shown[cut:]
 
@@ -259,7 +261,12 @@ def build_turn_context(
         turn.message.text if persist_user_message is None else persist_user_message
     )
 
-    stable, tail = _split_sections(rendered.sections)
+    # With the turn part on the user message, the system prompt keeps the static sections alone:
+    # profile sections are recalled for each message, and would change it turn after turn.
+    stable, tail = _split_sections(
+        rendered.sections,
+        STATIC_ONLY if settings.turn_sections == "user" else STABLE_VOLATILITIES,
+    )
     fresh = _active_prompt(stable)
     active = state.system_prompts.get(key)
     if active is None:

@@ -1,0 +1,284 @@
+"""What the contrib provider clients share: one POST with retries, sync or async, read into a
+:class:`framework.SubmitResult`.
+
+Not a plugin (its name starts with ``_``). A request is retried on a rate limit (429), a server
+error (5xx), a timeout or a broken connection, at most ``max_attempts`` times in all; another
+4xx is final. Between attempts it waits what the server asked (``Retry-After``, in seconds or as
+an HTTP date, or ``retry-after-ms``), else an exponential backoff with jitter; never longer than
+``max_wait_s``. tenacity runs the attempts, with ``time.sleep`` or ``asyncio.sleep`` (both
+injectable, so tests never sleep).
+
+Requires ``httpx`` and ``tenacity`` (``pip install 'promptweave[openai]'`` or
+``'promptweave[anthropic]'``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import email.utils
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+import httpx
+import tenacity
+
+from framework import Config, SubmitResult, parse_answer
+
+__all__ = ["ERROR_BODY_CHARS", "ProviderHttp", "RetryPolicy", "retry_after_s"]
+
+#: How much of an error response's body its ``detail`` keeps.
+ERROR_BODY_CHARS = 500
+#: Statuses worth another attempt: rate limited, or the server failed. Any other 4xx is final:
+#: the same request would fail the same way.
+RETRY_STATUSES = frozenset({429}) | frozenset(range(500, 600))
+#: Transport failures worth another attempt. Connection failures mean nothing reached the server.
+RETRY_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+NOT_SENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def retry_after_s(headers: Mapping[str, str], now: float) -> float | None:
+    """The wait a response asks for, in seconds: ``retry-after-ms`` (OpenAI), else
+    ``Retry-After`` as seconds or as an HTTP date (relative to ``now``, a Unix time); ``None``
+    when it asks for none or the value cannot be read."""
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(0.0, float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return max(0.0, when.timestamp() - now)
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """When and how long to wait before trying a request again.
+
+    :param max_attempts: attempts in all, the first included (``[provider] max_attempts``).
+    :param max_wait_s: the longest wait between two attempts, ``Retry-After`` included
+        (``[provider] retry_max_wait_s``).
+    :param initial_wait_s: the backoff before the second attempt; it doubles each time.
+    :param wait: the backoff, given the number of the attempt that failed (1 for the first);
+        ``None`` for the default: half of ``initial_wait_s * 2 ** (n - 1)`` plus a random part
+        up to the other half (the jitter keeps many clients from retrying in step).
+    :param rng: the jitter's random source.
+    :param sleep: how the synchronous client waits.
+    :param async_sleep: how the asynchronous client waits.
+    :param clock: the current Unix time, for a ``Retry-After`` given as a date.
+    """
+
+    max_attempts: int = attrs.field(default=3, validator=attrs.validators.ge(1))
+    max_wait_s: float = attrs.field(default=20.0, validator=attrs.validators.ge(0.0))
+    initial_wait_s: float = attrs.field(default=0.5, validator=attrs.validators.ge(0.0))
+    wait: Callable[[int], float] | None = None
+    rng: random.Random = attrs.field(factory=random.Random, eq=False)
+    sleep: Callable[[float], None] = time.sleep
+    async_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    clock: Callable[[], float] = time.time
+
+    @classmethod
+    def from_config(cls, config: Config) -> RetryPolicy:
+        """The policy of ``[provider]``."""
+        provider = config.provider
+        return cls(max_attempts=provider.max_attempts, max_wait_s=provider.retry_max_wait_s)
+
+    def backoff_s(self, failed_attempt: int) -> float:
+        """The wait after attempt ``failed_attempt`` when the server asked for none."""
+        if self.wait is not None:
+            return float(self.wait(failed_attempt))
+        ceiling = self.initial_wait_s * 2.0 ** (failed_attempt - 1)
+        return ceiling / 2 + self.rng.uniform(0, ceiling / 2)
+
+    def wait_s(self, attempt: Attempt, number: int) -> float:
+        """The wait after ``attempt``, the ``number``-th, capped at ``max_wait_s``."""
+        asked = None
+        if attempt.response is not None:
+            asked = retry_after_s(attempt.response.headers, self.clock())
+        wait = asked if asked is not None else self.backoff_s(number)
+        return min(max(0.0, wait), self.max_wait_s)
+
+
+@attrs.frozen(kw_only=True)
+class Attempt:
+    """One try: the response, or else the transport error that stopped it."""
+
+    response: httpx.Response | None = None
+    error: httpx.HTTPError | None = None
+
+    @property
+    def retryable(self) -> bool:
+        if self.response is not None:
+            return self.response.status_code in RETRY_STATUSES
+        return isinstance(self.error, RETRY_ERRORS)
+
+    @property
+    def reached(self) -> bool:
+        """The request got to the server (or may have: a read timeout)."""
+        return self.response is not None or not isinstance(self.error, NOT_SENT_ERRORS)
+
+
+def _plural(count: int) -> str:
+    return f"{count} attempt" if count == 1 else f"{count} attempts"
+
+
+def _result(api: str, last: Attempt, attempts: int, reached: bool) -> SubmitResult:
+    retried = f" (after {_plural(attempts)})" if attempts > 1 else ""
+    response = last.response
+    if response is None:
+        error = last.error
+        if isinstance(error, httpx.TimeoutException):
+            detail = f"timeout after {_plural(attempts)} ({type(error).__name__})"
+        else:
+            detail = f"{type(error).__name__}: {error}{retried}"
+        return SubmitResult(sent=reached, status="error", detail=detail)
+    if response.status_code >= 400:
+        body = response.text[:ERROR_BODY_CHARS]
+        detail = f"HTTP {response.status_code}: {body}{retried}"
+        return SubmitResult(sent=True, status="error", detail=detail)
+    try:
+        data: Any = response.json()
+    except ValueError as exc:
+        return SubmitResult(sent=True, status="error", detail=f"reply is not JSON: {exc}")
+    if not isinstance(data, dict):
+        return SubmitResult(sent=True, status="error", detail="reply is not a JSON object")
+    answer = parse_answer(api, data)
+    return SubmitResult(
+        sent=True,
+        status="ok",
+        text=answer.text,
+        tool_calls=answer.tool_calls,
+        usage=answer.usage,
+        raw=data,
+    )
+
+
+@attrs.define(kw_only=True, eq=False)
+class _Tally:
+    """What the attempts of one request did, across retries."""
+
+    attempts: int = 0
+    reached: bool = False
+
+    def record(self, attempt: Attempt) -> Attempt:
+        self.attempts += 1
+        self.reached = self.reached or attempt.reached
+        return attempt
+
+
+@attrs.define(kw_only=True, eq=False)
+class ProviderHttp:
+    """POSTs a request body with retries, from sync code or from an event loop.
+
+    It keeps one ``httpx.Client`` and, per event loop, one ``httpx.AsyncClient`` (an async
+    client's connections belong to the loop that opened them).
+
+    :param timeout_s: each attempt's timeout.
+    :param retry: the retry policy.
+    :param transport: the ``httpx`` transport of the sync client; an ``httpx.MockTransport``
+        serves the async client too.
+    :param async_transport: the transport of the async client.
+    """
+
+    timeout_s: float = 60.0
+    retry: RetryPolicy = attrs.field(factory=RetryPolicy)
+    transport: httpx.BaseTransport | None = None
+    async_transport: httpx.AsyncBaseTransport | None = None
+    _client: httpx.Client | None = attrs.field(default=None, init=False)
+    _async_client: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient] | None = attrs.field(
+        default=None, init=False
+    )
+
+    def _retrying_options(self) -> dict[str, Any]:
+        policy = self.retry
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            if state.outcome is None:  # tenacity only waits after an attempt
+                return 0.0
+            attempt: Attempt = state.outcome.result()
+            return policy.wait_s(attempt, state.attempt_number)
+
+        return {
+            "stop": tenacity.stop_after_attempt(policy.max_attempts),
+            "wait": wait,
+            "retry": tenacity.retry_if_result(lambda attempt: attempt.retryable),
+            # Out of attempts: the last one is the answer, not a RetryError.
+            "retry_error_callback": lambda state: state.outcome.result(),
+        }
+
+    def _sync(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.timeout_s, transport=self.transport)
+        return self._client
+
+    def _async(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._async_client is None or self._async_client[0] is not loop:
+            transport = self.async_transport
+            if transport is None and isinstance(self.transport, httpx.AsyncBaseTransport):
+                transport = self.transport
+            client = httpx.AsyncClient(timeout=self.timeout_s, transport=transport)
+            self._async_client = (loop, client)
+        return self._async_client[1]
+
+    def post(self, api: str, url: str, content: bytes, headers: Mapping[str, str]) -> SubmitResult:
+        """POST ``content`` to ``url``, retrying as the policy says; read the reply as ``api``."""
+        tally = _Tally()
+        client = self._sync()
+
+        def attempt() -> Attempt:
+            try:
+                response = client.post(url, content=content, headers=headers)
+            except httpx.HTTPError as exc:
+                return tally.record(Attempt(error=exc))
+            return tally.record(Attempt(response=response))
+
+        retrying = tenacity.Retrying(sleep=self.retry.sleep, **self._retrying_options())
+        last: Attempt = retrying(attempt)
+        return _result(api, last, tally.attempts, tally.reached)
+
+    async def apost(
+        self, api: str, url: str, content: bytes, headers: Mapping[str, str]
+    ) -> SubmitResult:
+        """:meth:`post` on the event loop."""
+        tally = _Tally()
+        client = self._async()
+
+        async def attempt() -> Attempt:
+            try:
+                response = await client.post(url, content=content, headers=headers)
+            except httpx.HTTPError as exc:
+                return tally.record(Attempt(error=exc))
+            return tally.record(Attempt(response=response))
+
+        retrying = tenacity.AsyncRetrying(sleep=self.retry.async_sleep, **self._retrying_options())
+        last: Attempt = await retrying(attempt)
+        return _result(api, last, tally.attempts, tally.reached)
+
+    def close(self) -> None:
+        """Close the sync client's connections."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def aclose(self) -> None:
+        """Close the async client's connections (call it on the loop that used them)."""
+        if self._async_client is not None:
+            _, client = self._async_client
+            self._async_client = None
+            await client.aclose()

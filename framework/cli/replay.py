@@ -1,0 +1,324 @@
+"""``promptweave replay``: a recorded chat through the live loop (``docs/replay.md``)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import random
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import attrs
+import click
+
+from framework.cli.common import config_option, load_config
+from framework.cli.problems import Problem, config_error, input_error, require_file
+from framework.config import Config
+from framework.errors import PromptweaveError, TurnFileError
+from framework.loop.live import BotLoop
+from framework.loop.replay import ReplayClock, ReplayLog, read_chat_log, replay_events, summarize
+from framework.providers.records import ProviderSpec
+from framework.runtime import Promptweave
+from framework.store.retrieval_import import AUTO_KIND, RetrievalImportError, read_files
+
+__all__ = ["MODELS", "replay"]
+
+#: ``--model`` choices: the contrib plugin that answers, the request format, and the label.
+MODELS: Mapping[str, tuple[str, str | None, str]] = {
+    "offline": ("offline_model", None, "offline stand-in (deterministic, not an LLM)"),
+    "openai": ("openai_compat", "openai_chat", "OpenAI-compatible endpoint ([provider])"),
+    "anthropic": ("anthropic_messages", "anthropic", "Anthropic Messages endpoint ([provider])"),
+}
+
+
+@contextmanager
+def _store_config(config: Config, store: Path | None) -> Iterator[Config]:
+    """The replay's store: ``--store`` kept, else a scratch SQLite file removed afterwards."""
+    if store is not None:
+        yield attrs.evolve(
+            config, store=attrs.evolve(config.store, backend="sqlite", path=str(store.resolve()))
+        )
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="promptweave-replay-"))
+    try:
+        yield attrs.evolve(
+            config,
+            store=attrs.evolve(
+                config.store, backend="sqlite", path=str(scratch / "replay.sqlite3"), enabled=True
+            ),
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _runtime(config: Config, model: str, seed: int, clock: ReplayClock) -> Promptweave:
+    plugin, api, _label = MODELS[model]
+    if api is not None and not config.provider.api.startswith(api.split("_")[0]):
+        config = attrs.evolve(config, provider=attrs.evolve(config.provider, api=api))
+    return Promptweave.from_config(
+        config, contrib=["onebot", plugin], rng=random.Random(seed), clock=clock
+    )
+
+
+def _import_data(runtime: Promptweave, data: Path, log: ReplayLog) -> str:
+    """Load the retrieval data beside the chat into the replay's store; records that name no bot
+    or group get the log's first bot and group."""
+    first = next((event for event in log.events if event.group_id is not None), None)
+    batch = read_files(
+        AUTO_KIND,
+        [data],
+        bot_id=first.bot_id if first else None,
+        group_id=first.group_id if first else None,
+    )
+    written = runtime.stores.retrieval.write(batch)
+    return ", ".join(f"{count} {name}" for name, count in written.items() if count) or "nothing"
+
+
+def _decision_line(record: Mapping[str, Any]) -> str:
+    parts = [record["action"] or record["status"], record["reason"] or "-"]
+    necessity = record["necessity"]
+    if necessity is not None:
+        parts.append(f"necessity {necessity['score']}/{necessity['threshold']}")
+    if record["delivery_style"] not in (None, "plain") and record["bubbles"]:
+        parts.append(record["delivery_style"])
+    if record["prefix_reuse"] is not None:
+        parts.append(f"prefix reuse {record['prefix_reuse']:.0%}")
+    return " · ".join(parts)
+
+
+def text_lines(record: Mapping[str, Any], bot_name: str, zone: dt.tzinfo) -> list[str]:
+    """How one message of the replay reads in the text output (times in the bot's zone)."""
+    where = record["group_id"] or "private"
+    who = record["sender_name"] or record["sender_id"]
+    at = dt.datetime.fromisoformat(record["time"]).astimezone(zone)
+    lines = [f"{at:%H:%M:%S} [{where}] {who}: {record['text']}"]
+    if record["status"] == "recorded":
+        lines.append("  (the bot's own message in the log: recorded, not answered)")
+        return lines
+    arrow = "→" if record["bubbles"] else "·"
+    lines.append(f"  {arrow} {_decision_line(record)}")
+    lines += [f"  ← {bot_name}: {bubble}" for bubble in record["bubbles"]]
+    return lines
+
+
+def summary_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The summary block of the text output."""
+
+    def spread(value: Mapping[str, float] | None) -> str:
+        return "none" if value is None else f"p50 {value['p50']:g}, p95 {value['p95']:g}"
+
+    silences = ", ".join(f"{reason} {n}" for reason, n in sorted(summary["silences"].items()))
+    failed = ", ".join(f"{reason} {n}" for reason, n in sorted(summary["failed"].items()))
+    reuse = summary["prefix_reuse"]
+    tokens = "estimated as (chars + 3) // 4" if summary["tokens_estimated"] else "provider-reported"
+    cached = summary["cached_tokens"]
+    lines = [
+        f"== replay summary · model: {summary['model_label']} ==",
+        f"messages {summary['messages']} · replies {summary['replies']} · follow-ups "
+        f"{summary['follow_ups']} · quotes {summary['quotes']} · tools {summary['tools']} · "
+        f"canned phrases {summary['phrases']} · bot messages in the log {summary['recorded']}",
+        f"silences: {silences or 'none'}",
+    ]
+    if failed:
+        lines.append(f"failed: {failed}")
+    lines += [
+        f"characters sent per reply: {spread(summary['chars_per_reply'])}",
+        f"tokens sent per reply ({tokens}): {spread(summary['tokens_per_reply'])}",
+        "provider-reported cached tokens: " + ("none reported" if cached is None else f"{cached}"),
+        "byte-identical prefix reuse with the conversation's previous request: "
+        + (
+            "no consecutive requests"
+            if reuse is None
+            else f"median {reuse['median']:.1%}, min {reuse['min']:.1%} over {reuse['requests']} requests"
+        ),
+        "time per stage (ms): "
+        + ", ".join(
+            f"{stage} {spread(value)}" for stage, value in summary["stage_ms"].items() if value
+        ),
+    ]
+    return lines
+
+
+def _progress(total: int, enabled: bool) -> tuple[Callable[[], None], Callable[[], None]]:
+    """A progress bar on standard error when it is a terminal: (advance, close)."""
+    if not enabled or not sys.stderr.isatty():
+        return (lambda: None), (lambda: None)
+    from rich.progress import Progress
+
+    progress = Progress(transient=True, console=None)
+    task = progress.add_task("replaying", total=total)
+    progress.start()
+    return (lambda: progress.advance(task)), progress.stop
+
+
+@click.command()
+@click.argument("log_file", type=click.Path(path_type=Path))
+@click.option(
+    "--model",
+    type=click.Choice(list(MODELS)),
+    default="offline",
+    show_default=True,
+    help="Who answers: the offline stand-in, or the configured endpoint.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed the random source.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "jsonl"]),
+    default="text",
+    show_default=True,
+)
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a self-contained HTML report here.",
+)
+@click.option(
+    "--store",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Replay into this SQLite file (default: a scratch store, removed afterwards).",
+)
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Retrieval data to import first (default: the data/ folder beside the log, if any).",
+)
+@click.option("--bot", "bot_id", default=None, help="The bot OneBot events are addressed to.")
+@click.option(
+    "--turn-sections",
+    type=click.Choice(["system", "user"]),
+    default=None,
+    help="Override [turn_context] turn_sections (where the per-turn sections go).",
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@config_option
+def replay(
+    log_file: Path,
+    model: str,
+    seed: int,
+    output_format: str,
+    report: Path | None,
+    store: Path | None,
+    data: Path | None,
+    bot_id: str | None,
+    turn_sections: str | None,
+    no_progress: bool,
+    config_path: Path | None,
+) -> None:
+    """Replay the chat in LOG_FILE through the live loop, as the bot would have taken part.
+
+    LOG_FILE holds raw OneBot v11 events (one JSON event a line, as NapCat writes them) or the
+    store's event log. The log's timestamps are the clock and --seed the random source, so a
+    replay repeats exactly.
+    """
+    require_file(log_file)
+    config = load_config(config_path)
+    if turn_sections is not None:
+        config = attrs.evolve(
+            config, turn_context=attrs.evolve(config.turn_context, turn_sections=turn_sections)
+        )
+    with _store_config(config, store) as config:
+        clock = ReplayClock()
+        try:
+            runtime = _runtime(config, model, seed, clock)
+        except PromptweaveError as exc:
+            raise config_error(exc) from exc
+        try:
+            _run(
+                runtime,
+                clock,
+                log_file,
+                model=model,
+                output_format=output_format,
+                report=report,
+                data=data,
+                bot_id=bot_id,
+                progress=not no_progress,
+            )
+        finally:
+            runtime.close()
+
+
+def _run(
+    runtime: Promptweave,
+    clock: ReplayClock,
+    log_file: Path,
+    *,
+    model: str,
+    output_format: str,
+    report: Path | None,
+    data: Path | None,
+    bot_id: str | None,
+    progress: bool,
+) -> None:
+    try:
+        log = read_chat_log(log_file, runtime, bot_id=bot_id)
+        data = data if data is not None else log_file.parent / "data"
+        imported = _import_data(runtime, data, log) if data.is_dir() else None
+    except (TurnFileError, RetrievalImportError) as exc:
+        raise input_error(exc) from exc
+    except PromptweaveError as exc:
+        raise config_error(exc) from exc
+    label = MODELS[model][2]
+    bot = runtime.bot_for(log.events[0].bot_id if log.events else "")
+    zone = ZoneInfo(bot.timezone)
+    if output_format == "text":
+        click.echo(f"replaying {log_file} · {len(log.events)} messages · model: {label}")
+        if imported is not None:
+            click.echo(f"retrieval data from {data}: {imported}")
+        click.echo("")
+
+    def emit(record: dict[str, Any]) -> None:
+        if output_format == "jsonl":
+            click.echo(json.dumps(record, ensure_ascii=False))
+        else:
+            click.echo("\n".join(text_lines(record, bot.name, zone)))
+        advance()
+
+    advance, close = _progress(len(log.events), progress)
+    loop = BotLoop(
+        runtime=runtime,
+        spec=ProviderSpec.from_config(runtime.config.provider),
+        sleep=_no_pause,
+    )
+    try:
+        records = asyncio.run(replay_events(loop, clock, log.events, on_record=emit))
+    finally:
+        close()
+    summary = summarize(records, model=model, model_label=label)
+    if output_format == "jsonl":
+        click.echo(json.dumps(summary, ensure_ascii=False))
+    else:
+        click.echo("")
+        click.echo("\n".join(summary_lines(summary)))
+    if report is not None:
+        _write_report(report, [*records, summary], log_file)
+        if output_format == "text":
+            click.echo(f"report: {report}")
+
+
+async def _no_pause(_seconds: float) -> None:
+    return None
+
+
+def _write_report(path: Path, records: Sequence[Mapping[str, Any]], log_file: Path) -> None:
+    from framework.loop.report import render_report
+
+    try:
+        path.write_text(
+            render_report(records, title=f"replay of {log_file.name}"), encoding="utf-8"
+        )
+    except OSError as exc:
+        raise config_error(
+            [Problem(file=str(path), text=f"cannot write the report: {exc.strerror or exc}")]
+        ) from exc

@@ -1,0 +1,191 @@
+"""``promptweave replay``: a recorded chat through the live loop, repeatable, measured."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from framework import BotLoop, Config, Promptweave, Stores
+from framework.cli.main import cli
+from framework.config import TurnContextConfig
+from framework.loop.replay import ReplayClock, ReplayTransport, read_chat_log
+from framework.providers.records import ProviderSpec
+from tests.conftest import ROOT
+
+CHAT = ROOT / "examples" / "replay" / "weekend_chat.onebot.jsonl"
+CHAT_CONFIG = ROOT / "examples" / "replay" / "promptweave.toml"
+EVENT_LOG = ROOT / "examples" / "logs" / "lunch_chat.jsonl"
+MESSAGE_KEYS = {
+    "type",
+    "index",
+    "time",
+    "message_id",
+    "group_id",
+    "sender_id",
+    "sender_name",
+    "text",
+    "status",
+    "action",
+    "reason",
+    "source",
+    "delivery_style",
+    "necessity",
+    "bubbles",
+    "message_ids",
+    "quoted_message_id",
+    "prefix_reuse",
+    "prefix_break",
+    "request_bytes",
+    "chars",
+    "usage",
+    "durations_ms",
+}
+
+
+def _replay(*args: str) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(
+        cli,
+        [
+            "replay",
+            str(CHAT),
+            "--config",
+            str(CHAT_CONFIG),
+            "--format",
+            "jsonl",
+            "--no-progress",
+            *args,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.output.splitlines()]
+
+
+def _without_timing(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {key: value for key, value in record.items() if key not in ("durations_ms", "stage_ms")}
+        for record in records
+    ]
+
+
+@pytest.fixture(scope="module")
+def seeded() -> list[dict[str, Any]]:
+    return _replay("--seed", "1")
+
+
+def test_the_bundled_chat_replays_every_message_with_its_decision(
+    seeded: list[dict[str, Any]],
+) -> None:
+    *messages, summary = seeded
+    assert summary["type"] == "summary"
+    assert len(messages) == summary["messages"] == 332
+    assert all(set(record) == MESSAGE_KEYS for record in messages)
+    assert [record["index"] for record in messages] == list(range(len(messages)))
+    assert summary["recorded"] == 7  # the bot's own messages in the log
+    assert summary["replies"] > 40 and summary["tools"] >= 3 and summary["quotes"] >= 1
+    assert summary["silences"]["shut_up"] >= 1 and summary["silences"]["face"] > 10
+    assert "not an LLM" in summary["model_label"]
+    replied = [r for r in messages if r["status"] == "replied"]
+    assert all(bubble.startswith("离线回声：") for r in replied for bubble in r["bubbles"])
+    assert all(r["chars"]["system"]["injection_guard"] > 0 for r in replied)
+    reuse = summary["prefix_reuse"]
+    assert 0 < reuse["min"] <= reuse["median"] <= 1
+
+
+def test_a_quote_goes_out_as_a_reply_to_the_candidate(seeded: list[dict[str, Any]]) -> None:
+    quoted = [r for r in seeded[:-1] if r["quoted_message_id"] is not None]
+    assert quoted
+    for record in quoted:
+        assert record["delivery_style"] == "quote"
+        assert record["quoted_message_id"] != record["message_id"]
+
+
+def test_a_replay_repeats_exactly_with_the_same_seed(seeded: list[dict[str, Any]]) -> None:
+    assert _without_timing(_replay("--seed", "1")) == _without_timing(seeded)
+    assert _without_timing(_replay("--seed", "2")) != _without_timing(seeded)
+
+
+async def _no_pause(_seconds: float) -> None:
+    return None
+
+
+def _requests(turn_sections: str) -> dict[str, list[str]]:
+    """The system prompts of every request, per conversation, in order."""
+    config = Config.from_file(CHAT_CONFIG)
+    config = Config(
+        plugins=config.plugins,
+        bots=config.bots,
+        turn_context=TurnContextConfig(turn_sections=turn_sections),
+        base_dir=config.base_dir,
+    )
+    clock = ReplayClock()
+    runtime = Promptweave.from_config(
+        config, contrib=["onebot", "offline_model"], stores=Stores.in_memory(), clock=clock
+    )
+    log = read_chat_log(CHAT, runtime)
+    loop = BotLoop(runtime=runtime, spec=ProviderSpec.from_config(config.provider), sleep=_no_pause)
+    transport = ReplayTransport()
+    prompts: dict[str, list[str]] = defaultdict(list)
+
+    async def run() -> None:
+        for event in log.events:
+            clock.now = event.message.time
+            outcome = await loop.handle(event, transport)
+            if outcome.request is not None:
+                body = outcome.request.body
+                prompts[outcome.request.conversation_key].append(body["messages"][0]["content"])
+
+    asyncio.run(run())
+    runtime.close()
+    return prompts
+
+
+def test_with_the_turn_part_on_the_user_message_the_system_prompt_never_changes() -> None:
+    prompts = _requests("user")
+    assert sum(len(seen) for seen in prompts.values()) > 40
+    for seen in prompts.values():
+        assert len(set(seen)) == 1
+    # with the turn part in the system prompt, it changes from turn to turn
+    assert any(len(set(seen)) > 1 for seen in _requests("system").values())
+
+
+def test_the_text_output_shows_each_message_its_decision_and_the_bubbles() -> None:
+    result = CliRunner().invoke(cli, ["replay", str(CHAT), "--no-progress", "--seed", "1"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"replaying {CHAT} · 332 messages · model: offline stand-in")
+    assert any(line.startswith("retrieval data from ") for line in lines[:3])
+    assert "  ← 小织: 离线回声：" in result.output
+    assert any(line.startswith("  · pass · face") for line in lines)
+    assert "== replay summary · model: offline stand-in (deterministic, not an LLM) ==" in lines
+
+
+def test_the_stores_event_log_replays_its_bot_replies_as_delivered(tmp_path: Path) -> None:
+    store = tmp_path / "kept.sqlite3"
+    result = CliRunner().invoke(
+        cli, ["replay", str(EVENT_LOG), "--format", "jsonl", "--no-progress", "--store", str(store)]
+    )
+    assert result.exit_code == 0, result.output
+    *messages, summary = [json.loads(line) for line in result.output.splitlines()]
+    assert summary["recorded"] == sum(1 for r in messages if r["status"] == "recorded") > 0
+    assert store.is_file()
+
+
+def test_a_scratch_replay_leaves_no_store_behind(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["replay", str(EVENT_LOG), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_line_is_named_by_file_and_line(tmp_path: Path) -> None:
+    log = tmp_path / "chat.jsonl"
+    good = CHAT.read_text(encoding="utf-8").splitlines()[1]
+    log.write_text(f"{good}\n{{not json\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["replay", str(log), "--no-progress"])
+    assert result.exit_code != 0
+    assert f"{log}:2" in result.output and "not JSON" in result.output
