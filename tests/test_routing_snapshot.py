@@ -1,5 +1,5 @@
-"""One read of a group per route: the routing state's snapshot, candidates returned by the write
-that records them, and the per-route view the rules see (``docs/routing.md``)."""
+"""One read of a group per route: the per-route view the rules see, candidates returned by the
+write that records them (``docs/routing.md``; the backends' side is in ``tests/store_contract.py``)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from framework import Bot, ChatMessage, Promptweave, RhythmProfile, SpeakTrigger, Turn
+from framework import Bot, ChatMessage, Promptweave, SpeakTrigger, Turn
 from framework.routing.route_state import RouteState
-from framework.store.routing_state import (
-    GroupMute,
-    GroupSnapshot,
-    MemoryRoutingState,
-    QuoteCandidate,
-    RoutingState,
-)
+from framework.store.routing_state import GroupMute, MemoryRoutingState, QuoteCandidate
 from framework.store.routing_state_sqlite import SQLiteRoutingState
 from framework.store.sqlite import SQLiteDatabase
 from tests.conftest import sqlite_config
@@ -27,17 +21,6 @@ BOT = Bot(id="10001", name="小织")
 GROUP = "20001"
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def state(request: pytest.FixtureRequest, tmp_path: Path) -> RoutingState:
-    if request.param == "memory":
-        return MemoryRoutingState()
-    if request.param == "redis":
-        from contrib.redis_store import RedisRoutingState
-
-        return RedisRoutingState(request.getfixturevalue("redis_namespace"))
-    return SQLiteRoutingState(SQLiteDatabase(tmp_path / "routing.sqlite3"))
-
-
 def _candidate(message_id: str, seconds: int) -> QuoteCandidate:
     return QuoteCandidate(
         message_id=message_id,
@@ -45,44 +28,6 @@ def _candidate(message_id: str, seconds: int) -> QuoteCandidate:
         text=f"第{seconds}条",
         time=T0 + dt.timedelta(seconds=seconds),
     )
-
-
-def test_a_group_never_written_has_an_empty_snapshot(state: RoutingState) -> None:
-    assert state.snapshot("b", "g") == GroupSnapshot()
-    since = T0 - dt.timedelta(minutes=10)
-    assert state.snapshot("b", "g", replies_since=since) == GroupSnapshot(replies_since=since)
-
-
-def test_a_snapshot_holds_what_the_single_reads_give(state: RoutingState) -> None:
-    state.set_disabled("b", "g", True)
-    state.start_cooldown("b", "g", T0 + dt.timedelta(seconds=30))
-    state.start_silence("b", "g", T0 + dt.timedelta(seconds=60))
-    state.note_quote_delivered("b", "g", "c1", T0)
-    state.note_phrase("b", "g", "确实")
-    state.set_rhythm("b", "g", RhythmProfile(bubble_count_p50=2, multi_weight=0.7))
-    for seconds in (0, 100, 200):
-        state.note_bot_reply("b", "g", T0 + dt.timedelta(seconds=seconds))
-    since = T0 + dt.timedelta(seconds=50)
-    snapshot = state.snapshot("b", "g", replies_since=since)
-    assert snapshot == GroupSnapshot(
-        mute=state.mute("b", "g"),
-        last_quote_at=state.last_quote_at("b", "g"),
-        last_phrase=state.last_phrase("b", "g"),
-        rhythm=state.rhythm("b", "g"),
-        replies_since=since,
-        bot_replies=2,
-    )
-    assert snapshot.mute.disabled and snapshot.last_phrase == "确实"
-    assert state.snapshot("other", "g") == GroupSnapshot()
-
-
-def test_recording_candidates_gives_what_a_read_gives(state: RoutingState) -> None:
-    first = state.record_candidates("b", "g", [_candidate(f"c{i}", i) for i in range(8)], limit=6)
-    assert first in (None, state.candidates("b", "g"))
-    again = state.record_candidates("b", "g", [_candidate("c0", 0), _candidate("c7", 7)], limit=6)
-    assert again in (None, state.candidates("b", "g"))
-    assert [c.message_id for c in state.candidates("b", "g")] == [f"c{i}" for i in range(2, 8)]
-    assert state.record_candidates("b", "h", [], limit=6) in (None, ())
 
 
 def test_the_builtin_stores_return_the_candidates_they_keep(tmp_path: Path) -> None:
