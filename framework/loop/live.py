@@ -97,7 +97,7 @@ class _TurnRun:
 
     event: IncomingEvent
     turn: Turn
-    tools: ToolRunner
+    tools: ToolRunner | None
     stage: _Stage
     trace: dict[str, Any]
     durations: dict[str, float]
@@ -371,13 +371,16 @@ class BotLoop:
         run.close()
         return outcome
 
-    def _turn_for(self, event: IncomingEvent) -> tuple[Turn, ToolRunner]:
+    def _turn_for(self, event: IncomingEvent) -> tuple[Turn, ToolRunner | None]:
         bot = self.runtime.bot_for(event.bot_id, self.fallback_names)
         message = event.message
-        tools = ToolRunner.for_event(self.runtime, event)
-        permitted = tools.permitted_names()
+        # No tool registered: nothing to permit, require or offer.
+        tools = ToolRunner.for_event(self.runtime, event) if self.runtime.registries.tools else None
+        permitted = tools.permitted_names() if tools is not None else ()
         intent = (
-            tools.required_by(message.text) if message.addressed or event.group_id is None else None
+            tools.required_by(message.text)
+            if tools is not None and (message.addressed or event.group_id is None)
+            else None
         )
         background = self._tool_results.get(event.conversation, ())
         turn = Turn(
@@ -406,7 +409,7 @@ class BotLoop:
         stage.enter("request")
         request = build_provider_request(runtime, context, self.spec)
         tools = run.tools
-        offered = tools.specs() if decision.action is TurnAction.TOOL else ()
+        offered = tools.specs() if tools is not None and decision.action is TurnAction.TOOL else ()
         if offered:
             request = with_tools(request, offered)
         stage.enter("submit")
@@ -414,7 +417,7 @@ class BotLoop:
         result = await asubmit_request(runtime, request)
         usage.append(result.usage)
         rounds = 0
-        while result.status == "ok" and result.tool_calls and offered:
+        while result.status == "ok" and result.tool_calls and offered and tools is not None:
             if rounds >= runtime.config.loop.tool_rounds:
                 trace["tools_stopped"] = f"after {rounds} rounds"
                 break

@@ -144,6 +144,7 @@ class Router:
             learned_replies=self._learned_replies(turn),
         )
         notes: list[str] = []
+        necessity = None
         decision = self._gate(context, notes)
         if decision is None:
             necessity = self._necessity(context, notes)
@@ -158,8 +159,7 @@ class Router:
                     reason="necessity_below_threshold",
                     stage="necessity",
                 )
-            decision = attrs.evolve(decision, necessity=necessity)
-        return self._complete(decision, context, notes)
+        return self._complete(decision, context, notes, necessity)
 
     # -- stages ----------------------------------------------------------------------------
 
@@ -266,7 +266,16 @@ class Router:
 
     # -- completion ------------------------------------------------------------------------
 
-    def _complete(self, decision: Decision, context: RouteContext, notes: list[str]) -> Decision:
+    def _complete(
+        self,
+        decision: Decision,
+        context: RouteContext,
+        notes: list[str],
+        necessity: NecessityScore | None = None,
+    ) -> Decision:
+        """The decision with what follows from it: the low-engagement exit, the kept messages,
+        the turn policy, the reply shape, the memory policy, the notes, and the turn's necessity
+        score when it got that far (one copy of the decision, not one per step)."""
         turn, signals, routing = context.turn, context.signals, self.config.routing
         low_engagement = None
         if decision.action is TurnAction.PASS and routing.low_engagement:
@@ -284,6 +293,7 @@ class Router:
         )
         return attrs.evolve(
             decision,
+            necessity=decision.necessity if necessity is None else necessity,
             memory_policy=memory_policy_for(decision, signals, turn),
             low_engagement=low_engagement,
             turn_policy=policy,

@@ -125,6 +125,22 @@ _DEICTIC = re.compile(
 _QUESTION_PARTICLES = re.compile(r"[吗呢嘛吧呀]+$")
 
 
+#: The compiled alternation of each word list :func:`_contains_any` has seen, by the list's id;
+#: the list itself is kept with it, so a list replaced at run time is compiled again.
+_ALTERNATIONS: dict[int, tuple[tuple[str, ...], re.Pattern[str]]] = {}
+
+
+def _contains_any(text: str, words: tuple[str, ...]) -> bool:
+    """``any(word in text for word in words)``, as one regular-expression search (routing asks
+    several word lists of every message)."""
+    if not words:
+        return False
+    found = _ALTERNATIONS.get(id(words))
+    if found is None or found[0] is not words:
+        found = _ALTERNATIONS[id(words)] = (words, re.compile("|".join(map(re.escape, words))))
+    return found[1].search(text) is not None
+
+
 def _strip_tail(text: str) -> str:
     """``text`` without trailing whitespace and punctuation (a loop, not a ``[…]+$`` regex,
     which backtracks quadratically on long runs of punctuation)."""
@@ -214,12 +230,12 @@ def is_incomplete(text: str) -> bool:
 
 def has_reply_obligation(text: str) -> bool:
     """A question or request the bot should not leave unanswered."""
-    return "?" in text or "？" in text or any(word in text for word in OBLIGATION_WORDS)
+    return "?" in text or "？" in text or _contains_any(text, OBLIGATION_WORDS)
 
 
 def has_request_words(text: str) -> bool:
     lowered = text.lower()
-    return any(word in lowered for word in REQUEST_WORDS)
+    return _contains_any(lowered, REQUEST_WORDS)
 
 
 def is_low_value_social(text: str, max_chars: int = 24) -> bool:
@@ -236,7 +252,7 @@ def is_short_vent(text: str, max_chars: int = 24) -> bool:
 
 def has_emotion_words(text: str) -> bool:
     lowered = text.lower()
-    return any(word in lowered for word in EMOTION_WORDS)
+    return _contains_any(lowered, EMOTION_WORDS)
 
 
 def is_short_reaction(text: str) -> bool:
@@ -250,14 +266,14 @@ def is_short_reaction(text: str) -> bool:
 def is_spam_text(text: str) -> bool:
     """Advertising phrasing, or one character repeated 15 times or more."""
     lowered = text.lower()
-    if any(word in lowered for word in SPAM_WORDS):
+    if _contains_any(lowered, SPAM_WORDS):
         return True
     return bool(re.search(r"(.)\1{14,}", text))
 
 
 def is_shut_up(text: str) -> bool:
     lowered = text.lower()
-    return any(word in lowered for word in SHUT_UP_WORDS)
+    return _contains_any(lowered, SHUT_UP_WORDS)
 
 
 def is_bare_request(text: str) -> bool:

@@ -170,7 +170,7 @@ class SQLiteGroupLog:
                     message.sender_name,
                     message.text,
                     message.reply_to,
-                    json.dumps(list(message.images)),
+                    json.dumps(list(message.images)) if message.images else "[]",
                     int(message.addressed),
                     stamp,
                     offset,
