@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from framework.store.row_counts import row_counts
 from framework.store.row_memo import RowMemo
 from framework.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
@@ -157,7 +158,10 @@ class SQLiteGroupLog:
 
     def append_group_message(self, bot_id: str, group_id: str, message: ChatMessage) -> bool:
         stamp, offset = _stamp(message.time)
+        counts = row_counts(self.database, "group_messages")
+        group = (bot_id, group_id)
         with _write(self.database) as connection:
+            known = counts.current(connection)
             cursor = connection.execute(
                 "INSERT OR IGNORE INTO group_messages (bot_id, group_id, message_id, sender_id,"
                 " sender_name, text, reply_to, images, addressed, time, utc_offset)"
@@ -178,22 +182,35 @@ class SQLiteGroupLog:
             )
             if cursor.rowcount == 0:
                 return False
-            # Retention: once a group is full, each append deletes the row it pushed out. The
-            # subquery walks the newest max_per_group entries of the covering window index (no
-            # table rows, no sort) and yields only the ones beyond them.
-            pruned = connection.execute(
-                "DELETE FROM group_messages WHERE seq IN (SELECT seq FROM group_messages"
-                " WHERE bot_id = ? AND group_id = ? ORDER BY time DESC, seq DESC"
-                " LIMIT -1 OFFSET ?)",
-                (bot_id, group_id, self.max_per_group),
-            )
-            if pruned.rowcount == 0:
-                return True
-            # A message older than the whole window was deleted at once: nothing was added.
-            kept = connection.execute(
-                "SELECT 1 FROM group_messages WHERE seq = ?", (cursor.lastrowid,)
-            ).fetchone()
-            return kept is not None
+            count = known.get(group)
+            if count is None:
+                count = connection.execute(
+                    "SELECT COUNT(*) FROM group_messages WHERE bot_id = ? AND group_id = ?", group
+                ).fetchone()[0]
+            else:
+                count += 1
+            # Retention: once a group is full, each append deletes what it pushed out, the oldest
+            # rows beyond the window, found from the old end of the window index (framework/store/
+            # row_counts.py: the count is known, so the window is not walked).
+            excess = count - self.max_per_group
+            kept = True
+            if excess > 0:
+                pushed_out = [
+                    row[0]
+                    for row in connection.execute(
+                        "SELECT seq FROM group_messages WHERE bot_id = ? AND group_id = ?"
+                        " ORDER BY time, seq LIMIT ?",
+                        (*group, excess),
+                    )
+                ]
+                connection.executemany(
+                    "DELETE FROM group_messages WHERE seq = ?", [(seq,) for seq in pushed_out]
+                )
+                # A message older than the whole window is deleted at once: nothing was added.
+                kept = cursor.lastrowid not in pushed_out
+                count -= len(pushed_out)
+        known[group] = count  # only once the write is committed
+        return kept
 
     def recent_group_messages(
         self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int
