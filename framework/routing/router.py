@@ -81,19 +81,48 @@ def recent_bot_replies(turn: Turn, state: RoutingState, config: Config, now: dt.
     return min(BOT_REPLIES_CAP, count)
 
 
-def _candidates(turn: Turn, state: RoutingState, config: Config) -> tuple[QuoteCandidate, ...]:
-    """Record the group's new messages as quote candidates and return them, current marked."""
+#: Quote candidates of recent messages, by message object: a group's recent messages are the same
+#: objects turn after turn (``framework.store.row_memo``), and each is a candidate every turn.
+QUOTABLE_MEMO = 1024
+
+
+def _candidates(
+    turn: Turn,
+    state: RoutingState,
+    config: Config,
+    quotable: dict[int, tuple[ChatMessage, QuoteCandidate | None]] | None = None,
+) -> tuple[QuoteCandidate, ...]:
+    """Record the group's new messages as quote candidates and return them, current marked.
+
+    :param quotable: remembers :meth:`QuoteCandidate.of` of each message object (by id, with the
+        message, so a reused id is told apart); a pure function of a frozen record.
+    """
     if turn.group_id is None:
         return ()
     bot_id = turn.bot.id
     incoming = [m for m in (*turn.recent_messages, turn.message) if m.sender_id != bot_id]
-    found = [c for c in (QuoteCandidate.of(m) for m in incoming) if c is not None]
+    found = [c for c in (_quotable(m, quotable) for m in incoming) if c is not None]
     stored = state.record_candidates(bot_id, turn.group_id, found, config.routing.quote_candidates)
     if stored is None:
         stored = state.candidates(bot_id, turn.group_id)
     current = turn.message.id
     # Stored candidates are never current; only the current message's needs a new record.
     return tuple(attrs.evolve(c, is_current=True) if c.message_id == current else c for c in stored)
+
+
+def _quotable(
+    message: ChatMessage, memo: dict[int, tuple[ChatMessage, QuoteCandidate | None]] | None
+) -> QuoteCandidate | None:
+    if memo is None:
+        return QuoteCandidate.of(message)
+    known = memo.get(id(message))
+    if known is not None and known[0] is message:
+        return known[1]
+    if len(memo) >= QUOTABLE_MEMO:
+        memo.clear()
+    candidate = QuoteCandidate.of(message)
+    memo[id(message)] = (message, candidate)
+    return candidate
 
 
 @attrs.define
@@ -115,6 +144,9 @@ class Router:
     model_hook: ModelHook | None = None
     learned_replies: Callable[[str, str], Sequence[str]] | None = None
     rhythm_share: Callable[[str, str], float | None] | None = None
+    _quotable: dict[int, tuple[ChatMessage, QuoteCandidate | None]] = attrs.field(
+        factory=dict, init=False, repr=False, eq=False
+    )
 
     def _learned_replies(self, turn: Turn) -> Callable[[], Sequence[str]]:
         group_id, source = turn.group_id, self.learned_replies
@@ -129,7 +161,7 @@ class Router:
         the routed group's small values are read once for the whole route.
         """
         state = RouteState(store=self.state, bot_id=turn.bot.id, group_id=turn.group_id)
-        candidates = _candidates(turn, state, self.config)
+        candidates = _candidates(turn, state, self.config, self._quotable)
         context = RouteContext(
             turn=turn,
             now=now,

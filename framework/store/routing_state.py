@@ -147,7 +147,9 @@ def candidates_after(
     for candidate in candidates:
         if candidate.message_id in known or (merged and candidate.time < merged[-1].time):
             continue
-        merged.append(attrs.evolve(candidate, is_current=False))
+        merged.append(
+            attrs.evolve(candidate, is_current=False) if candidate.is_current else candidate
+        )
         known.add(candidate.message_id)
     return newest(merged, limit)
 
