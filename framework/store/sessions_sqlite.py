@@ -190,8 +190,8 @@ class SQLiteGroupLog:
             else:
                 count += 1
             # Retention: once a group is full, each append deletes what it pushed out, the oldest
-            # rows beyond the window, found from the old end of the window index (framework/store/
-            # row_counts.py: the count is known, so the window is not walked).
+            # rows beyond the window, found from the old end of the window index. The count is
+            # known (framework.store.row_counts), so the window itself is never walked.
             excess = count - self.max_per_group
             kept = True
             if excess > 0:
