@@ -170,6 +170,20 @@ class LowEngagement:
         return attrs.asdict(self)
 
 
+# The router builds a few decisions a turn; a member given is kept as it is, which costs less
+# than the enum's own call.
+def _turn_action(value: TurnAction | str) -> TurnAction:
+    return value if type(value) is TurnAction else TurnAction(value)
+
+
+def _social_action(value: SocialAction | str) -> SocialAction:
+    return value if type(value) is SocialAction else SocialAction(value)
+
+
+def _delivery_style(value: DeliveryStyle | str) -> DeliveryStyle:
+    return value if type(value) is DeliveryStyle else DeliveryStyle(value)
+
+
 @attrs.frozen(kw_only=True)
 class Decision:
     """What to do with the current message, and why.
@@ -188,10 +202,10 @@ class Decision:
     :param notes: what else happened while deciding (model fallbacks, rules that raised).
     """
 
-    action: TurnAction = attrs.field(converter=TurnAction)
-    social_action: SocialAction = attrs.field(default=SocialAction.ANSWER, converter=SocialAction)
+    action: TurnAction = attrs.field(converter=_turn_action)
+    social_action: SocialAction = attrs.field(default=SocialAction.ANSWER, converter=_social_action)
     delivery_style: DeliveryStyle = attrs.field(
-        default=DeliveryStyle.PLAIN, converter=DeliveryStyle
+        default=DeliveryStyle.PLAIN, converter=_delivery_style
     )
     source: str = "rule"
     reason: str = ""

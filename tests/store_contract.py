@@ -49,7 +49,12 @@ from framework import (
     query_terms,
 )
 from framework.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryLedger, DeliveryState
-from framework.store.routing_state import CANDIDATE_TEXT_CHARS, QuoteCandidate, RoutingState
+from framework.store.routing_state import (
+    CANDIDATE_TEXT_CHARS,
+    GroupSnapshot,
+    QuoteCandidate,
+    RoutingState,
+)
 from framework.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
@@ -646,6 +651,45 @@ class TestRoutingState:
         profile = RhythmProfile(bubble_count_p50=2, bubble_count_p90=3, multi_weight=0.7)
         state.set_rhythm("b", "g", profile)
         assert state.rhythm("b", "g") == profile
+
+    def test_a_snapshot_holds_what_the_single_reads_give(self, store_backend: StoreBackend) -> None:
+        state = store_backend.routing()
+        since = T0 + dt.timedelta(seconds=50)
+        assert state.snapshot("b", "g") == GroupSnapshot()
+        assert state.snapshot("b", "g", replies_since=since) == GroupSnapshot(replies_since=since)
+        state.set_disabled("b", "g", True)
+        state.start_cooldown("b", "g", T0 + dt.timedelta(seconds=30))
+        state.start_silence("b", "g", T0 + dt.timedelta(seconds=60))
+        state.note_quote_delivered("b", "g", "c1", T0)
+        state.note_phrase("b", "g", "确实")
+        state.set_rhythm("b", "g", RhythmProfile(bubble_count_p50=2, multi_weight=0.7))
+        for seconds in (0, 100, 200):
+            state.note_bot_reply("b", "g", T0 + dt.timedelta(seconds=seconds))
+        assert state.snapshot("b", "g", replies_since=since) == GroupSnapshot(
+            mute=state.mute("b", "g"),
+            last_quote_at=state.last_quote_at("b", "g"),
+            last_phrase=state.last_phrase("b", "g"),
+            rhythm=state.rhythm("b", "g"),
+            replies_since=since,
+            bot_replies=state.bot_replies_since("b", "g", since),
+        )
+        assert state.snapshot("b", "g").bot_replies == 0
+        assert state.snapshot("other", "g") == GroupSnapshot()
+
+    def test_recording_candidates_returns_what_a_read_gives_or_none(
+        self, store_backend: StoreBackend
+    ) -> None:
+        state = store_backend.routing()
+        batches = (
+            [_candidate(f"c{i}", i) for i in range(8)],
+            [_candidate("c0", 0), _candidate("c7", 7)],
+            [_candidate("c8", 8)],
+            [],
+        )
+        for batch in batches:
+            returned = state.record_candidates("b", "g", batch, limit=6)
+            assert returned is None or returned == state.candidates("b", "g")
+        assert [c.message_id for c in state.candidates("b", "g")] == [f"c{i}" for i in range(3, 9)]
 
     def test_state_is_scoped_by_bot_and_group(self, store_backend: StoreBackend) -> None:
         state = store_backend.routing()

@@ -23,6 +23,7 @@ from framework.items import RhythmProfile
 from framework.store.routing_state import (
     REPLY_LOG_MAX,
     GroupMute,
+    GroupSnapshot,
     QuoteCandidate,
     RoutingState,
     candidates_after,
@@ -34,9 +35,23 @@ __all__ = ["RedisRoutingState"]
 
 T = TypeVar("T")
 
+#: The fields of a group's routing hash that :meth:`RedisRoutingState.snapshot` reads.
+_SNAPSHOT_FIELDS = (
+    "disabled",
+    "cooldown_until",
+    "silence_until",
+    "last_quote_at",
+    "last_phrase",
+    "rhythm",
+)
+
 
 def _time(value: str | bytes | None) -> dt.datetime | None:
     return None if value is None else decode_time(json.loads(value))
+
+
+def _rhythm(value: str | None) -> RhythmProfile | None:
+    return None if value is None else RhythmProfile(**json.loads(value))
 
 
 def _encode_candidate(candidate: QuoteCandidate) -> str:
@@ -79,6 +94,34 @@ class RedisRoutingState(RoutingState):
             value = self.namespace.client.hget(self._key(bot_id, group_id), field)
         return None if value is None else str(value)
 
+    def snapshot(
+        self, bot_id: str, group_id: str, *, replies_since: dt.datetime | None = None
+    ) -> GroupSnapshot:
+        # One round trip: the group's hash and, when counted, its reply log.
+        with self.namespace.reached():
+            pipeline = self.namespace.client.pipeline(transaction=False)
+            pipeline.hmget(self._key(bot_id, group_id), _SNAPSHOT_FIELDS)
+            if replies_since is not None:
+                pipeline.lrange(self._key(bot_id, group_id, "routing:replies"), 0, -1)
+            found = pipeline.execute()
+        disabled, cooldown, silence, quoted, phrase, rhythm = found[0]
+        bot_replies = 0
+        if replies_since is not None:
+            since = replies_since.timestamp()
+            bot_replies = sum(1 for stamp in found[1] if float(stamp) >= since)
+        return GroupSnapshot(
+            mute=GroupMute(
+                disabled=disabled == "1",
+                cooldown_until=_time(cooldown),
+                silence_until=_time(silence),
+            ),
+            last_quote_at=_time(quoted),
+            last_phrase=phrase,
+            rhythm=_rhythm(rhythm),
+            replies_since=replies_since,
+            bot_replies=bot_replies,
+        )
+
     def mute(self, bot_id: str, group_id: str) -> GroupMute:
         fields = ("disabled", "cooldown_until", "silence_until")
         with self.namespace.reached():
@@ -117,13 +160,14 @@ class RedisRoutingState(RoutingState):
 
     def record_candidates(
         self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
-    ) -> None:
-        self._change_list(
+    ) -> tuple[QuoteCandidate, ...]:
+        rows = self._change_list(
             self._key(bot_id, group_id, "routing:candidates"),
             _decode_candidate,
             lambda kept: candidates_after(kept, candidates, limit),
             _encode_candidate,
         )
+        return tuple(map(_decode_candidate, rows))
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
         with self.namespace.reached():
@@ -138,21 +182,27 @@ class RedisRoutingState(RoutingState):
         decode: Callable[[str | bytes], T],
         change: Callable[[list[T]], list[T]],
         encode: Callable[[T], str],
-    ) -> None:
+    ) -> list[str | bytes]:
         """Replace list ``key`` by what ``change`` makes of it, in one optimistic transaction (the
-        rule is :mod:`framework.store.routing_state`'s; the lists are short)."""
+        rule is :mod:`framework.store.routing_state`'s; the lists are short).
 
-        def apply(pipeline: Pipeline) -> None:
-            kept = [decode(row) for row in pipeline.lrange(key, 0, -1)]
+        :returns: the rows the list holds afterwards.
+        """
+
+        def apply(pipeline: Pipeline) -> list[str | bytes]:
+            rows: list[str | bytes] = pipeline.lrange(key, 0, -1)
+            kept = [decode(row) for row in rows]
             after = change(kept)
             if after == kept:
-                return
+                return rows
+            stored: list[str | bytes] = [encode(item) for item in after]
             pipeline.multi()
             pipeline.delete(key)
-            if after:
-                pipeline.rpush(key, *map(encode, after))
+            if stored:
+                pipeline.rpush(key, *stored)
+            return stored
 
-        self.namespace.transaction([key], apply)
+        return self.namespace.transaction([key], apply)
 
     def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
         return _time(self._get(bot_id, group_id, "last_quote_at"))
@@ -184,8 +234,7 @@ class RedisRoutingState(RoutingState):
         return sum(1 for stamp in stamps if float(stamp) >= since.timestamp())
 
     def rhythm(self, bot_id: str, group_id: str) -> RhythmProfile | None:
-        value = self._get(bot_id, group_id, "rhythm")
-        return None if value is None else RhythmProfile(**json.loads(value))
+        return _rhythm(self._get(bot_id, group_id, "rhythm"))
 
     def set_rhythm(self, bot_id: str, group_id: str, profile: RhythmProfile) -> None:
         self._set(bot_id, group_id, "rhythm", dumps(attrs.asdict(profile)))

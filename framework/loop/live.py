@@ -13,6 +13,10 @@ A message that arrives while its conversation's turn is in flight is recorded at
 group log and the next timeline have it) and routed when that turn ends. Nothing here raises for a
 malformed event or a failing plugin, provider or send: the turn ends in silence and the outcome's
 trace says why, and only what was actually sent is recorded as delivered.
+
+Routing awaits nothing, so a message whose conversation is idle is routed in the caller's task
+when a slot is free; only a turn that goes on to speak (or waits behind another) runs in a task of
+its conversation. Most messages of a group are passed over, and that path then costs no task.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -50,20 +54,31 @@ Sleep = Callable[[float], Awaitable[None]]
 TOOL_RESULT_CONVERSATIONS = 4096
 
 
+@attrs.frozen(kw_only=True)
+class _Queued:
+    """An event waiting behind its conversation's turn in flight."""
+
+    event: IncomingEvent
+    transport: Transport
+    future: asyncio.Future[TurnOutcome]
+    record_ms: float
+
+
 @attrs.define(eq=False)
 class _Lane:
-    """One conversation's queue and the task working through it."""
+    """One conversation's waiting events and the task working through them."""
 
-    queue: asyncio.Queue[tuple[IncomingEvent, Transport, asyncio.Future[TurnOutcome]]]
+    queue: deque[_Queued] = attrs.field(factory=deque)
     worker: asyncio.Task[None] | None = None
 
 
 class _Stage:
-    """The stage a turn is in, so a deadline can say where it stopped."""
+    """The stage a turn is in, so a deadline can say where it stopped; each stage's milliseconds
+    go into ``durations``."""
 
-    def __init__(self) -> None:
+    def __init__(self, durations: dict[str, float]) -> None:
         self.name = "route"
-        self.durations: dict[str, float] = {}
+        self.durations = durations
         self._start = time.perf_counter()
 
     def enter(self, name: str) -> None:
@@ -71,10 +86,43 @@ class _Stage:
         self.durations[self.name] = round((now - self._start) * 1000, 3)
         self.name, self._start = name, now
 
-    def close(self) -> dict[str, float]:
-        self.enter("")
+
+@attrs.define(eq=False)
+class _TurnRun:
+    """One turn on its way: what every stage after routing reads and adds to.
+
+    ``durations`` starts with ``record``; the stages and ``total`` are added when the turn ends,
+    and it is the outcome's ``stage_durations_ms`` (built once, not copied per stage).
+    """
+
+    event: IncomingEvent
+    turn: Turn
+    tools: ToolRunner | None
+    stage: _Stage
+    trace: dict[str, Any]
+    durations: dict[str, float]
+    started: float
+    #: The event loop's time at which the turn's deadline falls.
+    deadline_at: float
+
+    def outcome(
+        self, status: str, reason: str, decision: Decision | None = None, **fields: Any
+    ) -> TurnOutcome:
+        return TurnOutcome(
+            event=self.event,
+            status=status,
+            reason=reason,
+            decision=decision,
+            trace=self.trace,
+            stage_durations_ms=self.durations,
+            **fields,
+        )
+
+    def close(self) -> None:
+        """Record the last stage's duration and the turn's total."""
+        self.stage.enter("")
         self.durations.pop("", None)
-        return self.durations
+        self.durations["total"] = elapsed_ms(self.started)
 
 
 @attrs.define(eq=False)
@@ -146,27 +194,30 @@ class BotLoop:
         record_ms = elapsed_ms(start)
         if self._closed:
             return _dropped(event, "loop_closed")
-        lane = self._lanes.get(event.conversation)
+        conversation = event.conversation
+        lane = self._lanes.get(conversation)
+        slots = self._slots_in_flight()
+        if lane is None and not slots.locked():
+            # Nothing of this conversation is in flight and a slot is free: route here and now.
+            # The slot is taken without waiting, so nothing can slip in between.
+            await slots.acquire()
+            return await self._run_now(event, transport, record_ms, slots)
         if lane is None:
-            lane = self._lanes[event.conversation] = _Lane(
-                queue=asyncio.Queue(self.runtime.config.loop.queue_per_conversation)
-            )
-        future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
-        try:
-            lane.queue.put_nowait((event, transport, future))
-        except asyncio.QueueFull:
+            lane = self._lanes[conversation] = _Lane()
+        if len(lane.queue) >= self.runtime.config.loop.queue_per_conversation:
             log.warning(
                 "conversation %s: queue full, message %s recorded but not answered",
-                event.conversation,
+                conversation,
                 event.message.id,
             )
             return _dropped(event, "queue_full")
-        if lane.worker is None or lane.worker.done():
-            lane.worker = asyncio.create_task(self._work(event.conversation, lane))
-        outcome = await future
-        return attrs.evolve(
-            outcome, stage_durations_ms={"record": record_ms, **outcome.stage_durations_ms}
+        future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+        lane.queue.append(
+            _Queued(event=event, transport=transport, future=future, record_ms=record_ms)
         )
+        if lane.worker is None or lane.worker.done():
+            lane.worker = asyncio.create_task(self._work(conversation, lane))
+        return await future
 
     async def aclose(self) -> None:
         """Stop taking events and wait for the turns already queued."""
@@ -177,64 +228,162 @@ class BotLoop:
 
     # -- the conversation's worker -------------------------------------------------------------
 
-    async def _work(self, conversation: tuple[str, str], lane: _Lane) -> None:
+    def _slots_in_flight(self) -> asyncio.Semaphore:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.runtime.config.loop.max_in_flight)
-        while not lane.queue.empty():
-            event, transport, future = lane.queue.get_nowait()
-            async with self._slots:
-                try:
-                    outcome = await self._turn(event, transport)
-                except Exception as exc:  # the loop's own fault must not stop the worker
-                    log.exception("turn of message %s failed", event.message.id)
-                    outcome = TurnOutcome(
-                        event=event,
-                        status=OutcomeStatus.FAILED,
-                        reason="loop_error",
-                        trace={"error": f"{type(exc).__name__}: {exc}"},
-                    )
+        return self._slots
+
+    async def _run_now(
+        self,
+        event: IncomingEvent,
+        transport: Transport,
+        record_ms: float,
+        slots: asyncio.Semaphore,
+    ) -> TurnOutcome:
+        """Route ``event`` in the caller's task, holding a slot taken for it. A turn that ends in
+        silence is done here; one that goes on becomes the task of a new lane of its
+        conversation, which keeps the slot until the turn ends (so what arrives meanwhile waits
+        behind it, as in :meth:`_work`)."""
+        try:
+            run, routed = self._route(event, record_ms)
+        except Exception as exc:  # the loop's own fault must not stop the caller
+            slots.release()
+            return _loop_error(event, record_ms, exc)
+        if isinstance(routed, TurnOutcome):
+            slots.release()
+            return routed
+        future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+        lane = self._lanes[event.conversation] = _Lane()
+        lane.worker = asyncio.create_task(
+            self._work(event.conversation, lane, first=(run, routed, transport, future))
+        )
+        return await future
+
+    async def _work(
+        self,
+        conversation: tuple[str, str],
+        lane: _Lane,
+        first: tuple[_TurnRun, Decision | _Prepared, Transport, asyncio.Future[TurnOutcome]]
+        | None = None,
+    ) -> None:
+        slots = self._slots_in_flight()
+        if first is not None:
+            run, routed, transport, future = first
+            try:
+                outcome = await self._finish_safely(run, routed, transport)
+            finally:
+                slots.release()
             if not future.done():
                 future.set_result(outcome)
-        if self._lanes.get(conversation) is lane and lane.queue.empty():
+        while lane.queue:
+            queued = lane.queue.popleft()
+            async with slots:
+                try:
+                    outcome = await self._turn(queued.event, queued.transport, queued.record_ms)
+                except Exception as exc:  # the loop's own fault must not stop the worker
+                    outcome = _loop_error(queued.event, queued.record_ms, exc)
+            if not queued.future.done():
+                queued.future.set_result(outcome)
+        if self._lanes.get(conversation) is lane and not lane.queue:
             del self._lanes[conversation]
+
+    async def _finish_safely(
+        self, run: _TurnRun, routed: Decision | _Prepared, transport: Transport
+    ) -> TurnOutcome:
+        try:
+            return await self._finish(run, routed, transport)
+        except Exception as exc:  # the loop's own fault must not stop the worker
+            return _loop_error(run.event, run.durations["record"], exc)
 
     # -- one turn --------------------------------------------------------------------------
 
-    async def _turn(self, event: IncomingEvent, transport: Transport) -> TurnOutcome:
-        stage = _Stage()
-        total = time.perf_counter()
-        trace: dict[str, Any] = {}
-        turn = self._turn_for(event)
-        prepared: _Prepared | TurnOutcome
-        try:
-            async with asyncio.timeout(self.runtime.config.loop.turn_deadline_s):
-                prepared = await self._prepare(event, turn, stage, trace)
-        except TimeoutError:
-            log.warning(
-                "message %s: turn deadline reached in stage %s", event.message.id, stage.name
-            )
-            trace["deadline"] = {"stage": stage.name, "s": self.runtime.config.loop.turn_deadline_s}
-            prepared = TurnOutcome(
-                event=event, status=OutcomeStatus.FAILED, reason="deadline", trace=trace
-            )
-        if isinstance(prepared, TurnOutcome):
-            durations = {**stage.close(), "total": elapsed_ms(total)}
-            return attrs.evolve(prepared, trace=trace, stage_durations_ms=durations)
-        stage.enter("deliver")
-        outcome = await self._deliver(event, turn, prepared, transport, trace)
-        durations = {**stage.close(), "total": elapsed_ms(total)}
-        return attrs.evolve(outcome, trace=trace, stage_durations_ms=durations)
+    async def _turn(
+        self, event: IncomingEvent, transport: Transport, record_ms: float
+    ) -> TurnOutcome:
+        run, routed = self._route(event, record_ms)
+        if isinstance(routed, TurnOutcome):
+            return routed
+        return await self._finish(run, routed, transport)
 
-    def _turn_for(self, event: IncomingEvent) -> Turn:
+    def _route(
+        self, event: IncomingEvent, record_ms: float
+    ) -> tuple[_TurnRun, TurnOutcome | Decision | _Prepared]:
+        """Start the turn and route it; it awaits nothing. Gives the finished outcome of a turn
+        that ends in silence, the plan of a low-engagement phrase, or the decision to speak."""
+        started = time.perf_counter()
+        durations = {"record": record_ms}
+        stage = _Stage(durations)
+        turn, tools = self._turn_for(event)
+        run = _TurnRun(
+            event=event,
+            turn=turn,
+            tools=tools,
+            stage=stage,
+            trace={},
+            durations=durations,
+            started=started,
+            deadline_at=asyncio.get_running_loop().time()
+            + self.runtime.config.loop.turn_deadline_s,
+        )
+        decision = self.runtime.decide(turn)
+        run.trace["decision"] = decision.trace()
+        if decision.action is not TurnAction.PASS:
+            return run, decision
+        phrase = decision.low_engagement_phrase
+        if phrase:
+            plan = plan_phrase(
+                phrase,
+                bot_id=event.bot_id,
+                group_id=event.group_id,
+                user_id=event.message.sender_id,
+            )
+            return run, _Prepared(decision=decision, plan=plan, answer=None, kind="phrase")
+        outcome = run.outcome(OutcomeStatus.SILENT, decision.reason or "pass", decision)
+        run.close()
+        return run, outcome
+
+    async def _finish(
+        self, run: _TurnRun, routed: Decision | _Prepared, transport: Transport
+    ) -> TurnOutcome:
+        """Everything after routing: the reply's preparation under the turn's deadline (counted
+        from the turn's start), then delivery."""
+        prepared: _Prepared | TurnOutcome
+        if isinstance(routed, Decision):
+            try:
+                async with asyncio.timeout_at(run.deadline_at):
+                    prepared = await self._prepare(run, routed)
+            except TimeoutError:
+                deadline_s = self.runtime.config.loop.turn_deadline_s
+                log.warning(
+                    "message %s: turn deadline reached in stage %s",
+                    run.event.message.id,
+                    run.stage.name,
+                )
+                run.trace["deadline"] = {"stage": run.stage.name, "s": deadline_s}
+                prepared = run.outcome(OutcomeStatus.FAILED, "deadline")
+        else:
+            prepared = routed
+        if isinstance(prepared, TurnOutcome):
+            run.close()
+            return prepared
+        run.stage.enter("deliver")
+        outcome = await self._deliver(run, prepared, transport)
+        run.close()
+        return outcome
+
+    def _turn_for(self, event: IncomingEvent) -> tuple[Turn, ToolRunner | None]:
         bot = self.runtime.bot_for(event.bot_id, self.fallback_names)
         message = event.message
-        tools = ToolRunner.for_event(self.runtime, event)
-        permitted = tools.permitted_names()
+        # No tool registered: nothing to permit, require or offer.
+        tools = ToolRunner.for_event(self.runtime, event) if self.runtime.registries.tools else None
+        permitted = tools.permitted_names() if tools is not None else ()
         intent = (
-            tools.required_by(message.text) if message.addressed or event.group_id is None else None
+            tools.required_by(message.text)
+            if tools is not None and (message.addressed or event.group_id is None)
+            else None
         )
         background = self._tool_results.get(event.conversation, ())
-        return Turn(
+        turn = Turn(
             bot=bot,
             message=message,
             group_id=event.group_id,
@@ -246,31 +395,11 @@ class BotLoop:
             if background or intent
             else None,
         )
+        return turn, tools
 
-    async def _prepare(
-        self, event: IncomingEvent, turn: Turn, stage: _Stage, trace: dict[str, Any]
-    ) -> _Prepared | TurnOutcome:
-        """Everything before sending, under the turn's deadline."""
-        runtime = self.runtime
-        decision = runtime.decide(turn)
-        trace["decision"] = decision.trace()
-        if decision.action is TurnAction.PASS:
-            phrase = decision.low_engagement_phrase
-            if phrase:
-                plan = plan_phrase(
-                    phrase,
-                    bot_id=event.bot_id,
-                    group_id=event.group_id,
-                    user_id=event.message.sender_id,
-                )
-                return _Prepared(decision=decision, plan=plan, answer=None, kind="phrase")
-            return TurnOutcome(
-                event=event,
-                status=OutcomeStatus.SILENT,
-                reason=decision.reason or "pass",
-                decision=decision,
-            )
-
+    async def _prepare(self, run: _TurnRun, decision: Decision) -> _Prepared | TurnOutcome:
+        """Everything of a reply before sending, under the turn's deadline."""
+        runtime, event, turn, stage, trace = self.runtime, run.event, run.turn, run.stage, run.trace
         stage.enter("render")
         rendered = await runtime.arender(turn, decision=decision)
         stage.enter("turn_context")
@@ -279,8 +408,8 @@ class BotLoop:
         trace["chars"] = _chars(runtime.config.budget.chars, rendered.sections, context.messages)
         stage.enter("request")
         request = build_provider_request(runtime, context, self.spec)
-        tools = ToolRunner.for_event(runtime, event)
-        offered = tools.specs() if decision.action is TurnAction.TOOL else ()
+        tools = run.tools
+        offered = tools.specs() if tools is not None and decision.action is TurnAction.TOOL else ()
         if offered:
             request = with_tools(request, offered)
         stage.enter("submit")
@@ -288,7 +417,7 @@ class BotLoop:
         result = await asubmit_request(runtime, request)
         usage.append(result.usage)
         rounds = 0
-        while result.status == "ok" and result.tool_calls and offered:
+        while result.status == "ok" and result.tool_calls and offered and tools is not None:
             if rounds >= runtime.config.loop.tool_rounds:
                 trace["tools_stopped"] = f"after {rounds} rounds"
                 break
@@ -303,11 +432,10 @@ class BotLoop:
         trace["submit"] = {"status": result.status, "detail": result.detail, "rounds": rounds}
         total_usage = _sum_usage(usage)
         if result.status != "ok" or result.text is None:
-            return TurnOutcome(
-                event=event,
-                status=OutcomeStatus.FAILED if result.status != "offline" else OutcomeStatus.SILENT,
-                reason="provider_error" if result.status != "offline" else "offline",
-                decision=decision,
+            return run.outcome(
+                OutcomeStatus.FAILED if result.status != "offline" else OutcomeStatus.SILENT,
+                "provider_error" if result.status != "offline" else "offline",
+                decision,
                 request=request,
                 usage=total_usage,
             )
@@ -315,11 +443,10 @@ class BotLoop:
         stage.enter("read")
         answer = self._read(result.text, render_context.reply_shape, context.system_prompt, trace)
         if answer.silent or not answer.bubbles:
-            return TurnOutcome(
-                event=event,
-                status=OutcomeStatus.SILENT,
-                reason=f"model_{answer.reason or 'empty'}",
-                decision=decision,
+            return run.outcome(
+                OutcomeStatus.SILENT,
+                f"model_{answer.reason or 'empty'}",
+                decision,
                 request=request,
                 usage=total_usage,
             )
@@ -399,12 +526,7 @@ class BotLoop:
     # -- delivery --------------------------------------------------------------------------
 
     async def _deliver(
-        self,
-        event: IncomingEvent,
-        turn: Turn,
-        prepared: _Prepared,
-        transport: Transport,
-        trace: dict[str, Any],
+        self, run: _TurnRun, prepared: _Prepared, transport: Transport
     ) -> TurnOutcome:
         sent: list[tuple[str, str | None, str | None]] = []  # text, message id, quoted id
         sends: list[dict[str, Any]] = []
@@ -429,23 +551,21 @@ class BotLoop:
                 break
             if text.strip():
                 sent.append((text.strip(), receipt.message_id, quoted))
-        trace["sends"] = sends
-        self._record_delivered(event, sent, prepared.usage)
+        run.trace["sends"] = sends
+        self._record_delivered(run.event, sent, prepared.usage)
         if not sent:
-            return TurnOutcome(
-                event=event,
-                status=OutcomeStatus.FAILED if sends else OutcomeStatus.SILENT,
-                reason="send_failed" if sends else "nothing_to_send",
-                decision=prepared.decision,
+            return run.outcome(
+                OutcomeStatus.FAILED if sends else OutcomeStatus.SILENT,
+                "send_failed" if sends else "nothing_to_send",
+                prepared.decision,
                 request=prepared.request,
                 usage=prepared.usage,
             )
         status = OutcomeStatus.PHRASE if prepared.kind == "phrase" else OutcomeStatus.REPLIED
-        return TurnOutcome(
-            event=event,
-            status=status,
-            reason=prepared.decision.reason,
-            decision=prepared.decision,
+        return run.outcome(
+            status,
+            prepared.decision.reason,
+            prepared.decision,
             bubbles=tuple(text for text, _, _ in sent),
             message_ids=tuple(message_id for _, message_id, _ in sent),
             request=prepared.request,
@@ -556,6 +676,17 @@ def _chars(budget: int, sections: Any, messages: Any) -> dict[str, Any]:
         if message.api_content is not None:
             counted["sidecar"] += max(0, len(message.api_content) - len(message.content))
     return counted
+
+
+def _loop_error(event: IncomingEvent, record_ms: float, exc: Exception) -> TurnOutcome:
+    log.exception("turn of message %s failed", event.message.id, exc_info=exc)
+    return TurnOutcome(
+        event=event,
+        status=OutcomeStatus.FAILED,
+        reason="loop_error",
+        trace={"error": f"{type(exc).__name__}: {exc}"},
+        stage_durations_ms={"record": record_ms},
+    )
 
 
 def _rejected(reason: str) -> TurnOutcome:

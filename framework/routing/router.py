@@ -37,6 +37,7 @@ from framework.plugins.watchdog import call_plugin
 from framework.routing.low_engagement import low_engagement_exit
 from framework.routing.memory import memory_policy_for
 from framework.routing.model import ModelAnswerError, check_model_answer, parse_model_answer
+from framework.routing.route_state import RouteState
 from framework.routing.shape import (
     infer_scene,
     resolve_reply_shape,
@@ -105,20 +106,48 @@ def recent_bot_replies(turn: Turn, state: RoutingState, config: Config, now: dt.
     return min(BOT_REPLIES_CAP, count)
 
 
-def _candidates(turn: Turn, state: RoutingState, config: Config) -> tuple[QuoteCandidate, ...]:
-    """Record the group's new messages as quote candidates and return them, current marked."""
+#: Quote candidates of recent messages, by message object: a group's recent messages are the same
+#: objects turn after turn (``framework.store.row_memo``), and each is a candidate every turn.
+QUOTABLE_MEMO = 1024
+
+
+def _candidates(
+    turn: Turn,
+    state: RoutingState,
+    config: Config,
+    quotable: dict[int, tuple[ChatMessage, QuoteCandidate | None]] | None = None,
+) -> tuple[QuoteCandidate, ...]:
+    """Record the group's new messages as quote candidates and return them, current marked.
+
+    :param quotable: remembers :meth:`QuoteCandidate.of` of each message object (by id, with the
+        message, so a reused id is told apart); a pure function of a frozen record.
+    """
     if turn.group_id is None:
         return ()
     bot_id = turn.bot.id
     incoming = [m for m in (*turn.recent_messages, turn.message) if m.sender_id != bot_id]
-    found = [c for c in (QuoteCandidate.of(m) for m in incoming) if c is not None]
-    state.record_candidates(bot_id, turn.group_id, found, config.routing.quote_candidates)
+    found = [c for c in (_quotable(m, quotable) for m in incoming) if c is not None]
+    stored = state.record_candidates(bot_id, turn.group_id, found, config.routing.quote_candidates)
+    if stored is None:
+        stored = state.candidates(bot_id, turn.group_id)
     current = turn.message.id
     # Stored candidates are never current; only the current message's needs a new record.
-    return tuple(
-        attrs.evolve(c, is_current=True) if c.message_id == current else c
-        for c in state.candidates(bot_id, turn.group_id)
-    )
+    return tuple(attrs.evolve(c, is_current=True) if c.message_id == current else c for c in stored)
+
+
+def _quotable(
+    message: ChatMessage, memo: dict[int, tuple[ChatMessage, QuoteCandidate | None]] | None
+) -> QuoteCandidate | None:
+    if memo is None:
+        return QuoteCandidate.of(message)
+    known = memo.get(id(message))
+    if known is not None and known[0] is message:
+        return known[1]
+    if len(memo) >= QUOTABLE_MEMO:
+        memo.clear()
+    candidate = QuoteCandidate.of(message)
+    memo[id(message)] = (message, candidate)
+    return candidate
 
 
 @attrs.define
@@ -140,6 +169,9 @@ class Router:
     model_hook: ModelHook | None = None
     learned_replies: Callable[[str, str], Sequence[str]] | None = None
     rhythm_share: Callable[[str, str], float | None] | None = None
+    _quotable: dict[int, tuple[ChatMessage, QuoteCandidate | None]] = attrs.field(
+        factory=dict, init=False, repr=False, eq=False
+    )
 
     def _learned_replies(self, turn: Turn) -> Callable[[], Sequence[str]]:
         group_id, source = turn.group_id, self.learned_replies
@@ -148,8 +180,13 @@ class Router:
         return functools.partial(source, turn.bot.id, group_id)
 
     def route(self, turn: Turn, now: dt.datetime) -> Decision:
-        """Decide what to do with ``turn``'s message at ``now``."""
-        candidates = _candidates(turn, self.state, self.config)
+        """Decide what to do with ``turn``'s message at ``now``.
+
+        The rules see the routing state through a :class:`framework.routing.route_state.RouteState`:
+        the routed group's small values are read once for the whole route.
+        """
+        state = RouteState(store=self.state, bot_id=turn.bot.id, group_id=turn.group_id)
+        candidates = _candidates(turn, state, self.config, self._quotable)
         context = RouteContext(
             turn=turn,
             now=now,
@@ -157,13 +194,14 @@ class Router:
             signals=MessageSignals.read(
                 turn, config=self.config.routing, candidates=candidates, now=now, state=self.state
             ),
-            state=self.state,
+            state=state,
             candidates=candidates,
-            recent_bot_replies=recent_bot_replies(turn, self.state, self.config, now),
+            recent_bot_replies=recent_bot_replies(turn, state, self.config, now),
             rng=self.rng,
             learned_replies=self._learned_replies(turn),
         )
         notes: list[str] = []
+        necessity = None
         decision = self._gate(context, notes)
         if decision is None:
             necessity = self._necessity(context, notes)
@@ -178,8 +216,7 @@ class Router:
                     reason="necessity_below_threshold",
                     stage="necessity",
                 )
-            decision = attrs.evolve(decision, necessity=necessity)
-        return self._complete(decision, context, notes)
+        return self._complete(decision, context, notes, necessity)
 
     # -- stages ----------------------------------------------------------------------------
 
@@ -216,9 +253,9 @@ class Router:
             silence_until = None
             if group_id is not None and skip.silence_s:
                 silence_until = shifted(context.now, skip.silence_s)
-                self.state.start_silence(turn.bot.id, group_id, silence_until)
+                context.state.start_silence(turn.bot.id, group_id, silence_until)
             if group_id is not None and skip.keep_message:
-                self.state.keep_message(
+                context.state.keep_message(
                     turn.bot.id, group_id, turn.message, self.config.routing.kept_messages_max
                 )
             return Decision(
@@ -312,7 +349,16 @@ class Router:
 
     # -- completion ------------------------------------------------------------------------
 
-    def _complete(self, decision: Decision, context: RouteContext, notes: list[str]) -> Decision:
+    def _complete(
+        self,
+        decision: Decision,
+        context: RouteContext,
+        notes: list[str],
+        necessity: NecessityScore | None = None,
+    ) -> Decision:
+        """The decision with what follows from it: the low-engagement exit, the kept messages,
+        the turn policy, the reply shape, the memory policy, the notes, and the turn's necessity
+        score when it got that far (one copy of the decision, not one per step)."""
         turn, signals, routing = context.turn, context.signals, self.config.routing
         low_engagement = None
         if decision.action is TurnAction.PASS and routing.low_engagement:
@@ -322,14 +368,15 @@ class Router:
                 low_engagement = low_engagement_exit(context, trigger, pools, notes)
         kept: tuple[ChatMessage, ...] = ()
         if decision.speaks and turn.group_id is not None:
-            kept = self.state.take_kept_messages(turn.bot.id, turn.group_id)
+            kept = context.state.take_kept_messages(turn.bot.id, turn.group_id)
         scene = turn.route_hints.scene or infer_scene(decision, signals, routing)
         policy = resolve_turn_policy(decision, signals, scene)
         shape = resolve_reply_shape(
-            policy, rhythm_for(turn, self.state, self.rhythm_share), context.rng
+            policy, rhythm_for(turn, context.state, self.rhythm_share), context.rng
         )
         return attrs.evolve(
             decision,
+            necessity=decision.necessity if necessity is None else necessity,
             memory_policy=memory_policy_for(decision, signals, turn),
             low_engagement=low_engagement,
             turn_policy=policy,

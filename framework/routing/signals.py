@@ -152,14 +152,15 @@ class MessageSignals:
         if len(message.text) > ROUTING_TEXT_CHARS:
             message = attrs.evolve(message, text=message.text[:ROUTING_TEXT_CHARS])
         self_names = tuple(name for name in (bot.name, *bot.aliases) if name)
-        text = _without_call(ts.focus_text(message.text, self_names), self_names)
+        focused = ts.focus_text(message.text, self_names)
+        text = _without_call(focused, self_names)
         ids = mention_ids(message)
         written = ts.mentioned_names(message.text)
         bot_ids = {m.id for m in turn.recent_messages if m.sender_id == bot.id and m.id}
         reply_to_bot = turn.quoted_bot_text is not None or (
             message.reply_to is not None and message.reply_to in bot_ids
         )
-        called = text != ts.focus_text(message.text, self_names)
+        called = text != focused
         at_bot = bot.id in ids or any(name in self_names for name in written)
         addressed = message.addressed or turn.is_private or at_bot or reply_to_bot or called
         mentioned = at_bot or any(name in message.text for name in self_names)

@@ -153,6 +153,22 @@ _URL = re.compile(
 )
 
 
+#: The compiled alternation of each word list :func:`_contains_any` has seen, by the list's id;
+#: the list itself is kept with it, so a list replaced at run time is compiled again.
+_ALTERNATIONS: dict[int, tuple[tuple[str, ...], re.Pattern[str]]] = {}
+
+
+def _contains_any(text: str, words: tuple[str, ...]) -> bool:
+    """``any(word in text for word in words)``, as one regular-expression search (routing asks
+    several word lists of every message)."""
+    if not words:
+        return False
+    found = _ALTERNATIONS.get(id(words))
+    if found is None or found[0] is not words:
+        found = _ALTERNATIONS[id(words)] = (words, re.compile("|".join(map(re.escape, words))))
+    return found[1].search(text) is not None
+
+
 def _strip_tail(text: str) -> str:
     """``text`` without trailing whitespace and punctuation (a loop, not a ``[…]+$`` regex,
     which backtracks quadratically on long runs of punctuation)."""
@@ -244,7 +260,7 @@ def has_reply_obligation(text: str) -> bool:
     """A question or request the bot should not leave unanswered: a question mark, an
     :data:`OBLIGATION_WORDS` entry, or a trailing ``呢`` (``那明天呢``, ``你呢``), read as a
     question as :func:`is_gentle_phrase` reads it, except after ``的`` (``好的呢`` agrees)."""
-    if "?" in text or "？" in text or any(word in text for word in OBLIGATION_WORDS):
+    if "?" in text or "？" in text or _contains_any(text, OBLIGATION_WORDS):
         return True
     core = _strip_tail(text)
     return core.endswith("呢") and not core.endswith("的呢")
@@ -252,7 +268,7 @@ def has_reply_obligation(text: str) -> bool:
 
 def has_request_words(text: str) -> bool:
     lowered = text.lower()
-    return any(word in lowered for word in REQUEST_WORDS)
+    return _contains_any(lowered, REQUEST_WORDS)
 
 
 def is_low_value_social(text: str, max_chars: int = 24) -> bool:
@@ -269,7 +285,7 @@ def is_short_vent(text: str, max_chars: int = 24) -> bool:
 
 def has_emotion_words(text: str) -> bool:
     lowered = text.lower()
-    return any(word in lowered for word in EMOTION_WORDS)
+    return _contains_any(lowered, EMOTION_WORDS)
 
 
 def is_short_reaction(text: str) -> bool:
@@ -289,7 +305,7 @@ def is_spam_text(text: str) -> bool:
     """Advertising phrasing (:data:`SPAM_WORDS`), a link next to an advert's words
     (:data:`SPAM_CUES`), or one character repeated 15 times or more."""
     lowered = text.lower()
-    if any(word in lowered for word in SPAM_WORDS):
+    if _contains_any(lowered, SPAM_WORDS):
         return True
     if has_url(lowered) and any(cue in lowered for cue in SPAM_CUES):
         return True
@@ -298,7 +314,7 @@ def is_spam_text(text: str) -> bool:
 
 def is_shut_up(text: str) -> bool:
     lowered = text.lower()
-    return any(word in lowered for word in SHUT_UP_WORDS)
+    return _contains_any(lowered, SHUT_UP_WORDS)
 
 
 def is_bare_request(text: str) -> bool:

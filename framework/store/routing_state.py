@@ -27,6 +27,7 @@ __all__ = [
     "CANDIDATE_TEXT_CHARS",
     "REPLY_LOG_MAX",
     "GroupMute",
+    "GroupSnapshot",
     "MemoryRoutingState",
     "QuoteCandidate",
     "RoutingState",
@@ -91,6 +92,26 @@ class GroupMute:
     silence_until: dt.datetime | None = None
 
 
+@attrs.frozen(kw_only=True)
+class GroupSnapshot:
+    """One group's small routing values, read at once (:meth:`RoutingState.snapshot`).
+
+    :param mute: the disabled flag, cooldown and silence.
+    :param last_quote_at: when a quote was last delivered.
+    :param last_phrase: the last low-engagement phrase.
+    :param rhythm: the reply rhythm, when known.
+    :param replies_since: the ``since`` the reply count was taken from; ``None`` when not counted.
+    :param bot_replies: the bot's replies delivered since ``replies_since``.
+    """
+
+    mute: GroupMute = GroupMute()
+    last_quote_at: dt.datetime | None = None
+    last_phrase: str | None = None
+    rhythm: RhythmProfile | None = None
+    replies_since: dt.datetime | None = None
+    bot_replies: int = 0
+
+
 # -- the rules every backend applies ----------------------------------------------------------
 
 
@@ -126,7 +147,9 @@ def candidates_after(
     for candidate in candidates:
         if candidate.message_id in known or (merged and candidate.time < merged[-1].time):
             continue
-        merged.append(attrs.evolve(candidate, is_current=False))
+        merged.append(
+            attrs.evolve(candidate, is_current=False) if candidate.is_current else candidate
+        )
         known.add(candidate.message_id)
     return newest(merged, limit)
 
@@ -136,6 +159,29 @@ class RoutingState(abc.ABC):
 
     Times are aware datetimes. Implementations must be safe to share between threads.
     """
+
+    # -- one read of a group ---------------------------------------------------------------
+
+    def snapshot(
+        self, bot_id: str, group_id: str, *, replies_since: dt.datetime | None = None
+    ) -> GroupSnapshot:
+        """The group's mute, last quote, last phrase and rhythm, and with ``replies_since`` the
+        count of the bot's replies since then, as one read.
+
+        The router reads a group through this once per route (``docs/routing.md``). This
+        default asks the single-value methods; a backend that can fetch them in one query or
+        round trip overrides it.
+        """
+        return GroupSnapshot(
+            mute=self.mute(bot_id, group_id),
+            last_quote_at=self.last_quote_at(bot_id, group_id),
+            last_phrase=self.last_phrase(bot_id, group_id),
+            rhythm=self.rhythm(bot_id, group_id),
+            replies_since=replies_since,
+            bot_replies=0
+            if replies_since is None
+            else self.bot_replies_since(bot_id, group_id, replies_since),
+        )
 
     # -- cooldown, disabled, silence -------------------------------------------------------
 
@@ -170,11 +216,15 @@ class RoutingState(abc.ABC):
     @abc.abstractmethod
     def record_candidates(
         self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
-    ) -> None:
+    ) -> tuple[QuoteCandidate, ...] | None:
         """Add candidates not yet known, oldest first; only the newest ``limit`` are kept.
 
         A candidate older than the newest one kept is ignored, so feeding the same recent
         messages turn after turn never brings back a candidate that already slid out.
+
+        :returns: the group's candidates after the change, oldest first, as :meth:`candidates`
+            would read them, when the backend has them at hand (it saves the router a read);
+            ``None`` otherwise.
         """
 
     @abc.abstractmethod
@@ -241,14 +291,33 @@ class MemoryRoutingState(RoutingState):
     def _group(self, bot_id: str, group_id: str) -> _GroupState:
         return self._groups.setdefault((bot_id, group_id), _GroupState())
 
-    def mute(self, bot_id: str, group_id: str) -> GroupMute:
+    def snapshot(
+        self, bot_id: str, group_id: str, *, replies_since: dt.datetime | None = None
+    ) -> GroupSnapshot:
         with self._lock:
             group = self._group(bot_id, group_id)
-            return GroupMute(
-                disabled=group.disabled,
-                cooldown_until=group.cooldown_until,
-                silence_until=group.silence_until,
+            return GroupSnapshot(
+                mute=self._mute(group),
+                last_quote_at=group.last_quote_at,
+                last_phrase=group.last_phrase,
+                rhythm=group.rhythm,
+                replies_since=replies_since,
+                bot_replies=0
+                if replies_since is None
+                else sum(1 for at in group.replies if at >= replies_since),
             )
+
+    @staticmethod
+    def _mute(group: _GroupState) -> GroupMute:
+        return GroupMute(
+            disabled=group.disabled,
+            cooldown_until=group.cooldown_until,
+            silence_until=group.silence_until,
+        )
+
+    def mute(self, bot_id: str, group_id: str) -> GroupMute:
+        with self._lock:
+            return self._mute(self._group(bot_id, group_id))
 
     def set_disabled(self, bot_id: str, group_id: str, disabled: bool) -> None:
         with self._lock:
@@ -275,10 +344,11 @@ class MemoryRoutingState(RoutingState):
 
     def record_candidates(
         self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
-    ) -> None:
+    ) -> tuple[QuoteCandidate, ...]:
         with self._lock:
             group = self._group(bot_id, group_id)
             group.candidates = candidates_after(group.candidates, candidates, limit)
+            return tuple(group.candidates)
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
         with self._lock:

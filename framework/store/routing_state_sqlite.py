@@ -1,7 +1,8 @@
 """Routing state in the shared SQLite file (component ``routing``).
 
 Several bot processes can share one file: every change is one short ``BEGIN IMMEDIATE``
-transaction, and every read is indexed by ``(bot_id, group_id)``.
+transaction, and every read is indexed by ``(bot_id, group_id)``. Nothing is cached between calls:
+what another process wrote is seen by the next call.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from framework.items import RhythmProfile
 from framework.store.routing_state import (
     REPLY_LOG_MAX,
     GroupMute,
+    GroupSnapshot,
     QuoteCandidate,
     RoutingState,
     candidates_after,
     kept_messages_after,
 )
+from framework.store.row_memo import RowMemo
 from framework.store.sqlite import Migration, SQLiteDatabase
 from framework.turn import ChatMessage
 
@@ -84,6 +87,33 @@ def _time(value: float | None) -> dt.datetime | None:
     return None if value is None else from_timestamp(value)
 
 
+#: One group's row and, with ``?3``, its reply count; one row even for a group never written.
+_SNAPSHOT = (
+    "SELECT g.disabled, g.cooldown_until, g.silence_until, g.last_quote_at, g.last_phrase,"
+    " g.rhythm{count} FROM (SELECT 1) LEFT JOIN routing_groups AS g"
+    " ON g.bot_id = ?1 AND g.group_id = ?2"
+)
+_SNAPSHOT_ROW = _SNAPSHOT.format(count="")
+_SNAPSHOT_WITH_REPLIES = _SNAPSHOT.format(
+    count=", (SELECT COUNT(*) FROM routing_bot_replies"
+    " WHERE bot_id = ?1 AND group_id = ?2 AND at >= ?3)"
+)
+
+
+def _rhythm(value: str | None) -> RhythmProfile | None:
+    return None if value is None else RhythmProfile(**json.loads(value))
+
+
+def _candidate(values: tuple[Any, ...]) -> QuoteCandidate:
+    message_id, sender_id, text, at = values
+    return QuoteCandidate(
+        message_id=message_id,
+        sender_id=sender_id,
+        text=text,
+        time=from_timestamp(at),
+    )
+
+
 def _message_payload(message: ChatMessage) -> str:
     return json.dumps(
         {
@@ -133,6 +163,9 @@ class SQLiteRoutingState(RoutingState):
 
     _database: SQLiteDatabase = attrs.field(alias="database")
     _migrated: bool = attrs.field(default=False, init=False)
+    _built: RowMemo[QuoteCandidate] = attrs.field(
+        factory=lambda: RowMemo(_candidate), init=False, repr=False, eq=False
+    )
 
     @property
     def database(self) -> SQLiteDatabase:
@@ -165,6 +198,30 @@ class SQLiteRoutingState(RoutingState):
             .fetchone()
         )
         return None if row is None else row[0]
+
+    def snapshot(
+        self, bot_id: str, group_id: str, *, replies_since: dt.datetime | None = None
+    ) -> GroupSnapshot:
+        connection = self.database.connection()
+        if replies_since is None:
+            row = connection.execute(_SNAPSHOT_ROW, (bot_id, group_id)).fetchone()
+        else:
+            row = connection.execute(
+                _SNAPSHOT_WITH_REPLIES, (bot_id, group_id, _epoch(replies_since))
+            ).fetchone()
+        disabled, cooldown, silence, quoted, phrase, rhythm = row[:6]
+        return GroupSnapshot(
+            mute=GroupMute(
+                disabled=bool(disabled),
+                cooldown_until=_time(cooldown),
+                silence_until=_time(silence),
+            ),
+            last_quote_at=_time(quoted),
+            last_phrase=None if phrase is None else str(phrase),
+            rhythm=_rhythm(rhythm),
+            replies_since=replies_since,
+            bot_replies=0 if replies_since is None else int(row[6]),
+        )
 
     def mute(self, bot_id: str, group_id: str) -> GroupMute:
         row = (
@@ -238,40 +295,54 @@ class SQLiteRoutingState(RoutingState):
 
     def record_candidates(
         self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
-    ) -> None:
+    ) -> tuple[QuoteCandidate, ...]:
+        # The rule (candidates_after) only appends and drops the oldest, so the rows change by
+        # deleting the dropped ones and inserting the added ones: in a group that keeps talking,
+        # one of each. A call that changes nothing writes nothing. What it returns is what
+        # candidates() would read now, so the router reads nothing back.
         with self.database.transaction() as connection:
-            kept = self._candidates(connection, bot_id, group_id)
+            rows = connection.execute(
+                "SELECT seq, message_id, sender_id, text, time FROM routing_candidates"
+                " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
+                (bot_id, group_id),
+            ).fetchall()
+            kept = [self._built(row[1:]) for row in rows]
             after = candidates_after(kept, candidates, limit)
-            if after != kept:
-                _replace_rows(
-                    connection,
-                    "routing_candidates",
-                    ("message_id", "sender_id", "text", "time"),
-                    (bot_id, group_id),
-                    [(c.message_id, c.sender_id, c.text, _epoch(c.time)) for c in after],
+            if after == kept:
+                return tuple(kept)
+            stays = {candidate.message_id for candidate in after}
+            dropped = [row[0] for row in rows if row[1] not in stays]
+            if dropped:
+                marks = ", ".join("?" * len(dropped))
+                connection.execute(
+                    f"DELETE FROM routing_candidates WHERE seq IN ({marks})", dropped
                 )
+            known = {candidate.message_id for candidate in kept}
+            added = [
+                (c.message_id, c.sender_id, c.text, _epoch(c.time))
+                for c in after
+                if c.message_id not in known
+            ]
+            connection.executemany(
+                "INSERT INTO routing_candidates (bot_id, group_id, message_id, sender_id, text,"
+                " time) VALUES (?, ?, ?, ?, ?, ?)",
+                [(bot_id, group_id, *row) for row in added],
+            )
+        return tuple(
+            [c for c in kept if c.message_id in stays] + [self._built(row) for row in added]
+        )
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
-        return tuple(self._candidates(self.database.connection(), bot_id, group_id))
-
-    @staticmethod
-    def _candidates(
-        connection: sqlite3.Connection, bot_id: str, group_id: str
-    ) -> list[QuoteCandidate]:
-        rows = connection.execute(
-            "SELECT message_id, sender_id, text, time FROM routing_candidates"
-            " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
-            (bot_id, group_id),
-        ).fetchall()
-        return [
-            QuoteCandidate(
-                message_id=row["message_id"],
-                sender_id=row["sender_id"],
-                text=row["text"],
-                time=from_timestamp(row["time"]),
+        rows = (
+            self.database.connection()
+            .execute(
+                "SELECT message_id, sender_id, text, time FROM routing_candidates"
+                " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
+                (bot_id, group_id),
             )
-            for row in rows
-        ]
+            .fetchall()
+        )
+        return tuple(self._built(row) for row in rows)
 
     def last_quote_at(self, bot_id: str, group_id: str) -> dt.datetime | None:
         return _time(self._get(bot_id, group_id, "last_quote_at"))
@@ -314,8 +385,7 @@ class SQLiteRoutingState(RoutingState):
         return int(row[0])
 
     def rhythm(self, bot_id: str, group_id: str) -> RhythmProfile | None:
-        value = self._get(bot_id, group_id, "rhythm")
-        return None if value is None else RhythmProfile(**json.loads(value))
+        return _rhythm(self._get(bot_id, group_id, "rhythm"))
 
     def set_rhythm(self, bot_id: str, group_id: str, profile: RhythmProfile) -> None:
         self._set(bot_id, group_id, "rhythm", json.dumps(attrs.asdict(profile)))

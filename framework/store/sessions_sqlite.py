@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 import attrs
 
 from framework._dates import from_timestamp
+from framework.store.row_counts import row_counts
+from framework.store.row_memo import RowMemo
 from framework.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
@@ -104,6 +106,8 @@ def _kept_within(
 
 
 def _images(value: str) -> tuple[str, ...]:
+    if value == "[]":  # most rows: no need to parse
+        return ()
     return tuple(str(url) for url in json.loads(value))
 
 
@@ -124,33 +128,62 @@ def _write(database: SQLiteDatabase) -> Iterator[sqlite3.Connection]:
         raise StoreUnavailableError(f"cannot write SQLite store {database.path}: {exc}") from exc
 
 
-def _message(row: sqlite3.Row) -> ChatMessage:
+#: The columns :func:`_message` reads, in its order.
+_MESSAGE_COLUMNS = (
+    "message_id, sender_id, sender_name, text, reply_to, images, addressed, time, utc_offset"
+)
+
+
+def _message(values: tuple[Any, ...]) -> ChatMessage:
+    message_id, sender_id, sender_name, text, reply_to, images, addressed, stamp, offset = values
     return ChatMessage(
-        id=row["message_id"],
-        sender_id=row["sender_id"],
-        sender_name=row["sender_name"],
-        text=row["text"],
-        reply_to=row["reply_to"],
-        images=_images(row["images"]),
-        addressed=bool(row["addressed"]),
-        time=_time(row["time"], row["utc_offset"]),
+        id=message_id,
+        sender_id=sender_id,
+        sender_name=sender_name,
+        text=text,
+        reply_to=reply_to,
+        images=_images(images),
+        addressed=bool(addressed),
+        time=_time(stamp, offset),
     )
 
 
-def _turn(row: sqlite3.Row) -> SessionTurn:
+#: The columns :func:`_turn` reads, in its order.
+_TURN_COLUMNS = (
+    "seq, bot_id, group_id, user_id, role, kind, content, message_id, reply_to, images, time,"
+    " utc_offset, usage"
+)
+
+
+def _turn(values: tuple[Any, ...]) -> SessionTurn:
+    (
+        seq,
+        bot_id,
+        group_id,
+        user_id,
+        role,
+        kind,
+        content,
+        message_id,
+        reply_to,
+        images,
+        stamp,
+        offset,
+        usage,
+    ) = values
     return SessionTurn(
-        bot_id=row["bot_id"],
-        group_id=row["group_id"],
-        user_id=row["user_id"],
-        role=row["role"],
-        kind=TurnKind(row["kind"]),
-        content=row["content"],
-        message_id=row["message_id"],
-        reply_to=row["reply_to"],
-        images=_images(row["images"]),
-        time=_time(row["time"], row["utc_offset"]),
-        usage=json.loads(row["usage"]) if row["usage"] else None,
-        key=row["seq"],
+        bot_id=bot_id,
+        group_id=group_id,
+        user_id=user_id,
+        role=role,
+        kind=TurnKind(kind),
+        content=content,
+        message_id=message_id,
+        reply_to=reply_to,
+        images=_images(images),
+        time=_time(stamp, offset),
+        usage=json.loads(usage) if usage else None,
+        key=seq,
     )
 
 
@@ -166,10 +199,16 @@ class SQLiteGroupLog:
     max_per_group: int = attrs.field(
         default=GROUP_LOG_MAX_PER_GROUP, validator=attrs.validators.ge(16)
     )
+    _messages: RowMemo[ChatMessage] = attrs.field(
+        factory=lambda: RowMemo(_message), init=False, repr=False, eq=False
+    )
 
     def append_group_message(self, bot_id: str, group_id: str, message: ChatMessage) -> bool:
         stamp, offset = _stamp(message.time)
+        counts = row_counts(self.database, "group_messages")
+        group = (bot_id, group_id)
         with _write(self.database) as connection:
+            known = counts.current(connection)
             cursor = connection.execute(
                 "INSERT OR IGNORE INTO group_messages (bot_id, group_id, message_id, sender_id,"
                 " sender_name, text, reply_to, images, addressed, time, utc_offset)"
@@ -182,7 +221,7 @@ class SQLiteGroupLog:
                     message.sender_name,
                     message.text,
                     message.reply_to,
-                    json.dumps(list(message.images)),
+                    json.dumps(list(message.images)) if message.images else "[]",
                     int(message.addressed),
                     stamp,
                     offset,
@@ -190,46 +229,69 @@ class SQLiteGroupLog:
             )
             if cursor.rowcount == 0:
                 return False
-            # Retention: once a group is full, each append deletes the row it pushed out. The
-            # subquery walks the newest max_per_group entries of the covering window index (no
-            # table rows, no sort) and yields only the ones beyond them, a batch at most.
-            pruned = connection.execute(
-                "DELETE FROM group_messages WHERE seq IN (SELECT seq FROM group_messages"
-                " WHERE bot_id = ? AND group_id = ? ORDER BY time DESC, seq DESC"
-                " LIMIT ? OFFSET ?)",
-                (bot_id, group_id, TRIM_BATCH, self.max_per_group),
-            )
-            if pruned.rowcount == 0:
-                return True
-            # A message older than the whole window was deleted at once (or fell into a backlog
-            # left for later batches): nothing was added.
-            return _kept_within(
-                connection,
-                _GROUP_LOG_SCOPE,
-                (bot_id, group_id),
-                cursor.lastrowid,
-                self.max_per_group,
-                whole_excess=pruned.rowcount < TRIM_BATCH,
-            )
+            count = known.get(group)
+            if count is None:
+                count = connection.execute(
+                    "SELECT COUNT(*) FROM group_messages WHERE bot_id = ? AND group_id = ?", group
+                ).fetchone()[0]
+            else:
+                count += 1
+            # Retention: once a group is full, each append deletes what it pushed out, the oldest
+            # rows beyond the window, found from the old end of the window index. The count is
+            # known (framework.store.row_counts), so the window itself is never walked.
+            excess = count - self.max_per_group
+            kept = True
+            if excess > 0:
+                # Trimming is incremental: at most TRIM_BATCH rows a write, so a group far over
+                # its window (an older database, a smaller window) never holds the store long.
+                pushed_out = [
+                    row[0]
+                    for row in connection.execute(
+                        "SELECT seq FROM group_messages WHERE bot_id = ? AND group_id = ?"
+                        " ORDER BY time, seq LIMIT ?",
+                        (*group, min(excess, TRIM_BATCH)),
+                    )
+                ]
+                connection.executemany(
+                    "DELETE FROM group_messages WHERE seq = ?", [(seq,) for seq in pushed_out]
+                )
+                count -= len(pushed_out)
+                if excess <= TRIM_BATCH:
+                    # A message older than the whole window is deleted at once: nothing added.
+                    kept = cursor.lastrowid not in pushed_out
+                else:
+                    # A backlog remains: the message counts only if it is within the window.
+                    kept = _kept_within(
+                        connection,
+                        _GROUP_LOG_SCOPE,
+                        group,
+                        cursor.lastrowid,
+                        self.max_per_group,
+                        whole_excess=False,
+                    )
+        known[group] = count  # only once the write is committed
+        return kept
 
     def recent_group_messages(
         self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int
     ) -> list[ChatMessage]:
         rows = _read(
             self.database,
-            "SELECT * FROM group_messages WHERE bot_id = ? AND group_id = ? AND time <= ?"
+            f"SELECT {_MESSAGE_COLUMNS} FROM group_messages"
+            " WHERE bot_id = ? AND group_id = ? AND time <= ?"
             " ORDER BY time DESC, seq DESC LIMIT ?",
             (bot_id, group_id, until.timestamp(), limit),
         )
-        return [_message(row) for row in reversed(rows)]
+        return [self._messages(row) for row in reversed(rows)]
 
     def find_group_message(self, bot_id: str, group_id: str, message_id: str) -> ChatMessage | None:
         rows = _read(
             self.database,
-            "SELECT * FROM group_messages WHERE bot_id = ? AND group_id = ? AND message_id = ?",
+            f"SELECT {_MESSAGE_COLUMNS} FROM group_messages"
+            " WHERE bot_id = ? AND group_id = ? AND message_id = ?",
             (bot_id, group_id, message_id),
         )
-        return _message(rows[0]) if rows else None
+        return self._messages(rows[0]) if rows else None
 
 
 @attrs.define
@@ -238,6 +300,13 @@ class SQLiteSessionStore:
     ``session_compactions``."""
 
     database: SQLiteDatabase
+    _turns: RowMemo[SessionTurn] = attrs.field(
+        factory=lambda: RowMemo(_turn), init=False, repr=False, eq=False
+    )
+
+    def _turn_of(self, row: Sequence[Any]) -> SessionTurn:
+        # A row with usage holds a dict: built afresh, so that no two reads share one.
+        return _turn(tuple(row)) if row[-1] else self._turns(row)
 
     def append_turns(self, turns: Sequence[SessionTurn], *, storage_window: int) -> int:
         added: list[tuple[int, tuple[str, str, str]]] = []
@@ -290,11 +359,12 @@ class SQLiteSessionStore:
     ) -> SessionTurn | None:
         rows = _read(
             self.database,
-            "SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND user_id = ?"
+            f"SELECT {_TURN_COLUMNS} FROM session_turns"
+            " WHERE bot_id = ? AND group_id = ? AND user_id = ?"
             " AND kind = 'summary' AND time <= ? ORDER BY time DESC LIMIT 1",
             (bot_id, group_id, user_id, until.timestamp()),
         )
-        return _turn(rows[0]) if rows else None
+        return self._turn_of(rows[0]) if rows else None
 
     def group_turns(
         self,
@@ -320,11 +390,12 @@ class SQLiteSessionStore:
         ``session_turns_group``."""
         rows = _read(
             self.database,
-            f"SELECT * FROM session_turns WHERE bot_id = ? AND group_id = ? AND {condition}"
+            f"SELECT {_TURN_COLUMNS} FROM session_turns"
+            f" WHERE bot_id = ? AND group_id = ? AND {condition}"
             " AND time <= ? AND time >= ? ORDER BY time DESC, seq DESC LIMIT ?",
             (*scope, until.timestamp(), _since(since), limit),
         )
-        return [_turn(row) for row in reversed(rows)]
+        return [self._turn_of(row) for row in reversed(rows)]
 
     def claim_compaction(
         self, bot_id: str, group_id: str, user_id: str, *, now: dt.datetime, cooldown_s: float

@@ -1,0 +1,71 @@
+"""How many rows each group holds in a table, known without counting them again.
+
+The group log trims a group to its window on every append. Finding what lies beyond the window
+by walking the window index costs a walk of the whole window (a thousand entries) per message;
+knowing the group's row count, the append deletes the oldest rows beyond it directly. A
+:class:`RowCounts` keeps each group's count as this thread's connection last left it, and trusts
+the counts only while ``PRAGMA data_version`` says that no other connection (another thread's,
+another process's) has committed to the file since. The writer reads it inside its own write
+transaction, which holds the file's write lock, so no commit can come in between; any other
+commit drops every count, and the next append of a group counts it once (``COUNT(*)``).
+
+Counts are kept per :class:`framework.store.sqlite.SQLiteDatabase` object and per thread (each
+thread has its own connection), so every store over one database object shares them. They hold
+while the rows of the table are written through those stores only, as they are.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import weakref
+from collections.abc import Hashable
+
+from framework.store.sqlite import SQLiteDatabase
+
+__all__ = ["RowCounts", "row_counts"]
+
+
+class RowCounts:
+    """The row counts of one table's groups, per thread, valid while no other connection wrote."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def current(self, connection: sqlite3.Connection) -> dict[Hashable, int]:
+        """The counts this thread's ``connection`` may trust now, by group: those it kept, unless
+        another connection has committed since, then none. Call it inside a write transaction,
+        and store a count into it only once that transaction has committed."""
+        version = connection.execute("PRAGMA data_version").fetchone()[0]
+        kept: tuple[sqlite3.Connection, int, dict[Hashable, int]] | None = getattr(
+            self._local, "kept", None
+        )
+        if kept is None or kept[0] is not connection or kept[1] != version:
+            kept = self._local.kept = (connection, version, {})
+        return kept[2]
+
+
+#: Per database object (by id, with a weak reference to tell a reused id apart): its tables'
+#: counts. An entry goes when its database object is collected.
+_COUNTS: dict[int, tuple[weakref.ref[SQLiteDatabase], dict[str, RowCounts]]] = {}
+_COUNTS_LOCK = threading.Lock()
+
+
+def row_counts(database: SQLiteDatabase, table: str) -> RowCounts:
+    """The :class:`RowCounts` of ``table`` in ``database``, shared by every store over it."""
+    entry = _COUNTS.get(id(database))
+    if entry is None or entry[0]() is not database or table not in entry[1]:
+        with _COUNTS_LOCK:
+            entry = _COUNTS.get(id(database))
+            if entry is None or entry[0]() is not database:
+                entry = _COUNTS[id(database)] = (weakref.ref(database), {})
+                weakref.finalize(database, _forget, id(database), entry[0])
+            entry[1].setdefault(table, RowCounts())
+    return entry[1][table]
+
+
+def _forget(key: int, reference: weakref.ref[SQLiteDatabase]) -> None:
+    with _COUNTS_LOCK:
+        entry = _COUNTS.get(key)
+        if entry is not None and entry[0] is reference:
+            del _COUNTS[key]

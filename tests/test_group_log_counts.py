@@ -1,0 +1,96 @@
+"""The SQLite group log trims a group from the row count its connection keeps, and counts again
+whenever another connection has written (``framework/store/row_counts.py``, ``docs/store.md``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from pathlib import Path
+
+import attrs
+
+from framework import ChatMessage
+from framework.store.sessions_schema import SESSION_MIGRATIONS
+from framework.store.sessions_sqlite import SQLiteGroupLog
+from framework.store.sqlite import SQLiteDatabase
+
+T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+WINDOW = 16
+
+
+def _message(name: str, seconds: float) -> ChatMessage:
+    return ChatMessage(id=name, sender_id="3", text=name, time=T0 + dt.timedelta(seconds=seconds))
+
+
+def _database(path: Path) -> SQLiteDatabase:
+    database = SQLiteDatabase(path)
+    database.migrate(SESSION_MIGRATIONS)
+    return database
+
+
+def _stored(database: SQLiteDatabase) -> list[str]:
+    rows = database.connection().execute(
+        "SELECT message_id FROM group_messages WHERE bot_id = 'b' AND group_id = 'g'"
+        " ORDER BY time, seq"
+    )
+    return [row[0] for row in rows]
+
+
+def test_writes_of_another_connection_are_counted_before_trimming(tmp_path: Path) -> None:
+    path = tmp_path / "log.sqlite3"
+    here = SQLiteGroupLog(_database(path), max_per_group=WINDOW)
+    there = SQLiteGroupLog(SQLiteDatabase(path), max_per_group=2 * WINDOW)
+    for number in range(WINDOW):
+        here.append_group_message("b", "g", _message(f"h{number}", number))
+    # Another connection, under a wider window, doubles the group; the count this connection
+    # kept is stale now, and dropped.
+    for number in range(WINDOW, 2 * WINDOW):
+        there.append_group_message("b", "g", _message(f"t{number}", number))
+    assert len(_stored(here.database)) == 2 * WINDOW
+    assert here.append_group_message("b", "g", _message("last", 100))
+    assert _stored(here.database) == [f"t{n}" for n in range(WINDOW + 1, 2 * WINDOW)] + ["last"]
+
+
+def test_group_logs_over_one_database_share_their_counts(tmp_path: Path) -> None:
+    wide = SQLiteGroupLog(_database(tmp_path / "log.sqlite3"), max_per_group=2 * WINDOW)
+    for number in range(2 * WINDOW):
+        wide.append_group_message("b", "g", _message(f"m{number}", number))
+    narrow = attrs.evolve(wide, max_per_group=WINDOW)
+    other = SQLiteGroupLog(wide.database, max_per_group=WINDOW)
+    assert narrow.append_group_message("b", "g", _message("n1", 100))
+    assert other.append_group_message("b", "g", _message("n2", 101))
+    assert _stored(wide.database) == [f"m{n}" for n in range(WINDOW + 2, 2 * WINDOW)] + [
+        "n1",
+        "n2",
+    ]
+    # The wide window counts on from there: nothing is trimmed under it.
+    assert wide.append_group_message("b", "g", _message("n3", 102))
+    assert len(_stored(wide.database)) == WINDOW + 1
+    # Under the narrow one again, an old message is pushed out at once with the oldest of the rest.
+    assert not narrow.append_group_message("b", "g", _message("ancient", -1))
+    assert _stored(wide.database)[-3:] == ["n1", "n2", "n3"]
+    assert len(_stored(wide.database)) == WINDOW
+
+
+def test_threads_appending_at_once_keep_the_newest_window(tmp_path: Path) -> None:
+    log = SQLiteGroupLog(_database(tmp_path / "log.sqlite3"), max_per_group=WINDOW)
+    per_thread = 60
+
+    def append(thread: int) -> None:
+        for number in range(per_thread):
+            seconds = number * 4 + thread  # the threads' messages interleave in time
+            log.append_group_message("b", "g", _message(f"{thread}-{number}", seconds))
+
+    workers = [threading.Thread(target=append, args=(thread,)) for thread in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    newest = sorted(
+        (
+            (number * 4 + thread, f"{thread}-{number}")
+            for thread in range(4)
+            for number in range(60)
+        ),
+    )[-WINDOW:]
+    assert _stored(log.database) == [name for _, name in newest]
