@@ -94,3 +94,17 @@ def test_threads_appending_at_once_keep_the_newest_window(tmp_path: Path) -> Non
         ),
     )[-WINDOW:]
     assert _stored(log.database) == [name for _, name in newest]
+
+
+def test_a_database_collected_while_counts_are_taken_does_not_deadlock(tmp_path: Path) -> None:
+    from framework.store import row_counts as module
+
+    # The garbage collector may finalize another database object while this thread holds the
+    # lock in row_counts; that finalizer (_forget) takes the lock again on the same thread.
+    with module._COUNTS_LOCK:
+        assert module._COUNTS_LOCK.acquire(timeout=1)
+        module._COUNTS_LOCK.release()
+    database = SQLiteDatabase(tmp_path / "a.sqlite3")
+    assert module.row_counts(database, "group_messages") is module.row_counts(
+        database, "group_messages"
+    )

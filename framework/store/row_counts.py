@@ -48,7 +48,9 @@ class RowCounts:
 #: Per database object (by id, with a weak reference to tell a reused id apart): its tables'
 #: counts. An entry goes when its database object is collected.
 _COUNTS: dict[int, tuple[weakref.ref[SQLiteDatabase], dict[str, RowCounts]]] = {}
-_COUNTS_LOCK = threading.Lock()
+# Reentrant: the garbage collector may run a finalizer (_forget) of another database object
+# while this thread holds the lock in row_counts, and that finalizer takes the lock too.
+_COUNTS_LOCK = threading.RLock()
 
 
 def row_counts(database: SQLiteDatabase, table: str) -> RowCounts:
