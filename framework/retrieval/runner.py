@@ -183,17 +183,22 @@ async def _settle(found: Awaitable[Any], timeout: float) -> Any:
     return await asyncio.wait_for(found, timeout)
 
 
+#: What a retriever returns that cannot be awaitable: no need to ask.
+_PLAIN = (RetrievalResult, list, tuple)
+
+
 def _call_inline(retriever: Retriever, query: RetrievalQuery, timeout: float) -> Any:
     """Call a sync retriever that does not block, here; a call that returns past its timeout
     counts as timed out. An awaitable it hands back is awaited on an event loop of its own, for
     what is left of the timeout (no loop runs on this thread: see
     :meth:`RetrievalRunner.run_inline`)."""
-    deadline = time.monotonic() + timeout
+    start = time.perf_counter()
     found = retriever.retrieve(query)
-    if time.monotonic() > deadline:
+    left = timeout - (time.perf_counter() - start)
+    if left < 0:
         raise TimeoutError
-    if inspect.isawaitable(found):
-        found = asyncio.run(_settle(found, max(0.0, deadline - time.monotonic())))
+    if not isinstance(found, _PLAIN) and inspect.isawaitable(found):
+        found = asyncio.run(_settle(found, left))
     return found
 
 
