@@ -132,6 +132,8 @@ def _describe(item: Any) -> RetrievalHit:
 
 
 def _normalize(found: Any) -> RetrievalResult:
+    if type(found) is RetrievalResult:
+        return found
     if found is None:
         return RetrievalResult()
     if isinstance(found, RetrievalResult):
@@ -187,12 +189,11 @@ async def _settle(found: Awaitable[Any], timeout: float) -> Any:
 _PLAIN = (RetrievalResult, list, tuple)
 
 
-def _call_inline(retriever: Retriever, query: RetrievalQuery, timeout: float) -> Any:
-    """Call a sync retriever that does not block, here; a call that returns past its timeout
-    counts as timed out. An awaitable it hands back is awaited on an event loop of its own, for
-    what is left of the timeout (no loop runs on this thread: see
+def _call_inline(retriever: Retriever, query: RetrievalQuery, timeout: float, start: float) -> Any:
+    """Call a sync retriever that does not block, here, at ``start``; a call that returns past
+    its timeout counts as timed out. An awaitable it hands back is awaited on an event loop of
+    its own, for what is left of the timeout (no loop runs on this thread: see
     :meth:`RetrievalRunner.run_inline`)."""
-    start = time.perf_counter()
     found = retriever.retrieve(query)
     left = timeout - (time.perf_counter() - start)
     if left < 0:
@@ -218,10 +219,13 @@ def _traced(
             duration_ms=duration,
             details=result.details,
         ), ()
-    items, details = result.items, result.details
+    items, details, hits = result.items, result.details, result.hits
     if len(items) > ITEMS_MAX:
         items, details = items[:ITEMS_MAX], {**details, "items_cut_at": ITEMS_MAX}
-    hits = result.hits[:TRACE_HITS_MAX] or tuple(_describe(item) for item in items[:TRACE_HITS_MAX])
+    if len(hits) > TRACE_HITS_MAX:
+        hits = hits[:TRACE_HITS_MAX]
+    elif not hits and items:
+        hits = tuple(map(_describe, items[:TRACE_HITS_MAX]))
     return RetrieverTrace(
         retriever=retriever.name,
         plugin=entry.plugin,
@@ -448,7 +452,7 @@ class RetrievalRunner:
             return skipped, ()
         start = time.perf_counter()
         try:
-            result = _normalize(_call_inline(entry.item, query, timeout))
+            result = _normalize(_call_inline(entry.item, query, timeout, start))
         except TimeoutError:
             return _timed_out(entry, timeout, start)
         except Exception as exc:

@@ -23,6 +23,7 @@ the size of the corpus, so a minimum score means the same for every group.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import re
@@ -77,7 +78,18 @@ def normalize_query(text: str, self_names: Iterable[str] = ()) -> str:
     return " ".join(_MENTION.sub(" ", query).split())
 
 
-def _terms(text: str) -> list[str]:
+#: Texts up to this long (chat lines) have their terms remembered (:func:`_terms`).
+REMEMBERED_CHARS = 400
+
+
+def _terms(text: str) -> tuple[str, ...]:
+    """The terms of ``text`` in order, repeats included. A chat line's are remembered for the
+    lines of the last turns: the message searched for in one turn is a recent group line, read
+    for events, in the next ones."""
+    return _recent_terms(text) if len(text) <= REMEMBERED_CHARS else _find_terms(text)
+
+
+def _find_terms(text: str) -> tuple[str, ...]:
     terms: list[str] = []
     for run in _RUNS.findall(text.casefold()):
         if len(run) < 2:
@@ -87,7 +99,10 @@ def _terms(text: str) -> list[str]:
         else:
             # Each character joined to the next: the run's bigrams, in order.
             terms.extend(map(operator.add, run, run[1:]))
-    return terms
+    return tuple(terms)
+
+
+_recent_terms = functools.lru_cache(maxsize=1024)(_find_terms)
 
 
 def text_terms(text: str) -> frozenset[str]:
