@@ -171,4 +171,4 @@ class RetrievalResult:
     @classmethod
     def skip(cls, reason: SkipReason | str, **details: Any) -> RetrievalResult:
         """A result saying the retriever did not search, and why."""
-        return cls(skipped=SkipReason(reason), details=details)
+        return cls(skipped=reason, details=details)

@@ -96,6 +96,8 @@ class _TermIndex(Generic[T]):
     def search(self, terms: Sequence[str], limit: int) -> list[Scored[T]]:
         """The ``limit`` best rows sharing a term with ``terms``: by score, then by matched
         terms, then newest first."""
+        if not self.rows:
+            return []
         sharing: set[int] = set()
         holding = self.holding
         for term in terms:
