@@ -11,7 +11,6 @@ import attrs
 import click
 
 from framework.cli.common import EchoHandler, build_runtime, config_option, echo_json, not_blank
-from framework.cli.data import import_data, store
 from framework.cli.problems import configured_file_problem, report_lines
 from framework.cli.render import render
 from framework.cli.style import resolve_colour
@@ -21,11 +20,13 @@ __all__ = ["cli"]
 log = logging.getLogger("promptweave.cli")
 
 #: Subcommands whose modules are imported only when that command runs (or help lists it): they
-#: bring the live loop, delivery and the routing batch, which ``render`` never needs
-#: (``docs/performance.md``).
+#: bring the live loop, delivery, the routing batch and the data importer, which ``render``
+#: never needs (``docs/performance.md``).
 LAZY_COMMANDS = {
+    "import": ("framework.cli.data", "import_data"),
     "replay": ("framework.cli.replay", "replay"),
     "route": ("framework.cli.route", "route"),
+    "store": ("framework.cli.data", "store"),
 }
 
 
@@ -150,5 +151,3 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
 
 
 cli.add_command(render)
-cli.add_command(import_data)
-cli.add_command(store)
