@@ -48,6 +48,7 @@ __all__ = [
     "PluginManager",
     "available_contrib_plugins",
     "build_plugin_manager",
+    "cache_directory",
 ]
 
 ENTRY_POINT_GROUP = "promptweave"
@@ -208,11 +209,12 @@ def _mtime(path: str) -> int | None:
 
 
 def _path_signature(paths: Sequence[str]) -> list[object] | None:
-    """What the distributions on ``paths`` depend on: each entry's modification time (a
-    directory's changes when a distribution is installed or removed in it) and, in a directory,
-    the name and modification time of every metadata directory and of its ``entry_points.txt``
-    (edited in place by hand or by an editable install). ``None`` when a finder that does not
-    look at ``paths`` could contribute distributions."""
+    """What the distributions on ``paths`` depend on: for a file (a zip archive), its
+    modification time and size; in a directory, the name and modification time of every metadata
+    directory (one is added or removed with each distribution installed or removed) and of its
+    ``entry_points.txt`` (edited in place by hand or by an editable install). Other files in the
+    directories do not count: a script's directory changes all the time. ``None`` when a finder
+    that does not look at ``paths`` could contribute distributions."""
     for finder in sys.meta_path:
         if getattr(finder, "find_distributions", None) is None:
             continue
@@ -239,20 +241,26 @@ def _path_signature(paths: Sequence[str]) -> list[object] | None:
                         metadata.append([child.name, _mtime(child.path), _mtime(points)])
         except OSError:
             return None
-        signature.append([path, entry_stat.st_mtime_ns, sorted(metadata)])
+        signature.append([path, sorted(metadata)])
     return signature
+
+
+def cache_directory(env: Mapping[str, str]) -> Path | None:
+    """Where promptweave keeps what it caches between runs: ``PROMPTWEAVE_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/promptweave``, else ``~/.cache/promptweave``; ``None`` (no cache) when
+    ``PROMPTWEAVE_CACHE_DIR`` is set but empty."""
+    configured = env.get(ENV_CACHE_DIR)
+    if configured is not None:
+        return Path(configured) if configured.strip() else None
+    base = env.get("XDG_CACHE_HOME", "").strip()
+    return (Path(base) if base else Path.home() / ".cache") / "promptweave"
 
 
 def _cache_file(env: Mapping[str, str]) -> Path | None:
     """The cache file of this interpreter and import path, or ``None`` if caching is off."""
-    configured = env.get(ENV_CACHE_DIR)
-    if configured is not None:
-        if not configured.strip():
-            return None
-        directory = Path(configured)
-    else:
-        base = env.get("XDG_CACHE_HOME", "").strip()
-        directory = (Path(base) if base else Path.home() / ".cache") / "promptweave"
+    directory = cache_directory(env)
+    if directory is None:
+        return None
     # One file per interpreter and import path, so two environments never overwrite each other.
     identity = json.dumps([sys.executable, sys.path]).encode()
     return directory / f"plugins-{hashlib.sha256(identity).hexdigest()[:16]}.json"

@@ -1,0 +1,181 @@
+"""The code attrs and cattrs generate, kept on disk between runs of the ``promptweave`` command.
+
+attrs writes the methods of every record class (``__init__``, ``__eq__``, ``__repr__``…) as
+Python source and compiles it when the class is built; cattrs does the same for each structuring
+function it makes. A ``promptweave render`` builds some two hundred of them, and compiling is a
+fifth of its run. The same source compiled with the same file name, mode and flags is the same
+code, so the command keeps the code objects in one file (written with :mod:`marshal`, as the
+interpreter writes ``__pycache__``) and compiles only sources it has not seen.
+
+Importing this module installs the cache: :mod:`framework.cli.main` imports it before any module
+that defines records. The library never does (a long-running process builds each class once);
+``PROMPTWEAVE_CACHE_DIR`` set but empty turns the cache off (``docs/performance.md``).
+"""
+
+from __future__ import annotations
+import __future__
+
+import atexit
+import builtins
+import functools
+import hashlib
+import importlib
+import marshal
+import operator
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from types import CodeType
+
+from framework.plugins.manager import cache_directory
+
+__all__ = ["CODE_CACHE", "GENERATORS", "CodeCache", "install_code_cache"]
+
+#: The modules whose ``compile`` calls go through the cache: attrs' class builder and cattrs'
+#: code generator. Both call the builtin by its global name, which a module global shadows.
+GENERATORS = ("attr._make", "cattrs.gen")
+
+#: The most code objects the file holds (a ``promptweave render`` uses some 230). Past it a write
+#: keeps only what its run used, so the code of classes edited long ago does not pile up; a
+#: process that used more (a test run) is no command start-up and writes nothing.
+MAX_ENTRIES = 600
+
+#: attrs' generated file names, ``<attrs generated methods pkg.module.Class>`` (``-2``… added
+#: when the name is taken).
+_ATTRS_FILENAME = re.compile(r"<attrs generated \S+ (?P<qualified>.+?)(?:-\d+)?>")
+#: A number no generated source holds, compiled in place of the salt of ``__hash__``.
+_SALT_STAND_IN = 0x5A17_5A17_5A17_5A17
+
+#: The flags a ``compile`` call inherits from the code that calls it (``from __future__``).
+_FUTURE_FLAGS = functools.reduce(
+    operator.or_,
+    (getattr(__future__, name).compiler_flag for name in __future__.all_feature_names),
+)
+
+
+class CodeCache:
+    """A ``compile`` that looks the code up first.
+
+    :param file: where the code is read from and written to; ``None`` keeps it in memory.
+    """
+
+    def __init__(self, file: Path | None) -> None:
+        self.file = file
+        self.codes: dict[bytes, CodeType] = self._read()
+        self.used: dict[bytes, CodeType] = {}
+        #: How many sources this run compiled because the cache did not hold them.
+        self.compiled = 0
+
+    def _read(self) -> dict[bytes, CodeType]:
+        if self.file is None:
+            return {}
+        try:
+            loaded = marshal.loads(self.file.read_bytes())
+        except (OSError, EOFError, ValueError, TypeError):
+            return {}
+        if not isinstance(loaded, dict):
+            return {}
+        return {
+            key: code
+            for key, code in loaded.items()
+            if isinstance(key, bytes) and isinstance(code, CodeType)
+        }
+
+    def compile(
+        self,
+        source: object,
+        filename: object,
+        mode: str,
+        flags: int = 0,
+        dont_inherit: bool = False,
+        optimize: int = -1,
+        **kwargs: object,
+    ) -> object:
+        """:func:`compile`, with the same result: the flags the caller would pass on by
+        inheritance are passed explicitly, and are part of the key."""
+        if not dont_inherit:
+            flags |= sys._getframe(1).f_code.co_flags & _FUTURE_FLAGS
+        if kwargs or optimize != -1 or not isinstance(source, str) or not isinstance(filename, str):
+            return builtins.compile(source, filename, mode, flags, True, optimize, **kwargs)  # type: ignore[call-overload]
+        salt, source = _without_salt(source, filename)
+        key = hashlib.blake2b(
+            f"{mode}\0{flags}\0{filename}\0{source}".encode("utf-8", "surrogatepass"),
+            digest_size=16,
+        ).digest()
+        code = self.codes.get(key)
+        if code is None:
+            code = builtins.compile(source, filename, mode, flags, True)
+            self.codes[key] = code
+            self.compiled += 1
+        self.used[key] = code
+        return code if salt is None else _with_constant(code, _SALT_STAND_IN, salt)
+
+    def save(self) -> None:
+        """Write the file if this run compiled anything (atomically: a process starting
+        meanwhile reads the old file or the new one)."""
+        if self.file is None or not self.compiled or len(self.used) > MAX_ENTRIES:
+            return
+        codes = self.codes if len(self.codes) <= MAX_ENTRIES else self.used
+        temporary = self.file.with_name(f"{self.file.name}.{os.getpid()}.tmp")
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_bytes(marshal.dumps(codes))
+            os.replace(temporary, self.file)
+        except OSError:
+            # A read-only or full disk costs the compilations next time, nothing else.
+            temporary.unlink(missing_ok=True)
+
+
+def _without_salt(source: str, filename: str) -> tuple[int | None, str]:
+    """attrs salts each class's ``__hash__`` with ``hash()`` of a name, which differs from
+    process to process (``PYTHONHASHSEED``): the source with that number replaced by a fixed
+    stand-in, so it is the same in every run, and the number, to put back into the code."""
+    match = _ATTRS_FILENAME.fullmatch(filename)
+    if match is None:
+        return None, source
+    salt = hash(f"<attrs generated hash {match.group('qualified')}>")
+    # The salt's line in the ``hash((...))`` call: eight spaces deeper than the call, alone.
+    line = f"        {salt},\n"
+    if str(_SALT_STAND_IN) in source or line not in source:
+        return None, source
+    return salt, source.replace(line, f"        {_SALT_STAND_IN},\n")
+
+
+def _with_constant(code: CodeType, old: int, new: int) -> CodeType:
+    """``code`` with every constant ``old`` (in nested functions too) replaced by ``new``."""
+    constants = tuple(
+        new
+        if type(constant) is int and constant == old
+        else _with_constant(constant, old, new)
+        if isinstance(constant, CodeType)
+        else constant
+        for constant in code.co_consts
+    )
+    return code.replace(co_consts=constants)
+
+
+def _cache_file(env: Mapping[str, str]) -> Path | None:
+    directory = cache_directory(env)
+    if directory is None:
+        return None
+    # Code objects are specific to the interpreter version and the optimisation level. (Not
+    # ``attrs.__version__``: reading it parses the installed distributions' metadata.)
+    return (
+        directory / f"generated-code-{sys.implementation.cache_tag}-O{sys.flags.optimize}.marshal"
+    )
+
+
+def install_code_cache(env: Mapping[str, str] | None = None) -> CodeCache:
+    """Route the ``compile`` calls of :data:`GENERATORS` through a cache read from disk, and
+    write it back when the process exits."""
+    cache = CodeCache(_cache_file(os.environ if env is None else env))
+    for name in GENERATORS:
+        vars(importlib.import_module(name))["compile"] = cache.compile
+    atexit.register(cache.save)
+    return cache
+
+
+#: The cache of this process, installed on import.
+CODE_CACHE = install_code_cache()
