@@ -124,3 +124,20 @@ def test_the_facade_imports_for_type_checkers_what_it_loads_at_run_time() -> Non
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
         _ = framework.NoSuchName  # type: ignore[attr-defined]
+
+
+def test_the_command_leaves_the_collector_nothing_to_walk_at_exit() -> None:
+    # An exit handler registered before the command runs after the command's own ones.
+    script = (
+        "import atexit, gc\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n" + RENDER
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT), "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
+    assert result.stdout.splitlines()[-1] == "frozen True"
