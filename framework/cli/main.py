@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import difflib
-import functools
-import gc
 import importlib
 import logging
 from pathlib import Path
@@ -13,7 +10,9 @@ from pathlib import Path
 import attrs
 import click
 
-import framework.cli.code_cache  # noqa: F401  (first: installs the code cache)
+# Imported before any module that defines records: it installs the code cache and pauses the
+# collector until the modules below are loaded (``framework.cli.startup``).
+import framework.cli.startup
 from framework.cli.common import EchoHandler, build_runtime, config_option, echo_json, not_blank
 from framework.cli.problems import configured_file_problem, report_lines
 from framework.cli.render import render
@@ -67,19 +66,7 @@ def cli(colour: bool | None) -> None:
     logger.handlers = [handler]
     logger.propagate = False
     click.get_current_context().call_on_close(handler.report_repeats)
-    _skip_the_last_collection()
-
-
-@functools.cache
-def _skip_the_last_collection() -> None:
-    """At exit, move every object to the collector's permanent generation (once per process).
-
-    Python's shutdown runs the cycle collector over everything the command loaded, a tenth of a
-    short command's time; the process is about to end and gives its memory back whole. Only
-    objects already unreachable in reference cycles lose their finalizers, as they would on
-    any exit the collector does not reach (``docs/performance.md``).
-    """
-    atexit.register(gc.freeze)
+    framework.cli.startup.skip_the_last_collection()
 
 
 @cli.command()
@@ -168,3 +155,4 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
 
 
 cli.add_command(render)
+framework.cli.startup.modules_loaded()

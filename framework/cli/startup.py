@@ -1,15 +1,26 @@
-"""The code attrs and cattrs generate, kept on disk between runs of the ``promptweave`` command.
+"""What the ``promptweave`` command does before it loads its modules, to start fast
+(``docs/performance.md``).
 
-attrs writes the methods of every record class (``__init__``, ``__eq__``, ``__repr__``…) as
-Python source and compiles it when the class is built; cattrs does the same for each structuring
-function it makes. A ``promptweave render`` builds some two hundred of them, and compiling is a
-fifth of its run. The same source compiled with the same file name, mode and flags is the same
-code, so the command keeps the code objects in one file (written with :mod:`marshal`, as the
-interpreter writes ``__pycache__``) and compiles only sources it has not seen.
+**The code attrs and cattrs generate, kept on disk.** attrs writes the methods of every record
+class (``__init__``, ``__eq__``, ``__repr__``…) as Python source and compiles it when the class
+is built; cattrs does the same for each structuring function it makes. A ``promptweave render``
+builds some two hundred of them, and compiling was a fifth of its run. The same source compiled
+with the same file name, mode and flags is the same code, so the command keeps the code objects
+in one file (written with :mod:`marshal`, as the interpreter writes ``__pycache__``) and compiles
+only sources it has not seen. ``PROMPTWEAVE_CACHE_DIR`` set but empty turns the file off.
 
-Importing this module installs the cache: :mod:`framework.cli.main` imports it before any module
-that defines records. The library never does (a long-running process builds each class once);
-``PROMPTWEAVE_CACHE_DIR`` set but empty turns the cache off (``docs/performance.md``).
+**The cycle collector paused while the modules load.** Loading allocates tens of thousands of
+objects that live as long as the process (classes, functions, constants); the collector would
+walk them again and again. :func:`modules_loaded` moves them out of its way and resumes it.
+
+**No collection at exit.** :func:`skip_the_last_collection`: Python's shutdown runs the collector
+over everything the command loaded, a tenth of a short command's time, just before the process
+gives its memory back whole.
+
+Importing this module installs the cache and pauses the collector: :mod:`framework.cli.main`
+imports it before any module that defines records, and calls :func:`modules_loaded` once its
+modules are in. The library never does any of this (a long-running process builds each class
+once and needs its collector).
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ import __future__
 import atexit
 import builtins
 import functools
+import gc
 import hashlib
 import importlib
 import marshal
@@ -31,7 +43,14 @@ from types import CodeType
 
 from framework.plugins.manager import cache_directory
 
-__all__ = ["CODE_CACHE", "GENERATORS", "CodeCache", "install_code_cache"]
+__all__ = [
+    "CODE_CACHE",
+    "GENERATORS",
+    "CodeCache",
+    "install_code_cache",
+    "modules_loaded",
+    "skip_the_last_collection",
+]
 
 #: The modules whose ``compile`` calls go through the cache: attrs' class builder and cattrs'
 #: code generator. Both call the builtin by its global name, which a module global shadows.
@@ -177,5 +196,21 @@ def install_code_cache(env: Mapping[str, str] | None = None) -> CodeCache:
     return cache
 
 
+def modules_loaded() -> None:
+    """Resume the collector paused on import, after moving what loading built to its permanent
+    generation (objects it never walks again)."""
+    gc.freeze()
+    gc.enable()
+
+
+@functools.cache
+def skip_the_last_collection() -> None:
+    """At exit, move every object to the collector's permanent generation, so the shutdown does
+    not walk them (registered once per process). Only objects already unreachable in reference
+    cycles lose their finalizers, as on any exit the collector does not reach."""
+    atexit.register(gc.freeze)
+
+
+gc.disable()
 #: The cache of this process, installed on import.
 CODE_CACHE = install_code_cache()

@@ -1,6 +1,6 @@
-"""The code cache of the ``promptweave`` command: the code attrs and cattrs generate is read back
-from disk instead of compiled, and behaves exactly as freshly compiled code
-(``docs/performance.md``)."""
+"""What the ``promptweave`` command does to start fast: the code attrs and cattrs generate is read
+back from disk instead of compiled, and behaves exactly as freshly compiled code; the collector is
+paused while the modules load and skipped at exit (``docs/performance.md``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ import cattrs
 import cattrs.gen
 import pytest
 
-from framework.cli.code_cache import CodeCache, _cache_file, _with_constant, _without_salt
+# First, as the command does: importing the startup module alone would leave the collector paused.
+import framework.cli.main  # noqa: F401
+from framework.cli.startup import CodeCache, _cache_file, _with_constant, _without_salt
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -152,7 +154,7 @@ def test_a_run_that_compiled_nothing_or_too_much_writes_nothing(
     cache = CodeCache(file)
     _use(monkeypatch, cache)
     _record_class()
-    monkeypatch.setattr("framework.cli.code_cache.MAX_ENTRIES", len(cache.used) - 1)
+    monkeypatch.setattr("framework.cli.startup.MAX_ENTRIES", len(cache.used) - 1)
     cache.save()
     assert not file.exists()
 
@@ -168,7 +170,7 @@ def _render_in_a_fresh_process(cache_dir: str) -> tuple[str, int]:
     script = (
         "import contextlib, io, json\n"
         "from framework.cli.main import cli\n"
-        "from framework.cli.code_cache import CODE_CACHE\n"
+        "from framework.cli.startup import CODE_CACHE\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out):\n"
         "    try:\n"
@@ -199,3 +201,24 @@ def test_a_second_command_compiles_nothing_and_prints_the_same(tmp_path: Path) -
     cache_off, compiled_off = _render_in_a_fresh_process("")
     assert cache_off == first
     assert compiled_off == compiled_first
+
+
+def test_the_collector_is_paused_while_the_command_loads_and_resumed_after() -> None:
+    script = (
+        "import gc, attrs, cattrs, click, difflib, importlib, logging, pathlib\n"
+        "import framework.cli.startup\n"
+        "print(gc.isenabled())\n"
+        "before = [stats['collections'] for stats in gc.get_stats()]\n"
+        "import framework.cli.main\n"
+        "after = [stats['collections'] for stats in gc.get_stats()]\n"
+        "print(before == after, gc.isenabled(), gc.get_freeze_count() > 1000)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.stdout.split() == ["False", "True", "True", "True"]
