@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FACADE = ROOT / "framework" / "__init__.py"
 
 #: Modules a turn render never needs: the live loop, delivery, session compression, image
-#: downloads, fuzzy matching, route files and the event log.
+#: downloads, fuzzy matching, route files, the event log, and the name suggestions of errors.
 NOT_FOR_RENDER = (
     "framework.loop.live",
     "framework.loop.tools",
@@ -30,6 +30,7 @@ NOT_FOR_RENDER = (
     "urllib.request",
     "http.client",
     "rapidfuzz",
+    "difflib",
 )
 
 #: Modules a render needs no more once the discovery cache holds the installed plugins (the

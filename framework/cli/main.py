@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import logging
 from pathlib import Path
@@ -103,6 +102,8 @@ def plugins(
 
 def _check_hook_names(hooks: tuple[str, ...], known: list[str]) -> None:
     """``--hook`` names must be hooks: a typo would otherwise list nothing, successfully."""
+    import difflib  # only to suggest a name
+
     for name in hooks:
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)

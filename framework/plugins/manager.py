@@ -18,7 +18,6 @@ import path and the metadata directories on it are unchanged (``docs/performance
 
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import importlib
@@ -456,6 +455,8 @@ def _register_extra(manager: PluginManager, plugin: object) -> None:
 
 
 def _suggest(name: str, known: Iterable[str]) -> str:
+    import difflib  # only for a name that matches nothing
+
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
