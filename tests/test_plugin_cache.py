@@ -4,6 +4,7 @@ soon as a distribution is installed, removed or its entry points edited (``docs/
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import types
@@ -165,9 +166,22 @@ def test_the_cache_lives_under_xdg_cache_home_by_default(
     manager._installed_plugins(env)
     manager._installed_plugins(env)
     assert len(scans) == 1
-    assert [path.parent.name for path in (tmp_path / "xdg" / "promptweave").iterdir()] == [
-        "promptweave"
-    ]
+    assert [path.name for path in (tmp_path / "xdg" / "promptweave").iterdir()] == ["plugins.json"]
+
+
+def test_the_file_keeps_the_newest_scans_only(
+    site: Path, tmp_path: Path, scans: list[manager._Installed], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(manager, "_CACHE_SCANS", 2)
+    for name in ("first", "second", "third"):
+        _install(site, name, "1.0", f"[promptweave]\n{name} = {name}_mod\n")
+        manager._installed_plugins(_env(tmp_path))
+    (file,) = (tmp_path / "cache").iterdir()
+    assert len(json.loads(file.read_text(encoding="utf-8"))["scans"]) == 2
+    assert len(scans) == 3
+    # The newest is still there: asked again, nothing is scanned.
+    manager._installed_plugins(_env(tmp_path))
+    assert len(scans) == 3
 
 
 def test_a_finder_the_cache_cannot_watch_turns_it_off(

@@ -83,6 +83,8 @@ ENV_CACHE_DIR = "PROMPTWEAVE_CACHE_DIR"
 
 #: Bumped when the cache file's content changes meaning, so an old file is never misread.
 _CACHE_FORMAT = 1
+#: How many scans the cache file keeps (the newest): one per interpreter and import path in use.
+_CACHE_SCANS = 32
 #: The finders whose distributions are directories and files on ``sys.path``: the only ones the
 #: cache can tell have changed. Any other finder with ``find_distributions`` turns the cache off.
 _PATH_FINDERS = frozenset(
@@ -220,7 +222,7 @@ def _path_signature(paths: Sequence[str]) -> list[object] | None:
         kind = finder if isinstance(finder, type) else type(finder)
         if f"{kind.__module__}.{kind.__qualname__}" not in _PATH_FINDERS:
             return None
-    signature: list[object] = [_CACHE_FORMAT, sys.version]
+    signature: list[object] = [_CACHE_FORMAT, sys.executable, sys.version]
     for entry in paths:
         path = os.path.abspath(entry or ".")
         try:
@@ -256,22 +258,26 @@ def cache_directory(env: Mapping[str, str]) -> Path | None:
 
 
 def _cache_file(env: Mapping[str, str]) -> Path | None:
-    """The cache file of this interpreter and import path, or ``None`` if caching is off."""
+    """The discovery cache file, or ``None`` if caching is off."""
     directory = cache_directory(env)
-    if directory is None:
-        return None
-    # One file per interpreter and import path, so two environments never overwrite each other.
-    identity = json.dumps([sys.executable, sys.path]).encode()
-    return directory / f"plugins-{hashlib.sha256(identity).hexdigest()[:16]}.json"
+    return None if directory is None else directory / "plugins.json"
 
 
-def _read_cache(file: Path, key: str) -> _Installed | None:
+def _read_cache(file: Path) -> dict[str, Any]:
+    """The cached scans by key; empty if the file is missing or damaged."""
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-        if data["key"] != key:
-            return None
+    except (OSError, ValueError):
+        return {}
+    scans = data.get("scans") if isinstance(data, dict) else None
+    return scans if isinstance(scans, dict) else {}
+
+
+def _cached(scans: Mapping[str, Any], key: str) -> _Installed | None:
+    try:
+        scan = scans[key]
         return _Installed(
-            own_version=data["own_version"],
+            own_version=scan["own_version"],
             entry_points=tuple(
                 _EntryPoint(
                     name=name,
@@ -280,14 +286,16 @@ def _read_cache(file: Path, key: str) -> _Installed | None:
                     if dist_name is None
                     else _Distribution(name=dist_name, version=dist_version),
                 )
-                for name, value, dist_name, dist_version in data["entry_points"]
+                for name, value, dist_name, dist_version in scan["entry_points"]
             ),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, ValueError, TypeError):
         return None
 
 
-def _write_cache(file: Path, key: str, installed: _Installed) -> None:
+def _write_cache(file: Path, scans: dict[str, Any], key: str, installed: _Installed) -> None:
+    """Add the scan under ``key``, keeping the :data:`_CACHE_SCANS` newest (one per environment
+    and import path in use, and the scans before an installation until they are pushed out)."""
     entry_points = []
     for entry_point in installed.entry_points:
         dist = entry_point.dist
@@ -299,13 +307,13 @@ def _write_cache(file: Path, key: str, installed: _Installed) -> None:
                 None if dist is None else dist.version,
             ]
         )
-    text = json.dumps(
-        {"key": key, "own_version": installed.own_version, "entry_points": entry_points}
-    )
+    scans.pop(key, None)
+    scans[key] = {"own_version": installed.own_version, "entry_points": entry_points}
+    kept = dict(list(scans.items())[-_CACHE_SCANS:])
     temporary = file.with_name(f"{file.name}.{os.getpid()}.tmp")
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(text, encoding="utf-8")
+        temporary.write_text(json.dumps({"scans": kept}), encoding="utf-8")
         # Atomic: a process starting meanwhile reads the old file or the new one, never half.
         os.replace(temporary, file)
     except OSError:
@@ -322,11 +330,12 @@ def _installed_plugins(env: Mapping[str, str]) -> _Installed:
     if file is None or signature is None:
         return _scan_installed()
     key = hashlib.sha256(json.dumps(signature).encode()).hexdigest()
-    cached = _read_cache(file, key)
+    scans = _read_cache(file)
+    cached = _cached(scans, key)
     if cached is not None:
         return cached
     installed = _scan_installed()
-    _write_cache(file, key, installed)
+    _write_cache(file, scans, key, installed)
     return installed
 
 
