@@ -56,10 +56,11 @@ __all__ = [
 #: code generator. Both call the builtin by its global name, which a module global shadows.
 GENERATORS = ("attr._make", "cattrs.gen")
 
-#: The most code objects the file holds (a ``promptweave render`` uses some 230). Past it a write
-#: keeps only what its run used, so the code of classes edited long ago does not pile up; a
-#: process that used more (a test run) is no command start-up and writes nothing.
-MAX_ENTRIES = 600
+#: The most code objects the file holds (a ``promptweave render`` uses some 200; every one is
+#: read at start-up, about 5 µs each). Past it a write keeps only what its run used, so the code
+#: of classes edited long ago does not pile up; a process that used more (a test run) is no
+#: command start-up and writes nothing.
+MAX_ENTRIES = 400
 
 #: attrs' generated file names, ``<attrs generated methods pkg.module.Class>`` (``-2``… added
 #: when the name is taken).
