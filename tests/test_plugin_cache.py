@@ -232,3 +232,12 @@ def test_a_plugin_found_in_the_cache_is_loaded_like_a_scanned_one(
         assert (info.kind, info.distribution, info.version) == ("external", "cached-notice", "3.1")
         assert plugins.hooks_of("cached_notice") == ["register_sections"]
     assert built[0].infos == built[1].infos
+
+
+def test_without_a_home_directory_nothing_is_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert manager.cache_directory({}) is None
+    assert manager.cache_directory({"XDG_CACHE_HOME": "/x"}) == Path("/x/promptweave")

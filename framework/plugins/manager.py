@@ -249,12 +249,18 @@ def _path_signature(paths: Sequence[str]) -> list[object] | None:
 def cache_directory(env: Mapping[str, str]) -> Path | None:
     """Where promptweave keeps what it caches between runs: ``PROMPTWEAVE_CACHE_DIR``, else
     ``$XDG_CACHE_HOME/promptweave``, else ``~/.cache/promptweave``; ``None`` (no cache) when
-    ``PROMPTWEAVE_CACHE_DIR`` is set but empty."""
+    ``PROMPTWEAVE_CACHE_DIR`` is set but empty, or there is no home directory."""
     configured = env.get(ENV_CACHE_DIR)
     if configured is not None:
         return Path(configured) if configured.strip() else None
     base = env.get("XDG_CACHE_HOME", "").strip()
-    return (Path(base) if base else Path.home() / ".cache") / "promptweave"
+    if base:
+        return Path(base) / "promptweave"
+    try:
+        return Path.home() / ".cache" / "promptweave"
+    except RuntimeError:
+        # No home directory (a container user without one, and no $HOME): nothing is cached.
+        return None
 
 
 def _cache_file(env: Mapping[str, str]) -> Path | None:
