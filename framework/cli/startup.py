@@ -164,7 +164,8 @@ def _without_salt(source: str, filename: str) -> tuple[int | None, str]:
 
 
 def _with_constant(code: CodeType, old: int, new: int) -> CodeType:
-    """``code`` with every constant ``old`` (in nested functions too) replaced by ``new``."""
+    """``code`` with every constant ``old`` (in nested functions too) replaced by ``new``; the
+    same object where there is none, so the methods without the salt are not copied."""
     constants = tuple(
         new
         if type(constant) is int and constant == old
@@ -173,6 +174,8 @@ def _with_constant(code: CodeType, old: int, new: int) -> CodeType:
         else constant
         for constant in code.co_consts
     )
+    if all(a is b for a, b in zip(constants, code.co_consts, strict=True)):
+        return code
     return code.replace(co_consts=constants)
 
 
