@@ -484,6 +484,8 @@ def _check_env_names(
 ) -> None:
     """Warn about names in ``PROMPTWEAVE_DISABLE_PLUGINS`` and ``PROMPTWEAVE_LOAD_PLUGINS`` that
     match nothing: a misspelled name would otherwise block or allow nothing, without a word."""
+    if not _names(env.get(ENV_DISABLE)) and not _names(env.get(ENV_LOAD)):
+        return  # nothing to check, and listing contrib reads a directory
     plugin_names = {
         *(dotted.rsplit(".", 1)[-1] for dotted in DEFAULT_PLUGINS),
         *available_contrib_plugins(),
