@@ -166,17 +166,20 @@ def _without_salt(source: str, filename: str) -> tuple[int | None, str]:
 def _with_constant(code: CodeType, old: int, new: int) -> CodeType:
     """``code`` with every constant ``old`` (in nested functions too) replaced by ``new``; the
     same object where there is none, so the methods without the salt are not copied."""
-    constants = tuple(
-        new
-        if type(constant) is int and constant == old
-        else _with_constant(constant, old, new)
-        if isinstance(constant, CodeType)
-        else constant
-        for constant in code.co_consts
-    )
-    if all(a is b for a, b in zip(constants, code.co_consts, strict=True)):
-        return code
-    return code.replace(co_consts=constants)
+    constants = code.co_consts
+    changed: list[object] | None = None
+    for index, constant in enumerate(constants):
+        if type(constant) is int and constant == old:
+            replaced: object = new
+        elif isinstance(constant, CodeType):
+            replaced = _with_constant(constant, old, new)
+        else:
+            continue
+        if replaced is not constant:
+            if changed is None:
+                changed = list(constants)
+            changed[index] = replaced
+    return code if changed is None else code.replace(co_consts=tuple(changed))
 
 
 def _cache_file(env: Mapping[str, str]) -> Path | None:
