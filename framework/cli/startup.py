@@ -4,7 +4,7 @@
 **The code attrs and cattrs generate, kept on disk.** attrs writes the methods of every record
 class (``__init__``, ``__eq__``, ``__repr__``…) as Python source and compiles it when the class
 is built; cattrs does the same for each structuring function it makes. A ``promptweave render``
-builds some two hundred of them, and compiling was a fifth of its run. The same source compiled
+builds some two hundred of them, and compiling was a sixth of its run. The same source compiled
 with the same file name, mode and flags is the same code, so the command keeps the code objects
 in one file (written with :mod:`marshal`, as the interpreter writes ``__pycache__``) and compiles
 only sources it has not seen. ``PROMPTWEAVE_CACHE_DIR`` set but empty turns the file off.

@@ -91,6 +91,7 @@ _PATH_FINDERS = frozenset(
     {
         "importlib.machinery.PathFinder",
         "_frozen_importlib_external.PathFinder",
+        "importlib.metadata.MetadataPathFinder",
         "importlib_metadata.MetadataPathFinder",
     }
 )
