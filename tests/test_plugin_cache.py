@@ -167,6 +167,7 @@ def test_the_cache_lives_under_xdg_cache_home_by_default(
     manager._installed_plugins(env)
     assert len(scans) == 1
     assert [path.name for path in (tmp_path / "xdg" / "promptweave").iterdir()] == ["plugins.json"]
+    assert (tmp_path / "xdg" / "promptweave").stat().st_mode & 0o077 == 0  # private to its user
 
 
 def test_the_file_keeps_the_newest_scans_only(

@@ -66,8 +66,9 @@ def _behaviour(cls: type) -> tuple[object, ...]:
 
 
 def test_code_read_back_behaves_as_freshly_compiled_code(
-    file: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    file = tmp_path / "cache" / "code.marshal"
     _use(monkeypatch, None)
     expected = _behaviour(_record_class())
     first = CodeCache(file)
@@ -75,6 +76,7 @@ def test_code_read_back_behaves_as_freshly_compiled_code(
     assert _behaviour(_record_class()) == expected
     assert first.compiled > 0
     first.save()
+    assert file.parent.stat().st_mode & 0o077 == 0  # it holds code: private to its user
     second = CodeCache(file)
     _use(monkeypatch, second)
     assert _behaviour(_record_class()) == expected

@@ -140,7 +140,8 @@ class CodeCache:
         codes = self.codes if len(self.codes) <= MAX_ENTRIES else self.used
         temporary = self.file.with_name(f"{self.file.name}.{os.getpid()}.tmp")
         try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
+            # Private: like ``__pycache__``, the file holds code the command runs.
+            self.file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             temporary.write_bytes(marshal.dumps(codes))
             os.replace(temporary, self.file)
         except OSError:

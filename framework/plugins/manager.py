@@ -319,7 +319,7 @@ def _write_cache(file: Path, scans: dict[str, Any], key: str, installed: _Instal
     kept = dict(list(scans.items())[-_CACHE_SCANS:])
     temporary = file.with_name(f"{file.name}.{os.getpid()}.tmp")
     try:
-        file.parent.mkdir(parents=True, exist_ok=True)
+        file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         temporary.write_text(json.dumps({"scans": kept}), encoding="utf-8")
         # Atomic: a process starting meanwhile reads the old file or the new one, never half.
         os.replace(temporary, file)
