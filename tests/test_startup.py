@@ -141,6 +141,20 @@ def test_the_future_flags_of_the_caller_are_kept(file: Path) -> None:
     assert cache.compiled == 2
 
 
+def test_a_file_others_may_write_is_not_read(file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = CodeCache(file)
+    _use(monkeypatch, cache)
+    _record_class()
+    cache.save()
+    assert file.stat().st_mode & 0o077 == 0
+    assert CodeCache(file).codes
+    file.chmod(0o666)
+    assert CodeCache(file).codes == {}
+    file.chmod(0o600)
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(file).st_uid + 1)
+    assert CodeCache(file).codes == {}
+
+
 def test_a_damaged_file_is_an_empty_cache(file: Path) -> None:
     file.write_bytes(b"\x00not marshal")
     assert CodeCache(file).codes == {}

@@ -92,7 +92,10 @@ class CodeCache:
         if self.file is None:
             return {}
         try:
-            loaded = marshal.loads(self.file.read_bytes())
+            with self.file.open("rb") as stream:
+                if not _trusted(os.fstat(stream.fileno())):
+                    return {}
+                loaded = marshal.loads(stream.read())
         except (OSError, EOFError, ValueError, TypeError):
             return {}
         if not isinstance(loaded, dict):
@@ -142,11 +145,22 @@ class CodeCache:
         try:
             # Private: like ``__pycache__``, the file holds code the command runs.
             self.file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            temporary.write_bytes(marshal.dumps(codes))
+            # Readable and writable by its user alone, whatever the umask (see _trusted).
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "wb") as stream:
+                stream.write(marshal.dumps(codes))
             os.replace(temporary, self.file)
         except OSError:
             # A read-only or full disk costs the compilations next time, nothing else.
             temporary.unlink(missing_ok=True)
+
+
+def _trusted(status: os.stat_result) -> bool:
+    """Code is only read from a file of this user that no one else may write (like the code of
+    the installation itself): another user's file could make the command run anything."""
+    if not hasattr(os, "getuid"):
+        return True
+    return status.st_uid == os.getuid() and not status.st_mode & 0o022
 
 
 def _without_salt(source: str, filename: str) -> tuple[int | None, str]:
