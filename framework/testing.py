@@ -24,8 +24,9 @@ from framework.turn import Bot, ChatMessage, SpeakTrigger, Turn
 
 __all__ = ["promptweave_runtime", "register_plugin", "sample_turn"]
 
-#: Start-up settings for tests: no entry-point plugins, so what is installed does not leak in.
-TEST_ENVIRON = {"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+#: Start-up settings for tests: no entry-point plugins, so what is installed does not leak in, and
+#: nothing cached between runs (plugin discovery), so a test reads and writes no cache file.
+TEST_ENVIRON = {"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1", "PROMPTWEAVE_CACHE_DIR": ""}
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import datetime as dt
 import importlib
 import itertools
 import os
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,6 +36,12 @@ if TYPE_CHECKING:
     from contrib.redis_store import RedisNamespace
 
 pytest_plugins = ["framework.testing", "tests.skip_summary", "pytester"]
+
+# The command's caches (plugin discovery, generated code) of everything this run imports or starts
+# go to a directory of its own, never to the developer's ~/.cache; each test then gets its own
+# (``_isolated_environment``). Set before any test module imports the command.
+_RUN_CACHE = tempfile.TemporaryDirectory(prefix="promptweave-test-cache-")
+os.environ["PROMPTWEAVE_CACHE_DIR"] = _RUN_CACHE.name
 
 #: Generated inputs per fuzz property: ``default`` keeps the ordinary run fast, ``ci`` digs.
 FUZZ_EXAMPLES = {"default": 20, "ci": 500}
@@ -75,7 +82,7 @@ def rich_turn() -> Turn:
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test sees the developer's promptweave.toml, entry points or plugin env vars."""
+    """No test sees the developer's promptweave.toml, entry points, plugin env vars or caches."""
     for name in (
         "PROMPTWEAVE_CONFIG",
         "PROMPTWEAVE_LOAD_PLUGINS",
@@ -84,6 +91,8 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    # The command's caches go to the test's own directory.
+    monkeypatch.setenv("PROMPTWEAVE_CACHE_DIR", str(tmp_path.parent / f"{tmp_path.name}-cache"))
     monkeypatch.chdir(tmp_path)
 
 

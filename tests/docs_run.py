@@ -326,6 +326,7 @@ class Workspace:
             key: value
             for key, value in os.environ.items()
             if not key.startswith(("PROMPTWEAVE_", "PYTEST_", "COLUMNS", "NO_COLOR", "FORCE_COLOR"))
+            or key == "PROMPTWEAVE_CACHE_DIR"  # the caller's caches, not the developer's
         }
         environ.update(
             PATH=f"{self.bin}{os.pathsep}{environ.get('PATH', '')}",

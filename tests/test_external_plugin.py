@@ -21,6 +21,7 @@ import pytest
 
 from framework import Bot, ChatMessage, Config, Promptweave, RenderContext, Turn
 from framework.config import StoreConfig
+from framework.testing import TEST_ENVIRON
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "contrib" / "examples" / "promptweave-festival"
@@ -72,7 +73,9 @@ def run_cli(
     site: Path, cwd: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     environ = {
-        key: value for key, value in os.environ.items() if not key.startswith("PROMPTWEAVE_")
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("PROMPTWEAVE_") or key == "PROMPTWEAVE_CACHE_DIR"
     }
     environ["PYTHONPATH"] = os.pathsep.join(
         part for part in (str(site), os.environ.get("PYTHONPATH", "")) if part
@@ -267,7 +270,7 @@ def test_festival_table_holds_each_festival_once_a_year_in_date_order() -> None:
 def runtime() -> Iterator[Promptweave]:
     yield Promptweave.from_config(
         Config(store=StoreConfig(backend="memory")),
-        environ={"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        environ=TEST_ENVIRON,
     )
 
 

@@ -160,14 +160,25 @@ def test_an_empty_cache_directory_setting_turns_the_cache_off(
 
 
 def test_the_cache_lives_under_xdg_cache_home_by_default(
-    site: Path, tmp_path: Path, scans: list[manager._Installed]
+    site: Path, tmp_path: Path, scans: list[manager._Installed], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv(manager.ENV_CACHE_DIR)
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
     manager._installed_plugins(env)
     manager._installed_plugins(env)
     assert len(scans) == 1
     assert [path.name for path in (tmp_path / "xdg" / "promptweave").iterdir()] == ["plugins.json"]
     assert (tmp_path / "xdg" / "promptweave").stat().st_mode & 0o077 == 0  # private to its user
+
+
+def test_an_environ_that_does_not_name_the_cache_leaves_it_where_the_process_keeps_it(
+    site: Path, tmp_path: Path, scans: list[manager._Installed], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(manager.ENV_CACHE_DIR, str(tmp_path / "process"))
+    manager._installed_plugins({"PROMPTWEAVE_DISABLE_PLUGINS": "notice"})
+    manager._installed_plugins({})
+    assert len(scans) == 1
+    assert [path.name for path in (tmp_path / "process").iterdir()] == ["plugins.json"]
 
 
 def test_the_file_keeps_the_newest_scans_only(

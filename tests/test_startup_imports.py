@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,17 @@ import pytest
 import framework
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _isolated() -> dict[str, str]:
+    """A child's environment: this tree, no plugin autoload, the test's own cache directory."""
+    return {
+        "PYTHONPATH": str(ROOT),
+        "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "PROMPTWEAVE_CACHE_DIR": os.environ["PROMPTWEAVE_CACHE_DIR"],
+    }
+
+
 FACADE = ROOT / "framework" / "__init__.py"
 
 #: Modules a turn render never needs: the live loop, delivery, session compression, image
@@ -63,7 +75,7 @@ def _modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
         capture_output=True,
         text=True,
         check=True,
-        env={"PYTHONPATH": str(ROOT), "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})},
+        env={**_isolated(), **(env or {})},
     )
     return set(json.loads(result.stdout.splitlines()[-1]))
 
@@ -139,6 +151,6 @@ def test_the_command_leaves_the_collector_nothing_to_walk_at_exit() -> None:
         capture_output=True,
         text=True,
         check=True,
-        env={"PYTHONPATH": str(ROOT), "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        env=_isolated(),
     )
     assert result.stdout.splitlines()[-1] == "frozen True"

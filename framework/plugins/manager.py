@@ -265,8 +265,9 @@ def cache_directory(env: Mapping[str, str]) -> Path | None:
 
 
 def _cache_file(env: Mapping[str, str]) -> Path | None:
-    """The discovery cache file, or ``None`` if caching is off."""
-    directory = cache_directory(env)
+    """The discovery cache file, or ``None`` if caching is off. An ``environ`` given to the
+    runtime that does not say where the cache is leaves it where the process keeps it."""
+    directory = cache_directory(env if ENV_CACHE_DIR in env else {**os.environ, **env})
     return None if directory is None else directory / "plugins.json"
 
 
