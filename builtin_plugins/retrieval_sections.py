@@ -7,7 +7,7 @@ section's fallback line comes from the persona pack and is quoted the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from framework import (
     KnowledgeItem,
@@ -132,6 +132,26 @@ def render_mid_term(context: RenderContext) -> str:
     )
 
 
+def _own_items(section_id: str) -> Callable[[RenderContext], Hashable]:
+    """What a section that shows only its own items reads: those items."""
+
+    def reads(context: RenderContext) -> Hashable:
+        return context.retrieved.get(section_id, ())
+
+    return reads
+
+
+def reads_relationship(context: RenderContext) -> Hashable:
+    """The notes, and what decides the persona pack's fallback line."""
+    turn = context.turn
+    return (
+        context.retrieved.get("relationship", ()),
+        turn.is_private,
+        bool(turn.message.sender_id.strip()),
+        context.allow_persistent_memory,
+    )
+
+
 @hookimpl
 def register_sections(register: Callable[[Section], None]) -> None:
     register(
@@ -140,11 +160,16 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=" ".join(MEMORY_HEADERS.values()),
             render=render_memory,
             volatility="retrieval",
+            reads=_own_items("memory"),
         )
     )
     register(
         Section(
-            id="knowledge", title=KNOWLEDGE_HEADER, render=render_knowledge, volatility="retrieval"
+            id="knowledge",
+            title=KNOWLEDGE_HEADER,
+            render=render_knowledge,
+            volatility="retrieval",
+            reads=_own_items("knowledge"),
         )
     )
     register(
@@ -153,6 +178,7 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=RELATIONSHIP_HEADER,
             render=render_relationship,
             volatility="retrieval",
+            reads=reads_relationship,
         )
     )
     register(
@@ -161,10 +187,15 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=PERSON_FACTS_HEADER,
             render=render_person_facts,
             volatility="retrieval",
+            reads=_own_items("person_facts"),
         )
     )
     register(
         Section(
-            id="mid_term", title=MID_TERM_HEADER, render=render_mid_term, volatility="retrieval"
+            id="mid_term",
+            title=MID_TERM_HEADER,
+            render=render_mid_term,
+            volatility="retrieval",
+            reads=_own_items("mid_term"),
         )
     )

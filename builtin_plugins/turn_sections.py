@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from framework import (
@@ -158,6 +158,26 @@ def render_tool_context(context: RenderContext) -> str:
     return "\n".join(lines)
 
 
+def reads_group_timeline(context: RenderContext) -> Hashable:
+    """The timeline's text and the quoted bot text."""
+    return context.timeline.text, context.turn.quoted_bot_text
+
+
+def reads_reply_shape(context: RenderContext) -> Hashable:
+    """The resolved reply shape."""
+    return context.reply_shape
+
+
+def reads_turn_policy(context: RenderContext) -> Hashable:
+    """The resolved turn policy, and whether the decision is a follow-up question."""
+    return context.turn_policy, context.decision.action is TurnAction.FOLLOW_UP
+
+
+def reads_tool_context(context: RenderContext) -> Hashable:
+    """The turn's tool context."""
+    return context.tool_context
+
+
 @hookimpl
 def register_sections(register: Callable[[Section], None]) -> None:
     register(
@@ -166,16 +186,25 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=TIMELINE_HEADER,
             render=render_group_timeline,
             volatility="turn",
+            reads=reads_group_timeline,
         )
     )
     register(
         Section(
-            id="reply_shape", title=REPLY_SHAPE_HEADER, render=render_reply_shape, volatility="turn"
+            id="reply_shape",
+            title=REPLY_SHAPE_HEADER,
+            render=render_reply_shape,
+            volatility="turn",
+            reads=reads_reply_shape,
         )
     )
     register(
         Section(
-            id="turn_policy", title=TURN_POLICY_HEADER, render=render_turn_policy, volatility="turn"
+            id="turn_policy",
+            title=TURN_POLICY_HEADER,
+            render=render_turn_policy,
+            volatility="turn",
+            reads=reads_turn_policy,
         )
     )
     register(
@@ -192,5 +221,6 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=TOOL_CONTEXT_HEADER,
             render=render_tool_context,
             volatility="turn",
+            reads=reads_tool_context,
         )
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import random
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -104,6 +104,11 @@ class Section:
     :param before: place the section right before this section id.
     :param volatility: how often the text changes; see :class:`Volatility`.
     :param replace: ``True`` to replace an already registered section with the same id.
+    :param reads: ``reads(context) -> value``, optional: everything of the context the text
+        depends on besides the persona pack and the settings, as a hashable value (the section's
+        items, say). When it returns a value equal to one of an earlier turn, the section is not
+        rendered again and its finished block of that turn is reused (``docs/sections.md``); an
+        unhashable value renders the section as usual.
     """
 
     id: str = attrs.field(validator=_check_id("section"))
@@ -113,6 +118,7 @@ class Section:
     before: str | None = attrs.field(default=None, validator=_check_anchor)
     volatility: Volatility = attrs.field(default=Volatility.TURN, converter=Volatility)
     replace: bool = False
+    reads: Callable[[RenderContext], Hashable] | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.after is not None and self.before is not None:

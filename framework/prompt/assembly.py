@@ -11,7 +11,8 @@ override that raises, returns something other than a :class:`framework.SectionOv
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import attrs
 import pluggy
@@ -39,6 +40,8 @@ FINISHED_CACHE_ENTRIES = 4096
 FINISHED_TEXT_CHARS = 16384
 
 _Scope = tuple[str, Bot, str | None]
+# Stands for a value of ``Section.reads`` that cannot be kept (it raised, or is unhashable).
+_UNHASHABLE: Any = object()
 #: A section's raw text is cut here before it is cleaned (then capped at ``BLOCK_MAX_CHARS``):
 #: cleaning a plugin's ten megabytes would cost the turn for nothing.
 RAW_SECTION_MAX_CHARS = 4 * BLOCK_MAX_CHARS
@@ -62,6 +65,12 @@ class SectionAssembler:
     _finished: dict[tuple[str, str, str], RenderedSection] = attrs.field(
         factory=dict, init=False, repr=False
     )
+    # Per section that declares what it reads (``Section.reads``): its finished records by what it
+    # read. Keyed by the registered entry's id and holding the entry, so a section replaced or
+    # recollected starts afresh and the id cannot be reused while the slot exists.
+    _by_reads: dict[int, tuple[Registered[Section], dict[Hashable, RenderedSection]]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
     _made_with: tuple[object, object] | None = attrs.field(default=None, init=False, repr=False)
 
     def forget_static(self) -> None:
@@ -70,6 +79,7 @@ class SectionAssembler:
         self._static_renders.clear()
         self._static_records.clear()
         self._finished.clear()
+        self._by_reads.clear()
 
     def _check_inputs(self, context: RenderContext) -> None:
         """Forget what was kept when the persona pack or the settings object changed since."""
@@ -235,6 +245,8 @@ class SectionAssembler:
                     record = self._finish(entry, text, error)
                     if error is None:
                         kept_static[section.id] = record
+            elif section.reads is not None:
+                record = self._read_record(entry, section.reads, context)
             else:
                 text, error = self.render_one(entry, context)
                 record = None
@@ -244,6 +256,47 @@ class SectionAssembler:
                     record = self._finish(entry, text, error)
             records.append(record)
         return records
+
+    def _read_record(
+        self,
+        entry: Registered[Section],
+        reads: Callable[[RenderContext], Hashable],
+        context: RenderContext,
+    ) -> RenderedSection:
+        """The finished record of a section that declares what it reads: the one of an earlier
+        turn that read an equal value, else rendered and kept under what it read."""
+        slot = self._by_reads.get(id(entry))
+        if slot is None or slot[0] is not entry:
+            if len(self._by_reads) >= STATIC_CACHE_ENTRIES:
+                self._by_reads.clear()
+            slot = self._by_reads[id(entry)] = (entry, {})
+        kept = slot[1]
+        try:
+            value = call_plugin(entry.plugin, f"section {entry.item.id!r} reads", reads, context)
+        except Exception as exc:
+            if self.strict:
+                raise SectionRenderError(
+                    f"reads of section {entry.item.id!r} of plugin {entry.plugin!r} raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            log_failure(
+                log, exc, "reads of section %r of plugin %r raised", entry.item.id, entry.plugin
+            )
+            value = _UNHASHABLE
+        try:
+            record = kept.get(value)
+        except TypeError:
+            # What it read cannot be a key (a list, say): the section renders as it would without.
+            value, record = _UNHASHABLE, None
+        if record is not None:
+            return record
+        text, error = self.render_one(entry, context)
+        record = self._finish(entry, text, error)
+        if error is None and value is not _UNHASHABLE:
+            if len(kept) >= FINISHED_CACHE_ENTRIES:
+                kept.clear()
+            kept[value] = record
+        return record
 
     def _finish(self, entry: Registered[Section], text: str, error: str | None) -> RenderedSection:
         """The record of a section's text without an override: cleaned and capped, ``rendered``
