@@ -216,3 +216,24 @@ def test_an_edited_overrides_file_applies_to_a_section_with_reads(
     path.write_text("", encoding="utf-8")
     os.utime(path, ns=(3 * 10**18, 3 * 10**18))
     assert _sections(runtime, rich_turn)["memory"] == original
+
+
+@attrs.frozen(eq=False)
+class Incomparable:
+    """Hashable, but comparing it raises (an array, say)."""
+
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("cannot compare")
+
+    def __hash__(self) -> int:
+        return 1
+
+
+def test_a_value_that_cannot_be_compared_renders_the_section(rich_turn: Turn) -> None:
+    runtime = _runtime()
+    counted = Counted(lambda context: Incomparable())
+    runtime.add_plugin(counted, name="counted")
+    turn = _with_memory(rich_turn, "甲")
+    for _ in range(3):
+        assert _sections(runtime, turn)["counted"] == "【计数】12000\n甲"
+    assert len(counted.renders) == 3

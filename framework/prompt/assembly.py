@@ -47,6 +47,22 @@ _UNHASHABLE: Any = object()
 RAW_SECTION_MAX_CHARS = 4 * BLOCK_MAX_CHARS
 
 
+@attrs.define(eq=False)
+class _ReadsSlot:
+    """What is kept of one registered section that declares what it reads."""
+
+    entry: Registered[Section]
+    where: str = attrs.field(init=False)
+    # Finished records by what the section read.
+    kept: dict[Hashable, RenderedSection] = attrs.field(factory=dict, init=False)
+    # What it read last and its record, replaced whole so that threads sharing the runtime
+    # never see one turn's value beside another's record.
+    last: tuple[Hashable, RenderedSection] | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.where = f"section {self.entry.item.id!r} reads"
+
+
 @attrs.define
 class SectionAssembler:
     """Assembles the system prompt of a turn from the registered sections.
@@ -68,9 +84,7 @@ class SectionAssembler:
     # Per section that declares what it reads (``Section.reads``): its finished records by what it
     # read. Keyed by the registered entry's id and holding the entry, so a section replaced or
     # recollected starts afresh and the id cannot be reused while the slot exists.
-    _by_reads: dict[int, tuple[Registered[Section], dict[Hashable, RenderedSection]]] = attrs.field(
-        factory=dict, init=False, repr=False
-    )
+    _by_reads: dict[int, _ReadsSlot] = attrs.field(factory=dict, init=False, repr=False)
     _made_with: tuple[object, object] | None = attrs.field(default=None, init=False, repr=False)
 
     def forget_static(self) -> None:
@@ -266,13 +280,12 @@ class SectionAssembler:
         """The finished record of a section that declares what it reads: the one of an earlier
         turn that read an equal value, else rendered and kept under what it read."""
         slot = self._by_reads.get(id(entry))
-        if slot is None or slot[0] is not entry:
+        if slot is None or slot.entry is not entry:
             if len(self._by_reads) >= STATIC_CACHE_ENTRIES:
                 self._by_reads.clear()
-            slot = self._by_reads[id(entry)] = (entry, {})
-        kept = slot[1]
+            slot = self._by_reads[id(entry)] = _ReadsSlot(entry)
         try:
-            value = call_plugin(entry.plugin, f"section {entry.item.id!r} reads", reads, context)
+            value = call_plugin(entry.plugin, slot.where, reads, context)
         except Exception as exc:
             if self.strict:
                 raise SectionRenderError(
@@ -283,12 +296,24 @@ class SectionAssembler:
                 log, exc, "reads of section %r of plugin %r raised", entry.item.id, entry.plugin
             )
             value = _UNHASHABLE
+        last = slot.last
+        if last is not None and value is not _UNHASHABLE:
+            # Most turns read what the turn before read, often the very same objects: compared
+            # first, element by element (identical elements cost nothing), before any hashing.
+            try:
+                if value is last[0] or value == last[0]:
+                    return last[1]
+            except Exception:
+                value = _UNHASHABLE
+        kept = slot.kept
         try:
             record = kept.get(value)
-        except TypeError:
-            # What it read cannot be a key (a list, say): the section renders as it would without.
+        except Exception:
+            # What it read cannot be a key (a list, say, or a value that cannot be compared): the
+            # section renders as it would without.
             value, record = _UNHASHABLE, None
         if record is not None:
+            slot.last = (value, record)
             return record
         text, error = self.render_one(entry, context)
         record = self._finish(entry, text, error)
@@ -296,6 +321,7 @@ class SectionAssembler:
             if len(kept) >= FINISHED_CACHE_ENTRIES:
                 kept.clear()
             kept[value] = record
+            slot.last = (value, record)
         return record
 
     def _finish(self, entry: Registered[Section], text: str, error: str | None) -> RenderedSection:
