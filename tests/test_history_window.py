@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from framework import HistoryEntry, Promptweave
 from framework.config import Config, StoreConfig
 from framework.conversation.message_cache import (
+    TEXT_CHANGES,
     WINDOW_NEW_ENTRIES,
     MessageCache,
     turn_rows,
@@ -89,7 +90,14 @@ def test_a_carried_window_gives_the_rows_of_a_fresh_one(
             del history[-min(count, len(history)) :]
             entries = tuple(history)
         window = limit if rng.random() < 0.9 else limit + 1
-        assert cache.window_rows(CONVERSATION, entries, window) == _expected(entries, window)
+        rows = cache.window_rows(CONVERSATION, entries, window)
+        assert rows == _expected(entries, window)
+        # The texts kept with the window are those the timeline is matched against.
+        texts = cache.history_texts(rows)
+        assert texts is not None
+        shown = {(row.role, row.content.strip()) for row in rows if not row.summary}
+        for probe in {*((e.role, e.content.strip()) for e in entries), ("user", "不在其中")}:
+            assert (probe in texts) == (probe in shown), probe
 
 
 def test_a_long_history_without_a_summary_is_not_read_again(pack: object) -> None:
@@ -109,3 +117,26 @@ def test_conversations_keep_their_own_windows(pack: object) -> None:
     for _ in range(2):
         assert cache.window_rows(("1", "g", "a"), first, 5) == _expected(first, 5)
         assert cache.window_rows(("1", "g", "b"), second, 5) == _expected(second, 5)
+
+
+def test_rows_not_made_by_a_window_have_no_kept_texts(pack: object) -> None:
+    cache = MessageCache(persona=pack)  # type: ignore[arg-type]
+    rows = _expected(tuple(_entry(n) for n in range(5)), 3)
+    assert cache.history_texts(rows) is None
+
+
+def test_the_texts_of_a_sliding_window_stay_right_when_counted_afresh(pack: object) -> None:
+    cache = MessageCache(persona=pack)  # type: ignore[arg-type]
+    # Repeated texts, so counts above one come and go as the window slides; more of them than
+    # the changes a window carries, so its texts are counted afresh along the way.
+    kinds = 2 * TEXT_CHANGES
+    history = [HistoryEntry(role="user", content=f"句 {n % 3}") for n in range(5)]
+    for number in range(5, 5 + 4 * TEXT_CHANGES):
+        text = f"句 {number % 3}" if number % 2 else f"句 {number % kinds}"
+        history = [*history[1:], HistoryEntry(role="user", content=text)]
+        rows = cache.window_rows(CONVERSATION, tuple(history), 5)
+        texts = cache.history_texts(rows)
+        assert texts is not None
+        for text in range(kinds):
+            key = ("user", f"句 {text}")
+            assert (key in texts) == any(entry.content == key[1] for entry in history), key

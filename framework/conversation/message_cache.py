@@ -18,7 +18,7 @@ refilled, and a text longer than :data:`CACHED_TEXT_CHARS` is never kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import attrs
@@ -39,8 +39,10 @@ from framework.turn import Bot, ChatMessage, HistoryEntry
 __all__ = [
     "CACHED_TEXT_CHARS",
     "MESSAGE_CACHE_ENTRIES",
+    "TEXT_CHANGES",
     "WINDOW_CONVERSATIONS",
     "WINDOW_NEW_ENTRIES",
+    "HistoryTexts",
     "MessageCache",
     "turn_rows",
 ]
@@ -50,6 +52,9 @@ MESSAGE_CACHE_ENTRIES = 8192
 #: Texts longer than this are processed every time instead of being kept.
 CACHED_TEXT_CHARS = 8192
 
+#: How many changed texts a kept window's :class:`HistoryTexts` carries (at least: an eighth of
+#: the window, for long ones) before its texts are counted afresh.
+TEXT_CHANGES = 32
 #: Conversations whose history window a :class:`MessageCache` keeps (each holds a reference to
 #: its last history).
 WINDOW_CONVERSATIONS = 1024
@@ -127,6 +132,40 @@ class _Window(NamedTuple):
     # The newest summary entry older than the window (-1: none), when it was looked for.
     older: int | None
     result: tuple[HistoryRow, ...]
+    texts: HistoryTexts
+
+
+@attrs.frozen
+class HistoryTexts:
+    """What :func:`framework.conversation.pipeline.carried_by_history` matches timeline messages
+    against, for history rows without message ids: how many rows (summaries left out) hold each
+    ``(role, stripped text)``, one fewer for ``excluded`` (the window's oldest row, when a
+    summary took its place).
+
+    The counts are ``base`` plus ``changes``: a turn copies only the changes since ``base`` was
+    counted, not a count per row of the window (``base`` is counted again once the changes grow).
+    """
+
+    base: Mapping[tuple[str, str], int]
+    changes: Mapping[tuple[str, str], int] = attrs.field(factory=dict)
+    excluded: tuple[str, str] | None = None
+
+    def __contains__(self, key: object) -> bool:
+        found: int = self.base.get(key, 0) + self.changes.get(key, 0)  # type: ignore[call-overload]
+        return (found - 1 if key == self.excluded else found) > 0
+
+
+def _text_key(row: HistoryRow) -> tuple[str, str]:
+    return row.role, row.content.strip()
+
+
+def _count_texts(rows: Sequence[HistoryRow]) -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
+    for row in rows:
+        if not row.summary:
+            key = _text_key(row)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 @attrs.define
@@ -168,6 +207,10 @@ class MessageCache:
     )
     # Per conversation (bot, group, user), its history window as its last turn left it.
     _windows: dict[Hashable, _Window] = attrs.field(factory=dict, init=False, repr=False)
+    # The texts of the windows handed out, by the rows tuple itself (held, so its id stays).
+    _texts_of: dict[int, tuple[tuple[HistoryRow, ...], HistoryTexts]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
 
     @property
     def injection_suffix(self) -> str:
@@ -228,9 +271,10 @@ class MessageCache:
         if carried is None:
             rows = tuple(self.history_row(entry) for entry in window)
             summaries = sum(found.summary for found in rows)
+            texts = HistoryTexts(_count_texts(rows))
             kept = -1
         else:
-            rows, summaries, kept = carried
+            rows, summaries, texts, kept = carried
         older: int | None = None
         if len(rows) == len(entries) or summaries:
             result = rows
@@ -240,20 +284,29 @@ class MessageCache:
             if older is None:
                 older = _newest_summary(entries, 0, end)
             result = _with_summary(entries, rows, older, limit, self.history_row)
+            if result is not rows:
+                texts = attrs.evolve(texts, excluded=_text_key(rows[0]))
         _keep(
             self._windows,
             conversation,
-            _Window(entries, limit, window, rows, summaries, older, result),
+            _Window(entries, limit, window, rows, summaries, older, result, texts),
             WINDOW_CONVERSATIONS,
         )
+        _keep(self._texts_of, id(result), (result, texts), WINDOW_CONVERSATIONS)
         return result
+
+    def history_texts(self, rows: tuple[HistoryRow, ...]) -> HistoryTexts | None:
+        """The texts of ``rows`` for :func:`framework.conversation.pipeline.carried_by_history`
+        when ``rows`` is a window :meth:`window_rows` returned, kept with it; else ``None``."""
+        found = self._texts_of.get(id(rows))
+        return found[1] if found is not None and found[0] is rows else None
 
     def _carry(
         self, slot: _Window, window: tuple[HistoryEntry, ...]
-    ) -> tuple[tuple[HistoryRow, ...], int, int] | None:
-        """The rows of ``window`` from those of the last turn's: ``(rows, summary rows, how many
-        entries of the last window are kept)``, or ``None`` when the window is not the last one
-        moved on by a few new entries."""
+    ) -> tuple[tuple[HistoryRow, ...], int, HistoryTexts, int] | None:
+        """The rows of ``window`` from those of the last turn's: ``(rows, summary rows, their
+        texts, how many entries of the last window are kept)``, or ``None`` when the window is
+        not the last one moved on by a few new entries."""
         before = slot.window
         if not before:
             return None
@@ -276,7 +329,20 @@ class MessageCache:
             - sum(found.summary for found in gone)
             + sum(found.summary for found in new)
         )
-        return rows, summaries, kept
+        # The last turn's changes, copied and changed by the rows that left and came: the last
+        # turn's texts stay as they were, and a turn copies no count per row of a long window.
+        changes = dict(slot.texts.changes)
+        for row in gone:
+            if not row.summary:
+                key = _text_key(row)
+                changes[key] = changes.get(key, 0) - 1
+        for row in new:
+            if not row.summary:
+                key = _text_key(row)
+                changes[key] = changes.get(key, 0) + 1
+        if len(changes) > max(TEXT_CHANGES, len(rows) // 8):
+            return rows, summaries, HistoryTexts(_count_texts(rows)), kept
+        return rows, summaries, HistoryTexts(slot.texts.base, changes), kept
 
     @staticmethod
     def _older_summary(
