@@ -7,7 +7,7 @@ recalled; the bot's own past pick-ups (self_reflection) are always shown under t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 
 from framework import (
     BehaviorStrategy,
@@ -97,17 +97,6 @@ def render_behavior_reference(context: RenderContext) -> str:
     return "\n\n".join(blocks)
 
 
-def reads_group_expression(context: RenderContext) -> Hashable:
-    """The section's items: expression pairs and rhythm baselines."""
-    return context.retrieved.get("group_expression", ())
-
-
-def reads_behavior_reference(context: RenderContext) -> Hashable:
-    """The strategies, and the expression pairs, whose presence holds observed strategies back."""
-    retrieved = context.retrieved
-    return retrieved.get("behavior_reference", ()), retrieved.get("group_expression", ())
-
-
 @hookimpl
 def register_sections(register: Callable[[Section], None]) -> None:
     register(
@@ -116,7 +105,7 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=EXPRESSION_HEADER,
             render=render_group_expression,
             volatility="profile",
-            reads=reads_group_expression,
+            reads=("group_expression",),
         )
     )
     register(
@@ -125,6 +114,6 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=f"{OBSERVED_HEADER} / {SELF_REFLECTION_HEADER}",
             render=render_behavior_reference,
             volatility="profile",
-            reads=reads_behavior_reference,
+            reads=("behavior_reference", "group_expression"),
         )
     )

@@ -132,15 +132,6 @@ def render_mid_term(context: RenderContext) -> str:
     )
 
 
-def _own_items(section_id: str) -> Callable[[RenderContext], Hashable]:
-    """What a section that shows only its own items reads: those items."""
-
-    def reads(context: RenderContext) -> Hashable:
-        return context.retrieved.get(section_id, ())
-
-    return reads
-
-
 def reads_relationship(context: RenderContext) -> Hashable:
     """The notes, and what decides the persona pack's fallback line."""
     turn = context.turn
@@ -160,7 +151,7 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=" ".join(MEMORY_HEADERS.values()),
             render=render_memory,
             volatility="retrieval",
-            reads=_own_items("memory"),
+            reads=("memory",),
         )
     )
     register(
@@ -169,7 +160,7 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=KNOWLEDGE_HEADER,
             render=render_knowledge,
             volatility="retrieval",
-            reads=_own_items("knowledge"),
+            reads=("knowledge",),
         )
     )
     register(
@@ -187,7 +178,7 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=PERSON_FACTS_HEADER,
             render=render_person_facts,
             volatility="retrieval",
-            reads=_own_items("person_facts"),
+            reads=("person_facts",),
         )
     )
     register(
@@ -196,6 +187,6 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=MID_TERM_HEADER,
             render=render_mid_term,
             volatility="retrieval",
-            reads=_own_items("mid_term"),
+            reads=("mid_term",),
         )
     )

@@ -48,7 +48,7 @@ class Counted:
     """A section showing the memory items and the budget, which counts its renders; ``reads``
     is what it declares it reads."""
 
-    reads: Callable[[RenderContext], Hashable] | None
+    reads: Callable[[RenderContext], Hashable] | tuple[str, ...] | None
     renders: list[str] = attrs.field(factory=list)
     section_id: str = "counted"
 
@@ -75,9 +75,12 @@ def _memory_items(context: RenderContext) -> Hashable:
     return context.retrieved.get("memory", ())
 
 
-def test_a_section_renders_again_only_when_what_it_reads_changes(rich_turn: Turn) -> None:
+@pytest.mark.parametrize("reads", [_memory_items, ("memory",)], ids=["function", "section ids"])
+def test_a_section_renders_again_only_when_what_it_reads_changes(
+    rich_turn: Turn, reads: Callable[[RenderContext], Hashable] | tuple[str, ...]
+) -> None:
     runtime = _runtime()
-    counted = Counted(_memory_items)
+    counted = Counted(reads)
     runtime.add_plugin(counted, name="counted")
     first, second = _with_memory(rich_turn, "甲"), _with_memory(rich_turn, "乙")
     assert _sections(runtime, first)["counted"] == "【计数】12000\n甲"
@@ -237,3 +240,23 @@ def test_a_value_that_cannot_be_compared_renders_the_section(rich_turn: Turn) ->
     for _ in range(3):
         assert _sections(runtime, turn)["counted"] == "【计数】12000\n甲"
     assert len(counted.renders) == 3
+
+
+def test_section_ids_read_from_several_sections(rich_turn: Turn) -> None:
+    runtime = _runtime()
+    counted = Counted(("knowledge", "memory"))
+    runtime.add_plugin(counted, name="counted")
+    turn = _with_memory(rich_turn, "甲")
+    for _ in range(2):
+        assert _sections(runtime, turn)["counted"] == "【计数】12000\n甲"
+    assert len(counted.renders) == 1
+    assert _sections(runtime, _with_memory(rich_turn, "乙"))["counted"] == "【计数】12000\n乙"
+    knowledge = attrs.evolve(turn, retrieved=attrs.evolve(turn.retrieved, knowledge=()))
+    assert _sections(runtime, knowledge)["counted"] == "【计数】12000\n甲"
+    assert len(counted.renders) == 3
+
+
+@pytest.mark.parametrize("reads", ["memory", ("Memory",), (1,)])
+def test_reads_must_be_section_ids_or_a_function(reads: object) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        Section(id="bad", title="坏", render=lambda context: "", reads=reads)  # type: ignore[arg-type]

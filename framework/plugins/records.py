@@ -93,6 +93,20 @@ def _check_anchor(_instance: Any, attribute: attrs.Attribute[Any], value: str | 
         raise ValueError(f"{attribute.name}={value!r} is not a valid section id")
 
 
+def _reads(
+    value: Callable[[RenderContext], Hashable] | Iterable[str] | None,
+) -> Callable[[RenderContext], Hashable] | tuple[str, ...] | None:
+    if value is None or callable(value):
+        return value
+    if isinstance(value, str):
+        raise TypeError(f"reads={value!r}: give a tuple of section ids, not one string")
+    ids = tuple(value)
+    for section_id in ids:
+        if not isinstance(section_id, str) or not _ID.match(section_id):
+            raise ValueError(f"reads={ids!r}: {section_id!r} is not a valid section id")
+    return ids
+
+
 @attrs.frozen(kw_only=True)
 class Section:
     """One system-prompt section.
@@ -104,11 +118,12 @@ class Section:
     :param before: place the section right before this section id.
     :param volatility: how often the text changes; see :class:`Volatility`.
     :param replace: ``True`` to replace an already registered section with the same id.
-    :param reads: ``reads(context) -> value``, optional: everything of the context the text
-        depends on besides the persona pack and the settings, as a hashable value (the section's
-        items, say). When it returns a value equal to one of an earlier turn, the section is not
-        rendered again and its finished block of that turn is reused (``docs/sections.md``); an
-        unhashable value renders the section as usual.
+    :param reads: what the text depends on besides the persona pack and the settings, optional:
+        either the ids of the sections whose retrieved items are all it reads (``("memory",)``),
+        or ``reads(context) -> value`` returning everything it reads as a hashable value. When
+        what it reads equals what it read on an earlier turn, the section is not rendered again
+        and its finished block of that turn is reused (``docs/sections.md``); an unhashable value
+        renders the section as usual.
     """
 
     id: str = attrs.field(validator=_check_id("section"))
@@ -118,7 +133,9 @@ class Section:
     before: str | None = attrs.field(default=None, validator=_check_anchor)
     volatility: Volatility = attrs.field(default=Volatility.TURN, converter=Volatility)
     replace: bool = False
-    reads: Callable[[RenderContext], Hashable] | None = None
+    reads: Callable[[RenderContext], Hashable] | tuple[str, ...] | None = attrs.field(
+        default=None, converter=_reads
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.after is not None and self.before is not None:

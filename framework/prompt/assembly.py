@@ -274,7 +274,7 @@ class SectionAssembler:
     def _read_record(
         self,
         entry: Registered[Section],
-        reads: Callable[[RenderContext], Hashable],
+        reads: Callable[[RenderContext], Hashable] | tuple[str, ...],
         context: RenderContext,
     ) -> RenderedSection:
         """The finished record of a section that declares what it reads: the one of an earlier
@@ -285,7 +285,15 @@ class SectionAssembler:
                 self._by_reads.clear()
             slot = self._by_reads[id(entry)] = _ReadsSlot(entry)
         try:
-            value = call_plugin(entry.plugin, slot.where, reads, context)
+            if type(reads) is tuple:
+                # Items only: read here, without calling the plugin.
+                retrieved = context.retrieved
+                if len(reads) == 1:
+                    value = retrieved.get(reads[0], ())
+                else:
+                    value = tuple([retrieved.get(section_id, ()) for section_id in reads])
+            else:
+                value = call_plugin(entry.plugin, slot.where, reads, context)  # type: ignore[arg-type]
         except Exception as exc:
             if self.strict:
                 raise SectionRenderError(
