@@ -140,3 +140,18 @@ def test_the_texts_of_a_sliding_window_stay_right_when_counted_afresh(pack: obje
         for text in range(kinds):
             key = ("user", f"句 {text}")
             assert (key in texts) == any(entry.content == key[1] for entry in history), key
+
+
+def test_the_messages_kept_with_a_window_are_those_of_its_rows(pack: object) -> None:
+    cache = MessageCache(persona=pack)  # type: ignore[arg-type]
+    long_line = "很长的一句话" * 30
+    history = [_entry(0, summary=True), *(_entry(n) for n in range(1, 40))]
+    for number in range(40, 60):
+        history = [*history, HistoryEntry(role="user", content=f"{long_line}{number}")]
+        rows = cache.window_rows(CONVERSATION, tuple(history), 6)
+        # Another length (the settings changed) builds them again.
+        for max_len in (4000, 64, 4000):
+            found = dict(cache.newest_messages(rows, max_len))
+            assert list(found) == list(range(len(rows) - 1, -1, -1))
+            fresh = MessageCache(persona=pack)  # type: ignore[arg-type]
+            assert found == {i: fresh.history_message(row, max_len) for i, row in enumerate(rows)}

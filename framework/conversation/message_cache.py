@@ -18,7 +18,7 @@ refilled, and a text longer than :data:`CACHED_TEXT_CHARS` is never kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import attrs
@@ -132,7 +132,9 @@ class _Window(NamedTuple):
     # The newest summary entry older than the window (-1: none), when it was looked for.
     older: int | None
     result: tuple[HistoryRow, ...]
-    texts: HistoryTexts
+    # ``[result, its texts, (max_len, the messages of its rows so far)]``, also found by the
+    # result itself (``MessageCache._kept_of``); the messages are a list the budget fills in.
+    kept: list[Any]
 
 
 @attrs.frozen
@@ -207,10 +209,9 @@ class MessageCache:
     )
     # Per conversation (bot, group, user), its history window as its last turn left it.
     _windows: dict[Hashable, _Window] = attrs.field(factory=dict, init=False, repr=False)
-    # The texts of the windows handed out, by the rows tuple itself (held, so its id stays).
-    _texts_of: dict[int, tuple[tuple[HistoryRow, ...], HistoryTexts]] = attrs.field(
-        factory=dict, init=False, repr=False
-    )
+    # What is kept with each window handed out, by the rows tuple itself (held, so its id
+    # stays): see ``_Window.kept``.
+    _kept_of: dict[int, list[Any]] = attrs.field(factory=dict, init=False, repr=False)
 
     @property
     def injection_suffix(self) -> str:
@@ -286,19 +287,53 @@ class MessageCache:
             result = _with_summary(entries, rows, older, limit, self.history_row)
             if result is not rows:
                 texts = attrs.evolve(texts, excluded=_text_key(rows[0]))
+        # The messages of the rows, built when the budget first reads them: those of the rows
+        # both windows hold come along (the oldest row, which a summary may take, excepted).
+        messages: list[Any]
+        if kept < 0 or slot is None:
+            max_len, messages = -1, [_MISSING] * len(result)
+        else:
+            max_len, before = slot.kept[2]
+            messages = [*before[len(slot.window) - kept :], *[_MISSING] * (len(result) - kept)]
+            messages[0] = _MISSING
+        kept_with = [result, texts, (max_len, messages)]
         _keep(
             self._windows,
             conversation,
-            _Window(entries, limit, window, rows, summaries, older, result, texts),
+            _Window(entries, limit, window, rows, summaries, older, result, kept_with),
             WINDOW_CONVERSATIONS,
         )
-        _keep(self._texts_of, id(result), (result, texts), WINDOW_CONVERSATIONS)
+        _keep(self._kept_of, id(result), kept_with, WINDOW_CONVERSATIONS)
         return result
+
+    def newest_messages(
+        self, rows: Sequence[HistoryRow], max_len: int
+    ) -> Iterator[tuple[int, PromptMessage | None]]:
+        """``(index, message)`` of each row, from the newest back (:meth:`history_message`); for
+        a window :meth:`window_rows` returned, the messages the last turn's window built come
+        along instead of being looked up row by row."""
+        history_message = self.history_message
+        found = self._kept_of.get(id(rows))
+        if found is None or found[0] is not rows:
+            for index in range(len(rows) - 1, -1, -1):
+                yield index, history_message(rows[index], max_len)
+            return
+        built, messages = found[2]
+        if built != max_len:
+            # Built for another length (the settings changed): made again, replaced whole.
+            messages = [_MISSING] * len(rows)
+            found[2] = (max_len, messages)
+        for index in range(len(rows) - 1, -1, -1):
+            message = messages[index]
+            if message is _MISSING:
+                # The same value whoever builds it first: threads sharing the window may both.
+                message = messages[index] = history_message(rows[index], max_len)
+            yield index, message
 
     def history_texts(self, rows: tuple[HistoryRow, ...]) -> HistoryTexts | None:
         """The texts of ``rows`` for :func:`framework.conversation.pipeline.carried_by_history`
         when ``rows`` is a window :meth:`window_rows` returned, kept with it; else ``None``."""
-        found = self._texts_of.get(id(rows))
+        found = self._kept_of.get(id(rows))
         return found[1] if found is not None and found[0] is rows else None
 
     def _carry(
@@ -331,7 +366,7 @@ class MessageCache:
         )
         # The last turn's changes, copied and changed by the rows that left and came: the last
         # turn's texts stay as they were, and a turn copies no count per row of a long window.
-        changes = dict(slot.texts.changes)
+        changes = dict(slot.kept[1].changes)
         for row in gone:
             if not row.summary:
                 key = _text_key(row)
@@ -342,7 +377,7 @@ class MessageCache:
                 changes[key] = changes.get(key, 0) + 1
         if len(changes) > max(TEXT_CHANGES, len(rows) // 8):
             return rows, summaries, HistoryTexts(_count_texts(rows)), kept
-        return rows, summaries, HistoryTexts(slot.texts.base, changes), kept
+        return rows, summaries, HistoryTexts(slot.kept[1].base, changes), kept
 
     @staticmethod
     def _older_summary(

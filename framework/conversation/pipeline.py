@@ -204,8 +204,7 @@ def _fit_newest_first(
     boundary = len(rows)  # rows[boundary:] are kept, or clean to no message at all
     full = False
     history_message = cache.history_message
-    for index in range(len(rows) - 1, -1, -1):
-        message = history_message(rows[index], max_len)
+    for index, message in cache.newest_messages(rows, max_len):
         if message is not None:
             size = len(message.content)
             if kept and total + size > budget:
