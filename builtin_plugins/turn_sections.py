@@ -158,11 +158,6 @@ def render_tool_context(context: RenderContext) -> str:
     return "\n".join(lines)
 
 
-def reads_group_timeline(context: RenderContext) -> Hashable:
-    """The timeline's text and the quoted bot text."""
-    return context.timeline.text, context.turn.quoted_bot_text
-
-
 def reads_reply_shape(context: RenderContext) -> Hashable:
     """The resolved reply shape."""
     return context.reply_shape
@@ -186,7 +181,6 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=TIMELINE_HEADER,
             render=render_group_timeline,
             volatility="turn",
-            reads=reads_group_timeline,
         )
     )
     register(
