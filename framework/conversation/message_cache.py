@@ -357,23 +357,23 @@ class MessageCache:
         if kept > len(before) or window[:kept] != before[len(before) - kept :]:
             return None
         gone = slot.rows[: len(before) - kept]
-        new = tuple(self.history_row(entry) for entry in window[kept:])
+        new = tuple([self.history_row(entry) for entry in window[kept:]])
         rows = slot.rows[len(before) - kept :] + new
-        summaries = (
-            slot.summaries
-            - sum(found.summary for found in gone)
-            + sum(found.summary for found in new)
-        )
         # The last turn's changes, copied and changed by the rows that left and came: the last
         # turn's texts stay as they were, and a turn copies no count per row of a long window.
+        summaries = slot.summaries
         changes = dict(slot.kept[1].changes)
         for row in gone:
-            if not row.summary:
-                key = _text_key(row)
+            if row.summary:
+                summaries -= 1
+            else:
+                key = (row.role, row.content.strip())
                 changes[key] = changes.get(key, 0) - 1
         for row in new:
-            if not row.summary:
-                key = _text_key(row)
+            if row.summary:
+                summaries += 1
+            else:
+                key = (row.role, row.content.strip())
                 changes[key] = changes.get(key, 0) + 1
         if len(changes) > max(TEXT_CHANGES, len(rows) // 8):
             return rows, summaries, HistoryTexts(_count_texts(rows)), kept
