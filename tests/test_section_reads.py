@@ -4,6 +4,7 @@ the overrides file, the plugins, the settings (``docs/sections.md#what-a-section
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Callable, Hashable
 from pathlib import Path
@@ -260,3 +261,13 @@ def test_section_ids_read_from_several_sections(rich_turn: Turn) -> None:
 def test_reads_must_be_section_ids_or_a_function(reads: object) -> None:
     with pytest.raises((TypeError, ValueError)):
         Section(id="bad", title="坏", render=lambda context: "", reads=reads)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("year", [1, 999, 1000, 2026, 9999])
+def test_the_current_time_reads_as_strftime_writes_it(rich_turn: Turn, year: int) -> None:
+    # The bot's zone is UTC, so the time is shown as given, whatever the year.
+    bot = attrs.evolve(rich_turn.bot, timezone="UTC")
+    at = dt.datetime(year, 3, 4, 5, 6, 7, tzinfo=dt.UTC)
+    turn = attrs.evolve(rich_turn, bot=bot, message=attrs.evolve(rich_turn.message, time=at))
+    shown = _sections(_runtime(), turn)["current_time"]
+    assert f"- 本轮时间：{at:%Y-%m-%d %H:%M}（" in shown
