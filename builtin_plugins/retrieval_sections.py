@@ -7,7 +7,7 @@ section's fallback line comes from the persona pack and is quoted the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 
 from framework import (
     KnowledgeItem,
@@ -132,17 +132,6 @@ def render_mid_term(context: RenderContext) -> str:
     )
 
 
-def reads_relationship(context: RenderContext) -> Hashable:
-    """The notes, and what decides the persona pack's fallback line."""
-    turn = context.turn
-    return (
-        context.retrieved.get("relationship", ()),
-        turn.is_private,
-        bool(turn.message.sender_id.strip()),
-        context.allow_persistent_memory,
-    )
-
-
 @hookimpl
 def register_sections(register: Callable[[Section], None]) -> None:
     register(
@@ -169,7 +158,12 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=RELATIONSHIP_HEADER,
             render=render_relationship,
             volatility="retrieval",
-            reads=reads_relationship,
+            reads=(
+                "relationship",
+                "context.turn.is_private",
+                "context.turn.message.sender_id",
+                "context.allow_persistent_memory",
+            ),
         )
     )
     register(

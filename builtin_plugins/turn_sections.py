@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from framework import (
@@ -167,21 +167,6 @@ def render_tool_context(context: RenderContext) -> str:
     return "\n".join(lines)
 
 
-def reads_reply_shape(context: RenderContext) -> Hashable:
-    """The resolved reply shape."""
-    return context.reply_shape
-
-
-def reads_turn_policy(context: RenderContext) -> Hashable:
-    """The resolved turn policy, and whether the decision is a follow-up question."""
-    return context.turn_policy, context.decision.action is TurnAction.FOLLOW_UP
-
-
-def reads_tool_context(context: RenderContext) -> Hashable:
-    """The turn's tool context."""
-    return context.tool_context
-
-
 @hookimpl
 def register_sections(register: Callable[[Section], None]) -> None:
     register(
@@ -198,7 +183,7 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=REPLY_SHAPE_HEADER,
             render=render_reply_shape,
             volatility="turn",
-            reads=reads_reply_shape,
+            reads=("context.reply_shape",),
         )
     )
     register(
@@ -207,7 +192,7 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=TURN_POLICY_HEADER,
             render=render_turn_policy,
             volatility="turn",
-            reads=reads_turn_policy,
+            reads=("context.turn_policy", "context.decision.action"),
         )
     )
     register(
@@ -224,6 +209,6 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=TOOL_CONTEXT_HEADER,
             render=render_tool_context,
             volatility="turn",
-            reads=reads_tool_context,
+            reads=("context.turn.tool_context",),
         )
     )

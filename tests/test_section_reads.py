@@ -257,7 +257,9 @@ def test_section_ids_read_from_several_sections(rich_turn: Turn) -> None:
     assert len(counted.renders) == 3
 
 
-@pytest.mark.parametrize("reads", ["memory", ("Memory",), (1,)])
+@pytest.mark.parametrize(
+    "reads", ["memory", ("Memory",), (1,), ("context._private",), ("context.turn..bot",)]
+)
 def test_reads_must_be_section_ids_or_a_function(reads: object) -> None:
     with pytest.raises((TypeError, ValueError)):
         Section(id="bad", title="坏", render=lambda context: "", reads=reads)  # type: ignore[arg-type]
@@ -271,3 +273,66 @@ def test_the_current_time_reads_as_strftime_writes_it(rich_turn: Turn, year: int
     turn = attrs.evolve(rich_turn, bot=bot, message=attrs.evolve(rich_turn.message, time=at))
     shown = _sections(_runtime(), turn)["current_time"]
     assert f"- 本轮时间：{at:%Y-%m-%d %H:%M}（" in shown
+
+
+@attrs.define(eq=False)
+class Echo:
+    """A section showing the message's text and the memory items, declared by name."""
+
+    renders: list[str] = attrs.field(factory=list)
+
+    def render(self, context: RenderContext) -> str:
+        memory = [item.text for item in context.items("memory", MemoryItem)]
+        text = f"【回声】{context.turn.message.text}|{'、'.join(memory)}"
+        self.renders.append(text)
+        return text
+
+    @hookimpl
+    def register_sections(self, register: Callable[[Section], None]) -> None:
+        register(
+            Section(
+                id="echo",
+                title="【回声】",
+                render=self.render,
+                reads=("memory", "context.turn.message.text"),
+            )
+        )
+
+
+def test_context_paths_are_read_by_the_runtime(rich_turn: Turn) -> None:
+    runtime = _runtime()
+    echo = Echo()
+    runtime.add_plugin(echo, name="echo")
+
+    def shown(turn: Turn) -> str:
+        result = runtime.render(turn, retrieve=False, allow_persistent_memory=True)
+        return next(s.text for s in result.sections if s.id == "echo")
+
+    turn = _with_memory(rich_turn, "甲")
+    asked = attrs.evolve(turn, message=attrs.evolve(turn.message, text="另一句"))
+    assert shown(turn) == f"【回声】{turn.message.text}|甲"
+    assert shown(turn) == f"【回声】{turn.message.text}|甲"
+    assert len(echo.renders) == 1
+    assert shown(asked) == "【回声】另一句|甲"
+    assert shown(_with_memory(asked, "乙")) == "【回声】另一句|乙"
+    assert len(echo.renders) == 3
+
+
+def test_a_context_path_that_does_not_resolve_is_traced(rich_turn: Turn) -> None:
+    class Missing(Echo):
+        @hookimpl
+        def register_sections(self, register: Callable[[Section], None]) -> None:
+            register(
+                Section(id="echo", title="【回声】", render=self.render, reads=("context.no_such",))
+            )
+
+    runtime = _runtime(strict=False)
+    missing = Missing()
+    runtime.add_plugin(missing, name="echo")
+    for _ in range(2):
+        assert _sections(runtime, rich_turn)["echo"].startswith("【回声】")
+    assert len(missing.renders) == 2
+    strict = _runtime(strict=True)
+    strict.add_plugin(Missing(), name="echo")
+    with pytest.raises(SectionRenderError, match="reads of section 'echo'"):
+        strict.render(rich_turn, retrieve=False)

@@ -11,6 +11,7 @@ override that raises, returns something other than a :class:`framework.SectionOv
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -19,7 +20,13 @@ import pluggy
 
 from framework.errors import ConfigError, SectionRenderError
 from framework.plugins.hook_calls import implementations, log_failure
-from framework.plugins.records import OverrideMode, Section, SectionOverride, Volatility
+from framework.plugins.records import (
+    READS_CONTEXT,
+    OverrideMode,
+    Section,
+    SectionOverride,
+    Volatility,
+)
 from framework.plugins.registry import Registered
 from framework.plugins.watchdog import call_plugin, type_name
 from framework.prompt.overrides import MAX_OVERRIDE_CONTENT_CHARS
@@ -59,8 +66,19 @@ class _ReadsSlot:
     # never see one turn's value beside another's record.
     last: tuple[Hashable, RenderedSection] | None = attrs.field(default=None, init=False)
 
+    # For names (``Section.reads`` a tuple): the section ids whose items are read, and a getter
+    # of the context paths (``None`` when none is named).
+    ids: tuple[str, ...] = attrs.field(default=(), init=False)
+    paths: Callable[[RenderContext], Any] | None = attrs.field(default=None, init=False)
+
     def __attrs_post_init__(self) -> None:
         self.where = f"section {self.entry.item.id!r} reads"
+        reads = self.entry.item.reads
+        if type(reads) is tuple:
+            self.ids = tuple(name for name in reads if not name.startswith(READS_CONTEXT))
+            paths = [name[len(READS_CONTEXT) :] for name in reads if name.startswith(READS_CONTEXT)]
+            if paths:
+                self.paths = operator.attrgetter(*paths)
 
 
 @attrs.define
@@ -286,12 +304,15 @@ class SectionAssembler:
             slot = self._by_reads[id(entry)] = _ReadsSlot(entry)
         try:
             if type(reads) is tuple:
-                # Items only: read here, without calling the plugin.
-                retrieved = context.retrieved
-                if len(reads) == 1:
-                    value = retrieved.get(reads[0], ())
+                # Names: read here, without calling the plugin.
+                retrieved, ids, paths = context.retrieved, slot.ids, slot.paths
+                if paths is None and len(ids) == 1:
+                    value = retrieved.get(ids[0], ())
                 else:
-                    value = tuple([retrieved.get(section_id, ()) for section_id in reads])
+                    found = [retrieved.get(section_id, ()) for section_id in ids]
+                    if paths is not None:
+                        found.append(paths(context))
+                    value = tuple(found)
             else:
                 value = call_plugin(entry.plugin, slot.where, reads, context)  # type: ignore[arg-type]
         except Exception as exc:
