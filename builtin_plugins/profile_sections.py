@@ -105,6 +105,7 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=EXPRESSION_HEADER,
             render=render_group_expression,
             volatility="profile",
+            reads=("group_expression",),
         )
     )
     register(
@@ -113,5 +114,6 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=f"{OBSERVED_HEADER} / {SELF_REFLECTION_HEADER}",
             render=render_behavior_reference,
             volatility="profile",
+            reads=("behavior_reference", "group_expression"),
         )
     )

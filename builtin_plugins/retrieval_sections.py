@@ -140,11 +140,16 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=" ".join(MEMORY_HEADERS.values()),
             render=render_memory,
             volatility="retrieval",
+            reads=("memory",),
         )
     )
     register(
         Section(
-            id="knowledge", title=KNOWLEDGE_HEADER, render=render_knowledge, volatility="retrieval"
+            id="knowledge",
+            title=KNOWLEDGE_HEADER,
+            render=render_knowledge,
+            volatility="retrieval",
+            reads=("knowledge",),
         )
     )
     register(
@@ -153,6 +158,12 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=RELATIONSHIP_HEADER,
             render=render_relationship,
             volatility="retrieval",
+            reads=(
+                "relationship",
+                "context.turn.is_private",
+                "context.turn.message.sender_id",
+                "context.allow_persistent_memory",
+            ),
         )
     )
     register(
@@ -161,10 +172,15 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=PERSON_FACTS_HEADER,
             render=render_person_facts,
             volatility="retrieval",
+            reads=("person_facts",),
         )
     )
     register(
         Section(
-            id="mid_term", title=MID_TERM_HEADER, render=render_mid_term, volatility="retrieval"
+            id="mid_term",
+            title=MID_TERM_HEADER,
+            render=render_mid_term,
+            volatility="retrieval",
+            reads=("mid_term",),
         )
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -102,6 +103,14 @@ def render_turn_policy(context: RenderContext) -> str:
     return "\n".join(lines)
 
 
+def _minute(local: dt.datetime) -> str:
+    """``f"{local:%Y-%m-%d %H:%M}"``, formatted without ``strftime`` (twice as fast) for the
+    four-digit years it pads alike."""
+    if local.year < 1000:
+        return f"{local:%Y-%m-%d %H:%M}"
+    return f"{local.year}-{local.month:02d}-{local.day:02d} {local.hour:02d}:{local.minute:02d}"
+
+
 def render_current_time(context: RenderContext) -> str:
     zone_name = context.turn.bot.timezone
     try:
@@ -123,7 +132,7 @@ def render_current_time(context: RenderContext) -> str:
     return "\n".join(
         [
             CURRENT_TIME_HEADER,
-            f"- 本轮时间：{local:%Y-%m-%d %H:%M}（{WEEKDAYS[local.weekday()]}，时区 {zone_name}）",
+            f"- 本轮时间：{_minute(local)}（{WEEKDAYS[local.weekday()]}，时区 {zone_name}）",
         ]
     )
 
@@ -170,12 +179,20 @@ def register_sections(register: Callable[[Section], None]) -> None:
     )
     register(
         Section(
-            id="reply_shape", title=REPLY_SHAPE_HEADER, render=render_reply_shape, volatility="turn"
+            id="reply_shape",
+            title=REPLY_SHAPE_HEADER,
+            render=render_reply_shape,
+            volatility="turn",
+            reads=("context.reply_shape",),
         )
     )
     register(
         Section(
-            id="turn_policy", title=TURN_POLICY_HEADER, render=render_turn_policy, volatility="turn"
+            id="turn_policy",
+            title=TURN_POLICY_HEADER,
+            render=render_turn_policy,
+            volatility="turn",
+            reads=("context.turn_policy", "context.decision.action"),
         )
     )
     register(
@@ -192,5 +209,6 @@ def register_sections(register: Callable[[Section], None]) -> None:
             title=TOOL_CONTEXT_HEADER,
             render=render_tool_context,
             volatility="turn",
+            reads=("context.turn.tool_context",),
         )
     )

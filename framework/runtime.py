@@ -544,12 +544,15 @@ class Promptweave:
             given = {
                 section: items for section, items in given.items() if section not in persistent
             }
+        history = reader.history()
         context = self.context_for(
             turn,
             now=now,
             decision=decision,
             retrieved=given if retrieval is None else _merge(given, retrieval.items),
-            hidden_in_timeline=carried_by_history(reader.history(), turn),
+            hidden_in_timeline=carried_by_history(
+                history, turn, self.message_cache.history_texts(history)
+            ),
             allow_persistent_memory=allow_persistent_memory,
         )
         sections, system_prompt = self.assemble(context)

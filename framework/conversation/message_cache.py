@@ -7,6 +7,8 @@ message (prefix line, cleaned body, the injection check and its warning line), t
 one line, the timeline line, the speaker label, the injection-snapshot entry with its sha256. :class:`MessageCache` makes
 each of these once and hands out the same finished value (the same immutable record) on every
 later turn, so a turn's cost follows the messages that are new to it, not the length of the window.
+It also keeps each conversation's history window from one turn to the next
+(:meth:`MessageCache.window_rows`), so a turn makes rows only of the entries new to it.
 
 The cache memoises the functions that define these forms (:func:`framework.format_user_turn` and
 the others), so it never changes what they produce; it is bound to one persona pack and the
@@ -16,8 +18,8 @@ refilled, and a text longer than :data:`CACHED_TEXT_CHARS` is never kept.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import Any, TypeVar
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import attrs
 
@@ -31,14 +33,34 @@ from framework.conversation.sequence import (
 )
 from framework.conversation.timeline import speaker_label, timeline_text
 from framework.prompt.persona import PersonaPack
+from framework.store.sessions import SUMMARY_MARK
 from framework.turn import Bot, ChatMessage, HistoryEntry
 
-__all__ = ["CACHED_TEXT_CHARS", "MESSAGE_CACHE_ENTRIES", "MessageCache"]
+__all__ = [
+    "CACHED_TEXT_CHARS",
+    "MESSAGE_CACHE_ENTRIES",
+    "TEXT_CHANGES",
+    "WINDOW_CONVERSATIONS",
+    "WINDOW_NEW_ENTRIES",
+    "HistoryTexts",
+    "MessageCache",
+    "turn_rows",
+]
 
 #: Entries per table of a :class:`MessageCache`.
 MESSAGE_CACHE_ENTRIES = 8192
 #: Texts longer than this are processed every time instead of being kept.
 CACHED_TEXT_CHARS = 8192
+
+#: How many changed texts a kept window's :class:`HistoryTexts` carries (at least: an eighth of
+#: the window, for long ones) before its texts are counted afresh.
+TEXT_CHANGES = 32
+#: Conversations whose history window a :class:`MessageCache` keeps (each holds a reference to
+#: its last history).
+WINDOW_CONVERSATIONS = 1024
+#: At most this many entries may have joined a conversation's history since its last turn for the
+#: window of that turn to be carried on; with more, the window is made afresh.
+WINDOW_NEW_ENTRIES = 16
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -54,6 +76,98 @@ def _keep(table: dict[K, V], key: K, value: V, limit: int) -> V:
         table.clear()
     table[key] = value
     return value
+
+
+def _is_summary(entry: HistoryEntry) -> bool:
+    return entry.role == "user" and entry.content.startswith(SUMMARY_MARK)
+
+
+def _newest_summary(entries: Sequence[HistoryEntry], start: int, end: int) -> int:
+    """The index of the newest summary entry in ``entries[start:end]``, ``-1`` when none."""
+    for index in range(end - 1, start - 1, -1):
+        if _is_summary(entries[index]):
+            return index
+    return -1
+
+
+def _with_summary(
+    entries: Sequence[HistoryEntry],
+    rows: tuple[HistoryRow, ...],
+    found: int,
+    limit: int,
+    row: Callable[[HistoryEntry], HistoryRow],
+) -> tuple[HistoryRow, ...]:
+    if found < 0:
+        return rows
+    summary = row(entries[found])
+    return (summary, *rows[1:]) if limit > 1 else (summary,)
+
+
+def turn_rows(
+    entries: Sequence[HistoryEntry], limit: int, row: Callable[[HistoryEntry], HistoryRow]
+) -> tuple[HistoryRow, ...]:
+    """:func:`framework.conversation.sequence.window_history` of a turn's own history, with rows
+    made for the window alone: the newest ``limit`` entries and, when they hold no summary, the
+    newest older summary in front."""
+    if limit <= 0:
+        return ()
+    rows = tuple(row(entry) for entry in entries[-limit:])
+    if len(rows) == len(entries) or any(found.summary for found in rows):
+        return rows
+    # Read back from the window, so only a history without any summary is read to its start.
+    return _with_summary(
+        entries, rows, _newest_summary(entries, 0, len(entries) - len(rows)), limit, row
+    )
+
+
+class _Window(NamedTuple):
+    """One conversation's history window as its last turn made it (never changed: a new turn
+    puts a new one in its place)."""
+
+    entries: tuple[HistoryEntry, ...]
+    limit: int
+    window: tuple[HistoryEntry, ...]
+    rows: tuple[HistoryRow, ...]
+    summaries: int  # summary rows among ``rows``
+    # The newest summary entry older than the window (-1: none), when it was looked for.
+    older: int | None
+    result: tuple[HistoryRow, ...]
+    # ``[result, its texts, (max_len, the messages of its rows so far)]``, also found by the
+    # result itself (``MessageCache._kept_of``); the messages are a list the budget fills in.
+    kept: list[Any]
+
+
+@attrs.frozen
+class HistoryTexts:
+    """What :func:`framework.conversation.pipeline.carried_by_history` matches timeline messages
+    against, for history rows without message ids: how many rows (summaries left out) hold each
+    ``(role, stripped text)``, one fewer for ``excluded`` (the window's oldest row, when a
+    summary took its place).
+
+    The counts are ``base`` plus ``changes``: a turn copies only the changes since ``base`` was
+    counted, not a count per row of the window (``base`` is counted again once the changes grow).
+    """
+
+    base: Mapping[tuple[str, str], int]
+    changes: Mapping[tuple[str, str], int] = attrs.field(factory=dict)
+    excluded: tuple[str, str] | None = None
+
+    def __contains__(self, key: object) -> bool:
+        found: int = self.base.get(key, 0) + self.changes.get(key, 0)  # type: ignore[call-overload]
+        return (found - 1 if key == self.excluded else found) > 0
+
+
+def _text_key(row: HistoryRow) -> tuple[str, str]:
+    return row.role, row.content.strip()
+
+
+def _count_texts(rows: Sequence[HistoryRow]) -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
+    for row in rows:
+        if not row.summary:
+            key = _text_key(row)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 @attrs.define
@@ -93,6 +207,11 @@ class MessageCache:
     _shown_slots: dict[int, tuple[ChatMessage, Bot, int, tuple[str, str]]] = attrs.field(
         factory=dict, init=False, repr=False
     )
+    # Per conversation (bot, group, user), its history window as its last turn left it.
+    _windows: dict[Hashable, _Window] = attrs.field(factory=dict, init=False, repr=False)
+    # What is kept with each window handed out, by the rows tuple itself (held, so its id
+    # stays): see ``_Window.kept``.
+    _kept_of: dict[int, list[Any]] = attrs.field(factory=dict, init=False, repr=False)
 
     @property
     def injection_suffix(self) -> str:
@@ -130,6 +249,154 @@ class MessageCache:
             row = _keep(self._rows, key, HistoryRow.from_entry(entry), self.entries)
         _keep(self._row_slots, id(entry), (entry, row), self.entries)
         return row
+
+    def window_rows(
+        self, conversation: Hashable, entries: Sequence[HistoryEntry], limit: int
+    ) -> tuple[HistoryRow, ...]:
+        """:func:`turn_rows` of a turn's own history, carried on from the conversation's last
+        turn: when the history is the last one's with a few entries added at the end (and as
+        many gone from the start), only those entries are made into rows, and the older part is
+        compared with the last one's (a comparison of references, not a row per entry) instead of
+        being read again for a summary.
+
+        :param conversation: the conversation the history belongs to (bot, group, user).
+        """
+        if limit <= 0:
+            return ()
+        entries = tuple(entries)
+        slot = self._windows.get(conversation)
+        if slot is not None and slot.entries is entries and slot.limit == limit:
+            return slot.result
+        window = entries[-limit:]
+        carried = None if slot is None or slot.limit != limit else self._carry(slot, window)
+        if carried is None:
+            rows = tuple(self.history_row(entry) for entry in window)
+            summaries = sum(found.summary for found in rows)
+            texts = HistoryTexts(_count_texts(rows))
+            kept = -1
+        else:
+            rows, summaries, texts, kept = carried
+        older: int | None = None
+        if len(rows) == len(entries) or summaries:
+            result = rows
+        else:
+            end = len(entries) - len(window)
+            older = self._older_summary(slot, entries, end, kept) if slot is not None else None
+            if older is None:
+                older = _newest_summary(entries, 0, end)
+            result = _with_summary(entries, rows, older, limit, self.history_row)
+            if result is not rows:
+                texts = attrs.evolve(texts, excluded=_text_key(rows[0]))
+        # The messages of the rows, built when the budget first reads them: those of the rows
+        # both windows hold come along (the oldest row, which a summary may take, excepted).
+        messages: list[Any]
+        if kept < 0 or slot is None:
+            max_len, messages = -1, [_MISSING] * len(result)
+        else:
+            max_len, before = slot.kept[2]
+            messages = [*before[len(slot.window) - kept :], *[_MISSING] * (len(result) - kept)]
+            messages[0] = _MISSING
+        kept_with = [result, texts, (max_len, messages)]
+        _keep(
+            self._windows,
+            conversation,
+            _Window(entries, limit, window, rows, summaries, older, result, kept_with),
+            WINDOW_CONVERSATIONS,
+        )
+        _keep(self._kept_of, id(result), kept_with, WINDOW_CONVERSATIONS)
+        return result
+
+    def newest_messages(
+        self, rows: Sequence[HistoryRow], max_len: int
+    ) -> Iterator[tuple[int, PromptMessage | None]]:
+        """``(index, message)`` of each row, from the newest back (:meth:`history_message`); for
+        a window :meth:`window_rows` returned, the messages the last turn's window built come
+        along instead of being looked up row by row."""
+        history_message = self.history_message
+        found = self._kept_of.get(id(rows))
+        if found is None or found[0] is not rows:
+            for index in range(len(rows) - 1, -1, -1):
+                yield index, history_message(rows[index], max_len)
+            return
+        built, messages = found[2]
+        if built != max_len:
+            # Built for another length (the settings changed): made again, replaced whole.
+            messages = [_MISSING] * len(rows)
+            found[2] = (max_len, messages)
+        for index in range(len(rows) - 1, -1, -1):
+            message = messages[index]
+            if message is _MISSING:
+                # The same value whoever builds it first: threads sharing the window may both.
+                message = messages[index] = history_message(rows[index], max_len)
+            yield index, message
+
+    def history_texts(self, rows: tuple[HistoryRow, ...]) -> HistoryTexts | None:
+        """The texts of ``rows`` for :func:`framework.conversation.pipeline.carried_by_history`
+        when ``rows`` is a window :meth:`window_rows` returned, kept with it; else ``None``."""
+        found = self._kept_of.get(id(rows))
+        return found[1] if found is not None and found[0] is rows else None
+
+    def _carry(
+        self, slot: _Window, window: tuple[HistoryEntry, ...]
+    ) -> tuple[tuple[HistoryRow, ...], int, HistoryTexts, int] | None:
+        """The rows of ``window`` from those of the last turn's: ``(rows, summary rows, their
+        texts, how many entries of the last window are kept)``, or ``None`` when the window is
+        not the last one moved on by a few new entries."""
+        before = slot.window
+        if not before:
+            return None
+        newest = before[-1]
+        added = None
+        for count in range(min(len(window), WINDOW_NEW_ENTRIES + 1)):
+            if window[-1 - count] is newest:
+                added = count
+                break
+        if added is None:
+            return None
+        kept = len(window) - added
+        if kept > len(before) or window[:kept] != before[len(before) - kept :]:
+            return None
+        gone = slot.rows[: len(before) - kept]
+        new = tuple([self.history_row(entry) for entry in window[kept:]])
+        rows = slot.rows[len(before) - kept :] + new
+        # The last turn's changes, copied and changed by the rows that left and came: the last
+        # turn's texts stay as they were, and a turn copies no count per row of a long window.
+        summaries = slot.summaries
+        changes = dict(slot.kept[1].changes)
+        for row in gone:
+            if row.summary:
+                summaries -= 1
+            else:
+                key = (row.role, row.content.strip())
+                changes[key] = changes.get(key, 0) - 1
+        for row in new:
+            if row.summary:
+                summaries += 1
+            else:
+                key = (row.role, row.content.strip())
+                changes[key] = changes.get(key, 0) + 1
+        if len(changes) > max(TEXT_CHANGES, len(rows) // 8):
+            return rows, summaries, HistoryTexts(_count_texts(rows)), kept
+        return rows, summaries, HistoryTexts(slot.kept[1].base, changes), kept
+
+    @staticmethod
+    def _older_summary(
+        slot: _Window, entries: tuple[HistoryEntry, ...], end: int, kept: int
+    ) -> int | None:
+        """The newest summary in ``entries[:end]`` (the part older than the window) from what the
+        last turn found in its own, or ``None`` when that cannot tell."""
+        if slot.older is None or kept < 0:
+            return None
+        before = slot.entries
+        # With nothing else changed, entries[:end] is before[shift:end_before]: the last turn's
+        # older part, then the entries that have left its window since.
+        end_before = len(before) - kept
+        shift = end_before - end
+        if shift < 0 or entries[:end] != before[shift:end_before]:
+            return None
+        # The entries that left the window held no summary: the last turn looked for an older
+        # one only because its window held none.
+        return slot.older - shift if slot.older >= shift else -1
 
     def history_message(self, row: HistoryRow, max_len: int) -> PromptMessage | None:
         """The message of one history row (``None`` when its text cleans to nothing): the user's

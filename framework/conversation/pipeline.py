@@ -7,7 +7,7 @@ sections render (the timeline and the quoted bot text come from the store) and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 import attrs
@@ -21,7 +21,7 @@ from framework.conversation.budget import (
     cut_current_text,
 )
 from framework.conversation.images import vision_image_urls
-from framework.conversation.message_cache import MessageCache
+from framework.conversation.message_cache import HistoryTexts, MessageCache
 from framework.conversation.sequence import (
     AmbientPart,
     HistoryRow,
@@ -204,8 +204,7 @@ def _fit_newest_first(
     boundary = len(rows)  # rows[boundary:] are kept, or clean to no message at all
     full = False
     history_message = cache.history_message
-    for index in range(len(rows) - 1, -1, -1):
-        message = history_message(rows[index], max_len)
+    for index, message in cache.newest_messages(rows, max_len):
         if message is not None:
             size = len(message.content)
             if kept and total + size > budget:
@@ -250,20 +249,31 @@ def _fit_newest_first(
     return _Fitted(kept=kept, report=report)
 
 
-def carried_by_history(history: Sequence[HistoryRow], turn: Turn) -> Callable[[ChatMessage], bool]:
+def carried_by_history(
+    history: Sequence[HistoryRow], turn: Turn, kept: HistoryTexts | None = None
+) -> Callable[[ChatMessage], bool]:
     """Whether a group message is already in the user's history rows, so the timeline need not
     show it again (the message sequence never repeats what the system prompt carries). Matched by
     message id when the row has one, else by speaker and text: the user's own lines and the bot's.
+
+    :param kept: the texts of ``history`` when its window was kept between turns
+        (:meth:`framework.conversation.message_cache.MessageCache.history_texts`): its rows carry
+        no message ids, and the texts need not be gathered again.
     """
     ids: set[str] = set()
-    texts: set[tuple[str, str]] = set()
-    for row in history:
-        if row.summary:
-            continue
-        if row.message_id is not None:
-            ids.add(row.message_id)
-        else:
-            texts.add((row.role, row.content.strip()))
+    texts: Container[tuple[str, str]]
+    if kept is not None:
+        texts = kept
+    else:
+        gathered: set[tuple[str, str]] = set()
+        for row in history:
+            if row.summary:
+                continue
+            if row.message_id is not None:
+                ids.add(row.message_id)
+            else:
+                gathered.add((row.role, row.content.strip()))
+        texts = gathered
 
     def carried(message: ChatMessage) -> bool:
         if message.id is not None and message.id in ids:

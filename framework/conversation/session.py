@@ -22,15 +22,15 @@ from framework.conversation.ambient import (
     render_ambient_excerpt,
     select_ambient_turns,
 )
-from framework.conversation.message_cache import MessageCache
+from framework.conversation.message_cache import MessageCache, turn_rows
 from framework.conversation.sequence import HistoryRow
 from framework.conversation.timeline import timeline_limit
 from framework.prompt.persona import PersonaPack
 from framework.routing.signals import raw_reply_id
-from framework.store.sessions import SUMMARY_MARK, SessionTurn, group_scope
+from framework.store.sessions import SessionTurn, group_scope
 from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
-from framework.turn import ChatMessage, HistoryEntry, Turn
+from framework.turn import ChatMessage, Turn
 
 __all__ = ["SessionReader", "read_session"]
 
@@ -160,8 +160,10 @@ class SessionReader:
             return ()
         if self.turn.history:
             self.sources["history"] = "turn"
-            row = HistoryRow.from_entry if self.cache is None else self.cache.history_row
-            return _turn_rows(self.turn.history, window, row)
+            if self.cache is None:
+                return turn_rows(self.turn.history, window, HistoryRow.from_entry)
+            conversation = (self.turn.bot.id, self._scope, self.turn.message.sender_id)
+            return self.cache.window_rows(conversation, self.turn.history, window)
         sessions = self.stores.sessions
         assert sessions is not None  # not degraded
         bot_id, user_id = self.turn.bot.id, self.turn.message.sender_id
@@ -250,26 +252,6 @@ class SessionReader:
         if ledger is None:
             return ()
         return ledger.blacklisted_phrases(self.turn.bot.id, self._scope)
-
-
-def _turn_rows(
-    entries: Sequence[HistoryEntry], limit: int, row: Callable[[HistoryEntry], HistoryRow]
-) -> tuple[HistoryRow, ...]:
-    """:func:`framework.conversation.sequence.window_history` of a turn's own history, with rows
-    made for the window alone: the newest ``limit`` entries and, when they hold no summary, the
-    newest older summary in front."""
-    if limit <= 0:
-        return ()
-    rows = [row(entry) for entry in entries[-limit:]]
-    if len(rows) == len(entries) or any(found.summary for found in rows):
-        return tuple(rows)
-    # Read back from the window, so only a history without any summary is read to its start.
-    for index in range(len(entries) - len(rows) - 1, -1, -1):
-        entry = entries[index]
-        if entry.role == "user" and entry.content.startswith(SUMMARY_MARK):
-            summary = row(entry)
-            return (summary, *rows[1:]) if limit > 1 else (summary,)
-    return tuple(rows)
 
 
 def read_session(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import random
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_RULE_ORDER",
+    "READS_CONTEXT",
     "DecisionRule",
     "OverrideMode",
     "PhrasePool",
@@ -93,6 +94,32 @@ def _check_anchor(_instance: Any, attribute: attrs.Attribute[Any], value: str | 
         raise ValueError(f"{attribute.name}={value!r} is not a valid section id")
 
 
+#: In ``Section.reads``, a name that starts with this is a path of the render context
+#: (``"context.turn.tool_context"``); any other name is a section id, whose items are read.
+READS_CONTEXT = "context."
+
+
+def _reads(
+    value: Callable[[RenderContext], Hashable] | Iterable[str] | None,
+) -> Callable[[RenderContext], Hashable] | tuple[str, ...] | None:
+    if value is None or callable(value):
+        return value
+    if isinstance(value, str):
+        raise TypeError(f"reads={value!r}: give a tuple of names, not one string")
+    names = tuple(value)
+    for name in names:
+        if not isinstance(name, str):
+            raise ValueError(f"reads={names!r}: {name!r} is not a name")
+        if name.startswith(READS_CONTEXT):
+            path = name[len(READS_CONTEXT) :].split(".")
+            if all(part.isidentifier() and not part.startswith("_") for part in path):
+                continue
+            raise ValueError(f"reads={names!r}: {name!r} is not a path of the render context")
+        if not _ID.match(name):
+            raise ValueError(f"reads={names!r}: {name!r} is not a valid section id")
+    return names
+
+
 @attrs.frozen(kw_only=True)
 class Section:
     """One system-prompt section.
@@ -104,6 +131,13 @@ class Section:
     :param before: place the section right before this section id.
     :param volatility: how often the text changes; see :class:`Volatility`.
     :param replace: ``True`` to replace an already registered section with the same id.
+    :param reads: what the text depends on besides the persona pack and the settings, optional:
+        either names, read by the runtime itself (section ids, whose retrieved items are read,
+        and paths of the render context such as ``"context.turn.tool_context"``), or
+        ``reads(context) -> value`` returning everything it reads as a hashable value. When
+        what it reads equals what it read on an earlier turn, the section is not rendered again
+        and its finished block of that turn is reused (``docs/sections.md``); an unhashable value
+        renders the section as usual.
     """
 
     id: str = attrs.field(validator=_check_id("section"))
@@ -113,6 +147,9 @@ class Section:
     before: str | None = attrs.field(default=None, validator=_check_anchor)
     volatility: Volatility = attrs.field(default=Volatility.TURN, converter=Volatility)
     replace: bool = False
+    reads: Callable[[RenderContext], Hashable] | tuple[str, ...] | None = attrs.field(
+        default=None, converter=_reads
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.after is not None and self.before is not None:

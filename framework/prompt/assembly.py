@@ -11,14 +11,22 @@ override that raises, returns something other than a :class:`framework.SectionOv
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import attrs
 import pluggy
 
 from framework.errors import ConfigError, SectionRenderError
 from framework.plugins.hook_calls import implementations, log_failure
-from framework.plugins.records import OverrideMode, Section, SectionOverride, Volatility
+from framework.plugins.records import (
+    READS_CONTEXT,
+    OverrideMode,
+    Section,
+    SectionOverride,
+    Volatility,
+)
 from framework.plugins.registry import Registered
 from framework.plugins.watchdog import call_plugin, type_name
 from framework.prompt.overrides import MAX_OVERRIDE_CONTENT_CHARS
@@ -39,9 +47,38 @@ FINISHED_CACHE_ENTRIES = 4096
 FINISHED_TEXT_CHARS = 16384
 
 _Scope = tuple[str, Bot, str | None]
+# Stands for a value of ``Section.reads`` that cannot be kept (it raised, or is unhashable).
+_UNHASHABLE: Any = object()
 #: A section's raw text is cut here before it is cleaned (then capped at ``BLOCK_MAX_CHARS``):
 #: cleaning a plugin's ten megabytes would cost the turn for nothing.
 RAW_SECTION_MAX_CHARS = 4 * BLOCK_MAX_CHARS
+
+
+@attrs.define(eq=False)
+class _ReadsSlot:
+    """What is kept of one registered section that declares what it reads."""
+
+    entry: Registered[Section]
+    where: str = attrs.field(init=False)
+    # Finished records by what the section read.
+    kept: dict[Hashable, RenderedSection] = attrs.field(factory=dict, init=False)
+    # What it read last and its record, replaced whole so that threads sharing the runtime
+    # never see one turn's value beside another's record.
+    last: tuple[Hashable, RenderedSection] | None = attrs.field(default=None, init=False)
+
+    # For names (``Section.reads`` a tuple): the section ids whose items are read, and a getter
+    # of the context paths (``None`` when none is named).
+    ids: tuple[str, ...] = attrs.field(default=(), init=False)
+    paths: Callable[[RenderContext], Any] | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.where = f"section {self.entry.item.id!r} reads"
+        reads = self.entry.item.reads
+        if type(reads) is tuple:
+            self.ids = tuple(name for name in reads if not name.startswith(READS_CONTEXT))
+            paths = [name[len(READS_CONTEXT) :] for name in reads if name.startswith(READS_CONTEXT)]
+            if paths:
+                self.paths = operator.attrgetter(*paths)
 
 
 @attrs.define
@@ -62,6 +99,10 @@ class SectionAssembler:
     _finished: dict[tuple[str, str, str], RenderedSection] = attrs.field(
         factory=dict, init=False, repr=False
     )
+    # Per section that declares what it reads (``Section.reads``): its finished records by what it
+    # read. Keyed by the registered entry's id and holding the entry, so a section replaced or
+    # recollected starts afresh and the id cannot be reused while the slot exists.
+    _by_reads: dict[int, _ReadsSlot] = attrs.field(factory=dict, init=False, repr=False)
     _made_with: tuple[object, object] | None = attrs.field(default=None, init=False, repr=False)
 
     def forget_static(self) -> None:
@@ -70,6 +111,7 @@ class SectionAssembler:
         self._static_renders.clear()
         self._static_records.clear()
         self._finished.clear()
+        self._by_reads.clear()
 
     def _check_inputs(self, context: RenderContext) -> None:
         """Forget what was kept when the persona pack or the settings object changed since."""
@@ -235,6 +277,8 @@ class SectionAssembler:
                     record = self._finish(entry, text, error)
                     if error is None:
                         kept_static[section.id] = record
+            elif section.reads is not None:
+                record = self._read_record(entry, section.reads, context)
             else:
                 text, error = self.render_one(entry, context)
                 record = None
@@ -244,6 +288,70 @@ class SectionAssembler:
                     record = self._finish(entry, text, error)
             records.append(record)
         return records
+
+    def _read_record(
+        self,
+        entry: Registered[Section],
+        reads: Callable[[RenderContext], Hashable] | tuple[str, ...],
+        context: RenderContext,
+    ) -> RenderedSection:
+        """The finished record of a section that declares what it reads: the one of an earlier
+        turn that read an equal value, else rendered and kept under what it read."""
+        slot = self._by_reads.get(id(entry))
+        if slot is None or slot.entry is not entry:
+            if len(self._by_reads) >= STATIC_CACHE_ENTRIES:
+                self._by_reads.clear()
+            slot = self._by_reads[id(entry)] = _ReadsSlot(entry)
+        try:
+            if type(reads) is tuple:
+                # Names: read here, without calling the plugin.
+                retrieved, ids, paths = context.retrieved, slot.ids, slot.paths
+                if paths is None and len(ids) == 1:
+                    value = retrieved.get(ids[0], ())
+                else:
+                    found = [retrieved.get(section_id, ()) for section_id in ids]
+                    if paths is not None:
+                        found.append(paths(context))
+                    value = tuple(found)
+            else:
+                value = call_plugin(entry.plugin, slot.where, reads, context)  # type: ignore[arg-type]
+        except Exception as exc:
+            if self.strict:
+                raise SectionRenderError(
+                    f"reads of section {entry.item.id!r} of plugin {entry.plugin!r} raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            log_failure(
+                log, exc, "reads of section %r of plugin %r raised", entry.item.id, entry.plugin
+            )
+            value = _UNHASHABLE
+        last = slot.last
+        if last is not None and value is not _UNHASHABLE:
+            # Most turns read what the turn before read, often the very same objects: compared
+            # first, element by element (identical elements cost nothing), before any hashing.
+            try:
+                if value is last[0] or value == last[0]:
+                    return last[1]
+            except Exception:
+                value = _UNHASHABLE
+        kept = slot.kept
+        try:
+            record = kept.get(value)
+        except Exception:
+            # What it read cannot be a key (a list, say, or a value that cannot be compared): the
+            # section renders as it would without.
+            value, record = _UNHASHABLE, None
+        if record is not None:
+            slot.last = (value, record)
+            return record
+        text, error = self.render_one(entry, context)
+        record = self._finish(entry, text, error)
+        if error is None and value is not _UNHASHABLE:
+            if len(kept) >= FINISHED_CACHE_ENTRIES:
+                kept.clear()
+            kept[value] = record
+            slot.last = (value, record)
+        return record
 
     def _finish(self, entry: Registered[Section], text: str, error: str | None) -> RenderedSection:
         """The record of a section's text without an override: cleaned and capped, ``rendered``

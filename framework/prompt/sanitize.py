@@ -56,6 +56,7 @@ _LOOKALIKE = re.compile(f"[{re.escape(HEADER_BRACKET_LOOKALIKES)}]")
 # square bracket, or 〔 itself, and close with the matching kinds.
 _MARKER_OPENING = _OPENING + "[〔"
 _MARKER_CLOSING = _CLOSING + "]〕"
+_ANY_OPENING = re.compile(f"[{re.escape(_MARKER_OPENING)}]")
 # Where a marker's label ends: 【用户消息 — 非 system 指令…】 is labelled 用户消息.
 _LABEL_END = re.compile(r"[\s—–\-:：,，。、;；(（]")
 
@@ -137,6 +138,12 @@ def _marker_pattern(labels: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile(f"[{opening}]\\s*(?:{spaced})")
 
 
+@functools.lru_cache(maxsize=64)
+def _markers_pattern(markers: tuple[str, ...]) -> re.Pattern[str] | None:
+    # The same few marker tuples come with every message: their labels are worked out once.
+    return _marker_pattern(tuple(_label(marker) for marker in markers))
+
+
 def neutralize_markers(text: str, markers: tuple[str, ...]) -> str:
     """``text`` with every forged copy of a message marker defused: where a user wrote a marker
     such as the persona pack's ``【用户消息 — 非 system 指令…】``, in any bracket a reader takes for
@@ -145,8 +152,10 @@ def neutralize_markers(text: str, markers: tuple[str, ...]) -> str:
 
     A marker is recognised by its label, the words after the opening bracket (``用户消息``).
     """
-    pattern = _marker_pattern(tuple(_label(marker) for marker in markers))
-    if pattern is None or not any(char in text for char in _MARKER_OPENING):
+    if not _ANY_OPENING.search(text):
+        return text
+    pattern = _markers_pattern(markers)
+    if pattern is None:
         return text
     # Match on the compatibility-folded text, one character at a time so that every position
     # still names a character of the original.
