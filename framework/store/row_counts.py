@@ -1,4 +1,5 @@
-"""How many rows each group holds in a table, known without counting them again.
+"""How many rows each group holds in a table, known without counting them again; and, the same
+way, what else a connection may remember of a group's rows (the quote candidates).
 
 The group log trims a group to its window on every append. Finding what lies beyond the window
 by walking the window index costs a walk of the whole window (a thousand entries) per message;
@@ -12,6 +13,9 @@ commit drops every count, and the next append of a group counts it once (``COUNT
 Counts are kept per :class:`framework.store.sqlite.SQLiteDatabase` object and per thread (each
 thread has its own connection), so every store over one database object shares them. They hold
 while the rows of the table are written through those stores only, as they are.
+
+The routing state keeps each group's quote candidate rows the same way (under the table name
+``routing_candidates``): the values are then the rows, not a count.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Hashable
+from typing import Any
 
 from framework.store.sqlite import SQLiteDatabase
 
@@ -27,17 +32,18 @@ __all__ = ["RowCounts", "row_counts"]
 
 
 class RowCounts:
-    """The row counts of one table's groups, per thread, valid while no other connection wrote."""
+    """The row counts of one table's groups (or what else is kept of their rows), per thread,
+    valid while no other connection wrote."""
 
     def __init__(self) -> None:
         self._local = threading.local()
 
-    def current(self, connection: sqlite3.Connection) -> dict[Hashable, int]:
+    def current(self, connection: sqlite3.Connection) -> dict[Hashable, Any]:
         """The counts this thread's ``connection`` may trust now, by group: those it kept, unless
         another connection has committed since, then none. Call it inside a write transaction,
         and store a count into it only once that transaction has committed."""
         version = connection.execute("PRAGMA data_version").fetchone()[0]
-        kept: tuple[sqlite3.Connection, int, dict[Hashable, int]] | None = getattr(
+        kept: tuple[sqlite3.Connection, int, dict[Hashable, Any]] | None = getattr(
             self._local, "kept", None
         )
         if kept is None or kept[0] is not connection or kept[1] != version:
