@@ -17,18 +17,26 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import email.utils
+import functools
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, ClassVar, TypeVar, cast
 
 import attrs
 import httpx
 import tenacity
 
-from framework import Config, SubmitResult, parse_answer
+from framework import Config, ProviderApi, ProviderRequest, SubmitResult, hookimpl, parse_answer
 
-__all__ = ["ERROR_BODY_CHARS", "ProviderHttp", "RetryPolicy", "retry_after_s"]
+__all__ = [
+    "ERROR_BODY_CHARS",
+    "ProviderClient",
+    "ProviderHttp",
+    "RetryPolicy",
+    "retry_after_s",
+    "shared_client",
+]
 
 #: How much of an error response's body its ``detail`` keeps.
 ERROR_BODY_CHARS = 500
@@ -282,3 +290,137 @@ class ProviderHttp:
             _, client = self._async_client
             self._async_client = None
             await client.aclose()
+
+
+def _http_of(client: ProviderClient) -> ProviderHttp:
+    return ProviderHttp(
+        timeout_s=client.timeout_s,
+        retry=client.retry,
+        transport=client.transport,
+        async_transport=client.async_transport,
+    )
+
+
+@attrs.define(kw_only=True, eq=False)
+class ProviderClient:
+    """What a contrib client of one provider API is: an endpoint, a key, and the plumbing that
+    posts a request's exact body bytes to it, sync or async; also a plugin (register an instance
+    of a subclass).
+
+    A subclass names the formats it sends (:attr:`handled`), how a request of another format is
+    refused (:attr:`other_formats`), the default endpoint and the key's environment variable
+    (:attr:`default_base_url`, :attr:`key_variable`), and its headers (:meth:`headers`).
+
+    :param base_url: the API's base URL.
+    :param api_key: the key; ``""`` sends none.
+    :param timeout_s: each attempt's timeout.
+    :param retry: when to try again and how long to wait (:class:`RetryPolicy`).
+    :param transport: an ``httpx`` transport (tests pass ``httpx.MockTransport``, which serves
+        the async path too).
+    :param async_transport: an ``httpx`` transport for the async path only.
+    """
+
+    handled: ClassVar[tuple[ProviderApi, ...]] = ()
+    other_formats: ClassVar[str] = ""
+    default_base_url: ClassVar[str] = ""
+    key_variable: ClassVar[str] = ""
+
+    base_url: str
+    api_key: str = attrs.field(default="", repr=False)
+    timeout_s: float = 60.0
+    retry: RetryPolicy = attrs.field(factory=RetryPolicy)
+    transport: httpx.BaseTransport | None = None
+    async_transport: httpx.AsyncBaseTransport | None = None
+    _http: ProviderHttp = attrs.field(
+        default=attrs.Factory(_http_of, takes_self=True), init=False, repr=False
+    )
+
+    def headers(self) -> dict[str, str]:
+        """The headers of every request: the content type and the key."""
+        raise NotImplementedError
+
+    def _refusal(self, request: ProviderRequest) -> SubmitResult | None:
+        if request.api not in self.handled:
+            return SubmitResult(
+                sent=False,
+                status="error",
+                detail=f"{request.api.value} is not {self.other_formats}",
+            )
+        if not self.api_key and self.base_url == self.default_base_url:
+            return SubmitResult(
+                sent=False,
+                status="error",
+                detail="no API key: set provider.api_key, $PROMPTWEAVE_API_KEY or "
+                f"${self.key_variable}",
+            )
+        return None
+
+    def submit(self, request: ProviderRequest) -> SubmitResult:
+        """Post ``request`` (retrying) and read the reply; failures become an ``error`` result."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        return self._http.post(
+            request.api.value, self.base_url + request.path, request.body_bytes(), self.headers()
+        )
+
+    async def asubmit(self, request: ProviderRequest) -> SubmitResult:
+        """:meth:`submit` on the event loop (``httpx.AsyncClient``, ``asyncio.sleep``)."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        return await self._http.apost(
+            request.api.value, self.base_url + request.path, request.body_bytes(), self.headers()
+        )
+
+    def close(self) -> None:
+        """Close the sync connection pool."""
+        self._http.close()
+
+    async def aclose(self) -> None:
+        """Close the async connection pool of the running loop."""
+        await self._http.aclose()
+
+    @hookimpl
+    def submit_request(self, request: ProviderRequest, config: Config) -> SubmitResult | None:
+        if request.api not in self.handled:
+            return None
+        return self.submit(request)
+
+    @hookimpl
+    def submit_request_async(
+        self, request: ProviderRequest, config: Config
+    ) -> Coroutine[Any, Any, SubmitResult] | None:
+        if request.api not in self.handled:
+            return None
+        return self.asubmit(request)
+
+
+C = TypeVar("C", bound=ProviderClient)
+
+
+def shared_client(described: C) -> C:
+    """The one client of ``described``'s class and settings: one connection pool per kind and
+    endpoint, so that the module-level hooks' requests reuse connections and TLS sessions."""
+    policy = described.retry
+    key = (
+        type(described),
+        described.base_url,
+        described.api_key,
+        described.timeout_s,
+        policy.max_attempts,
+        policy.max_wait_s,
+    )
+    return cast(C, _shared_client(key))
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_client(key: tuple[Any, ...]) -> ProviderClient:
+    kind, base_url, api_key, timeout_s, max_attempts, max_wait_s = key
+    client: ProviderClient = kind(
+        base_url=base_url,
+        api_key=api_key,
+        timeout_s=timeout_s,
+        retry=RetryPolicy(max_attempts=max_attempts, max_wait_s=max_wait_s),
+    )
+    return client

@@ -21,15 +21,13 @@ Requires ``httpx`` and ``tenacity`` (``pip install 'promptweave[anthropic]'``).
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Coroutine, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
-import httpx
 
-from contrib._provider_http import ProviderHttp, RetryPolicy
+from contrib._provider_http import ProviderClient, RetryPolicy, shared_client
 from framework import Config, ProviderApi, ProviderRequest, SubmitResult, hookimpl
 
 __all__ = [
@@ -46,17 +44,8 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
 
 
-def _http(client: AnthropicMessagesClient) -> ProviderHttp:
-    return ProviderHttp(
-        timeout_s=client.timeout_s,
-        retry=client.retry,
-        transport=client.transport,
-        async_transport=client.async_transport,
-    )
-
-
 @attrs.define(kw_only=True, eq=False)
-class AnthropicMessagesClient:
+class AnthropicMessagesClient(ProviderClient):
     """A client for the Anthropic Messages API; also a plugin (register an instance).
 
     It keeps one ``httpx.Client`` for its sync requests and one ``httpx.AsyncClient`` per event
@@ -71,15 +60,11 @@ class AnthropicMessagesClient:
     :param async_transport: an ``httpx`` transport for the async path only.
     """
 
+    handled: ClassVar[tuple[ProviderApi, ...]] = (ProviderApi.ANTHROPIC,)
+    other_formats: ClassVar[str] = "an Anthropic Messages request"
+    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
+    key_variable: ClassVar[str] = "ANTHROPIC_API_KEY"
     base_url: str = DEFAULT_BASE_URL
-    api_key: str = attrs.field(default="", repr=False)
-    timeout_s: float = 60.0
-    retry: RetryPolicy = attrs.field(factory=RetryPolicy)
-    transport: httpx.BaseTransport | None = None
-    async_transport: httpx.AsyncBaseTransport | None = None
-    _http: ProviderHttp = attrs.field(
-        default=attrs.Factory(_http, takes_self=True), init=False, repr=False
-    )
 
     @classmethod
     def from_config(
@@ -105,80 +90,16 @@ class AnthropicMessagesClient:
             retry=RetryPolicy.from_config(config),
         )
 
-    def _refusal(self, request: ProviderRequest) -> SubmitResult | None:
-        if request.api is not ProviderApi.ANTHROPIC:
-            return SubmitResult(
-                sent=False,
-                status="error",
-                detail=f"{request.api.value} is not an Anthropic Messages request",
-            )
-        if not self.api_key and self.base_url == DEFAULT_BASE_URL:
-            return SubmitResult(
-                sent=False,
-                status="error",
-                detail=(
-                    "no API key: set provider.api_key, $PROMPTWEAVE_API_KEY or $ANTHROPIC_API_KEY"
-                ),
-            )
-        return None
-
-    def _headers(self) -> dict[str, str]:
+    def headers(self) -> dict[str, str]:
+        """JSON, the API version, and the key as ``x-api-key``."""
         headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         if self.api_key:
             headers["x-api-key"] = self.api_key
         return headers
 
-    def submit(self, request: ProviderRequest) -> SubmitResult:
-        """Post ``request`` (retrying) and read the reply; failures become an ``error`` result."""
-        refusal = self._refusal(request)
-        if refusal is not None:
-            return refusal
-        return self._http.post(
-            request.api.value, self.base_url + request.path, request.body_bytes(), self._headers()
-        )
-
-    async def asubmit(self, request: ProviderRequest) -> SubmitResult:
-        """:meth:`submit` on the event loop (``httpx.AsyncClient``, ``asyncio.sleep``)."""
-        refusal = self._refusal(request)
-        if refusal is not None:
-            return refusal
-        return await self._http.apost(
-            request.api.value, self.base_url + request.path, request.body_bytes(), self._headers()
-        )
-
-    def close(self) -> None:
-        """Close the sync connection pool."""
-        self._http.close()
-
-    async def aclose(self) -> None:
-        """Close the async connection pool of the running loop."""
-        await self._http.aclose()
-
-    @hookimpl
-    def submit_request(self, request: ProviderRequest, config: Config) -> SubmitResult | None:
-        if request.api is not ProviderApi.ANTHROPIC:
-            return None
-        return self.submit(request)
-
-    @hookimpl
-    def submit_request_async(
-        self, request: ProviderRequest, config: Config
-    ) -> Coroutine[Any, Any, SubmitResult] | None:
-        if request.api is not ProviderApi.ANTHROPIC:
-            return None
-        return self.asubmit(request)
-
 
 def _configured(config: Config) -> AnthropicMessagesClient:
-    described = AnthropicMessagesClient.from_config(config)
-    policy = described.retry
-    return _shared_client(
-        described.base_url,
-        described.api_key,
-        described.timeout_s,
-        policy.max_attempts,
-        policy.max_wait_s,
-    )
+    return shared_client(AnthropicMessagesClient.from_config(config))
 
 
 @hookimpl
@@ -197,16 +118,3 @@ def submit_request_async(
     if request.api is not ProviderApi.ANTHROPIC:
         return None
     return _configured(config).asubmit(request)
-
-
-@functools.lru_cache(maxsize=8)
-def _shared_client(
-    base_url: str, api_key: str, timeout_s: float, max_attempts: int, max_wait_s: float
-) -> AnthropicMessagesClient:
-    # One client (one connection pool) per endpoint, so requests reuse connections and TLS.
-    return AnthropicMessagesClient(
-        base_url=base_url,
-        api_key=api_key,
-        timeout_s=timeout_s,
-        retry=RetryPolicy(max_attempts=max_attempts, max_wait_s=max_wait_s),
-    )

@@ -20,15 +20,13 @@ Requires ``httpx`` and ``tenacity`` (``pip install 'promptweave[openai]'``).
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Coroutine, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
-import httpx
 
-from contrib._provider_http import ProviderHttp, RetryPolicy
+from contrib._provider_http import ProviderClient, RetryPolicy, shared_client
 from framework import Config, ProviderApi, ProviderRequest, SubmitResult, hookimpl
 
 __all__ = [
@@ -43,17 +41,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 HANDLED = (ProviderApi.OPENAI_CHAT, ProviderApi.OPENAI_RESPONSES)
 
 
-def _http(client: OpenAICompatClient) -> ProviderHttp:
-    return ProviderHttp(
-        timeout_s=client.timeout_s,
-        retry=client.retry,
-        transport=client.transport,
-        async_transport=client.async_transport,
-    )
-
-
 @attrs.define(kw_only=True, eq=False)
-class OpenAICompatClient:
+class OpenAICompatClient(ProviderClient):
     """A client for one OpenAI-compatible endpoint; also a plugin (register an instance).
 
     It keeps one ``httpx.Client`` for its sync requests and one ``httpx.AsyncClient`` per event
@@ -68,15 +57,10 @@ class OpenAICompatClient:
     :param async_transport: an ``httpx`` transport for the async path only.
     """
 
-    base_url: str
-    api_key: str = attrs.field(default="", repr=False)
-    timeout_s: float = 60.0
-    retry: RetryPolicy = attrs.field(factory=RetryPolicy)
-    transport: httpx.BaseTransport | None = None
-    async_transport: httpx.AsyncBaseTransport | None = None
-    _http: ProviderHttp = attrs.field(
-        default=attrs.Factory(_http, takes_self=True), init=False, repr=False
-    )
+    handled: ClassVar[tuple[ProviderApi, ...]] = HANDLED
+    other_formats: ClassVar[str] = "OpenAI-compatible"
+    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
+    key_variable: ClassVar[str] = "OPENAI_API_KEY"
 
     @classmethod
     def from_config(
@@ -105,76 +89,16 @@ class OpenAICompatClient:
             retry=RetryPolicy.from_config(config),
         )
 
-    def _refusal(self, request: ProviderRequest) -> SubmitResult | None:
-        if request.api not in HANDLED:
-            return SubmitResult(
-                sent=False, status="error", detail=f"{request.api.value} is not OpenAI-compatible"
-            )
-        if not self.api_key and self.base_url == DEFAULT_BASE_URL:
-            return SubmitResult(
-                sent=False,
-                status="error",
-                detail="no API key: set provider.api_key, $PROMPTWEAVE_API_KEY or $OPENAI_API_KEY",
-            )
-        return None
-
-    def _headers(self) -> dict[str, str]:
+    def headers(self) -> dict[str, str]:
+        """JSON, and the key as a bearer token."""
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
-    def submit(self, request: ProviderRequest) -> SubmitResult:
-        """Post ``request`` (retrying) and read the reply; failures become an ``error`` result."""
-        refusal = self._refusal(request)
-        if refusal is not None:
-            return refusal
-        return self._http.post(
-            request.api.value, self.base_url + request.path, request.body_bytes(), self._headers()
-        )
-
-    async def asubmit(self, request: ProviderRequest) -> SubmitResult:
-        """:meth:`submit` on the event loop (``httpx.AsyncClient``, ``asyncio.sleep``)."""
-        refusal = self._refusal(request)
-        if refusal is not None:
-            return refusal
-        return await self._http.apost(
-            request.api.value, self.base_url + request.path, request.body_bytes(), self._headers()
-        )
-
-    def close(self) -> None:
-        """Close the sync connection pool."""
-        self._http.close()
-
-    async def aclose(self) -> None:
-        """Close the async connection pool of the running loop."""
-        await self._http.aclose()
-
-    @hookimpl
-    def submit_request(self, request: ProviderRequest, config: Config) -> SubmitResult | None:
-        if request.api not in HANDLED:
-            return None
-        return self.submit(request)
-
-    @hookimpl
-    def submit_request_async(
-        self, request: ProviderRequest, config: Config
-    ) -> Coroutine[Any, Any, SubmitResult] | None:
-        if request.api not in HANDLED:
-            return None
-        return self.asubmit(request)
-
 
 def _configured(config: Config) -> OpenAICompatClient:
-    described = OpenAICompatClient.from_config(config)
-    policy = described.retry
-    return _shared_client(
-        described.base_url,
-        described.api_key,
-        described.timeout_s,
-        policy.max_attempts,
-        policy.max_wait_s,
-    )
+    return shared_client(OpenAICompatClient.from_config(config))
 
 
 @hookimpl
@@ -193,16 +117,3 @@ def submit_request_async(
     if request.api not in HANDLED:
         return None
     return _configured(config).asubmit(request)
-
-
-@functools.lru_cache(maxsize=8)
-def _shared_client(
-    base_url: str, api_key: str, timeout_s: float, max_attempts: int, max_wait_s: float
-) -> OpenAICompatClient:
-    # One client (one connection pool) per endpoint, so requests reuse connections and TLS.
-    return OpenAICompatClient(
-        base_url=base_url,
-        api_key=api_key,
-        timeout_s=timeout_s,
-        retry=RetryPolicy(max_attempts=max_attempts, max_wait_s=max_wait_s),
-    )

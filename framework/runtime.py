@@ -62,6 +62,9 @@ __all__ = ["Promptweave"]
 
 log = logging.getLogger("promptweave")
 
+#: The kinds of plugin (``PluginInfo.kind``) that ship with promptweave.
+_SHIPPED_KINDS = frozenset({"builtin", "contrib"})
+
 
 #: How many of a group's stored expression pairs the low-engagement exit reads for its phrases.
 LEARNED_REPLIES_READ = 64
@@ -118,7 +121,10 @@ class Promptweave:
     background: BackgroundRunner = attrs.field(factory=BackgroundRunner)
     watchdog: Watchdog = attrs.field(
         default=attrs.Factory(
-            lambda self: Watchdog(deadline_s=self.config.plugins.turn_deadline_s), takes_self=True
+            lambda self: Watchdog(
+                deadline_s=self.config.plugins.turn_deadline_s, trusted=self._ships_with_promptweave
+            ),
+            takes_self=True,
         )
     )
     router: Router = attrs.field(init=False)
@@ -136,6 +142,12 @@ class Promptweave:
             background=self.background,
             watchdog=self.watchdog,
         )
+
+    def _ships_with_promptweave(self, plugin: str) -> bool:
+        """A built-in or ``contrib`` plugin: the watchdog calls it without handing it to a
+        worker thread (``docs/plugin_hooks.md``, "When a plugin misbehaves")."""
+        info = self.plugins.infos.get(plugin)
+        return info is not None and info.kind in _SHIPPED_KINDS
 
     def _build_router(self) -> Router:
         return Router(

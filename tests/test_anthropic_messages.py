@@ -8,7 +8,6 @@ import httpx
 import pytest
 from support_turn_context import ENVIRON, example_turn, make_runtime
 
-import contrib.anthropic_messages as messages_plugin
 from contrib.anthropic_messages import (
     ANTHROPIC_VERSION,
     DEFAULT_BASE_URL,
@@ -213,10 +212,3 @@ def test_enabled_by_name_it_reads_the_config(monkeypatch):
     assert asyncio.run(asubmit_request(runtime, request)).text == "好"
     assert used == [("sync", "http://127.0.0.1:9", 2), ("async", "http://127.0.0.1:9", 2)]
     assert submit_request(runtime, _request(runtime, ProviderApi.OPENAI_CHAT)).status == "offline"
-
-
-def test_the_module_plugin_reuses_one_client_per_endpoint():
-    messages_plugin._shared_client.cache_clear()
-    first = messages_plugin._shared_client("https://a.example", "k", 30.0, 3, 20.0)
-    assert messages_plugin._shared_client("https://a.example", "k", 30.0, 3, 20.0) is first
-    assert messages_plugin._shared_client("https://b.example", "k", 30.0, 3, 20.0) is not first

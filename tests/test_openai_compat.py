@@ -169,14 +169,21 @@ def test_enabled_by_name_it_reads_the_config(monkeypatch):
 
 
 def test_the_module_plugin_reuses_one_client_per_endpoint():
-    import contrib.openai_compat as compat
+    from contrib._provider_http import shared_client
+    from contrib.anthropic_messages import AnthropicMessagesClient
 
-    compat._shared_client.cache_clear()
-    first = compat._shared_client("https://llm.example/v1", "k", 30.0, 3, 20.0)
-    assert compat._shared_client("https://llm.example/v1", "k", 30.0, 3, 20.0) is first
-    assert compat._shared_client("https://other.example/v1", "k", 30.0, 3, 20.0) is not first
-    assert compat._shared_client("https://llm.example/v1", "k", 30.0, 5, 20.0) is not first
-    assert (first.retry.max_attempts, first.retry.max_wait_s) == (3, 20.0)
+    def shared(base_url: str, attempts: int = 3, kind: type = OpenAICompatClient):
+        retry = RetryPolicy(max_attempts=attempts, max_wait_s=20.0)
+        return shared_client(kind(base_url=base_url, api_key="k", timeout_s=30.0, retry=retry))
+
+    first = shared("https://llm.example/v1")
+    assert isinstance(first, OpenAICompatClient)
+    assert shared("https://llm.example/v1") is first
+    assert shared("https://other.example/v1") is not first
+    assert shared("https://llm.example/v1", attempts=5) is not first
+    other_kind = shared("https://llm.example/v1", kind=AnthropicMessagesClient)
+    assert isinstance(other_kind, AnthropicMessagesClient)
+    assert (first.retry.max_attempts, first.retry.max_wait_s, first.api_key) == (3, 20.0, "k")
 
 
 def test_the_async_path_posts_the_same_bytes_and_parses_the_same_reply():

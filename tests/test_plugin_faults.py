@@ -809,6 +809,74 @@ def test_without_a_deadline_plugins_run_on_the_callers_thread():
     assert threads[0].startswith("promptweave-stage") and threads[1] == caller
 
 
+def test_a_stage_calls_trusted_plugins_on_its_own_thread_and_bounds_the_others():
+    from framework.plugins.watchdog import Deadline, Watchdog, call_plugin
+
+    watchdog = Watchdog(deadline_s=DEADLINE_S, trusted=lambda plugin: plugin == "shipped")
+    threads: dict[str, str] = {}
+
+    def note(plugin: str) -> str:
+        threads[plugin] = threading.current_thread().name
+        return plugin
+
+    def stage() -> list[str]:
+        return [call_plugin(name, "hook x", note, name) for name in ("shipped", "other")]
+
+    assert watchdog.run(stage, Deadline(seconds=DEADLINE_S)) == ["shipped", "other"]
+    assert threads["shipped"] == threading.current_thread().name
+    assert threads["other"].startswith("promptweave-stage")
+
+
+def test_a_hung_call_leaves_the_rest_of_its_stage_on_the_callers_thread():
+    from framework.plugins.watchdog import Deadline, PluginHungError, Watchdog, call_plugin
+
+    watchdog = Watchdog(deadline_s=DEADLINE_S, grace_s=GRACE_S)
+    release = threading.Event()
+    after: list[str] = []
+
+    def stage() -> str:
+        try:
+            call_plugin("stuck", "hook x", release.wait, HANG_LIMIT_S)
+        except PluginHungError as exc:
+            after.append(threading.current_thread().name)
+            return exc.fault.kind
+        return "returned"
+
+    deadline = Deadline(seconds=DEADLINE_S)
+    try:
+        assert watchdog.run(stage, deadline) == "hung"
+        assert after == [threading.current_thread().name]
+        assert watchdog.hung() == [("stuck", "hook x")]
+        with pytest.raises(PluginHungError, match="skipped"):
+            watchdog.run(lambda: call_plugin("stuck", "hook x", release.wait, 0), deadline)
+    finally:
+        release.set()
+    for _ in range(1000):
+        if not watchdog.hung():
+            break
+        threading.Event().wait(0.01)
+    assert watchdog.hung() == []
+
+
+def test_the_plugins_shipped_with_promptweave_are_trusted_and_no_other():
+    class Bystander:
+        """A third-party plugin with nothing to do."""
+
+    config = Config(store=StoreConfig(backend="memory"))
+    runtime = Promptweave.from_config(
+        config, environ=TEST_ENVIRON, contrib=["group_tools"], extra_plugins=[Bystander()]
+    )
+    try:
+        kinds = {name: info.kind for name, info in runtime.plugins.infos.items()}
+        assert kinds["routing_rules"] == "builtin" and kinds["group_tools"] == "contrib"
+        assert "extra" in kinds.values()
+        for name, kind in kinds.items():
+            assert runtime.watchdog.trusts(name) == (kind in ("builtin", "contrib")), name
+        assert not runtime.watchdog.trusts("no_such_plugin")
+    finally:
+        runtime.close()
+
+
 @pytest.mark.parametrize("value", ["-1", "inf", "nan"])
 def test_the_turn_deadline_is_a_finite_number_of_seconds(tmp_path, value):
     from framework import ConfigError

@@ -2,14 +2,19 @@
 (``docs/plugin_hooks.md``, "When a plugin misbehaves").
 
 A turn's plugin work (routing rules and phrase pools, section renders and overrides, the hooks of
-the turn context) runs in *stages*. :meth:`Watchdog.run` runs a stage on a daemon worker thread and
-waits for it until the turn's :class:`Deadline`. Inside a stage every plugin call goes through
-:func:`call_plugin`, which notes which plugin is running and where. When the deadline passes
-during a plugin call, that plugin is *hung*: the stage is left behind, the call is named in the
-turn's faults, and the stage runs again on a fresh thread, where every call of the hung plugin at
-that place raises :class:`PluginHungError` (isolated and traced like any plugin error) until the
-hung call returns. The thread left behind stops as soon as the plugin returns: it never touches
-the turn again.
+the turn context) runs in *stages*. :meth:`Watchdog.run` runs a stage on the caller's thread;
+inside it every plugin call goes through :func:`call_plugin`. A call of a plugin the watchdog
+trusts (the built-in plugins and the ``contrib`` plugins shipped with promptweave) is made there
+and then; a call of any other plugin is handed to a daemon worker thread and waited for until the
+turn's :class:`Deadline`. When the deadline passes during such a call, that plugin is *hung*: the
+call is left behind on its worker, named in the turn's faults, and raises
+:class:`PluginHungError` in the stage (isolated and traced like any plugin error), and every later
+call of the hung plugin at that place raises it at once, without being made, until the hung call
+returns. What the call left behind returns is thrown away: it never touches the turn again.
+
+A hook that reaches the network (``submit_request``, ``fetch_image``, ``summarize_session``,
+``describe_image``) is bounded by :meth:`Watchdog.call` with its own budget; such a call is handed
+to a worker whoever made the plugin, since its own timeout is the plugin's to keep.
 
 Worker threads are daemon threads (:class:`framework.plugins.workers.DaemonExecutor`), so a
 plugin that never returns does not keep the process from exiting.
@@ -93,11 +98,6 @@ class PluginHungError(PromptweaveError):
         super().__init__(fault.describe())
 
 
-class _Abandoned(BaseException):
-    """Unwinds a stage that was left behind, once its hung plugin returns. A ``BaseException``, so
-    that the ``except Exception`` isolating plugin errors lets it through."""
-
-
 def type_name(value: object) -> str:
     """``int``, ``bytes``, ``list``: how a fault names a wrong return value."""
     return type(value).__name__
@@ -154,22 +154,22 @@ def _stage_workers() -> DaemonExecutor:
 
 @attrs.define(eq=False)
 class _StageRun:
-    """One run of one stage on one worker thread."""
+    """One run of one stage on the caller's thread.
+
+    :param bound_all: hand every plugin call to a worker, trusted or not (a network-bound hook).
+    """
 
     watchdog: Watchdog
     deadline: Deadline
-    # The plugin calls in flight with their start, outermost first: a plugin may call another
-    # through a hook.
-    calls: list[tuple[str, str, float]] = attrs.field(factory=list)
-    abandoned: bool = False
-    _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    bound_all: bool = False
 
     def execute(self, stage: Callable[[], T]) -> T:
+        outer: _StageRun | None = getattr(_local, "run", None)
         _local.run = self
         try:
             return stage()
         finally:
-            _local.run = None
+            _local.run = outer
 
     def call(
         self,
@@ -179,7 +179,8 @@ class _StageRun:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> T:
-        since = self.watchdog.hung_since(plugin, where)
+        watchdog = self.watchdog
+        since = watchdog.hung_since(plugin, where)
         if since is not None:
             fault = PluginFault(
                 plugin=plugin,
@@ -190,26 +191,47 @@ class _StageRun:
             )
             self.deadline.add(fault)
             raise PluginHungError(fault)
-        with self._lock:
-            self.calls.append((plugin, where, time.monotonic()))
-        try:
+        if not self.bound_all and watchdog.trusts(plugin):
             return fn(*args, **kwargs)
-        finally:
-            with self._lock:
-                self.calls.pop()
-                abandoned = self.abandoned
-            if abandoned:
-                self.watchdog.release(plugin, where, self)
-                raise _Abandoned
+        return self._bounded(plugin, where, fn, args, kwargs)
 
-    def abandon(self) -> tuple[str, str, float] | None:
-        """Leave the run behind if a plugin call is in flight; the innermost such call (plugin,
-        where, start), or ``None``."""
-        with self._lock:
-            if not self.calls:
-                return None
-            self.abandoned = True
-            return self.calls[-1]
+    def _bounded(
+        self,
+        plugin: str,
+        where: str,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> T:
+        """The call on a worker thread, waited for until the deadline (at least the grace)."""
+        started = time.monotonic()
+        context = contextvars.copy_context()
+        future: concurrent.futures.Future[T] = _stage_workers().submit(
+            context.run, _call_unbounded, fn, args, kwargs
+        )
+        # Waited for with ``wait``, not ``result(timeout=…)``: a plugin raising ``TimeoutError``
+        # of its own must reach the stage as that plugin's error, not as a hang.
+        concurrent.futures.wait((future,), max(self.deadline.remaining(), self.watchdog.grace_s))
+        if future.done():
+            return future.result()
+        self.watchdog.hang(plugin, where, started, future)
+        fault = PluginFault(
+            plugin=plugin,
+            where=where,
+            kind="hung",
+            detail=f"no answer within the turn's deadline of {self.deadline.seconds:g} s; "
+            "the turn went on without it, and it is skipped until it returns",
+        )
+        self.deadline.add(fault)
+        log.warning("%s", fault.describe())
+        raise PluginHungError(fault)
+
+
+def _call_unbounded(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    """A plugin call on a worker: a plugin it calls in turn (through a hook) is called as it is,
+    within the budget of the call that reached it."""
+    _local.run = None
+    return fn(*args, **kwargs)
 
 
 def call_plugin(plugin: str, where: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -242,27 +264,42 @@ class Watchdog:
 
     :param deadline_s: each turn's budget (``[plugins] turn_deadline_s``); 0 turns it off.
     :param grace_s: see :data:`RERUN_GRACE_S`.
+    :param trusted: whether a plugin, by its registered name, is called on the stage's own
+        thread without a bound (the runtime trusts the plugins shipped with promptweave); by
+        default none is.
     """
 
     deadline_s: float
     grace_s: float = RERUN_GRACE_S
-    _hung: dict[tuple[str, str], tuple[float, _StageRun]] = attrs.field(factory=dict, repr=False)
+    trusted: Callable[[str], bool] = attrs.field(default=lambda plugin: False, repr=False)
+    _hung: dict[tuple[str, str], tuple[float, object]] = attrs.field(factory=dict, repr=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
 
     def deadline(self) -> Deadline:
         """A fresh deadline for one turn."""
         return Deadline(seconds=self.deadline_s)
 
+    def trusts(self, plugin: str) -> bool:
+        return self.trusted(plugin)
+
     def hung_since(self, plugin: str, where: str) -> float | None:
         with self._lock:
             found = self._hung.get((plugin, where))
         return None if found is None else found[0]
 
-    def release(self, plugin: str, where: str, run: _StageRun) -> None:
-        """The call ``run`` left behind returned: the plugin is called again from now on."""
+    def hang(
+        self, plugin: str, where: str, started: float, call: concurrent.futures.Future[Any]
+    ) -> None:
+        """Note the call left behind as hung until it returns."""
+        with self._lock:
+            self._hung[(plugin, where)] = (started, call)
+        call.add_done_callback(lambda _done: self.release(plugin, where, call))
+
+    def release(self, plugin: str, where: str, call: object) -> None:
+        """The call left behind returned: the plugin is called again from now on."""
         with self._lock:
             found = self._hung.get((plugin, where))
-            if found is None or found[1] is not run:
+            if found is None or found[1] is not call:
                 return
             del self._hung[(plugin, where)]
         log.info("%s of plugin %r returned after hanging; called again", where, plugin)
@@ -273,35 +310,15 @@ class Watchdog:
             return sorted(self._hung)
 
     def run(self, stage: Callable[[], T], deadline: Deadline) -> T:
-        """Run ``stage`` within ``deadline``: on a worker thread, again without any plugin that
-        hangs past it.
+        """Run ``stage`` within ``deadline``, on the caller's thread: each call of a plugin not
+        trusted is bounded by what is left of the deadline.
 
-        Without a deadline (``seconds`` 0), or inside a stage already, ``stage`` runs here. A
+        Without a deadline (``seconds`` 0), or inside a stage already, ``stage`` runs as it is. A
         stage slow in the runtime's own work (a store) is waited for: only plugins are cut off.
         """
         if deadline.seconds <= 0 or getattr(_local, "run", None) is not None:
             return stage()
-        while True:
-            run = _StageRun(watchdog=self, deadline=deadline)
-            context = contextvars.copy_context()
-            future: concurrent.futures.Future[T] = _stage_workers().submit(
-                context.run, run.execute, stage
-            )
-            hung = self._wait(future, run, max(deadline.remaining(), self.grace_s))
-            if hung is None:
-                return future.result()
-            plugin, where, started = hung
-            with self._lock:
-                self._hung[(plugin, where)] = (started, run)
-            fault = PluginFault(
-                plugin=plugin,
-                where=where,
-                kind="hung",
-                detail=f"no answer within the turn's deadline of {deadline.seconds:g} s; "
-                "the turn went on without it, and it is skipped until it returns",
-            )
-            deadline.add(fault)
-            log.warning("%s", fault.describe())
+        return _StageRun(watchdog=self, deadline=deadline).execute(stage)
 
     def call(
         self,
@@ -322,32 +339,13 @@ class Watchdog:
             an earlier one has not returned.
         """
         if deadline is None:
+            if seconds is None and getattr(_local, "run", None) is not None:
+                return call_plugin(plugin, where, fn, *args, **kwargs)  # within the stage's own
             deadline = Deadline(seconds=self.deadline_s if seconds is None else seconds)
-        try:
-            return self.run(lambda: call_plugin(plugin, where, fn, *args, **kwargs), deadline)
-        except PluginHungError as exc:
-            hung = PluginFault(plugin=plugin, where=where, kind="hung")
-            for fault in deadline.faults:
-                if attrs.evolve(fault, detail="") == hung:
-                    raise PluginHungError(fault) from exc
-            raise
-
-    def _wait(
-        self, future: concurrent.futures.Future[T], run: _StageRun, timeout: float
-    ) -> tuple[str, str, float] | None:
-        """Wait for the stage; the plugin call it was left behind in, or ``None`` when done."""
-        while True:
-            try:
-                future.result(timeout=timeout)
-            except concurrent.futures.TimeoutError:
-                hung = run.abandon()
-                if hung is not None:
-                    return hung
-                timeout = self.grace_s  # the runtime's own work: keep waiting
-            except BaseException:
-                return None  # raised: the caller gets the exception from the future
-            else:
-                return None
+        if deadline.seconds <= 0:
+            return call_plugin(plugin, where, fn, *args, **kwargs)
+        run = _StageRun(watchdog=self, deadline=deadline, bound_all=seconds is not None)
+        return run.execute(lambda: run.call(plugin, where, fn, args, kwargs))
 
     def close(self) -> None:
         """Forget the hung calls. The stage workers are the process's: idle ones exit by
