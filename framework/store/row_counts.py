@@ -14,8 +14,11 @@ Counts are kept per :class:`framework.store.sqlite.SQLiteDatabase` object and pe
 thread has its own connection), so every store over one database object shares them. They hold
 while the rows of the table are written through those stores only, as they are.
 
-The routing state keeps each group's quote candidate rows the same way (under the table name
-``routing_candidates``): the values are then the rows, not a count.
+The routing state keeps each group's quote candidate rows, and its small values with the times of
+its recent replies, the same way (under the table names ``routing_candidates`` and
+``routing_groups``): the values are then rows, not counts. A reader that keeps values outside a
+write transaction takes them as of its ``PRAGMA data_version`` read; any commit of another
+connection after it drops them on the next read.
 """
 
 from __future__ import annotations
@@ -28,7 +31,11 @@ from typing import Any
 
 from framework.store.sqlite import SQLiteDatabase
 
-__all__ = ["RowCounts", "row_counts"]
+__all__ = ["KEPT_GROUPS_MAX", "RowCounts", "row_counts"]
+
+#: The most groups a connection keeps values of per table; past it, it starts over (a bot in
+#: very many groups counts or reads a group again now and then, and memory stays bounded).
+KEPT_GROUPS_MAX = 10_000
 
 
 class RowCounts:
@@ -41,12 +48,18 @@ class RowCounts:
     def current(self, connection: sqlite3.Connection) -> dict[Hashable, Any]:
         """The counts this thread's ``connection`` may trust now, by group: those it kept, unless
         another connection has committed since, then none. Call it inside a write transaction,
-        and store a count into it only once that transaction has committed."""
+        and store a count into it only once that transaction has committed (or, outside one,
+        values read after this call)."""
         version = connection.execute("PRAGMA data_version").fetchone()[0]
         kept: tuple[sqlite3.Connection, int, dict[Hashable, Any]] | None = getattr(
             self._local, "kept", None
         )
-        if kept is None or kept[0] is not connection or kept[1] != version:
+        if (
+            kept is None
+            or kept[0] is not connection
+            or kept[1] != version
+            or len(kept[2]) >= KEPT_GROUPS_MAX
+        ):
             kept = self._local.kept = (connection, version, {})
         return kept[2]
 
