@@ -2,15 +2,13 @@
 
 Several bot processes can share one file: every change is one short ``BEGIN IMMEDIATE``
 transaction, and every read is indexed by ``(bot_id, group_id)``. Nothing is cached between calls
-but each group's quote candidate rows and what :meth:`SQLiteRoutingState.snapshot` reads (the
-group's row and the times of its recent replies), which a connection trusts only while no other
-connection has committed to the file (``framework.store.row_counts``) and drops when it writes
-them itself: what another process wrote is seen by the next call.
+but each group's quote candidate rows, which a connection trusts only while no other connection
+has committed to the file (``framework.store.row_counts``): what another process wrote is seen by
+the next call.
 """
 
 from __future__ import annotations
 
-import bisect
 import datetime as dt
 import json
 import sqlite3
@@ -93,14 +91,15 @@ def _time(value: float | None) -> dt.datetime | None:
 
 
 #: One group's row and, with ``?3``, its reply count; one row even for a group never written.
-#: A group's row (tagged 0; NULLs when it has none) and the times of its logged replies (tagged
-#: 1, at most REPLY_LOG_MAX), in one statement: one read of the file, so the two agree.
-_GROUP_READ = (
-    "SELECT 0, g.disabled, g.cooldown_until, g.silence_until, g.last_quote_at, g.last_phrase,"
-    " g.rhythm FROM (SELECT 1) LEFT JOIN routing_groups AS g"
+_SNAPSHOT = (
+    "SELECT g.disabled, g.cooldown_until, g.silence_until, g.last_quote_at, g.last_phrase,"
+    " g.rhythm{count} FROM (SELECT 1) LEFT JOIN routing_groups AS g"
     " ON g.bot_id = ?1 AND g.group_id = ?2"
-    " UNION ALL SELECT 1, at, NULL, NULL, NULL, NULL, NULL FROM routing_bot_replies"
-    " WHERE bot_id = ?1 AND group_id = ?2"
+)
+_SNAPSHOT_ROW = _SNAPSHOT.format(count="")
+_SNAPSHOT_WITH_REPLIES = _SNAPSHOT.format(
+    count=", (SELECT COUNT(*) FROM routing_bot_replies"
+    " WHERE bot_id = ?1 AND group_id = ?2 AND at >= ?3)"
 )
 
 
@@ -184,16 +183,8 @@ class SQLiteRoutingState(RoutingState):
             (bot_id, group_id),
         )
 
-    def _drop_group(self, connection: sqlite3.Connection, bot_id: str, group_id: str) -> None:
-        """Forget what :meth:`snapshot` kept of the group: call it in the transaction that
-        changes the group's row or replies, so the next snapshot reads them again."""
-        row_counts(self.database, "routing_groups").current(connection).pop(
-            (bot_id, group_id), None
-        )
-
     def _set(self, bot_id: str, group_id: str, column: str, value: Any) -> None:
         with self.database.transaction() as connection:
-            self._drop_group(connection, bot_id, group_id)
             self._ensure_group(connection, bot_id, group_id)
             connection.execute(
                 f"UPDATE routing_groups SET {column} = ? WHERE bot_id = ? AND group_id = ?",
@@ -214,42 +205,15 @@ class SQLiteRoutingState(RoutingState):
     def snapshot(
         self, bot_id: str, group_id: str, *, replies_since: dt.datetime | None = None
     ) -> GroupSnapshot:
-        # The router takes a snapshot of its group on every message, and a group's values change
-        # only when the bot speaks there: the values and the reply times read last are kept
-        # (framework.store.row_counts), and the reply count is taken from the times.
         connection = self.database.connection()
-        known = row_counts(self.database, "routing_groups").current(connection)
-        group = (bot_id, group_id)
-        found: tuple[GroupSnapshot, list[float]] | None = known.get(group)
-        if found is None:
-            found = known[group] = self._read_group(connection, bot_id, group_id)
-        values, reply_times = found
         if replies_since is None:
-            return values
-        since = _epoch(replies_since)
+            row = connection.execute(_SNAPSHOT_ROW, (bot_id, group_id)).fetchone()
+        else:
+            row = connection.execute(
+                _SNAPSHOT_WITH_REPLIES, (bot_id, group_id, _epoch(replies_since))
+            ).fetchone()
+        disabled, cooldown, silence, quoted, phrase, rhythm = row[:6]
         return GroupSnapshot(
-            mute=values.mute,
-            last_quote_at=values.last_quote_at,
-            last_phrase=values.last_phrase,
-            rhythm=values.rhythm,
-            replies_since=replies_since,
-            bot_replies=len(reply_times) - bisect.bisect_left(reply_times, since),
-        )
-
-    @staticmethod
-    def _read_group(
-        connection: sqlite3.Connection, bot_id: str, group_id: str
-    ) -> tuple[GroupSnapshot, list[float]]:
-        """The group's values (no reply count taken) and its reply times, in ascending order."""
-        row: tuple[Any, ...] = (0, None, None, None, None, None, None)
-        reply_times = []
-        for found in connection.execute(_GROUP_READ, (bot_id, group_id)):
-            if found[0] == 0:
-                row = tuple(found)
-            else:
-                reply_times.append(found[1])
-        disabled, cooldown, silence, quoted, phrase, rhythm = row[1:]
-        values = GroupSnapshot(
             mute=GroupMute(
                 disabled=bool(disabled),
                 cooldown_until=_time(cooldown),
@@ -258,9 +222,9 @@ class SQLiteRoutingState(RoutingState):
             last_quote_at=_time(quoted),
             last_phrase=None if phrase is None else str(phrase),
             rhythm=_rhythm(rhythm),
+            replies_since=replies_since,
+            bot_replies=0 if replies_since is None else int(row[6]),
         )
-        reply_times.sort()
-        return values, reply_times
 
     def mute(self, bot_id: str, group_id: str) -> GroupMute:
         row = (
@@ -414,7 +378,6 @@ class SQLiteRoutingState(RoutingState):
 
     def note_bot_reply(self, bot_id: str, group_id: str, at: dt.datetime) -> None:
         with self.database.transaction() as connection:
-            self._drop_group(connection, bot_id, group_id)
             connection.execute(
                 "INSERT INTO routing_bot_replies (bot_id, group_id, at) VALUES (?, ?, ?)",
                 (bot_id, group_id, _epoch(at)),

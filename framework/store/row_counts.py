@@ -1,5 +1,5 @@
 """How many rows each group holds in a table, known without counting them again; and, the same
-way, what else a connection may remember of a group's rows (the quote candidates).
+way, what else a connection may remember of a group's rows.
 
 The group log trims a group to its window on every append. Finding what lies beyond the window
 by walking the window index costs a walk of the whole window (a thousand entries) per message;
@@ -14,11 +14,11 @@ Counts are kept per :class:`framework.store.sqlite.SQLiteDatabase` object and pe
 thread has its own connection), so every store over one database object shares them. They hold
 while the rows of the table are written through those stores only, as they are.
 
-The routing state keeps each group's quote candidate rows, and its small values with the times of
-its recent replies, the same way (under the table names ``routing_candidates`` and
-``routing_groups``): the values are then rows, not counts. A reader that keeps values outside a
-write transaction takes them as of its ``PRAGMA data_version`` read; any commit of another
-connection after it drops them on the next read.
+The same way, the group log keeps each group's newest rows for the timeline reads, and the
+routing state each group's quote candidate rows (under the table name ``routing_candidates``): the
+values are then rows, not counts. A reader that keeps values outside a write transaction takes
+them as of its ``PRAGMA data_version`` read; any commit of another connection after it drops them
+on the next read.
 """
 
 from __future__ import annotations
