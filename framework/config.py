@@ -311,6 +311,8 @@ class DeliveryConfig:
     :param sticker: ``face`` sends the answer's final ``[表情：…]`` intent as a platform face when
         ``faces`` (or a ``choose_sticker`` plugin) maps it; ``drop`` never sends one.
     :param faces: sticker intent to QQ face id (``"笑" = 178``); an intent not listed is dropped.
+    :param mention_cooldown_s: the shortest time between two @-mentions of the bot in one group;
+        a mention decided sooner goes out plain (quotes and plain replies are not affected).
     """
 
     pause_base_s: float = attrs.field(default=0.6, validator=finite_seconds)
@@ -318,6 +320,7 @@ class DeliveryConfig:
     pause_max_s: float = attrs.field(default=3.0, validator=finite_seconds)
     sticker: str = attrs.field(default="face", validator=one_of("face", "drop"))
     faces: dict[str, str] = attrs.field(factory=dict, converter=_face_table)
+    mention_cooldown_s: float = attrs.field(default=900.0, validator=finite_seconds)
 
 
 @attrs.frozen(kw_only=True)

@@ -102,6 +102,44 @@ def test_a_mention_in_a_private_chat_is_dropped() -> None:
     assert found.trace["mention_dropped"] == "private chat"
 
 
+def test_a_mention_during_the_groups_mention_cooldown_goes_out_plain() -> None:
+    decision = Decision(action="reply", delivery_style="mention")
+    found = plan_delivery(
+        ModelAnswer(bubbles=("你来啦",)),
+        bot_id=BOT,
+        group_id=GROUP,
+        user_id=USER,
+        decision=decision,
+        quote_candidate_ids=(),
+        sticker_segment=None,
+        pause=PAUSE,
+        mention_allowed=False,
+    )
+    assert kinds(found) == [["text"]]
+    assert found.style is DeliveryStyle.PLAIN
+    assert (found.trace["decided_style"], found.trace["mention_dropped"]) == ("mention", "cooldown")
+
+
+def test_the_mention_cooldown_counts_per_group_from_the_last_mention_sent() -> None:
+    import datetime as dt
+
+    from framework.delivery.mention import MentionCooldown
+
+    start = dt.datetime(2026, 5, 1, 20, 0, tzinfo=dt.UTC)
+    later = start + dt.timedelta(seconds=899)
+    cooldown = MentionCooldown(900)
+    assert cooldown.allows(BOT, GROUP, start)
+    cooldown.note(BOT, GROUP, start)
+    assert not cooldown.allows(BOT, GROUP, later)
+    assert cooldown.allows(BOT, "20002", later)
+    assert cooldown.allows("10002", GROUP, later)
+    assert cooldown.allows(BOT, None, later)
+    assert cooldown.allows(BOT, GROUP, start + dt.timedelta(seconds=900))
+    off = MentionCooldown(0)
+    off.note(BOT, GROUP, start)
+    assert off.allows(BOT, GROUP, start)
+
+
 def test_pauses_grow_with_each_bubbles_length_and_the_first_waits_none() -> None:
     bubbles = ("嗯", "我想想", "好像是周六晚上七点吧")
     found = plan(ModelAnswer(bubbles=bubbles))

@@ -383,3 +383,45 @@ def test_the_bot_identity_comes_from_config_then_framework_names_then_the_person
     persona = loop.runtime.persona
     assert loop.runtime.bot_for("99").name == persona.persona.name
     assert attrs.asdict(loop.runtime.bot_for("99"))["aliases"] == persona.identity.generic_aliases
+
+
+class _MentionModel:
+    """A routing model that answers an addressed message with a mention, anything else with a
+    pass."""
+
+    @hookimpl
+    def decide_with_model(self, context):  # type: ignore[no-untyped-def]
+        if context.signals.addressed:
+            return '{"action": "reply", "social_action": "answer", "delivery_style": "mention"}'
+        return '{"action": "pass"}'
+
+
+def test_a_mention_goes_out_once_per_group_within_the_mention_cooldown() -> None:
+    from framework.config import DeliveryConfig
+
+    now = [T0]
+    config = Config(
+        routing=RoutingConfig(low_engagement=False, model_decision=True, reply_cooldown_s=0),
+        loop=LoopConfig(turn_deadline_s=5.0),
+        delivery=DeliveryConfig(mention_cooldown_s=900),
+    )
+    loop, _ = make_loop("在的", config=config, plugins=[_MentionModel()])
+    loop.runtime.clock = lambda: now[0]
+    transport = RecordingTransport()
+
+    def ask(group: str, seconds: float) -> list[dict[str, object]]:
+        now[0] = _later(seconds)
+        _run(
+            loop.handle(event("今天谁去吃火锅", group=group, sender="30031", at=now[0]), transport)
+        )
+        question = event("小织 你去吗？", group=group, addressed=True, at=_later(seconds + 1))
+        outcome = _run(loop.handle(question, transport))
+        assert outcome.status == OutcomeStatus.REPLIED, outcome
+        return transport.calls[-1][1]["message"]  # type: ignore[return-value]
+
+    first = ask(GROUP, 0)
+    assert first[0] == {"type": "at", "data": {"qq": "30001"}}
+    within = ask(GROUP, 600)
+    assert [segment["type"] for segment in within] == ["text"]
+    assert ask("20002", 601)[0]["type"] == "at"
+    assert ask(GROUP, 1000)[0]["type"] == "at"

@@ -132,6 +132,22 @@ def test_a_mention_without_several_members_talking_goes_plain():
     assert allowed.delivery_style is DeliveryStyle.MENTION
 
 
+def test_another_member_among_the_recent_messages_allows_a_mention_the_bot_does_not():
+    mention = {"action": "reply", "delivery_style": "mention"}
+    others = [{"text": "周六去哪", "sender": "阿哲"}, {"text": "我也想知道", "sender": "小林"}]
+    talking, _ = _decide(mention, context=others)
+    assert talking.delivery_style is DeliveryStyle.MENTION
+    only_the_bot_and_the_speaker = [
+        {"text": "我觉得是周六", "bot": True},
+        {"text": "上次不是周日吗", "sender": "群友"},
+    ]
+    alone, _ = _decide(mention, context=only_the_bot_and_the_speaker)
+    assert (alone.delivery_style, alone.reason) == (
+        DeliveryStyle.PLAIN,
+        "mention_without_multi_party_overlap",
+    )
+
+
 def test_a_quote_target_among_the_candidates_forces_a_quote_and_others_are_dropped():
     context = [{"id": "c1", "text": "周六去露营吧"}]
     quoted, _ = _decide({"action": "reply", "reply_message_id": "c1"}, context=context)

@@ -3,7 +3,7 @@
 The decision's delivery style applies to the first message only, since quoting decides which
 message is answered, not the shape of the answer (``docs/design.md``): a quote only while its
 target is still one of the group's quote candidates (the target may have left the group's newest
-six), a mention only in a group. Every bubble after the first waits a pause that grows with its
+six), a mention only in a group and outside its mention cooldown. Every bubble after the first waits a pause that grows with its
 length; a sticker is its own last message.
 """
 
@@ -64,6 +64,7 @@ def plan_delivery(
     quote_candidate_ids: Collection[str],
     sticker_segment: Segment | None,
     pause: PauseConfig,
+    mention_allowed: bool = True,
 ) -> DeliveryPlan:
     """Plan the messages of a read answer.
 
@@ -77,13 +78,15 @@ def plan_delivery(
     :param sticker_segment: the segment ``choose_sticker`` gave for the answer's sticker intent,
         or ``None`` (no intent, or dropped).
     :param pause: the pauses between bubbles.
+    :param mention_allowed: ``False`` while the group's mention cooldown runs
+        (:class:`framework.delivery.mention.MentionCooldown`): a mention goes out plain.
     :returns: the plan; no messages when the answer is silent.
     """
     trace: dict[str, Any] = {
         "decided_style": decision.delivery_style.value,
         "answer": _answer_trace(answer),
     }
-    style, quoted = _resolve_style(decision, group_id, quote_candidate_ids, trace)
+    style, quoted = _resolve_style(decision, group_id, quote_candidate_ids, mention_allowed, trace)
     parts: list[list[Segment]] = [[Segment.text(bubble)] for bubble in answer.bubbles]
     pauses = [0.0 if i == 0 else pause.pause_for(b) for i, b in enumerate(answer.bubbles)]
     if answer.silent:
@@ -163,6 +166,7 @@ def _resolve_style(
     decision: Decision,
     group_id: str | None,
     quote_candidate_ids: Collection[str],
+    mention_allowed: bool,
     trace: dict[str, Any],
 ) -> tuple[DeliveryStyle, str | None]:
     """The style actually used, and the message quoted."""
@@ -181,6 +185,9 @@ def _resolve_style(
             return style, target
     elif style is DeliveryStyle.MENTION and group_id is None:
         trace["mention_dropped"] = "private chat"
+        style = DeliveryStyle.PLAIN
+    elif style is DeliveryStyle.MENTION and not mention_allowed:
+        trace["mention_dropped"] = "cooldown"
         style = DeliveryStyle.PLAIN
     trace["style"] = style.value
     return style, None

@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 
 from framework.decision import Decision, DeliveryStyle, TurnAction
+from framework.delivery.mention import MentionCooldown
 from framework.delivery.plan import PauseConfig, plan_delivery, plan_phrase
 from framework.delivery.records import DeliveryPlan, ModelAnswer, SendReceipt, Transport
 from framework.items import RouteHints, ToolContext
@@ -152,6 +153,13 @@ class BotLoop:
         factory=OrderedDict, init=False
     )
     _closed: bool = attrs.field(default=False, init=False)
+    _mentions: MentionCooldown = attrs.field(
+        default=attrs.Factory(
+            lambda self: MentionCooldown(self.runtime.config.delivery.mention_cooldown_s),
+            takes_self=True,
+        ),
+        init=False,
+    )
 
     # -- entry points ----------------------------------------------------------------------
 
@@ -469,6 +477,7 @@ class BotLoop:
             ),
             sticker_segment=sticker,
             pause=PauseConfig.from_config(runtime.config.delivery),
+            mention_allowed=self._mentions.allows(event.bot_id, event.group_id, runtime.clock()),
         )
         trace["delivery"] = {"style": delivery.style.value, "reason": delivery.reason}
         return _Prepared(
@@ -549,6 +558,8 @@ class BotLoop:
                 # A bubble that did not go out is not recorded, and the rest are not sent: half
                 # an answer is worse than the part that reached the group.
                 break
+            if any(seg.kind == "at" for seg in message.segments):
+                self._mentions.note(message.bot_id, message.group_id, self.runtime.clock())
             if text.strip():
                 sent.append((text.strip(), receipt.message_id, quoted))
         run.trace["sends"] = sends

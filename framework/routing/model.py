@@ -15,14 +15,17 @@ import attrs
 from framework._convert import parse_json, structure
 from framework.decision import Decision, DeliveryStyle, RouteContext, SocialAction, TurnAction
 from framework.errors import ConfigError, PromptweaveError
+from framework.turn import Turn
 
 __all__ = [
     "MODEL_ANSWER_FORMAT",
     "MODEL_ANSWER_MAX_CHARS",
+    "OVERLAP_MESSAGES",
     "ModelAnswer",
     "ModelAnswerError",
     "check_model_answer",
     "parse_model_answer",
+    "several_members_talking",
 ]
 
 #: The longest model answer read; a decision is a few dozen characters.
@@ -76,6 +79,27 @@ def parse_model_answer(raw: str) -> ModelAnswer:
         raise ModelAnswerError(str(exc)) from exc
 
 
+#: How far back the group's recent messages are read for :func:`several_members_talking`.
+OVERLAP_MESSAGES = 6
+
+
+def several_members_talking(turn: Turn) -> bool:
+    """Whether several members are talking at once, so that an @ says whom the bot answers:
+    ``route_hints.multi_party_overlap`` when the bot framework says so, else another member than
+    the speaker (the bot left out) among the group's last :data:`OVERLAP_MESSAGES` messages."""
+    if turn.route_hints.multi_party_overlap:
+        return True
+    if turn.group_id is None:
+        return False
+    speakers = {
+        message.sender_id
+        for message in turn.recent_messages[-OVERLAP_MESSAGES:]
+        if message.sender_id != turn.bot.id
+    }
+    speakers.discard(turn.message.sender_id)
+    return bool(speakers)
+
+
 def check_model_answer(answer: ModelAnswer, context: RouteContext) -> Decision:
     """Turn a valid answer into a decision, correcting what the turn does not allow."""
     signals = context.signals
@@ -96,7 +120,7 @@ def check_model_answer(answer: ModelAnswer, context: RouteContext) -> Decision:
             reason=f"low_value_{answer.social_action.value}_pass",
         )
     style, source, reason = answer.delivery_style, "model", "model_action"
-    if style is DeliveryStyle.MENTION and not context.turn.route_hints.multi_party_overlap:
+    if style is DeliveryStyle.MENTION and not several_members_talking(context.turn):
         style, source, reason = (
             DeliveryStyle.PLAIN,
             "fallback",
