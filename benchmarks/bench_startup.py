@@ -1,9 +1,12 @@
 """Start-up cost: the interpreter alone, ``import framework``, and ``promptweave render`` of an
 example turn, each run as a fresh process.
 
-Every command runs once to write the bytecode caches, then ``--runs`` times; the figures are the
-medians of the wall time and of the CPU time the process used. The last part lists the modules
-whose own import time (``python -X importtime``) is largest while the render command runs.
+Every command runs once to write the bytecode caches and promptweave's own caches (the plugin
+discovery and the generated code, ``docs/performance.md``), then ``--runs`` times; the figures
+are the medians of the wall time and of the CPU time the process used. ``render`` runs a second
+time with ``PROMPTWEAVE_CACHE_DIR`` set empty: what a first run, with nothing cached, costs. The
+last part lists the modules whose own import time (``python -X importtime``) is largest while the
+render command runs.
 
 Run: ``python benchmarks/bench_startup.py [--runs 9] [--top 15]``.
 """
@@ -23,24 +26,30 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RENDER = ["-m", "framework", "render", "examples/turns/at_question.json"]
-COMMANDS = {
-    "python -c pass": ["-c", "pass"],
-    "import framework": ["-c", "import framework"],
-    "promptweave render examples/turns/at_question.json": RENDER,
-}
+NO_CACHES = {"PROMPTWEAVE_CACHE_DIR": ""}
+#: Label, arguments, extra environment.
+COMMANDS: list[tuple[str, list[str], dict[str, str]]] = [
+    ("python -c pass", ["-c", "pass"], {}),
+    ("import framework", ["-c", "import framework"], {}),
+    ("promptweave render examples/turns/at_question.json", RENDER, {}),
+    ("  the same, nothing cached (PROMPTWEAVE_CACHE_DIR='')", RENDER, NO_CACHES),
+]
 
 
-def _environment() -> dict[str, str]:
+def _environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # start-up as installed: with bytecode caches
     env["PYTHONPATH"] = str(ROOT)
+    env.update(extra or {})
     return env
 
 
-def measure(arguments: list[str], runs: int) -> tuple[float, float]:
+def measure(
+    arguments: list[str], runs: int, extra: dict[str, str] | None = None
+) -> tuple[float, float]:
     """Median wall and CPU milliseconds of ``runs`` fresh processes."""
     command = [sys.executable, *arguments]
-    env = _environment()
+    env = _environment(extra)
     subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
     walls, cpus = [], []
     for _ in range(runs):
@@ -77,9 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=15, help="modules listed by own import time")
     args = parser.parse_args(argv)
     print(f"median of {args.runs} fresh processes (Python {sys.version.split()[0]})")
-    for name, arguments in COMMANDS.items():
-        wall, cpu = measure(arguments, args.runs)
-        print(f"{name:<52} {wall:7.0f} ms wall  {cpu:7.0f} ms CPU")
+    for name, arguments, extra in COMMANDS:
+        wall, cpu = measure(arguments, args.runs, extra)
+        print(f"{name:<55} {wall:7.0f} ms wall  {cpu:7.0f} ms CPU")
     modules = import_times(RENDER)
     own = sum(entry[0] for entry in modules) / 1000
     ours = sum(e[0] for e in modules if e[2].startswith(("framework", "builtin_plugins"))) / 1000

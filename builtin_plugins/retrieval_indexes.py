@@ -209,9 +209,14 @@ class StrategyIndex:
         action against ``terms`` (:func:`framework.score_text`), then by support, then in the
         store's order."""
         ranked = self.kinds[learning_type]
+        if not ranked.records:
+            return []
         sharing: set[int] = set()
+        holding = ranked.holding
         for term in terms:
-            sharing.update(ranked.holding.get(term, ()))
+            found = holding.get(term)
+            if found:
+                sharing.update(found)
         scored = sorted(
             ((score_text(terms, ranked.terms[position])[0], position) for position in sharing),
             key=lambda found: (-found[0], -ranked.records[found[1]].support, found[1]),

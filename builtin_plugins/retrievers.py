@@ -18,6 +18,7 @@ short social turn. Everything reads the scope of the current bot and group only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from builtin_plugins.retrieval_indexes import (
@@ -48,6 +49,7 @@ from framework import (
     looks_like_knowledge_question,
     reads_as_event,
     score_text,
+    text_terms,
 )
 
 #: Session summaries begin with this mark; the old-topics section shows the text after it.
@@ -118,9 +120,12 @@ def _recent_events(query: RetrievalQuery, terms: tuple[str, ...]) -> list[Memory
     bots = {query.bot_id, *query.turn.bot.peer_bot_ids}
     found = []
     for message in query.turn.recent_messages:
-        if message.sender_id in bots or not reads_as_event(message.text):
+        if message.sender_id in bots:
             continue
-        score, _matched = score_text(terms, terms_of(message.text))
+        event_terms = _event_terms(message.text)
+        if event_terms is None:
+            continue
+        score, _matched = score_text(terms, event_terms)
         if score >= query.limits.memory_min_score:
             found.append(
                 MemoryItem(
@@ -135,8 +140,20 @@ def _recent_events(query: RetrievalQuery, terms: tuple[str, ...]) -> list[Memory
     return found[: query.limits.memory_limit]
 
 
+@functools.lru_cache(maxsize=4096)
+def _event_terms(text: str) -> frozenset[str] | None:
+    """The terms of a group line that reads as an event, ``None`` for one that does not: a line
+    stays recent for many turns and is looked at once."""
+    return text_terms(text) if reads_as_event(text) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _knowledge_words(configured: tuple[str, ...]) -> tuple[str, ...]:
+    return (*KNOWLEDGE_QUESTION_WORDS, *configured)
+
+
 def retrieve_knowledge(query: RetrievalQuery) -> RetrievalResult:
-    words = (*KNOWLEDGE_QUESTION_WORDS, *query.limits.knowledge_question_words)
+    words = _knowledge_words(tuple(query.limits.knowledge_question_words))
     if not looks_like_knowledge_question(query.text, words):
         return RetrievalResult.skip(SkipReason.NOT_A_KNOWLEDGE_QUESTION)
     limits = query.limits

@@ -11,6 +11,7 @@ fillers and instruction-like clauses are left out (``docs/design.md#long-session
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -25,7 +26,6 @@ SIMILAR_CLAUSE_OVERLAP = 0.5
 
 _CLAUSE_SPLIT = re.compile(r"[。！？!?；;\n]+|(?<=[，,])\s*")
 _IMAGE_MARK = re.compile(re.escape(IMAGE_MARK))
-_WORD_CHARS = re.compile(r"[\w\u4e00-\u9fff]")
 
 #: Small talk that carries no topic.
 FILLERS = frozenset(
@@ -68,11 +68,17 @@ USER_CUES = (
 #: Words that mark what the bot promised or concluded.
 BOT_CUES = ("答应", "下次", "我会", "记得", "提醒", "约好", "说好", "结论", "建议")
 
-_INJECTION = InjectionDetector("")
+
+@functools.cache
+def _built() -> tuple[re.Pattern[str], InjectionDetector]:
+    """The word-character pattern and the injection detector, built on first use: a summary is
+    written after a delivery, never while ``promptweave render`` starts (``docs/performance.md``)."""
+    return re.compile(r"[\w\u4e00-\u9fff]"), InjectionDetector("")
 
 
 def _bigrams(text: str) -> set[str]:
-    chars = [ch for ch in text if _WORD_CHARS.match(ch)]
+    word_chars = _built()[0]
+    chars = [ch for ch in text if word_chars.match(ch)]
     return {a + b for a, b in itertools.pairwise(chars)}
 
 
@@ -85,10 +91,11 @@ def _similar(pairs: set[str], other: set[str]) -> bool:
 
 def _clauses(turn: SessionTurn) -> list[str]:
     text = _IMAGE_MARK.sub("", turn.content)
+    injection = _built()[1]
     found = []
     for part in _CLAUSE_SPLIT.split(text):
         clause = part.strip(" ，,、~～…").strip()
-        if len(clause) < CLAUSE_MIN_CHARS or clause in FILLERS or _INJECTION(clause):
+        if len(clause) < CLAUSE_MIN_CHARS or clause in FILLERS or injection(clause):
             continue
         found.append(clause[:CLAUSE_MAX_CHARS])
     return found

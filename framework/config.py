@@ -7,7 +7,7 @@ reported one line per problem with the key path.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,13 @@ CONFIG_ENV = "PROMPTWEAVE_CONFIG"
 _positive = attrs.validators.ge(1)
 _non_negative = attrs.validators.ge(0)
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _as_tuple(values: Iterable[Any]) -> tuple[Any, ...]:
+    """``tuple`` as a converter. attrs reads each converter's signature when it builds the class,
+    and the signature of a builtin is parsed from its text form by ``tokenize``, whose patterns
+    then compile on every start (``docs/performance.md``)."""
+    return tuple(values)
 
 
 def _redis_url(_instance: object, _attribute: object, value: str) -> None:
@@ -214,7 +221,7 @@ class RetrievalConfig:
     event_fill: bool = True
     knowledge_limit: int = attrs.field(default=3, validator=_positive)
     knowledge_min_score: float = attrs.field(default=0.15, validator=_unit)
-    knowledge_question_words: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    knowledge_question_words: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
     person_facts_limit: int = attrs.field(default=6, validator=_positive)
     mid_term_limit: int = attrs.field(default=3, validator=_positive)
     mid_term_min_score: float = attrs.field(default=0.2, validator=_unit)
@@ -281,7 +288,7 @@ class RoutingConfig:
     quote_probability: float = attrs.field(default=0.25, validator=_probability)
     low_engagement: bool = True
     low_engagement_probabilities: tuple[float, ...] = attrs.field(
-        default=(0.35, 0.20, 0.10, 0.05), converter=tuple, validator=_probability_table
+        default=(0.35, 0.20, 0.10, 0.05), converter=_as_tuple, validator=_probability_table
     )
     phrase_max_chars: int = attrs.field(default=12, validator=_positive)
     short_social_chars: int = attrs.field(default=24, validator=_positive)
@@ -406,7 +413,7 @@ class ProviderConfig:
     inline_images: bool = True
     image_max_bytes: int = attrs.field(default=5 * 1024 * 1024, validator=_positive)
     image_types: tuple[str, ...] = attrs.field(
-        default=("image/jpeg", "image/png", "image/gif", "image/webp"), converter=tuple
+        default=("image/jpeg", "image/png", "image/gif", "image/webp"), converter=_as_tuple
     )
     max_tokens: int = attrs.field(default=1024, validator=_positive)
     timeout_s: float = attrs.field(default=60.0, validator=[attrs.validators.gt(0), finite_seconds])

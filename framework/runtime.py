@@ -340,6 +340,25 @@ class Promptweave:
         :param deadline: the turn's deadline: no retriever waits past it (past it, each gets
             :data:`framework.plugins.watchdog.RERUN_GRACE_S`).
         """
+        query, budget = self._retrieval_query(
+            turn, decision, now, allow_persistent_memory, deadline
+        )
+        return await self.retrieval_runner.run(
+            tuple(self.registries.retrievers.values()),
+            query,
+            self.config.retrieval.timeouts,
+            budget_s=budget,
+        )
+
+    def _retrieval_query(
+        self,
+        turn: Turn,
+        decision: Decision,
+        now: dt.datetime | None,
+        allow_persistent_memory: bool | None,
+        deadline: Deadline | None,
+    ) -> tuple[RetrievalQuery, float | None]:
+        """The query of the turn's retrievers, and what is left of its deadline for them."""
         query = RetrievalQuery.for_turn(
             turn,
             decision=decision,
@@ -351,12 +370,37 @@ class Promptweave:
         budget = None
         if deadline is not None and deadline.seconds > 0:
             budget = max(deadline.remaining(), self.watchdog.grace_s)
-        return await self.retrieval_runner.run(
-            tuple(self.registries.retrievers.values()),
-            query,
-            self.config.retrieval.timeouts,
-            budget_s=budget,
+        return query, budget
+
+    def _retrieve_here(
+        self,
+        turn: Turn,
+        decision: Decision,
+        now: dt.datetime | None,
+        allow_persistent_memory: bool | None,
+        deadline: Deadline,
+    ) -> RetrievalOutcome:
+        """:meth:`retrieve` for :meth:`render`, on a thread with no running event loop: the
+        retrievers run right here when none of them waits (``docs/retrieval.md#one-turn``),
+        else on this thread's event loop."""
+        query, budget = self._retrieval_query(
+            turn, decision, now, allow_persistent_memory, deadline
         )
+        retrievers = tuple(self.registries.retrievers.values())
+        timeouts = self.config.retrieval.timeouts
+        runner = self.retrieval_runner
+        found = runner.run_inline(retrievers, query, timeouts, budget_s=budget)
+        if found is not None:
+            return found
+        # One event loop per thread, reused turn after turn: a new loop per turn would cost
+        # more than assembling the turn.
+        loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = self._loops.loop = asyncio.new_event_loop()
+            # A runtime dropped without close() closes its loops when it is collected, not
+            # the garbage collector in whatever order it frees the loop's sockets.
+            weakref.finalize(self, loop.close)
+        return loop.run_until_complete(runner.run(retrievers, query, timeouts, budget_s=budget))
 
     # -- one turn ----------------------------------------------------------------------------
 
@@ -372,39 +416,30 @@ class Promptweave:
         """Route, retrieve and assemble one turn: the system prompt, the messages, the decision,
         the trace. The parameters are those of :meth:`arender`.
 
-        This is the synchronous entry point: with retrieval it runs :meth:`arender` on an event
-        loop of its own, so it cannot be called from inside a running loop; async code awaits
-        :meth:`arender`. Without retrieval (``retrieve=False``) nothing is awaited and no loop
-        is used.
+        This is the synchronous entry point. It cannot be called from inside a running event
+        loop (async code awaits :meth:`arender`), except without retrieval
+        (``retrieve=False``): then nothing is awaited. When every retriever runs inline (the
+        built-in ones over the built-in stores do), the turn needs no event loop and no thread;
+        a retriever that waits runs on an event loop of this thread's own.
         """
-        if not retrieve:
-            deadline = self.watchdog.deadline()
-            reader, turn, decision, durations = self._begin(turn, now, decision, deadline)
-            return self._finish(
-                reader, turn, decision, None, now, durations, deadline, allow_persistent_memory
-            )
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            # One event loop per thread, reused turn after turn: a new loop per turn would cost
-            # more than assembling the turn.
-            loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
-            if loop is None or loop.is_closed():
-                loop = self._loops.loop = asyncio.new_event_loop()
-                # A runtime dropped without close() closes its loops when it is collected, not
-                # the garbage collector in whatever order it frees the loop's sockets.
-                weakref.finalize(self, loop.close)
-            return loop.run_until_complete(
-                self.arender(
-                    turn,
-                    now=now,
-                    decision=decision,
-                    allow_persistent_memory=allow_persistent_memory,
+        if retrieve:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                pass
+            else:
+                raise RuntimeError(
+                    "Promptweave.render() cannot run inside a running event loop; "
+                    "use 'await Promptweave.arender(turn)' instead"
                 )
-            )
-        raise RuntimeError(
-            "Promptweave.render() cannot run inside a running event loop; "
-            "use 'await Promptweave.arender(turn)' instead"
+        deadline = self.watchdog.deadline()
+        reader, turn, decision, durations = self._begin(turn, now, decision, deadline)
+        retrieval = None
+        if retrieve:
+            retrieval = self._retrieve_here(turn, decision, now, allow_persistent_memory, deadline)
+            durations.update(retrieval.durations())
+        return self._finish(
+            reader, turn, decision, retrieval, now, durations, deadline, allow_persistent_memory
         )
 
     async def arender(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -447,9 +448,12 @@ def test_render_sections_print_a_broken_override_source_once(tmp_path):
 
 
 def _commands(group, path=()):
-    for name, command in group.commands.items():
+    # Through list_commands and get_command: the subcommands imported on first use count too.
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
         yield (*path, name), command
-        if hasattr(command, "commands"):
+        if isinstance(command, click.Group):
             yield from _commands(command, (*path, name))
 
 

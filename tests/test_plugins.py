@@ -56,9 +56,9 @@ def entry_points(monkeypatch):
     """Fake the distributions installed in the environment (as pluggy's own tests do)."""
     installed: list[_FakeEntryPoint] = []
     monkeypatch.setattr(
-        plugins_module.importlib_metadata,
-        "entry_points",
-        lambda group: [ep for ep in installed if group == "promptweave"],
+        plugins_module,
+        "_installed_plugins",
+        lambda env: plugins_module._Installed(own_version="0.1.0", entry_points=tuple(installed)),
     )
     return installed
 

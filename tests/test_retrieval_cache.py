@@ -17,6 +17,7 @@ from framework.config import StoreConfig
 from framework.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
+    KnowledgeDocument,
     MemoryRecord,
     PersonFactRecord,
     RelationshipRecord,
@@ -144,6 +145,33 @@ def test_every_read_by_scope_sees_the_latest_write(store):
     assert rhythm.median_segment_chars == 5
     assert [s.scene for s in strategies] == ["s"]
     assert summaries == ["旧话题"]
+
+
+def test_searches_see_the_latest_write_of_their_scope_only(store):
+    def memories(group=GROUP):
+        found = store.search_memories(BOT, group, ("桌游", "周六"), limit=5)
+        return [hit.record.text for hit in found]
+
+    def knowledge():
+        found = store.search_knowledge(BOT, GROUP, ("报名", "流程"), limit=5)
+        return [hit.record.text for hit in found]
+
+    def memory(text, group=GROUP):
+        return MemoryRecord(bot_id=BOT, group_id=group, kind="teaching", text=text)
+
+    assert (memories(), knowledge()) == ([], [])
+    store.write(RetrievalBatch(memories=(memory("周六晚上桌游局"),)))
+    assert memories() == ["周六晚上桌游局"]
+    store.write(RetrievalBatch(memories=(memory("桌游局换地方了"), memory("周六桌游", "other"))))
+    assert memories() == ["周六晚上桌游局", "桌游局换地方了"]
+    assert memories("other") == ["周六桌游"]
+    document = KnowledgeDocument(bot_id=BOT, group_id=GROUP, source="faq", text="报名流程：先填表")
+    store.write(RetrievalBatch(knowledge=(document,)))
+    assert knowledge() == ["报名流程：先填表"]
+    replaced = KnowledgeDocument(bot_id=BOT, group_id=GROUP, source="faq", text="报名改到线上")
+    store.write(RetrievalBatch(knowledge=(replaced,)))
+    assert knowledge() == ["报名改到线上"]
+    assert memories() == ["周六晚上桌游局", "桌游局换地方了"]
 
 
 def test_a_read_cannot_change_what_the_cache_holds(store):

@@ -60,3 +60,17 @@ def test_event_lines_name_a_time_or_a_plan():
     assert reads_as_event("周六晚上七点格子桌游吧集合")
     assert not reads_as_event("哈哈哈哈哈哈")
     assert not reads_as_event("周六")  # too short to carry an event
+
+
+@pytest.mark.parametrize(
+    "words",
+    [(), ("怎么",), ("a.b", "c|d", "(e)", "[f]"), ("",), ("HELP", "faq", "须知")],
+)
+@pytest.mark.parametrize(
+    "text", ["怎么报名", "axb 还是 a.b", "c|d?", "(e) 吗", "[f]", "", "x", "Help me", "FAQ 在哪"]
+)
+def test_knowledge_words_given_as_a_tuple_match_as_when_given_one_by_one(words, text):
+    # A tuple of words is matched with one compiled pattern, any other iterable word by word.
+    assert looks_like_knowledge_question(text, words) == looks_like_knowledge_question(
+        text, list(words)
+    )

@@ -280,3 +280,148 @@ def test_waiting_retrievers_start_before_the_inline_ones_run():
         "saw threaded start: True",
         "threaded",
     ]
+
+
+def run_inline(entries, query=None, timeouts=None):
+    runner = RetrievalRunner(threads=8)
+    try:
+        return runner.run_inline(entries, query or make_query(QUESTION), timeouts)
+    finally:
+        runner.close()
+
+
+def comparable(outcome):
+    """The outcome without its timings."""
+    traces = [{**t.to_json(), "duration_ms": None} for t in outcome.traces]
+    return outcome.items, traces, outcome.trace()["sections"].keys()
+
+
+def test_inline_retrievers_run_without_a_loop_or_thread_and_trace_as_on_the_loop():
+    def where(query):
+        asyncio.get_running_loop()  # raises without a running loop: an error in the trace
+        return [memory("on a loop")]
+
+    def broken(query):
+        raise RuntimeError("index is corrupt")
+
+    def skips(query):
+        return RetrievalResult.skip(SkipReason.PRIVATE_CHAT, checked=1)
+
+    def found(query):
+        return RetrievalResult(
+            items=[memory("hit")], hits=[RetrievalHit(text="shown", score=0.9)], details={"n": 1}
+        )
+
+    entries = [
+        entry("found", found, blocking=False),
+        entry("broken", broken, blocking=False),
+        entry("skips", skips, blocking=False),
+        entry("empty", lambda query: [], blocking=False),
+        entry("bare", lambda query: [memory("bare")], blocking=lambda query: False),
+    ]
+    inline = run_inline(entries)
+    assert inline is not None
+    assert comparable(inline) == comparable(run(entries))
+    assert [t.status for t in inline.traces] == ["hit", "skipped", "skipped", "empty", "hit"]
+    assert inline.traces[1].error == "RuntimeError: index is corrupt"
+    assert [item.text for item in inline.items["memory"]] == ["hit", "bare"]
+    # Without a loop, a retriever asking for the running one fails; on the loop it finds it.
+    on_loop = run([entry("where", where, blocking=False)])
+    here = run_inline([entry("where", where, blocking=False)])
+    assert on_loop.traces[0].status == "hit"
+    assert here is not None and here.traces[0].reason == "error"
+
+
+def test_run_inline_calls_nothing_when_one_retriever_would_wait():
+    called = []
+
+    def inline(query):
+        called.append("inline")
+        return [memory("x")]
+
+    async def waits(query):
+        called.append("async")
+        return [memory("y")]
+
+    def raising_blocking(query):
+        raise RuntimeError("cannot tell")
+
+    for waiting in (
+        entry("threaded", inline),
+        entry("async", waits, blocking=False),
+        entry("decided", inline, blocking=lambda query: query.text == QUESTION),
+        entry("undecided", inline, blocking=raising_blocking),
+    ):
+        assert run_inline([entry("inline", inline, blocking=False), waiting]) is None
+    assert called == []
+    # A persistent one skipped on a short social turn never waits.
+    skipped = run_inline(
+        [entry("inline", inline, blocking=False, persistent=False), entry("persistent", waits)],
+        query=make_query("早上好", allow_persistent_memory=False),
+    )
+    assert skipped is not None
+    assert [t.status for t in skipped.traces] == ["hit", "skipped"]
+    assert skipped.traces[1].reason == "skipped_short_social_turn"
+    assert called == ["inline"]
+
+
+def test_inline_retrievers_keep_their_timeouts_and_the_turns_budget():
+    def slow(query):
+        time.sleep(0.03)
+        return [memory("late")]
+
+    outcome = run_inline(
+        [
+            entry("slow", slow, blocking=False, timeout_s=0.01),
+            entry("configured", slow, blocking=False),
+        ],
+        timeouts={"configured": 0.01},
+    )
+    assert outcome is not None
+    assert [t.reason for t in outcome.traces] == ["timeout", "timeout"]
+    assert [t.details for t in outcome.traces] == [{"timeout_s": 0.01}, {"timeout_s": 0.01}]
+    assert outcome.items == {}
+    runner = RetrievalRunner()
+    budgeted = runner.run_inline(
+        [entry("slow", slow, blocking=False)], make_query(QUESTION), budget_s=0.01
+    )
+    assert budgeted is not None and budgeted.traces[0].details == {"timeout_s": 0.01}
+
+
+def test_an_awaitable_from_an_inline_retriever_is_awaited_within_its_timeout():
+    async def found():
+        return [memory("awaited")]
+
+    async def never():
+        await asyncio.sleep(10)
+
+    outcome = run_inline(
+        [
+            entry("hands_back", lambda query: found(), blocking=False),
+            entry("hangs", lambda query: never(), blocking=False, timeout_s=0.05),
+        ]
+    )
+    assert outcome is not None
+    assert [item.text for item in outcome.items["memory"]] == ["awaited"]
+    assert outcome.traces[1].reason == "timeout"
+
+
+def test_a_hung_retriever_is_skipped_inline_until_it_returns():
+    release = threading.Event()
+
+    def hangs(query):
+        release.wait(10)
+        return [memory("late")]
+
+    runner = RetrievalRunner()
+    hung = [entry("hangs", hangs, timeout_s=0.05)]
+    try:
+        first = asyncio.run(runner.run(hung, make_query(QUESTION)))
+        assert first.traces[0].reason == "timeout"
+        # The same retriever, now saying it does not block, is still skipped while it hangs.
+        now_inline = [entry("hangs", hangs, blocking=False)]
+        second = runner.run_inline(now_inline, make_query(QUESTION))
+        assert second is not None and second.traces[0].reason == "hung"
+    finally:
+        release.set()
+        runner.close()

@@ -182,6 +182,52 @@ def test_a_failing_retriever_leaves_its_section_without_it_and_the_turn_goes_on(
     assert broken["error"] == "ConnectionError: vector database unreachable"
 
 
+def test_render_runs_the_builtin_retrievers_without_an_event_loop_or_a_thread():
+    pw = runtime()
+    remember(pw, "桌游局一般在周六晚上七点开始")
+    turn = make_turn(QUESTION)
+    decision = pw.decide(turn)
+    result = pw.render(turn, decision=decision)
+    assert "桌游局一般在周六晚上七点开始" in result.system_prompt
+    assert getattr(pw._loops, "loop", None) is None
+    assert pw.retrieval_runner._pool is None
+    # arender, on the caller's loop, finds and traces the same.
+    again = asyncio.run(pw.arender(turn, decision=decision))
+    assert again.system_prompt == result.system_prompt
+    strip = [
+        {**t, "duration_ms": None}
+        for found in (result, again)
+        for section in found.trace["retrieval"]["sections"].values()
+        for t in section
+    ]
+    assert strip[: len(strip) // 2] == strip[len(strip) // 2 :]
+
+
+def test_render_still_cuts_off_a_hanging_async_retriever():
+    class Hangs:
+        @hookimpl
+        def register_retrievers(self, register):
+            register(
+                Retriever(name="hangs", feeds="memory", retrieve=self.retrieve, timeout_s=0.05)
+            )
+
+        async def retrieve(self, query):
+            await asyncio.sleep(10)
+
+    pw = runtime(Hangs())
+    remember(pw, "桌游局一般在周六晚上七点开始")
+    result = pw.render(make_turn(QUESTION))
+    assert "桌游局一般在周六晚上七点开始" in result.system_prompt
+    hangs = next(
+        t for t in result.trace["retrieval"]["sections"]["memory"] if t["retriever"] == "hangs"
+    )
+    assert (hangs["status"], hangs["reason"], hangs["details"]) == (
+        "skipped",
+        "timeout",
+        {"timeout_s": 0.05},
+    )
+
+
 def test_hook_register_retrievers():
     class VectorMemories:
         @hookimpl

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import re
 import sqlite3
 
+import pytest
+
+from framework.retrieval import scoring
 from framework.retrieval.scoring import (
     MAX_QUERY_TERMS,
     fts_query,
@@ -64,3 +68,25 @@ def test_query_text_drops_cq_codes_and_bot_mentions_but_keeps_glued_questions():
     assert normalize_query("@小织今晚的桌游局几点开始？", ("小织",)) == "今晚的桌游局几点开始？"
     assert normalize_query("[CQ:image,file=a.jpg,url=https://x] @阿蒙 这是啥") == "这是啥"
     assert normalize_query("@织织 @小织 规则在哪", ("小织", "织织")) == "规则在哪"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "周六晚上桌游局还照常吗",
+        "Ｈｅｌｌｏ world 桌游 ok 2026年",
+        "单字 a 好 b 的",
+        "ß straße 桌",
+        "桌" * 500 + "游戏",
+        "",
+    ],
+)
+def test_terms_of_short_and_long_texts_are_the_bigrams_and_words_in_order(text):
+    folded = text.casefold()
+    expected = []
+    for run in re.findall(r"[0-9a-z]+|[^\W0-9a-z_]+", folded):
+        if len(run) >= 2:
+            expected += [run] if run.isascii() else [run[i : i + 2] for i in range(len(run) - 1)]
+    assert list(scoring._terms(text)) == expected
+    assert list(scoring._terms(text)) == expected  # remembered or not, the same
+    assert text_terms(text) == frozenset(expected)

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FACADE = ROOT / "framework" / "__init__.py"
 
 #: Modules a turn render never needs: the live loop, delivery, session compression, image
-#: downloads, fuzzy matching, route files and the event log.
+#: downloads, fuzzy matching, route files, the event log, and the name suggestions of errors.
 NOT_FOR_RENDER = (
     "framework.loop.live",
     "framework.loop.tools",
@@ -30,10 +30,31 @@ NOT_FOR_RENDER = (
     "urllib.request",
     "http.client",
     "rapidfuzz",
+    "difflib",
+)
+
+#: Modules a render needs no more once the discovery cache holds the installed plugins (the
+#: metadata parsers and what they bring), and without a store file (the SQLite backends, the
+#: data importer).
+NOT_FOR_A_CACHED_RENDER = (
+    "importlib_metadata",
+    "importlib.metadata",
+    "zipp",
+    "zipfile",
+    "email",
+    "csv",
+    "tempfile",
+    "framework.store.deliveries_sqlite",
+    "framework.store.retrieval_sqlite",
+    "framework.store.routing_state_sqlite",
+    "framework.store.sessions_sqlite",
+    "framework.store.row_memo",
+    "framework.store.retrieval_import",
+    "framework.cli.data",
 )
 
 
-def _modules_after(code: str) -> set[str]:
+def _modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
     """The modules loaded once ``code`` has run in a fresh interpreter."""
     script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
     result = subprocess.run(
@@ -42,9 +63,20 @@ def _modules_after(code: str) -> set[str]:
         capture_output=True,
         text=True,
         check=True,
-        env={"PYTHONPATH": str(ROOT), "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        env={"PYTHONPATH": str(ROOT), "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})},
     )
     return set(json.loads(result.stdout.splitlines()[-1]))
+
+
+RENDER = (
+    "import contextlib, io, sys\n"
+    "from framework.cli.main import cli\n"
+    "with contextlib.redirect_stdout(io.StringIO()):\n"
+    "    try:\n"
+    "        cli(['render', 'examples/turns/at_question.json'], prog_name='promptweave')\n"
+    "    except SystemExit as exit:\n"
+    "        assert not exit.code, exit.code\n"
+)
 
 
 def test_importing_the_facade_loads_no_stage_of_a_turn() -> None:
@@ -61,17 +93,21 @@ def test_a_name_read_from_the_facade_loads_its_module_alone() -> None:
 
 
 def test_rendering_a_turn_file_loads_no_loop_delivery_or_compression() -> None:
-    loaded = _modules_after(
-        "import contextlib, io, sys\n"
-        "from framework.cli.main import cli\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    try:\n"
-        "        cli(['render', 'examples/turns/at_question.json'], prog_name='promptweave')\n"
-        "    except SystemExit as exit:\n"
-        "        assert not exit.code, exit.code\n"
-    )
+    loaded = _modules_after(RENDER)
     assert "framework.runtime" in loaded
     assert sorted(set(NOT_FOR_RENDER) & loaded) == []
+
+
+def test_a_render_with_the_caches_filled_parses_no_metadata_and_loads_no_sqlite_backend(
+    tmp_path: Path,
+) -> None:
+    env = {"PROMPTWEAVE_CACHE_DIR": str(tmp_path)}
+    first = _modules_after(RENDER, env)
+    assert "importlib_metadata" in first  # the first run scans, and fills the cache
+    loaded = _modules_after(RENDER, env)
+    assert "framework.runtime" in loaded
+    assert sorted(m for m in loaded if m.partition(".")[0] in NOT_FOR_A_CACHED_RENDER) == []
+    assert sorted(m for m in loaded if m in NOT_FOR_A_CACHED_RENDER) == []
 
 
 def test_the_facade_imports_for_type_checkers_what_it_loads_at_run_time() -> None:
@@ -89,3 +125,20 @@ def test_the_facade_imports_for_type_checkers_what_it_loads_at_run_time() -> Non
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
         _ = framework.NoSuchName  # type: ignore[attr-defined]
+
+
+def test_the_command_leaves_the_collector_nothing_to_walk_at_exit() -> None:
+    # An exit handler registered before the command runs after the command's own ones.
+    script = (
+        "import atexit, gc\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n" + RENDER
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT), "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
+    assert result.stdout.splitlines()[-1] == "frozen True"

@@ -18,7 +18,6 @@ from framework.config import Config
 from framework.errors import PromptweaveError
 from framework.runtime import Promptweave
 from framework.store.routing_state import MemoryRoutingState
-from framework.store.sessions_sqlite import SESSION_MIGRATIONS
 from framework.store.sqlite import STORE_ERRORS, SQLiteDatabase
 from framework.store.stores import Stores
 
@@ -134,6 +133,8 @@ def open_store(path: Path, config_path: Path | None, *, create: bool) -> Stores:
     """The SQLite stores of ``path``, migrated; an unusable file is a clean CLI error."""
     if not create and not path.is_file():
         raise input_error([Problem(file=shown_path(path), text="no such file")])
+    from framework.store.sessions_sqlite import SESSION_MIGRATIONS
+
     config = load_config(config_path)
     database = SQLiteDatabase(path, synchronous=config.store.synchronous)
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import logging
 from pathlib import Path
@@ -10,8 +9,10 @@ from pathlib import Path
 import attrs
 import click
 
+# Imported before any module that defines records: it installs the code cache and pauses the
+# collector until the modules below are loaded (``framework.cli.startup``).
+import framework.cli.startup
 from framework.cli.common import EchoHandler, build_runtime, config_option, echo_json, not_blank
-from framework.cli.data import import_data, store
 from framework.cli.problems import configured_file_problem, report_lines
 from framework.cli.render import render
 from framework.cli.style import resolve_colour
@@ -21,11 +22,13 @@ __all__ = ["cli"]
 log = logging.getLogger("promptweave.cli")
 
 #: Subcommands whose modules are imported only when that command runs (or help lists it): they
-#: bring the live loop, delivery and the routing batch, which ``render`` never needs
-#: (``docs/performance.md``).
+#: bring the live loop, delivery, the routing batch and the data importer, which ``render``
+#: never needs (``docs/performance.md``).
 LAZY_COMMANDS = {
+    "import": ("framework.cli.data", "import_data"),
     "replay": ("framework.cli.replay", "replay"),
     "route": ("framework.cli.route", "route"),
+    "store": ("framework.cli.data", "store"),
 }
 
 
@@ -62,6 +65,7 @@ def cli(colour: bool | None) -> None:
     logger.handlers = [handler]
     logger.propagate = False
     click.get_current_context().call_on_close(handler.report_repeats)
+    framework.cli.startup.skip_the_last_collection()
 
 
 @cli.command()
@@ -98,6 +102,8 @@ def plugins(
 
 def _check_hook_names(hooks: tuple[str, ...], known: list[str]) -> None:
     """``--hook`` names must be hooks: a typo would otherwise list nothing, successfully."""
+    import difflib  # only to suggest a name
+
     for name in hooks:
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
@@ -150,5 +156,4 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
 
 
 cli.add_command(render)
-cli.add_command(import_data)
-cli.add_command(store)
+framework.cli.startup.modules_loaded()

@@ -22,7 +22,6 @@ import click
 
 from framework.cli.style import coloured
 from framework.errors import ConfigError
-from framework.store.retrieval_import import RetrievalImportError
 
 __all__ = [
     "EXIT_CONFIG",
@@ -135,6 +134,9 @@ def configured_file_problem(text: str) -> Problem:
 
 def problems_of(exc: BaseException) -> list[Problem]:
     """The problems an exception of the library reports, one per line of its message."""
+    # Imported on the error path only: the importer is no part of ``render``.
+    from framework.store.retrieval_import import RetrievalImportError
+
     if isinstance(exc, ConfigError):
         return [parse_problem(exc.source, problem) for problem in exc.problems]
     if isinstance(exc, RetrievalImportError):

@@ -10,22 +10,30 @@ Load order:
    distributions (``''`` loads none);
 5. programmatic extras;
 6. ``check_pending()``, so an implementation of a hook that does not exist fails at start-up.
+
+What a scan of the installed distributions finds (the ``promptweave`` entry points and the
+version of promptweave itself) is kept in a small cache file between runs, valid while the
+import path and the metadata directories on it are unchanged (``docs/performance.md``).
 """
 
 from __future__ import annotations
 
-import difflib
+import functools
+import hashlib
 import importlib
+import json
 import logging
 import os
 import pkgutil
 import re
+import stat
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import attrs
-import importlib_metadata
 import pluggy
 
 from framework.errors import PluginImportError, PluginValidationError
@@ -39,6 +47,7 @@ __all__ = [
     "PluginManager",
     "available_contrib_plugins",
     "build_plugin_manager",
+    "cache_directory",
 ]
 
 ENTRY_POINT_GROUP = "promptweave"
@@ -69,6 +78,28 @@ ENV_LOAD = "PROMPTWEAVE_LOAD_PLUGINS"
 ENV_DISABLE = "PROMPTWEAVE_DISABLE_PLUGINS"
 ENV_NO_AUTOLOAD = "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD"
 ENV_TRACE = "PROMPTWEAVE_TRACE_PLUGINS"
+#: The directory of the discovery cache; set but empty, no cache is read or written.
+ENV_CACHE_DIR = "PROMPTWEAVE_CACHE_DIR"
+
+#: Bumped when the cache file's content changes meaning, so an old file is never misread.
+_CACHE_FORMAT = 1
+#: How many scans the cache file keeps (the newest): one per interpreter and import path in use.
+_CACHE_SCANS = 32
+#: The finders whose distributions are directories and files on ``sys.path``: the only ones the
+#: cache can tell have changed. Any other finder with ``find_distributions`` turns the cache off.
+_PATH_FINDERS = frozenset(
+    {
+        "importlib.machinery.PathFinder",
+        "_frozen_importlib_external.PathFinder",
+        "importlib.metadata.MetadataPathFinder",
+        "importlib_metadata.MetadataPathFinder",
+    }
+)
+#: ``module``, ``module:attribute`` or ``module:object.attribute``, then optional extras: the
+#: entry-point syntax, as importlib_metadata parses it.
+_ENTRY_POINT_VALUE = re.compile(
+    r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -119,11 +150,200 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() not in ("", "0", "false", "no")
 
 
-def _own_version() -> str | None:
+@attrs.frozen(kw_only=True)
+class _Distribution:
+    """The distribution an entry point comes from, as the plugin infos and errors name it."""
+
+    name: str
+    version: str | None
+
+
+@attrs.frozen(kw_only=True)
+class _EntryPoint:
+    """An entry point read from the discovery cache; :meth:`load` resolves it the way
+    ``importlib_metadata.EntryPoint.load`` does, without importing importlib_metadata."""
+
+    name: str
+    value: str
+    dist: _Distribution | None
+
+    def load(self) -> object:
+        match = _ENTRY_POINT_VALUE.match(self.value)
+        if match is None:
+            raise ValueError(
+                "Invalid object reference. See https://packaging.python.org"
+                "/en/latest/specifications/entry-points/#data-model",
+                self.value,
+            )
+        module = importlib.import_module(match.group("module"))
+        names = filter(None, (match.group("attr") or "").split("."))
+        return functools.reduce(getattr, names, module)
+
+
+@attrs.frozen(kw_only=True)
+class _Installed:
+    """What the installed distributions say: promptweave's own version and the entry points of
+    the ``promptweave`` group, in importlib_metadata's order."""
+
+    own_version: str | None
+    entry_points: tuple[Any, ...]
+
+
+def _scan_installed() -> _Installed:
+    """Ask importlib_metadata, which parses the metadata of every installed distribution."""
+    import importlib_metadata
+
     try:
-        return importlib_metadata.version("promptweave")
+        own_version: str | None = importlib_metadata.version("promptweave")
     except importlib_metadata.PackageNotFoundError:
+        own_version = None
+    return _Installed(
+        own_version=own_version,
+        entry_points=tuple(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)),
+    )
+
+
+def _mtime(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
         return None
+
+
+def _path_signature(paths: Sequence[str]) -> list[object] | None:
+    """What the distributions on ``paths`` depend on: for a file (a zip archive), its
+    modification time and size; in a directory, the name and modification time of every metadata
+    directory (one is added or removed with each distribution installed or removed) and of its
+    ``entry_points.txt`` (edited in place by hand or by an editable install). Other files in the
+    directories do not count: a script's directory changes all the time. ``None`` when a finder
+    that does not look at ``paths`` could contribute distributions."""
+    for finder in sys.meta_path:
+        if getattr(finder, "find_distributions", None) is None:
+            continue
+        kind = finder if isinstance(finder, type) else type(finder)
+        if f"{kind.__module__}.{kind.__qualname__}" not in _PATH_FINDERS:
+            return None
+    signature: list[object] = [_CACHE_FORMAT, sys.executable, sys.version]
+    for entry in paths:
+        path = os.path.abspath(entry or ".")
+        try:
+            entry_stat = os.stat(path)
+        except OSError:
+            signature.append([path, None])
+            continue
+        if not stat.S_ISDIR(entry_stat.st_mode):
+            signature.append([path, entry_stat.st_mtime_ns, entry_stat.st_size])
+            continue
+        metadata = []
+        try:
+            with os.scandir(path) as children:
+                for child in children:
+                    if child.name.endswith((".dist-info", ".egg-info")) or child.name == "EGG-INFO":
+                        points = os.path.join(child.path, "entry_points.txt")
+                        metadata.append([child.name, _mtime(child.path), _mtime(points)])
+        except OSError:
+            return None
+        signature.append([path, sorted(metadata)])
+    return signature
+
+
+def cache_directory(env: Mapping[str, str]) -> Path | None:
+    """Where promptweave keeps what it caches between runs: ``PROMPTWEAVE_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/promptweave``, else ``~/.cache/promptweave``; ``None`` (no cache) when
+    ``PROMPTWEAVE_CACHE_DIR`` is set but empty, or there is no home directory."""
+    configured = env.get(ENV_CACHE_DIR)
+    if configured is not None:
+        return Path(configured) if configured.strip() else None
+    base = env.get("XDG_CACHE_HOME", "").strip()
+    if base:
+        return Path(base) / "promptweave"
+    try:
+        return Path.home() / ".cache" / "promptweave"
+    except RuntimeError:
+        # No home directory (a container user without one, and no $HOME): nothing is cached.
+        return None
+
+
+def _cache_file(env: Mapping[str, str]) -> Path | None:
+    """The discovery cache file, or ``None`` if caching is off."""
+    directory = cache_directory(env)
+    return None if directory is None else directory / "plugins.json"
+
+
+def _read_cache(file: Path) -> dict[str, Any]:
+    """The cached scans by key; empty if the file is missing or damaged."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    scans = data.get("scans") if isinstance(data, dict) else None
+    return scans if isinstance(scans, dict) else {}
+
+
+def _cached(scans: Mapping[str, Any], key: str) -> _Installed | None:
+    try:
+        scan = scans[key]
+        return _Installed(
+            own_version=scan["own_version"],
+            entry_points=tuple(
+                _EntryPoint(
+                    name=name,
+                    value=value,
+                    dist=None
+                    if dist_name is None
+                    else _Distribution(name=dist_name, version=dist_version),
+                )
+                for name, value, dist_name, dist_version in scan["entry_points"]
+            ),
+        )
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _write_cache(file: Path, scans: dict[str, Any], key: str, installed: _Installed) -> None:
+    """Add the scan under ``key``, keeping the :data:`_CACHE_SCANS` newest (one per environment
+    and import path in use, and the scans before an installation until they are pushed out)."""
+    entry_points = []
+    for entry_point in installed.entry_points:
+        dist = entry_point.dist
+        entry_points.append(
+            [
+                entry_point.name,
+                entry_point.value,
+                None if dist is None else dist.name,
+                None if dist is None else dist.version,
+            ]
+        )
+    scans.pop(key, None)
+    scans[key] = {"own_version": installed.own_version, "entry_points": entry_points}
+    kept = dict(list(scans.items())[-_CACHE_SCANS:])
+    temporary = file.with_name(f"{file.name}.{os.getpid()}.tmp")
+    try:
+        file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temporary.write_text(json.dumps({"scans": kept}), encoding="utf-8")
+        # Atomic: a process starting meanwhile reads the old file or the new one, never half.
+        os.replace(temporary, file)
+    except OSError:
+        # A read-only or full disk costs the scan next time, nothing else.
+        temporary.unlink(missing_ok=True)
+
+
+def _installed_plugins(env: Mapping[str, str]) -> _Installed:
+    """The installed plugins and promptweave's version: from the cache file when the import path
+    and its metadata directories are as they were when it was written, else scanned (and the
+    cache rewritten)."""
+    file = _cache_file(env)
+    signature = None if file is None else _path_signature(sys.path)
+    if file is None or signature is None:
+        return _scan_installed()
+    key = hashlib.sha256(json.dumps(signature).encode()).hexdigest()
+    scans = _read_cache(file)
+    cached = _cached(scans, key)
+    if cached is not None:
+        return cached
+    installed = _scan_installed()
+    _write_cache(file, scans, key, installed)
+    return installed
 
 
 def _import(dotted: str, plugin_name: str, distribution: str, version: str | None) -> ModuleType:
@@ -173,7 +393,8 @@ def build_plugin_manager(
     for name in [*_names(env.get(ENV_DISABLE)), *disabled]:
         pm.set_blocked(name)
 
-    own_version = _own_version()
+    installed = _installed_plugins(env)
+    own_version = installed.own_version
     for dotted in DEFAULT_PLUGINS:
         name = dotted.rsplit(".", 1)[-1]
         if pm.is_blocked(name):
@@ -200,14 +421,14 @@ def build_plugin_manager(
         )
 
     if not _truthy(env.get(ENV_NO_AUTOLOAD)):
-        _load_entry_points(manager, env.get(ENV_LOAD))
+        _load_entry_points(manager, installed.entry_points, env.get(ENV_LOAD))
 
     extra_names = []
     for plugin in extra_plugins:
         extra_names.append(pm.get_canonical_name(plugin))
         _register_extra(manager, plugin)
 
-    _check_env_names(manager, env, extra_names)
+    _check_env_names(manager, installed.entry_points, env, extra_names)
 
     try:
         pm.check_pending()
@@ -250,16 +471,22 @@ def _register_extra(manager: PluginManager, plugin: object) -> None:
 
 
 def _suggest(name: str, known: Iterable[str]) -> str:
+    import difflib  # only for a name that matches nothing
+
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _check_env_names(
-    manager: PluginManager, env: Mapping[str, str], extra_names: Iterable[str | None]
+    manager: PluginManager,
+    entry_points: Sequence[Any],
+    env: Mapping[str, str],
+    extra_names: Iterable[str | None],
 ) -> None:
     """Warn about names in ``PROMPTWEAVE_DISABLE_PLUGINS`` and ``PROMPTWEAVE_LOAD_PLUGINS`` that
     match nothing: a misspelled name would otherwise block or allow nothing, without a word."""
-    entry_points = list(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP))
+    if not _names(env.get(ENV_DISABLE)) and not _names(env.get(ENV_LOAD)):
+        return  # nothing to check, and listing contrib reads a directory
     plugin_names = {
         *(dotted.rsplit(".", 1)[-1] for dotted in DEFAULT_PLUGINS),
         *available_contrib_plugins(),
@@ -292,10 +519,12 @@ def _check_env_names(
             )
 
 
-def _load_entry_points(manager: PluginManager, allowlist: str | None) -> None:
+def _load_entry_points(
+    manager: PluginManager, entry_points: Sequence[Any], allowlist: str | None
+) -> None:
     pm = manager.pm
     allowed = None if allowlist is None else {_normalize(name) for name in _names(allowlist)}
-    for entry_point in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for entry_point in entry_points:
         dist = entry_point.dist
         dist_name = dist.name if dist is not None else "(unknown distribution)"
         version = dist.version if dist is not None else None

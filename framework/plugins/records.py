@@ -132,7 +132,8 @@ class Retriever:
     :param persistent: ``True`` when it reads persistent memory (skipped on short social turns).
     :param blocking: whether a synchronous ``retrieve`` may block (disk, network): such a call runs
         in a worker thread, so its timeout can be enforced. A non-blocking one (pure computation
-        over memory) runs on the event loop, which saves a thread hop and GIL contention; its
+        over memory) runs on the caller's thread (with no event loop under ``render()`` when
+        no retriever of the turn waits), which saves a thread hop and GIL contention; its
         timeout is checked when it returns. A callable decides per query (``blocking(query)``).
         Async retrievers ignore it.
     """

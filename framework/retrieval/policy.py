@@ -9,6 +9,7 @@ can share them.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -42,7 +43,16 @@ EVENT_MIN_CHARS = 6
 
 def _contains_any(text: str, words: Iterable[str]) -> bool:
     folded = text.casefold()
+    if isinstance(words, tuple):
+        return words != () and _any_of(words).search(folded) is not None
     return any(word in folded for word in words)
+
+
+@functools.lru_cache(maxsize=64)
+def _any_of(words: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern finding any of ``words`` (a list given every turn is compiled once): a scan
+    of the text instead of one per word."""
+    return re.compile("|".join(map(re.escape, words)))
 
 
 def looks_like_knowledge_question(

@@ -140,11 +140,16 @@ class RetrievalHit:
 
 
 def _items(value: Iterable[Any]) -> tuple[Any, ...]:
-    return tuple(value)
+    return value if type(value) is tuple else tuple(value)
 
 
 def _hits(value: Iterable[RetrievalHit]) -> tuple[RetrievalHit, ...]:
-    return tuple(value)
+    return value if type(value) is tuple else tuple(value)
+
+
+def _skip_reason(value: SkipReason | str | None) -> SkipReason | None:
+    # Most results skip nothing; calling the enum costs more than the rest of the record.
+    return value if value is None or type(value) is SkipReason else SkipReason(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -160,12 +165,10 @@ class RetrievalResult:
 
     items: tuple[Any, ...] = attrs.field(default=(), converter=_items)
     hits: tuple[RetrievalHit, ...] = attrs.field(default=(), converter=_hits)
-    skipped: SkipReason | None = attrs.field(
-        default=None, converter=attrs.converters.optional(SkipReason)
-    )
+    skipped: SkipReason | None = attrs.field(default=None, converter=_skip_reason)
     details: Mapping[str, Any] = attrs.field(factory=dict)
 
     @classmethod
     def skip(cls, reason: SkipReason | str, **details: Any) -> RetrievalResult:
         """A result saying the retriever did not search, and why."""
-        return cls(skipped=SkipReason(reason), details=details)
+        return cls(skipped=reason, details=details)

@@ -7,6 +7,11 @@ the turn, the shutdown of the event loop or the exit of the process). A retrieve
 times out contributes nothing; the trace says why and the turn goes on. A sync retriever still
 running from an earlier turn is skipped (``hung``) until it returns, so a hung one never ties up
 more than one thread.
+
+When every retriever of a turn runs inline (a sync function that says it does not block, or one
+skipped for the turn), :meth:`RetrievalRunner.run_inline` runs them one after the other on the
+caller's thread with no event loop at all: the synchronous :meth:`framework.Promptweave.render`
+takes that path, and awaits :meth:`RetrievalRunner.run` only when some retriever waits.
 """
 
 from __future__ import annotations
@@ -41,7 +46,9 @@ ITEMS_MAX = 1000
 
 
 def _ms(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000, 3)
+    """Milliseconds since ``start``, to the microsecond (``round(…, 3)`` costs more than a
+    retriever's trace)."""
+    return int((time.perf_counter() - start) * 1_000_000 + 0.5) / 1000
 
 
 @attrs.frozen(kw_only=True)
@@ -127,6 +134,8 @@ def _describe(item: Any) -> RetrievalHit:
 
 
 def _normalize(found: Any) -> RetrievalResult:
+    if type(found) is RetrievalResult:
+        return found
     if found is None:
         return RetrievalResult()
     if isinstance(found, RetrievalResult):
@@ -174,6 +183,108 @@ def _runs_inline(retriever: Retriever, query: RetrievalQuery) -> bool:
         return False
 
 
+async def _settle(found: Awaitable[Any], timeout: float) -> Any:
+    return await asyncio.wait_for(found, timeout)
+
+
+#: What a retriever returns that cannot be awaitable: no need to ask.
+_PLAIN = (RetrievalResult, list, tuple)
+
+
+def _call_inline(retriever: Retriever, query: RetrievalQuery, timeout: float, start: float) -> Any:
+    """Call a sync retriever that does not block, here, at ``start``; a call that returns past
+    its timeout counts as timed out. An awaitable it hands back is awaited on an event loop of
+    its own, for what is left of the timeout (no loop runs on this thread: see
+    :meth:`RetrievalRunner.run_inline`)."""
+    found = retriever.retrieve(query)
+    left = timeout - (time.perf_counter() - start)
+    if left < 0:
+        raise TimeoutError
+    if not isinstance(found, _PLAIN) and inspect.isawaitable(found):
+        found = asyncio.run(_settle(found, left))
+    return found
+
+
+def _traced(
+    entry: Registered[Retriever], result: RetrievalResult, start: float
+) -> tuple[RetrieverTrace, tuple[Any, ...]]:
+    """The trace and the items of a retriever that returned ``result``."""
+    retriever = entry.item
+    duration = _ms(start)
+    if result.skipped is not None:
+        return RetrieverTrace(
+            retriever=retriever.name,
+            plugin=entry.plugin,
+            section=retriever.feeds,
+            status="skipped",
+            reason=result.skipped.value,
+            duration_ms=duration,
+            details=result.details,
+        ), ()
+    items, details, hits = result.items, result.details, result.hits
+    if len(items) > ITEMS_MAX:
+        items, details = items[:ITEMS_MAX], {**details, "items_cut_at": ITEMS_MAX}
+    if len(hits) > TRACE_HITS_MAX:
+        hits = hits[:TRACE_HITS_MAX]
+    elif not hits and items:
+        hits = tuple(map(_describe, items[:TRACE_HITS_MAX]))
+    return RetrieverTrace(
+        retriever=retriever.name,
+        plugin=entry.plugin,
+        section=retriever.feeds,
+        status="hit" if items else "empty",
+        hits=hits,
+        duration_ms=duration,
+        details=details,
+    ), items
+
+
+def _timed_out(
+    entry: Registered[Retriever], timeout: float, start: float
+) -> tuple[RetrieverTrace, tuple[Any, ...]]:
+    retriever = entry.item
+    log.warning("retriever %r timed out after %.3f s", retriever.name, timeout)
+    return RetrieverTrace(
+        retriever=retriever.name,
+        plugin=entry.plugin,
+        section=retriever.feeds,
+        status="skipped",
+        reason=SkipReason.TIMEOUT.value,
+        duration_ms=_ms(start),
+        details={"timeout_s": timeout},
+    ), ()
+
+
+def _failed(
+    entry: Registered[Retriever], exc: Exception, start: float
+) -> tuple[RetrieverTrace, tuple[Any, ...]]:
+    retriever = entry.item
+    log.warning("retriever %r raised", retriever.name, exc_info=True)
+    return RetrieverTrace(
+        retriever=retriever.name,
+        plugin=entry.plugin,
+        section=retriever.feeds,
+        status="skipped",
+        reason=SkipReason.ERROR.value,
+        error=f"{type(exc).__name__}: {exc}",
+        duration_ms=_ms(start),
+    ), ()
+
+
+def _outcome(
+    query: RetrievalQuery,
+    traced: Iterable[tuple[RetrieverTrace, tuple[Any, ...]]],
+    start: float,
+) -> RetrievalOutcome:
+    items: dict[str, tuple[Any, ...]] = {}
+    traces = []
+    for trace, found in traced:
+        traces.append(trace)
+        if found:
+            items[trace.section] = items.get(trace.section, ()) + found
+    return RetrievalOutcome(query=query, items=items, traces=tuple(traces), duration_ms=_ms(start))
+
+
 @attrs.define
 class RetrievalRunner:
     """Owns the worker threads of sync retrievers and runs retrievers concurrently.
@@ -214,10 +325,7 @@ class RetrievalRunner:
         timeouts = timeouts or {}
 
         def one(entry: Registered[Retriever]) -> Awaitable[tuple[RetrieverTrace, tuple[Any, ...]]]:
-            timeout = timeouts.get(entry.item.name, entry.item.timeout_s)
-            if budget_s is not None:
-                timeout = min(timeout, budget_s)
-            return self._run_one(entry, query, timeout)
+            return self._run_one(entry, query, _timeout(entry, timeouts, budget_s))
 
         # Retrievers that wait (async ones, sync ones in worker threads) become tasks and start
         # first; the inline ones then run one after the other on this thread, awaited directly:
@@ -233,16 +341,42 @@ class RetrievalRunner:
             await (waiting[index] if index in waiting else one(entry))
             for index, entry in enumerate(retrievers)
         ]
-        items: dict[str, tuple[Any, ...]] = {}
-        for trace, found in traced:
-            if found:
-                items[trace.section] = items.get(trace.section, ()) + found
-        return RetrievalOutcome(
-            query=query,
-            items=items,
-            traces=tuple(trace for trace, _found in traced),
-            duration_ms=_ms(start),
-        )
+        return _outcome(query, traced, start)
+
+    def run_inline(
+        self,
+        retrievers: Sequence[Registered[Retriever]],
+        query: RetrievalQuery,
+        timeouts: Mapping[str, float] | None = None,
+        *,
+        budget_s: float | None = None,
+    ) -> RetrievalOutcome | None:
+        """What :meth:`run` gives, without an event loop or a thread, when every retriever runs
+        inline: each is a sync function that does not block (``Retriever.blocking``), or is
+        skipped for the turn. ``None``, having called none of them, when one would wait; then
+        the caller awaits :meth:`run`. Not for a thread with a running event loop."""
+        start = time.perf_counter()
+        for entry in retrievers:
+            if not _runs_inline(entry.item, query):
+                return None
+        timeouts = timeouts or {}
+        traced = []
+        for entry in retrievers:
+            skipped = self._skipped(entry, query)
+            if skipped is not None:
+                traced.append((skipped, ()))
+                continue
+            timeout = _timeout(entry, timeouts, budget_s)
+            called = time.perf_counter()
+            try:
+                result = _normalize(_call_inline(entry.item, query, timeout, called))
+            except TimeoutError:
+                traced.append(_timed_out(entry, timeout, called))
+            except Exception as exc:
+                traced.append(_failed(entry, exc, called))
+            else:
+                traced.append(_traced(entry, result, called))
+        return _outcome(query, traced, start)
 
     async def _call(self, retriever: Retriever, query: RetrievalQuery, timeout: float) -> Any:
         deadline = time.monotonic() + timeout
@@ -278,60 +412,52 @@ class RetrievalRunner:
 
         running.add_done_callback(returned)
 
-    async def _run_one(
-        self, entry: Registered[Retriever], query: RetrievalQuery, timeout: float
-    ) -> tuple[RetrieverTrace, tuple[Any, ...]]:
+    def _skipped(
+        self, entry: Registered[Retriever], query: RetrievalQuery
+    ) -> RetrieverTrace | None:
+        """The trace of a retriever not called this turn: persistent on a short social turn,
+        or still hung from an earlier one."""
         retriever = entry.item
-        trace = functools.partial(
-            RetrieverTrace, retriever=retriever.name, plugin=entry.plugin, section=retriever.feeds
-        )
         if retriever.persistent and not query.allow_persistent_memory:
-            reason = SkipReason.SHORT_SOCIAL_TURN
-            return trace(status="skipped", reason=reason.value, duration_ms=0.0), ()
+            return RetrieverTrace(
+                retriever=retriever.name,
+                plugin=entry.plugin,
+                section=retriever.feeds,
+                status="skipped",
+                reason=SkipReason.SHORT_SOCIAL_TURN.value,
+                duration_ms=0.0,
+            )
         hung_since = self._hung.get(retriever.name)
         if hung_since is not None:
-            return trace(
+            return RetrieverTrace(
+                retriever=retriever.name,
+                plugin=entry.plugin,
+                section=retriever.feeds,
                 status="skipped",
                 reason=SkipReason.HUNG.value,
                 duration_ms=0.0,
                 details={"hung_s": round(time.monotonic() - hung_since, 3)},
-            ), ()
+            )
+        return None
+
+    async def _run_one(
+        self, entry: Registered[Retriever], query: RetrievalQuery, timeout: float
+    ) -> tuple[RetrieverTrace, tuple[Any, ...]]:
+        skipped = self._skipped(entry, query)
+        if skipped is not None:
+            return skipped, ()
         start = time.perf_counter()
         try:
-            result = _normalize(await self._call(retriever, query, timeout))
+            result = _normalize(await self._call(entry.item, query, timeout))
         except TimeoutError:
-            log.warning("retriever %r timed out after %.3f s", retriever.name, timeout)
-            return trace(
-                status="skipped",
-                reason=SkipReason.TIMEOUT.value,
-                duration_ms=_ms(start),
-                details={"timeout_s": timeout},
-            ), ()
+            return _timed_out(entry, timeout, start)
         except Exception as exc:
-            log.warning("retriever %r raised", retriever.name, exc_info=True)
-            return trace(
-                status="skipped",
-                reason=SkipReason.ERROR.value,
-                error=f"{type(exc).__name__}: {exc}",
-                duration_ms=_ms(start),
-            ), ()
-        duration = _ms(start)
-        if result.skipped is not None:
-            return trace(
-                status="skipped",
-                reason=result.skipped.value,
-                duration_ms=duration,
-                details=result.details,
-            ), ()
-        items, details = result.items, result.details
-        if len(items) > ITEMS_MAX:
-            items, details = items[:ITEMS_MAX], {**details, "items_cut_at": ITEMS_MAX}
-        hits = result.hits[:TRACE_HITS_MAX] or tuple(
-            _describe(item) for item in items[:TRACE_HITS_MAX]
-        )
-        return trace(
-            status="hit" if items else "empty",
-            hits=hits,
-            duration_ms=duration,
-            details=details,
-        ), items
+            return _failed(entry, exc, start)
+        return _traced(entry, result, start)
+
+
+def _timeout(
+    entry: Registered[Retriever], timeouts: Mapping[str, float], budget_s: float | None
+) -> float:
+    timeout = timeouts.get(entry.item.name, entry.item.timeout_s)
+    return timeout if budget_s is None else min(timeout, budget_s)

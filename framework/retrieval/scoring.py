@@ -23,6 +23,9 @@ the size of the corpus, so a minimum score means the same for every group.
 
 from __future__ import annotations
 
+import functools
+import itertools
+import operator
 import re
 from collections.abc import Collection, Iterable, Sequence
 
@@ -75,13 +78,31 @@ def normalize_query(text: str, self_names: Iterable[str] = ()) -> str:
     return " ".join(_MENTION.sub(" ", query).split())
 
 
-def _terms(text: str) -> Iterable[str]:
+#: Texts up to this long (chat lines) have their terms remembered (:func:`_terms`).
+REMEMBERED_CHARS = 400
+
+
+def _terms(text: str) -> tuple[str, ...]:
+    """The terms of ``text`` in order, repeats included. A chat line's are remembered for the
+    lines of the last turns: the message searched for in one turn is a recent group line, read
+    for events, in the next ones."""
+    return _recent_terms(text) if len(text) <= REMEMBERED_CHARS else _find_terms(text)
+
+
+def _find_terms(text: str) -> tuple[str, ...]:
+    terms: list[str] = []
     for run in _RUNS.findall(text.casefold()):
+        if len(run) < 2:
+            continue
         if run.isascii():
-            if len(run) >= 2:
-                yield run
-        elif len(run) >= 2:
-            yield from (run[i : i + 2] for i in range(len(run) - 1))
+            terms.append(run)
+        else:
+            # Each character joined to the next: the run's bigrams, in order.
+            terms.extend(map(operator.add, run, run[1:]))
+    return tuple(terms)
+
+
+_recent_terms = functools.lru_cache(maxsize=1024)(_find_terms)
 
 
 def text_terms(text: str) -> frozenset[str]:
@@ -92,8 +113,11 @@ def text_terms(text: str) -> frozenset[str]:
 def query_terms(text: str) -> tuple[str, ...]:
     """The distinct terms of a query, in order, without stop terms, at most
     :data:`MAX_QUERY_TERMS`."""
-    found = dict.fromkeys(term for term in _terms(normalize_query(text)) if term not in STOP_TERMS)
+    found = dict.fromkeys(itertools.filterfalse(_is_stop_term, _terms(normalize_query(text))))
     return tuple(found)[:MAX_QUERY_TERMS]
+
+
+_is_stop_term = STOP_TERMS.__contains__
 
 
 def index_token(term: str) -> str:

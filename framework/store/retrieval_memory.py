@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections.abc import Callable, Collection, Hashable, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
@@ -48,23 +48,75 @@ class _State:
     rhythms: dict[tuple[str, ...], RhythmRecord] = attrs.Factory(dict)
     strategies: dict[tuple[str, ...], BehaviorRecord] = attrs.Factory(dict)
     summaries: dict[tuple[str, ...], SummaryRecord] = attrs.Factory(dict)
+    # What reads derive from the tables (rows by scope, term indexes), built on the first read
+    # that needs it. A write builds a new state, so nothing here outlives the data it came from.
+    derived: dict[Hashable, Any] = attrs.field(factory=dict, init=False)
+
+    def scoped(self, table: str, scope: tuple[str, ...]) -> tuple[Any, ...]:
+        """The values of ``table`` whose key starts with ``scope``, oldest first: the table is
+        grouped by scope once, so a read costs a lookup, not a scan of every scope's rows."""
+        width = len(scope)
+        groups: dict[tuple[str, ...], tuple[Any, ...]] | None = self.derived.get((table, width))
+        if groups is None:
+            grouped: dict[tuple[str, ...], list[Any]] = {}
+            for key, value in getattr(self, table).items():
+                grouped.setdefault(key[:width], []).append(value)
+            groups = {found: tuple(values) for found, values in grouped.items()}
+            self.derived[(table, width)] = groups
+        return groups.get(scope, ())
+
+    def index(self, table: str, scope: tuple[str, ...]) -> _TermIndex[Any]:
+        """The scope's searchable rows of ``table`` with the rows holding each term."""
+        key = (table, "index", scope)
+        found: _TermIndex[Any] | None = self.derived.get(key)
+        if found is None:
+            rows = self.scoped(table, scope)
+            if table == "chunks":  # one list of chunks per document
+                rows = tuple(chunk for document in rows for chunk in document)
+            found = self.derived[key] = _TermIndex.build(rows)
+        return found
+
+
+@attrs.frozen
+class _TermIndex(Generic[T]):
+    """Rows with their terms, and the positions of the rows holding each term: a search scores
+    only the rows sharing a term with the query, the others could not match."""
+
+    rows: tuple[tuple[T, frozenset[str]], ...]
+    holding: dict[str, list[int]]
+
+    @classmethod
+    def build(cls, rows: tuple[tuple[T, frozenset[str]], ...]) -> _TermIndex[T]:
+        holding: dict[str, list[int]] = {}
+        for position, (_record, terms) in enumerate(rows):
+            for term in terms:
+                holding.setdefault(term, []).append(position)
+        return cls(rows=rows, holding=holding)
+
+    def search(self, terms: Sequence[str], limit: int) -> list[Scored[T]]:
+        """The ``limit`` best rows sharing a term with ``terms``: by score, then by matched
+        terms, then newest first."""
+        if not self.rows:
+            return []
+        sharing: set[int] = set()
+        holding = self.holding
+        for term in terms:
+            found = holding.get(term)
+            if found:
+                sharing.update(found)
+        rows = self.rows
+        scored = []
+        for position in sharing:
+            record, record_terms = rows[position]
+            score, matched = score_text(terms, record_terms)
+            scored.append((score, matched, position, record))
+        scored.sort(key=lambda row: (-row[0], -row[1], -row[2]))
+        return [Scored(record=r, score=s, matched=m) for s, m, _p, r in scored[:limit]]
 
 
 def _put(table: dict[tuple[str, ...], Any], value: Any, *key: str) -> None:
     # A replaced record keeps its place, as an upsert keeps its row id in the SQLite store.
     table[key] = value
-
-
-def _search(
-    candidates: Sequence[tuple[T, frozenset[str]]], terms: Sequence[str], limit: int
-) -> list[Scored[T]]:
-    scored = []
-    for position, (record, record_terms) in enumerate(candidates):
-        score, matched = score_text(terms, record_terms)
-        if matched:
-            scored.append((score, matched, position, record))
-    scored.sort(key=lambda row: (-row[0], -row[1], -row[2]))
-    return [Scored(record=r, score=s, matched=m) for s, m, _p, r in scored[:limit]]
 
 
 def _touched(batch: RetrievalBatch) -> set[tuple[str, str, str]]:
@@ -112,7 +164,11 @@ class InMemoryRetrievalStore:
         with self._lock:
             # Copy the tables (not the records): a failure below leaves the old state in place.
             state = _State(
-                **{f.name: dict(getattr(self._state, f.name)) for f in attrs.fields(_State)}
+                **{
+                    f.name: dict(getattr(self._state, f.name))
+                    for f in attrs.fields(_State)
+                    if f.init
+                }
             )
             for m in batch.memories:
                 _put(state.memories, (m, text_terms(m.text)), m.bot_id, m.group_id, m.kind, m.text)
@@ -140,19 +196,15 @@ class InMemoryRetrievalStore:
             self._versions = versions
         return batch.counts()
 
-    def _scope(self, table: dict[tuple[str, ...], T], *scope: str) -> list[T]:
-        return [value for key, value in table.items() if key[: len(scope)] == scope]
-
     def search_memories(
         self, bot_id: str, group_id: str, terms: Sequence[str], *, limit: int
     ) -> list[Scored[MemoryRecord]]:
-        return _search(self._scope(self._state.memories, bot_id, group_id), terms, limit)
+        return self._state.index("memories", (bot_id, group_id)).search(terms, limit)
 
     def search_knowledge(
         self, bot_id: str, group_id: str, terms: Sequence[str], *, limit: int
     ) -> list[Scored[KnowledgeChunk]]:
-        chunks = [c for doc in self._scope(self._state.chunks, bot_id, group_id) for c in doc]
-        return _search(chunks, terms, limit)
+        return self._state.index("chunks", (bot_id, group_id)).search(terms, limit)
 
     def relationship(self, bot_id: str, group_id: str, user_id: str) -> RelationshipRecord | None:
         return self._state.relationships.get((bot_id, group_id, user_id))
@@ -160,12 +212,12 @@ class InMemoryRetrievalStore:
     def person_facts(
         self, bot_id: str, group_id: str, user_id: str, *, limit: int
     ) -> list[PersonFactRecord]:
-        return self._scope(self._state.person_facts, bot_id, group_id, user_id)[:limit]
+        return list(self._state.scoped("person_facts", (bot_id, group_id, user_id))[:limit])
 
     def expression_pairs(
         self, bot_id: str, group_id: str, *, limit: int
     ) -> list[ExpressionPairRecord]:
-        return self._scope(self._state.expression_pairs, bot_id, group_id)[::-1][:limit]
+        return list(self._state.scoped("expression_pairs", (bot_id, group_id))[::-1][:limit])
 
     def rhythm_baseline(self, bot_id: str, group_id: str) -> RhythmRecord | None:
         return self._state.rhythms.get((bot_id, group_id))
@@ -173,13 +225,13 @@ class InMemoryRetrievalStore:
     def behavior_strategies(
         self, bot_id: str, group_id: str, *, limit: int
     ) -> list[BehaviorRecord]:
-        found = self._scope(self._state.strategies, bot_id, group_id)[::-1]
+        found = self._state.scoped("strategies", (bot_id, group_id))[::-1]
         return sorted(found, key=lambda strategy: -strategy.support)[:limit]
 
     def list_summaries(
         self, bot_id: str, group_id: str | None, user_id: str, limit: int
     ) -> list[str]:
-        found = self._scope(self._state.summaries, bot_id, group_id or "", user_id)[::-1]
+        found = list(self._state.scoped("summaries", (bot_id, group_id or "", user_id))[::-1])
         found.sort(key=_by_time, reverse=True)
         return [summary.text for summary in found[:limit]]
 

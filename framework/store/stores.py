@@ -11,12 +11,9 @@ import attrs
 from framework.config import Config
 from framework.errors import ConfigError
 from framework.store.deliveries import DeliveryLedger, MemoryDeliveryLedger
-from framework.store.deliveries_sqlite import SQLiteDeliveryLedger
 from framework.store.retrieval import RetrievalStore, TopicSummarySource
 from framework.store.retrieval_memory import InMemoryRetrievalStore
-from framework.store.retrieval_sqlite import SQLiteRetrievalStore
 from framework.store.routing_state import MemoryRoutingState, RoutingState
-from framework.store.routing_state_sqlite import SQLiteRoutingState
 from framework.store.sessions import (
     BotReplyContext,
     FeedbackLedger,
@@ -30,14 +27,6 @@ from framework.store.sessions_memory import (
     MemoryGroupLog,
     MemorySessionStore,
     MemorySummaryStore,
-)
-from framework.store.sessions_sqlite import (
-    SESSION_MIGRATIONS,
-    SQLiteBotReplyContext,
-    SQLiteFeedbackLedger,
-    SQLiteGroupLog,
-    SQLiteSessionStore,
-    SQLiteSummaryStore,
 )
 from framework.store.sqlite import STORE_ERRORS, SQLiteDatabase
 
@@ -136,6 +125,8 @@ class Stores:
             return cls.in_memory(config)
         if config.store.backend == "redis":
             return _redis_stores(config)
+        from framework.store.sessions_sqlite import SESSION_MIGRATIONS
+
         database = SQLiteDatabase(
             config.resolve_path(config.store.path), synchronous=config.store.synchronous
         )
@@ -149,6 +140,19 @@ class Stores:
     @classmethod
     def sqlite(cls, database: SQLiteDatabase, config: Config | None = None) -> Stores:
         """The SQLite stores over an already migrated ``database``."""
+        # Imported here: a runtime on the in-memory or Redis backend (and ``promptweave render``
+        # without a store file) never loads the SQLite backends (``docs/performance.md``).
+        from framework.store.deliveries_sqlite import SQLiteDeliveryLedger
+        from framework.store.retrieval_sqlite import SQLiteRetrievalStore
+        from framework.store.routing_state_sqlite import SQLiteRoutingState
+        from framework.store.sessions_sqlite import (
+            SQLiteBotReplyContext,
+            SQLiteFeedbackLedger,
+            SQLiteGroupLog,
+            SQLiteSessionStore,
+            SQLiteSummaryStore,
+        )
+
         session = (config or Config()).session
         return cls(
             database=database,
