@@ -172,6 +172,9 @@ class Router:
     _quotable: dict[int, tuple[ChatMessage, QuoteCandidate | None]] = attrs.field(
         factory=dict, init=False, repr=False, eq=False
     )
+    # Where each rule's fault is placed (``decision rule 'name'``), by rule name: every message
+    # runs every gate and necessity rule, and the words never change.
+    _where: dict[str, str] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def _learned_replies(self, turn: Turn) -> Callable[[], Sequence[str]]:
         group_id, source = turn.group_id, self.learned_replies
@@ -205,8 +208,8 @@ class Router:
         decision = self._gate(context, notes)
         if decision is None:
             necessity = self._necessity(context, notes)
-            context = attrs.evolve(context, necessity=necessity)
             if necessity.proceeds:
+                context = attrs.evolve(context, necessity=necessity)
                 decision = self._decide(context, notes)
             else:
                 decision = Decision(
@@ -228,15 +231,18 @@ class Router:
         notes: list[str],
     ) -> Any:
         rule = entry.item
+        where = self._where.get(rule.name)
+        if where is None:
+            where = self._where[rule.name] = f"decision rule {rule.name!r}"
         try:
-            result = call_plugin(
-                entry.plugin, f"decision rule {rule.name!r}", rule.evaluate, context
-            )
+            result = call_plugin(entry.plugin, where, rule.evaluate, context)
         except Exception as exc:
             log_failure(log, exc, "decision rule %r of plugin %r raised", rule.name, entry.plugin)
             notes.append(f"rule {rule.name!r} ({entry.plugin}) raised {type(exc).__name__}: {exc}")
             return None
-        if result is not None and not isinstance(result, expected):
+        if result is None:
+            return None
+        if not isinstance(result, expected):
             notes.append(
                 f"rule {rule.name!r} ({entry.plugin}) returned {type(result).__name__}, "
                 f"expected {expected.__name__} or None; ignored"
@@ -364,6 +370,10 @@ class Router:
         if decision.action is TurnAction.PASS and routing.low_engagement:
             trigger = self._low_engagement_trigger(decision, signals)
             if trigger is not None:
+                if necessity is not None and context.necessity is None:
+                    # The pools see the score as the decide rules would have: a turn held back
+                    # by it got this far without copying the context for it.
+                    context = attrs.evolve(context, necessity=necessity)
                 pools = tuple(self.registries.pools.values())
                 low_engagement = low_engagement_exit(context, trigger, pools, notes)
         kept: tuple[ChatMessage, ...] = ()

@@ -1,8 +1,10 @@
 """Routing state in the shared SQLite file (component ``routing``).
 
 Several bot processes can share one file: every change is one short ``BEGIN IMMEDIATE``
-transaction, and every read is indexed by ``(bot_id, group_id)``. Nothing is cached between calls:
-what another process wrote is seen by the next call.
+transaction, and every read is indexed by ``(bot_id, group_id)``. Nothing is cached between calls
+but each group's quote candidate rows, which a connection trusts only while no other connection
+has committed to the file (``framework.store.row_counts``): what another process wrote is seen by
+the next call.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from framework.store.routing_state import (
     candidates_after,
     kept_messages_after,
 )
+from framework.store.row_counts import row_counts
 from framework.store.row_memo import RowMemo
 from framework.store.sqlite import Migration, SQLiteDatabase
 from framework.turn import ChatMessage
@@ -299,38 +302,52 @@ class SQLiteRoutingState(RoutingState):
         # The rule (candidates_after) only appends and drops the oldest, so the rows change by
         # deleting the dropped ones and inserting the added ones: in a group that keeps talking,
         # one of each. A call that changes nothing writes nothing. What it returns is what
-        # candidates() would read now, so the router reads nothing back.
+        # candidates() would read now, so the router reads nothing back. The group's rows as
+        # this connection left them are kept (framework.store.row_counts), so a group that keeps
+        # talking is not read again while no other connection writes.
+        memo = row_counts(self.database, "routing_candidates")
+        group = (bot_id, group_id)
         with self.database.transaction() as connection:
-            rows = connection.execute(
-                "SELECT seq, message_id, sender_id, text, time FROM routing_candidates"
-                " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
-                (bot_id, group_id),
-            ).fetchall()
-            kept = [self._built(row[1:]) for row in rows]
+            known_rows = memo.current(connection)
+            rows: list[tuple[int, QuoteCandidate]] | None = known_rows.get(group)
+            if rows is None:
+                rows = [
+                    (row[0], self._built(row[1:]))
+                    for row in connection.execute(
+                        "SELECT seq, message_id, sender_id, text, time FROM routing_candidates"
+                        " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
+                        group,
+                    )
+                ]
+            kept = [candidate for _, candidate in rows]
             after = candidates_after(kept, candidates, limit)
             if after == kept:
+                known_rows[group] = rows
                 return tuple(kept)
             stays = {candidate.message_id for candidate in after}
-            dropped = [row[0] for row in rows if row[1] not in stays]
+            dropped = [seq for seq, candidate in rows if candidate.message_id not in stays]
             if dropped:
                 marks = ", ".join("?" * len(dropped))
                 connection.execute(
                     f"DELETE FROM routing_candidates WHERE seq IN ({marks})", dropped
                 )
             known = {candidate.message_id for candidate in kept}
-            added = [
-                (c.message_id, c.sender_id, c.text, _epoch(c.time))
-                for c in after
-                if c.message_id not in known
-            ]
-            connection.executemany(
-                "INSERT INTO routing_candidates (bot_id, group_id, message_id, sender_id, text,"
-                " time) VALUES (?, ?, ?, ?, ?, ?)",
-                [(bot_id, group_id, *row) for row in added],
-            )
-        return tuple(
-            [c for c in kept if c.message_id in stays] + [self._built(row) for row in added]
-        )
+            left = [(seq, candidate) for seq, candidate in rows if candidate.message_id in stays]
+            for candidate in after:
+                if candidate.message_id in known:
+                    continue
+                values = (candidate.message_id, candidate.sender_id, candidate.text)
+                stamp = _epoch(candidate.time)
+                cursor = connection.execute(
+                    "INSERT INTO routing_candidates (bot_id, group_id, message_id, sender_id,"
+                    " text, time) VALUES (?, ?, ?, ?, ?, ?)",
+                    (*group, *values, stamp),
+                )
+                seq = cursor.lastrowid
+                assert seq is not None  # an INSERT sets it
+                left.append((seq, self._built((*values, stamp))))
+        known_rows[group] = left  # only once the write is committed
+        return tuple(candidate for _, candidate in left)
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
         rows = (

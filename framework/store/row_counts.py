@@ -1,4 +1,5 @@
-"""How many rows each group holds in a table, known without counting them again.
+"""How many rows each group holds in a table, known without counting them again; and, the same
+way, what else a connection may remember of a group's rows.
 
 The group log trims a group to its window on every append. Finding what lies beyond the window
 by walking the window index costs a walk of the whole window (a thousand entries) per message;
@@ -12,6 +13,12 @@ commit drops every count, and the next append of a group counts it once (``COUNT
 Counts are kept per :class:`framework.store.sqlite.SQLiteDatabase` object and per thread (each
 thread has its own connection), so every store over one database object shares them. They hold
 while the rows of the table are written through those stores only, as they are.
+
+The same way, the group log keeps each group's newest rows for the timeline reads, and the
+routing state each group's quote candidate rows (under the table name ``routing_candidates``): the
+values are then rows, not counts. A reader that keeps values outside a write transaction takes
+them as of its ``PRAGMA data_version`` read; any commit of another connection after it drops them
+on the next read.
 """
 
 from __future__ import annotations
@@ -20,27 +27,39 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Hashable
+from typing import Any
 
 from framework.store.sqlite import SQLiteDatabase
 
-__all__ = ["RowCounts", "row_counts"]
+__all__ = ["KEPT_GROUPS_MAX", "RowCounts", "row_counts"]
+
+#: The most groups a connection keeps values of per table; past it, it starts over (a bot in
+#: very many groups counts or reads a group again now and then, and memory stays bounded).
+KEPT_GROUPS_MAX = 10_000
 
 
 class RowCounts:
-    """The row counts of one table's groups, per thread, valid while no other connection wrote."""
+    """The row counts of one table's groups (or what else is kept of their rows), per thread,
+    valid while no other connection wrote."""
 
     def __init__(self) -> None:
         self._local = threading.local()
 
-    def current(self, connection: sqlite3.Connection) -> dict[Hashable, int]:
+    def current(self, connection: sqlite3.Connection) -> dict[Hashable, Any]:
         """The counts this thread's ``connection`` may trust now, by group: those it kept, unless
         another connection has committed since, then none. Call it inside a write transaction,
-        and store a count into it only once that transaction has committed."""
+        and store a count into it only once that transaction has committed (or, outside one,
+        values read after this call)."""
         version = connection.execute("PRAGMA data_version").fetchone()[0]
-        kept: tuple[sqlite3.Connection, int, dict[Hashable, int]] | None = getattr(
+        kept: tuple[sqlite3.Connection, int, dict[Hashable, Any]] | None = getattr(
             self._local, "kept", None
         )
-        if kept is None or kept[0] is not connection or kept[1] != version:
+        if (
+            kept is None
+            or kept[0] is not connection
+            or kept[1] != version
+            or len(kept[2]) >= KEPT_GROUPS_MAX
+        ):
             kept = self._local.kept = (connection, version, {})
         return kept[2]
 

@@ -3,11 +3,14 @@
 All tables live in the shared :class:`framework.store.sqlite.SQLiteDatabase`. Times are stored as
 UTC epoch seconds plus the original UTC offset, so they sort correctly and read back as they were
 written. Every window read is an index range scan that stops after ``limit`` rows, so its cost does
-not grow with the table (``benchmarks/bench_store.py``). Schema: ``docs/store.md``.
+not grow with the table (``benchmarks/bench_store.py``); the group log's timeline reads are served
+from the group's newest rows as the connection last left them, while no other connection has
+committed (``framework.store.row_counts``). Schema: ``docs/store.md``.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 import sqlite3
@@ -42,6 +45,7 @@ from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
 from framework.turn import ChatMessage
 
 __all__ = [
+    "GROUP_WINDOW_KEPT",
     "SESSION_MIGRATIONS",
     "SQLiteBotReplyContext",
     "SQLiteFeedbackLedger",
@@ -132,6 +136,50 @@ def _write(database: SQLiteDatabase) -> Iterator[sqlite3.Connection]:
 _MESSAGE_COLUMNS = (
     "message_id, sender_id, sender_name, text, reply_to, images, addressed, time, utc_offset"
 )
+#: The Python type SQLite gives back for each of them (``None`` aside), so that a row known from
+#: its write is only kept when a read would give the very same values.
+_MESSAGE_TYPES = (str, str, str, str, str, str, int, float, int)
+#: Where ``time`` is among them.
+_TIME = 7
+
+#: How many of a group's newest messages a connection keeps for the timeline reads (``[timeline]``
+#: reads at most ``addressed_limit`` + 1, 9 by default); a read of more, or of older ones, goes to
+#: the file.
+GROUP_WINDOW_KEPT = 16
+
+
+@attrs.define
+class _KeptWindow:
+    """A group's newest rows as this connection last left them, oldest first: ``(seq, values)``
+    with the values of :data:`_MESSAGE_COLUMNS`; ``whole`` when they are all the group holds."""
+
+    rows: list[tuple[int, tuple[Any, ...]]]
+    whole: bool
+
+    def newest(self, until: float, limit: int) -> list[tuple[Any, ...]] | None:
+        """The values of the newest ``limit`` rows at or before ``until``, oldest first; ``None``
+        when rows not kept could be among them."""
+        end = bisect.bisect_right(self.rows, until, key=lambda row: row[1][_TIME])
+        if end < limit and not self.whole:
+            return None
+        return [values for _, values in self.rows[max(0, end - limit) : end]]
+
+    def add(self, seq: int, values: tuple[Any, ...]) -> None:
+        """A row just written, placed by ``(time, seq)`` as the window index orders it; the
+        oldest goes when more than :data:`GROUP_WINDOW_KEPT` are kept."""
+        order = (values[_TIME], seq)
+        index = bisect.bisect_right(self.rows, order, key=lambda row: (row[1][_TIME], row[0]))
+        if index == 0 and not self.whole:
+            return  # older than every row kept, and rows older still are not kept
+        self.rows.insert(index, (seq, values))
+        if len(self.rows) > GROUP_WINDOW_KEPT:
+            del self.rows[0]
+            self.whole = False
+
+    def discard(self, seqs: Iterable[int]) -> None:
+        gone = set(seqs)
+        if gone:
+            self.rows = [row for row in self.rows if row[0] not in gone]
 
 
 def _message(values: tuple[Any, ...]) -> ChatMessage:
@@ -207,25 +255,25 @@ class SQLiteGroupLog:
         stamp, offset = _stamp(message.time)
         counts = row_counts(self.database, "group_messages")
         group = (bot_id, group_id)
+        values = (
+            message.id,
+            message.sender_id,
+            message.sender_name,
+            message.text,
+            message.reply_to,
+            json.dumps(list(message.images)) if message.images else "[]",
+            int(message.addressed),
+            stamp,
+            offset,
+        )
+        pushed_out: list[int] = []
         with _write(self.database) as connection:
             known = counts.current(connection)
             cursor = connection.execute(
                 "INSERT OR IGNORE INTO group_messages (bot_id, group_id, message_id, sender_id,"
                 " sender_name, text, reply_to, images, addressed, time, utc_offset)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    bot_id,
-                    group_id,
-                    message.id,
-                    message.sender_id,
-                    message.sender_name,
-                    message.text,
-                    message.reply_to,
-                    json.dumps(list(message.images)) if message.images else "[]",
-                    int(message.addressed),
-                    stamp,
-                    offset,
-                ),
+                (bot_id, group_id, *values),
             )
             if cursor.rowcount == 0:
                 return False
@@ -269,12 +317,45 @@ class SQLiteGroupLog:
                         self.max_per_group,
                         whole_excess=False,
                     )
-        known[group] = count  # only once the write is committed
+        # Only once the write is committed.
+        known[group] = count
+        self._note_in_window(known, group, cursor.lastrowid, values, pushed_out, kept)
         return kept
+
+    @staticmethod
+    def _note_in_window(
+        known: dict[Any, Any],
+        group: tuple[str, str],
+        seq: int | None,
+        values: tuple[Any, ...],
+        pushed_out: list[int],
+        kept: bool,
+    ) -> None:
+        """Bring the group's kept window (if any) to what the append left in the file."""
+        key = ("window", *group)
+        window: _KeptWindow | None = known.get(key)
+        if window is None:
+            return
+        exact = seq is not None and all(
+            value is None or type(value) is kind
+            for value, kind in zip(values, _MESSAGE_TYPES, strict=True)
+        )
+        if not exact or (not kept and seq not in pushed_out):
+            # A value SQLite would give back otherwise, or a backlog trimmed by a walk: read the
+            # window again rather than guess.
+            del known[key]
+            return
+        assert seq is not None
+        window.add(seq, values)
+        window.discard(pushed_out)
 
     def recent_group_messages(
         self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int
     ) -> list[ChatMessage]:
+        if 0 < limit <= GROUP_WINDOW_KEPT:
+            found = self._kept_window(bot_id, group_id).newest(until.timestamp(), limit)
+            if found is not None:
+                return [self._messages(values) for values in found]
         rows = _read(
             self.database,
             f"SELECT {_MESSAGE_COLUMNS} FROM group_messages"
@@ -283,6 +364,30 @@ class SQLiteGroupLog:
             (bot_id, group_id, until.timestamp(), limit),
         )
         return [self._messages(row) for row in reversed(rows)]
+
+    def _kept_window(self, bot_id: str, group_id: str) -> _KeptWindow:
+        """The group's newest rows as this connection last left them, read when it keeps none it
+        can trust."""
+        try:
+            connection = self.database.connection()
+            known = row_counts(self.database, "group_messages").current(connection)
+            key = ("window", bot_id, group_id)
+            window: _KeptWindow | None = known.get(key)
+            if window is None:
+                rows = connection.execute(
+                    f"SELECT seq, {_MESSAGE_COLUMNS} FROM group_messages"
+                    " WHERE bot_id = ? AND group_id = ? ORDER BY time DESC, seq DESC LIMIT ?",
+                    (bot_id, group_id, GROUP_WINDOW_KEPT),
+                ).fetchall()
+                window = known[key] = _KeptWindow(
+                    rows=[(row[0], tuple(row[1:])) for row in reversed(rows)],
+                    whole=len(rows) < GROUP_WINDOW_KEPT,
+                )
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(
+                f"cannot read SQLite store {self.database.path}: {exc}"
+            ) from exc
+        return window
 
     def find_group_message(self, bot_id: str, group_id: str, message_id: str) -> ChatMessage | None:
         rows = _read(
