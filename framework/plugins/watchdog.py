@@ -180,7 +180,9 @@ class _StageRun:
         kwargs: dict[str, Any],
     ) -> T:
         watchdog = self.watchdog
-        since = watchdog.hung_since(plugin, where)
+        # Nothing hung (the usual case): no lock taken. A hang noted at this very moment by
+        # another thread is seen by the next call.
+        since = watchdog.hung_since(plugin, where) if watchdog.has_hung() else None
         if since is not None:
             fault = PluginFault(
                 plugin=plugin,
@@ -191,7 +193,7 @@ class _StageRun:
             )
             self.deadline.add(fault)
             raise PluginHungError(fault)
-        if not self.bound_all and watchdog.trusts(plugin):
+        if not self.bound_all and watchdog.trusted(plugin):
             return fn(*args, **kwargs)
         return self._bounded(plugin, where, fn, args, kwargs)
 
@@ -281,6 +283,10 @@ class Watchdog:
 
     def trusts(self, plugin: str) -> bool:
         return self.trusted(plugin)
+
+    def has_hung(self) -> bool:
+        """Whether any call is hung now (read without the lock: a dict's size is read whole)."""
+        return bool(self._hung)
 
     def hung_since(self, plugin: str, where: str) -> float | None:
         with self._lock:
