@@ -158,6 +158,7 @@ class Promptweave:
             model_hook=self.plugins.pm.hook.decide_with_model,
             learned_replies=self._learned_replies,
             rhythm_share=self._rhythm_share,
+            trusted=self._ships_with_promptweave,
         )
 
     @classmethod

@@ -150,6 +150,24 @@ def _quotable(
     return candidate
 
 
+def _trusts_none(plugin: str) -> bool:
+    return False
+
+
+@attrs.frozen
+class _Step:
+    """One rule of a stage, resolved for calling.
+
+    :param where: how a fault of the rule is placed: ``decision rule 'name'``.
+    :param direct: the rule's plugin ships with promptweave, so the watchdog would call it on the
+        stage's own thread anyway: it is called without :func:`call_plugin`.
+    """
+
+    entry: Registered[DecisionRule]
+    where: str
+    direct: bool
+
+
 @attrs.define
 class Router:
     """Routes turns with the registered rules and pools.
@@ -160,6 +178,11 @@ class Router:
         replies, for the low-engagement exit.
     :param rhythm_share: ``rhythm_share(bot_id, group_id)``: the group's stored single-bubble
         share, for the reply shape when nothing closer is known.
+    :param trusted: whether a plugin, by its registered name, ships with promptweave (the
+        runtime's watchdog predicate): its rules are called directly, as the watchdog would call
+        them, without going through :func:`framework.plugins.watchdog.call_plugin` on every
+        message. Any other plugin's rule is still called through it (bounded by the turn's
+        deadline, named when it hangs). By default no plugin is.
     """
 
     registries: Registries
@@ -169,12 +192,16 @@ class Router:
     model_hook: ModelHook | None = None
     learned_replies: Callable[[str, str], Sequence[str]] | None = None
     rhythm_share: Callable[[str, str], float | None] | None = None
+    trusted: Callable[[str], bool] = attrs.field(default=_trusts_none, repr=False, eq=False)
     _quotable: dict[int, tuple[ChatMessage, QuoteCandidate | None]] = attrs.field(
         factory=dict, init=False, repr=False, eq=False
     )
-    # Where each rule's fault is placed (``decision rule 'name'``), by rule name: every message
-    # runs every gate and necessity rule, and the words never change.
-    _where: dict[str, str] = attrs.field(factory=dict, init=False, repr=False, eq=False)
+    # Each stage's rules resolved once (where a fault is placed, whether the rule is called
+    # directly), with the registries' tuple they were resolved from: every message runs every
+    # gate and necessity rule, and a router given other registries resolves them again.
+    _steps: dict[RuleStage, tuple[tuple[Registered[DecisionRule], ...], tuple[_Step, ...]]] = (
+        attrs.field(factory=dict, init=False, repr=False, eq=False)
+    )
 
     def _learned_replies(self, turn: Turn) -> Callable[[], Sequence[str]]:
         group_id, source = turn.group_id, self.learned_replies
@@ -223,19 +250,36 @@ class Router:
 
     # -- stages ----------------------------------------------------------------------------
 
+    def _stage(self, stage: RuleStage) -> tuple[_Step, ...]:
+        entries = self.registries.rules_for(stage)
+        known = self._steps.get(stage)
+        if known is not None and known[0] is entries:
+            return known[1]
+        steps = tuple(
+            _Step(
+                entry=entry,
+                where=f"decision rule {entry.item.name!r}",
+                direct=self.trusted(entry.plugin),
+            )
+            for entry in entries
+        )
+        self._steps[stage] = (entries, steps)
+        return steps
+
     def _run(
         self,
-        entry: Registered[DecisionRule],
+        step: _Step,
         context: RouteContext,
         expected: type,
         notes: list[str],
     ) -> Any:
+        entry = step.entry
         rule = entry.item
-        where = self._where.get(rule.name)
-        if where is None:
-            where = self._where[rule.name] = f"decision rule {rule.name!r}"
         try:
-            result = call_plugin(entry.plugin, where, rule.evaluate, context)
+            if step.direct:
+                result = rule.evaluate(context)
+            else:
+                result = call_plugin(entry.plugin, step.where, rule.evaluate, context)
         except Exception as exc:
             log_failure(log, exc, "decision rule %r of plugin %r raised", rule.name, entry.plugin)
             notes.append(f"rule {rule.name!r} ({entry.plugin}) raised {type(exc).__name__}: {exc}")
@@ -251,8 +295,8 @@ class Router:
         return _bounded(result)
 
     def _gate(self, context: RouteContext, notes: list[str]) -> Decision | None:
-        for entry in self.registries.rules_for(RuleStage.GATE):
-            skip: GateSkip | None = self._run(entry, context, GateSkip, notes)
+        for step in self._stage(RuleStage.GATE):
+            skip: GateSkip | None = self._run(step, context, GateSkip, notes)
             if skip is None:
                 continue
             turn, group_id = context.turn, context.group_id
@@ -276,8 +320,8 @@ class Router:
 
     def _necessity(self, context: RouteContext, notes: list[str]) -> NecessityScore:
         terms: list[ScoreTerm] = []
-        for entry in self.registries.rules_for(RuleStage.NECESSITY):
-            term: ScoreTerm | None = self._run(entry, context, ScoreTerm, notes)
+        for step in self._stage(RuleStage.NECESSITY):
+            term: ScoreTerm | None = self._run(step, context, ScoreTerm, notes)
             if term is not None:
                 terms.append(term)
         signals, hints = context.signals, context.turn.route_hints
@@ -296,8 +340,8 @@ class Router:
         )
 
     def _rules(self, context: RouteContext, notes: list[str]) -> Decision:
-        for entry in self.registries.rules_for(RuleStage.DECIDE):
-            decision: Decision | None = self._run(entry, context, Decision, notes)
+        for step in self._stage(RuleStage.DECIDE):
+            decision: Decision | None = self._run(step, context, Decision, notes)
             if decision is not None:
                 return decision
         return DEFAULT_DECISION
