@@ -7,8 +7,12 @@ plugin seen, a cache dropped when what it was made from changes).
 
 from __future__ import annotations
 
+import json
+import re
 import threading
+import unicodedata
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +20,10 @@ import pytest
 from framework import DecisionRule, GateSkip, RouteContext, RuleStage, hookimpl
 from framework.plugins import watchdog
 from framework.routing import router as router_module
+from framework.routing import text_signals as ts
 from tests.routing_support import make_runtime, make_turn
+
+DATA = Path(__file__).parent / "data"
 
 
 class Gate:
@@ -125,3 +132,133 @@ def test_a_router_trusts_no_plugin_unless_told() -> None:
     finally:
         runtime.close()
     assert not router.trusted("routing_rules")
+
+
+# -- the text predicates' shortcuts agree with their plain definitions -------------------------
+
+_CQ = re.compile(r"\[CQ:[^\[\]]*\]")
+_CQ_FACE = re.compile(r"\[CQ:(?:face|mface|sface|bface)[^\[\]]*\]")
+_BRACKET_FACE = re.compile(r"\[(?!图片\])[^\[\]\s]{1,6}\]")
+_TEXT_MENTION = re.compile(r"@([^\s@，,：:。！!？?]+)")
+
+
+def plain_focus_text(text: str, names: tuple[str, ...], *, keep_cq: bool = False) -> str:
+    focused = text if keep_cq else _CQ.sub(" ", text)
+    for name in sorted(names, key=len, reverse=True):
+        if name:
+            focused = focused.replace(f"@{name}", " ")
+    return " ".join(focused.split())
+
+
+def plain_mentioned_names(text: str) -> tuple[str, ...]:
+    return tuple(_TEXT_MENTION.findall(_CQ.sub(" ", text)))
+
+
+def plain_is_face_only(text: str, raw: str = "") -> bool:
+    rest = _BRACKET_FACE.sub("", _CQ_FACE.sub("", text))
+    has_face = rest != text or bool(_CQ_FACE.search(raw))
+    for char in rest:
+        if char.isspace():
+            continue
+        if unicodedata.category(char) not in ("So", "Sk") and char not in "\u200d\ufe0f\ufe0e":
+            return False
+        has_face = True
+    return has_face
+
+
+def plain_is_noise(text: str) -> bool:
+    compact = "".join(text.split()).lower()
+    if not compact:
+        return False
+    if not any(char.isalnum() for char in compact):
+        return not any(
+            unicodedata.category(c) in ("So", "Sk") or c in "\u200d\ufe0f\ufe0e" for c in compact
+        )
+    if compact.isascii() and compact.isalpha() and any(m in compact for m in ts._KEY_MASH):
+        return True
+    return len(compact) >= 6 and len(set(compact)) == 1 and not ts._LAUGH.match(compact)
+
+
+def plain_is_spam_text(text: str) -> bool:
+    lowered = text.lower()
+    if any(word in lowered for word in ts.SPAM_WORDS):
+        return True
+    if ts.has_url(lowered) and any(cue in lowered for cue in ts.SPAM_CUES):
+        return True
+    return bool(re.search(r"(.)\1{14,}", text))
+
+
+def plain_is_bare_request(text: str) -> bool:
+    core = ts.strip_trailing_punctuation(text)
+    if core in ts._BARE_REQUEST_PHRASES:
+        return True
+    return bool(core) and ts.has_request_words(core) and bool(ts._BARE_REQUEST.match(core))
+
+
+def _corpus() -> list[str]:
+    texts = [
+        "",
+        " ",
+        "@小织",
+        "@小织 在吗",
+        "@织织@小织 周六",
+        "[CQ:at,qq=10001] 在吗",
+        "@阿蒙 @北风，来开会",
+        "[CQ:face,id=1]",
+        "[CQ:face,id=1] 哈哈",
+        "[doge]",
+        "[图片]",
+        "[doge][捂脸]  ",
+        "😀",
+        "👍🏻",
+        "a" * 15,
+        "a" * 14,
+        "哈" * 15,
+        "哈" * 14,
+        "啊" * 6,
+        "啊啊啊啊啊",
+        "hhhhhh",
+        "zzzzzz",
+        "asdfgh",
+        "QWER",
+        "？？？",
+        "!!!",
+        "...",
+        "帮我查一下",
+        "帮个忙",
+        "帮我查一下吧。",
+        "你帮我",
+        "推荐一下",
+        "加V领取资料",
+        "会员限时领 https://t.cn/x",
+        "这个链接打不开 https://a.cn",
+        "[CQ:reply,id=9]@小织 那个怎么弄",
+        "[CQ:image,file=a.png]",
+        "邮箱是 a@b.com",
+        "小织@",
+        "@",
+        "x[CQ:face,id=2]y",
+        "[CQ:at,qq=all] 开会了",
+        "aaaaaaaaaaaaaaa\nb",
+        "\u200d\ufe0f",
+    ]
+    for line in (DATA / "routing_eval.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.startswith("{") and '"text"' in line:
+            texts.append(json.loads(line)["text"])
+    texts += [word for words in ts.__dict__.values() if isinstance(words, tuple) for word in words]
+    return texts
+
+
+@pytest.mark.parametrize("names", [("小织", "织织"), ("小织", ""), ()])
+def test_the_text_shortcuts_answer_as_the_plain_definitions(names: tuple[str, ...]) -> None:
+    for text in _corpus():
+        for keep_cq in (False, True):
+            assert ts.focus_text(text, names, keep_cq=keep_cq) == plain_focus_text(
+                text, names, keep_cq=keep_cq
+            ), text
+        assert ts.mentioned_names(text) == plain_mentioned_names(text), text
+        for raw in ("", text, "[CQ:face,id=1]"):
+            assert ts.is_face_only(text, raw) == plain_is_face_only(text, raw), (text, raw)
+        assert ts.is_noise(text) == plain_is_noise(text), text
+        assert ts.is_spam_text(text) == plain_is_spam_text(text), text
+        assert ts.is_bare_request(text) == plain_is_bare_request(text), text

@@ -156,9 +156,10 @@ class MessageSignals:
         text = _without_call(focused, self_names)
         ids = mention_ids(message)
         written = ts.mentioned_names(message.text)
-        bot_ids = {m.id for m in turn.recent_messages if m.sender_id == bot.id and m.id}
+        reply_to = message.reply_to
         reply_to_bot = turn.quoted_bot_text is not None or (
-            message.reply_to is not None and message.reply_to in bot_ids
+            bool(reply_to)
+            and any(m.id == reply_to and m.sender_id == bot.id for m in turn.recent_messages)
         )
         called = text != focused
         at_bot = bot.id in ids or any(name in self_names for name in written)
@@ -245,11 +246,13 @@ def _back_and_forth(turn: Turn) -> bool:
     """The bot spoke among the latest messages, answering or right after this sender."""
     window = turn.recent_messages[-EXCHANGE_WINDOW:]
     sender = turn.message.sender_id
-    by_sender = {m.id for m in turn.recent_messages if m.sender_id == sender and m.id}
     for index, message in enumerate(window):
         if message.sender_id != turn.bot.id:
             continue
-        if message.reply_to is not None and message.reply_to in by_sender:
+        reply_to = message.reply_to
+        if reply_to and any(
+            m.id == reply_to and m.sender_id == sender for m in turn.recent_messages
+        ):
             return True
         if index > 0 and window[index - 1].sender_id == sender:
             return True

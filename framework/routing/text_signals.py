@@ -146,6 +146,9 @@ _DEICTIC = re.compile(
     r"|啥意思|呢|在哪|在哪儿|怎么样|行不行|好使吗|能用吗|弄好了吗|搞定了吗)$"
 )
 _QUESTION_PARTICLES = re.compile(r"[吗呢嘛吧呀]+$")
+#: One character 15 times or more in a row makes a message spam; shorter text cannot hold that.
+_REPEAT = re.compile(r"(.)\1{14,}")
+_REPEAT_MIN_CHARS = 15
 # A web address: a scheme, "www.", or a host under a common top-level domain. Each alternative
 # is anchored on a fixed string, so the scan stays linear on long text.
 _URL = re.compile(
@@ -184,6 +187,8 @@ def strip_trailing_punctuation(text: str) -> str:
 
 def mentioned_names(text: str) -> tuple[str, ...]:
     """Names written as ``@name`` in the text (not CQ codes)."""
+    if "@" not in text:
+        return ()
     return tuple(_TEXT_MENTION.findall(_CQ.sub(" ", text)))
 
 
@@ -203,10 +208,12 @@ def cq_mentions(raw: str) -> tuple[str, ...]:
 def focus_text(text: str, self_names: tuple[str, ...], *, keep_cq: bool = False) -> str:
     """The text routing reads: CQ codes (unless ``keep_cq``) and @-mentions of the bot removed,
     whitespace collapsed."""
-    focused = text if keep_cq else _CQ.sub(" ", text)
-    for name in sorted(self_names, key=len, reverse=True):
-        if name:
-            focused = focused.replace(f"@{name}", " ")
+    # Most messages hold neither a CQ code nor an "@": both substitutions are then no-ops.
+    focused = text if keep_cq or "[CQ:" not in text else _CQ.sub(" ", text)
+    if "@" in focused:
+        for name in sorted(self_names, key=len, reverse=True):
+            if name:
+                focused = focused.replace(f"@{name}", " ")
     return " ".join(focused.split())
 
 
@@ -217,15 +224,17 @@ def _is_emoji(char: str) -> bool:
 
 def is_face_only(text: str, raw: str = "") -> bool:
     """Only faces, stickers or emoji: ``[CQ:face…]``, ``[doge]``-style marks, emoji."""
-    rest = _BRACKET_FACE.sub("", _CQ_FACE.sub("", text))
-    has_face = rest != text or bool(_CQ_FACE.search(raw))
+    # Both face patterns start with "[": text without one has no face mark to remove.
+    rest = _BRACKET_FACE.sub("", _CQ_FACE.sub("", text)) if "[" in text else text
+    has_face = rest != text
     for char in rest:
         if char.isspace():
             continue
         if not _is_emoji(char):
             return False
         has_face = True
-    return has_face
+    # The raw message is searched last: any other character has already answered no.
+    return has_face or bool(_CQ_FACE.search(raw))
 
 
 def is_noise(text: str) -> bool:
@@ -237,7 +246,11 @@ def is_noise(text: str) -> bool:
         return not any(_is_emoji(char) for char in compact)
     if compact.isascii() and compact.isalpha() and any(m in compact for m in _KEY_MASH):
         return True
-    return len(compact) >= 6 and len(set(compact)) == 1 and not _LAUGH.match(compact)
+    return (
+        len(compact) >= 6
+        and compact.count(compact[0]) == len(compact)
+        and not _LAUGH.match(compact)
+    )
 
 
 def is_incomplete(text: str) -> bool:
@@ -307,9 +320,9 @@ def is_spam_text(text: str) -> bool:
     lowered = text.lower()
     if _contains_any(lowered, SPAM_WORDS):
         return True
-    if has_url(lowered) and any(cue in lowered for cue in SPAM_CUES):
+    if _URL.search(lowered) is not None and any(cue in lowered for cue in SPAM_CUES):
         return True
-    return bool(re.search(r"(.)\1{14,}", text))
+    return len(text) >= _REPEAT_MIN_CHARS and _REPEAT.search(text) is not None
 
 
 def is_shut_up(text: str) -> bool:
@@ -322,7 +335,8 @@ def is_bare_request(text: str) -> bool:
     core = _strip_tail(text)
     if core in _BARE_REQUEST_PHRASES:
         return True
-    return bool(core) and has_request_words(core) and bool(_BARE_REQUEST.match(core))
+    # The anchored pattern fails within a few characters on most text: it is tried first.
+    return bool(core) and bool(_BARE_REQUEST.match(core)) and has_request_words(core)
 
 
 def is_deictic_question(text: str) -> bool:
