@@ -27,11 +27,23 @@ from framework import (
 # -- stage gate: skip in silence ------------------------------------------------------------
 
 
+# The answers of the rules below are frozen records: each is made once and returned every time.
+_OWN_MESSAGE = GateSkip(reason="own_message")
+_FACE = GateSkip(reason="face")
+_NOISE = GateSkip(reason="noise")
+_INCOMPLETE = GateSkip(reason="incomplete")
+_BYSTANDER = GateSkip(reason="bystander")
+_SHORT = GateSkip(reason="short")
+_DISABLED = GateSkip(reason="disabled")
+_SILENCED = GateSkip(reason="shut_up_silence")
+_COOLDOWN = GateSkip(reason="cooldown", keep_message=True)
+
+
 def gate_own_message(context: RouteContext) -> GateSkip | None:
     # The bot never answers itself: a platform echoing the bot's own message must not start a
     # loop of replies.
     turn = context.turn
-    return GateSkip(reason="own_message") if turn.message.sender_id == turn.bot.id else None
+    return _OWN_MESSAGE if turn.message.sender_id == turn.bot.id else None
 
 
 def gate_shut_up(context: RouteContext) -> GateSkip | None:
@@ -42,19 +54,19 @@ def gate_shut_up(context: RouteContext) -> GateSkip | None:
 
 
 def gate_face(context: RouteContext) -> GateSkip | None:
-    return GateSkip(reason="face") if context.signals.face_only else None
+    return _FACE if context.signals.face_only else None
 
 
 def gate_noise(context: RouteContext) -> GateSkip | None:
-    return GateSkip(reason="noise") if context.signals.noise else None
+    return _NOISE if context.signals.noise else None
 
 
 def gate_incomplete(context: RouteContext) -> GateSkip | None:
-    return GateSkip(reason="incomplete") if context.signals.incomplete else None
+    return _INCOMPLETE if context.signals.incomplete else None
 
 
 def gate_bystander(context: RouteContext) -> GateSkip | None:
-    return GateSkip(reason="bystander") if context.signals.bystander else None
+    return _BYSTANDER if context.signals.bystander else None
 
 
 def gate_short(context: RouteContext) -> GateSkip | None:
@@ -63,21 +75,21 @@ def gate_short(context: RouteContext) -> GateSkip | None:
         return None
     if signals.addressed and signals.length == 0:
         return None  # a bare "@bot" is a summons, not a short message
-    return GateSkip(reason="short")
+    return _SHORT
 
 
 def gate_disabled(context: RouteContext) -> GateSkip | None:
     if context.group_id is None:
         return None
     mute = context.state.mute(context.bot_id, context.group_id)
-    return GateSkip(reason="disabled") if mute.disabled else None
+    return _DISABLED if mute.disabled else None
 
 
 def gate_silenced(context: RouteContext) -> GateSkip | None:
     if context.group_id is None or context.signals.addressed:
         return None
     until = context.state.mute(context.bot_id, context.group_id).silence_until
-    return GateSkip(reason="shut_up_silence") if until and context.now < until else None
+    return _SILENCED if until and context.now < until else None
 
 
 def gate_cooldown(context: RouteContext) -> GateSkip | None:
@@ -86,7 +98,7 @@ def gate_cooldown(context: RouteContext) -> GateSkip | None:
     until = context.state.mute(context.bot_id, context.group_id).cooldown_until
     if until is None or context.now >= until:
         return None
-    return GateSkip(reason="cooldown", keep_message=True)
+    return _COOLDOWN
 
 
 GATES: tuple[tuple[str, int, Callable[[RouteContext], GateSkip | None]], ...] = (
@@ -114,8 +126,10 @@ SHORT_LENGTH = (2, 24)
 def _when(
     name: str, points: int, predicate: Callable[[RouteContext], bool]
 ) -> Callable[[RouteContext], ScoreTerm | None]:
+    term = ScoreTerm(name=name, points=points)
+
     def evaluate(context: RouteContext) -> ScoreTerm | None:
-        return ScoreTerm(name=name, points=points) if predicate(context) else None
+        return term if predicate(context) else None
 
     return evaluate
 
@@ -178,19 +192,31 @@ NECESSITY: tuple[tuple[str, Callable[[RouteContext], ScoreTerm | None]], ...] = 
 # -- stage decide: first match wins ---------------------------------------------------------
 
 
+_REQUIRED_TOOL = Decision(action=TurnAction.TOOL, reason="required_tool_intent")
+_SHORT_VENT = Decision(
+    action=TurnAction.REPLY, social_action=SocialAction.ACK, reason="rule_short_vent_ack"
+)
+_LOW_VALUE_PASS = Decision(
+    action=TurnAction.PASS, social_action=SocialAction.ACK, reason="rule_low_value_social_pass"
+)
+_FOLLOW_UP = Decision(
+    action=TurnAction.FOLLOW_UP,
+    social_action=SocialAction.ASK_ONE,
+    reason="rule_follow_up_missing_object",
+)
+_OBLIGATION = Decision(action=TurnAction.REPLY, reason="rule_reply_obligation")
+_DEFAULT_REPLY = Decision(action=TurnAction.REPLY, reason="rule_default_reply")
+
+
 def decide_required_tool(context: RouteContext) -> Decision | None:
     hints = context.turn.route_hints
     if hints.tool_intent and hints.tools_permitted:
-        return Decision(action=TurnAction.TOOL, reason="required_tool_intent")
+        return _REQUIRED_TOOL
     return None
 
 
 def decide_short_vent(context: RouteContext) -> Decision | None:
-    if not context.signals.short_vent:
-        return None
-    return Decision(
-        action=TurnAction.REPLY, social_action=SocialAction.ACK, reason="rule_short_vent_ack"
-    )
+    return _SHORT_VENT if context.signals.short_vent else None
 
 
 def decide_reply_quote(context: RouteContext) -> Decision | None:
@@ -208,29 +234,21 @@ def decide_low_value_pass(context: RouteContext) -> Decision | None:
     signals = context.signals
     if signals.addressed or not signals.low_value_social:
         return None
-    return Decision(
-        action=TurnAction.PASS, social_action=SocialAction.ACK, reason="rule_low_value_social_pass"
-    )
+    return _LOW_VALUE_PASS
 
 
 def decide_follow_up(context: RouteContext) -> Decision | None:
-    if not context.signals.missing_object:
-        return None
-    return Decision(
-        action=TurnAction.FOLLOW_UP,
-        social_action=SocialAction.ASK_ONE,
-        reason="rule_follow_up_missing_object",
-    )
+    return _FOLLOW_UP if context.signals.missing_object else None
 
 
 def decide_obligation(context: RouteContext) -> Decision | None:
     if not (context.signals.obligation or context.signals.request):
         return None
-    return Decision(action=TurnAction.REPLY, reason="rule_reply_obligation")
+    return _OBLIGATION
 
 
 def decide_default(context: RouteContext) -> Decision:
-    return Decision(action=TurnAction.REPLY, reason="rule_default_reply")
+    return _DEFAULT_REPLY
 
 
 DECIDE: tuple[tuple[str, int, Callable[[RouteContext], Decision | None]], ...] = (

@@ -83,7 +83,9 @@ def _bounded(result: Any) -> Any:
         if isinstance(value, str) and len(value) > RULE_TEXT_MAX_CHARS:
             changes[name] = value[:RULE_TEXT_MAX_CHARS]
     notes = getattr(result, "notes", ())
-    if len(notes) > RULE_NOTES_MAX or any(len(note) > RULE_TEXT_MAX_CHARS for note in notes):
+    if notes and (
+        len(notes) > RULE_NOTES_MAX or any(len(note) > RULE_TEXT_MAX_CHARS for note in notes)
+    ):
         changes["notes"] = tuple(note[:RULE_TEXT_MAX_CHARS] for note in notes[:RULE_NOTES_MAX])
     return attrs.evolve(result, **changes) if changes else result
 
@@ -164,6 +166,7 @@ class _Step:
     """
 
     entry: Registered[DecisionRule]
+    evaluate: Callable[[RouteContext], Any]
     where: str
     direct: bool
 
@@ -258,6 +261,7 @@ class Router:
         steps = tuple(
             _Step(
                 entry=entry,
+                evaluate=entry.item.evaluate,
                 where=f"decision rule {entry.item.name!r}",
                 direct=self.trusted(entry.plugin),
             )
@@ -273,22 +277,22 @@ class Router:
         expected: type,
         notes: list[str],
     ) -> Any:
-        entry = step.entry
-        rule = entry.item
         try:
             if step.direct:
-                result = rule.evaluate(context)
+                result = step.evaluate(context)
             else:
-                result = call_plugin(entry.plugin, step.where, rule.evaluate, context)
+                result = call_plugin(step.entry.plugin, step.where, step.evaluate, context)
         except Exception as exc:
-            log_failure(log, exc, "decision rule %r of plugin %r raised", rule.name, entry.plugin)
-            notes.append(f"rule {rule.name!r} ({entry.plugin}) raised {type(exc).__name__}: {exc}")
+            name, plugin = step.entry.item.name, step.entry.plugin
+            log_failure(log, exc, "decision rule %r of plugin %r raised", name, plugin)
+            notes.append(f"rule {name!r} ({plugin}) raised {type(exc).__name__}: {exc}")
             return None
         if result is None:
             return None
         if not isinstance(result, expected):
+            name, plugin = step.entry.item.name, step.entry.plugin
             notes.append(
-                f"rule {rule.name!r} ({entry.plugin}) returned {type(result).__name__}, "
+                f"rule {name!r} ({plugin}) returned {type(result).__name__}, "
                 f"expected {expected.__name__} or None; ignored"
             )
             return None
