@@ -7,7 +7,9 @@ plugin seen, a cache dropped when what it was made from changes).
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 import re
 import threading
 import unicodedata
@@ -15,12 +17,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
-from framework import DecisionRule, GateSkip, RouteContext, RuleStage, hookimpl
+from framework import (
+    Decision,
+    DecisionRule,
+    GateSkip,
+    MemoryPolicy,
+    RouteContext,
+    RuleStage,
+    SocialAction,
+    TurnAction,
+    hookimpl,
+)
+from framework.items import ReplyShape, RhythmProfile, TurnPolicy
 from framework.plugins import watchdog
 from framework.routing import router as router_module
+from framework.routing import shape
 from framework.routing import text_signals as ts
+from framework.routing.memory import memory_policy_for
+from framework.routing.signals import MessageSignals
 from tests.routing_support import make_runtime, make_turn
 
 DATA = Path(__file__).parent / "data"
@@ -262,3 +279,111 @@ def test_the_text_shortcuts_answer_as_the_plain_definitions(names: tuple[str, ..
         assert ts.is_noise(text) == plain_is_noise(text), text
         assert ts.is_spam_text(text) == plain_is_spam_text(text), text
         assert ts.is_bare_request(text) == plain_is_bare_request(text), text
+
+
+# -- records made once are the records the rules describe -----------------------------------
+
+
+def _facts(**changes: Any) -> MessageSignals:
+    values: dict[str, Any] = {
+        field.name: False for field in attrs.fields(MessageSignals) if field.type == "bool"
+    }
+    values.update(text="", length=0, affinity=None)
+    values.update(changes)
+    return MessageSignals(**values)
+
+
+def plain_turn_policy(decision: Decision, signals: MessageSignals, scene: str) -> TurnPolicy:
+    known = scene in shape.SCENES
+    if decision.action is TurnAction.PASS:
+        target = "silent"
+    elif scene == "venting" or decision.social_action is SocialAction.AFFECTION:
+        target = "emotion"
+    else:
+        target = shape.resolve_reply_target(decision, signals)
+    if not known and target == "short_tease":
+        target = "answer"
+    needs_tool = decision.action is TurnAction.TOOL
+    return TurnPolicy(
+        reply_target=target,
+        seriousness="casual" if scene in shape.CASUAL_SCENES else "serious",
+        social_action=decision.social_action.value,
+        needs_tool=needs_tool,
+        needs_grounding=needs_tool or not known or scene in ("light_help", "unknown"),
+        allow_teasing=scene in ("casual", "banter"),
+    )
+
+
+def plain_reply_shape(
+    policy: TurnPolicy, rhythm: RhythmProfile | None, rng: random.Random
+) -> ReplyShape:
+    if policy.needs_tool:
+        return ReplyShape(
+            preferred_bubbles=1, max_bubbles=2, min_chars=8, max_chars=160, band="task"
+        )
+    if policy.seriousness != "casual":
+        return ReplyShape(
+            preferred_bubbles=1, max_bubbles=2, min_chars=8, max_chars=80, band="complete"
+        )
+    if rhythm is None:
+        preferred = rng.choice((1, 2, 3))
+    else:
+        preferred = min(3, max(1, round(rhythm.bubble_count_p50 or 2)))
+    p90 = rhythm.bubble_count_p90 if rhythm is not None else None
+    ceiling = min(5, max(1, round(p90) if p90 else 3))
+    multi = rhythm is not None and rhythm.multi_weight > rhythm.single_weight
+    return ReplyShape(
+        preferred_bubbles=preferred,
+        max_bubbles=max(preferred, ceiling),
+        min_chars=4,
+        max_chars=18,
+        rhythm="multi" if multi else "single",
+        band="short",
+    )
+
+
+RHYTHMS = (
+    None,
+    RhythmProfile(bubble_count_p50=1.0, single_weight=0.8, multi_weight=0.2),
+    RhythmProfile(bubble_count_p50=2.0, bubble_count_p90=4.0, single_weight=0.2, multi_weight=0.8),
+)
+
+
+@pytest.mark.parametrize("scene", [*shape.SCENES, "elsewhere"])
+@pytest.mark.parametrize("action", list(TurnAction))
+def test_a_resolved_policy_and_shape_equal_the_records_made_afresh(
+    scene: str, action: TurnAction
+) -> None:
+    for social, facts in itertools.product(
+        SocialAction, (_facts(), _facts(short_vent=True, emotion=True), _facts(obligation=True))
+    ):
+        decision = Decision(action=action, social_action=social)
+        policy = shape.resolve_turn_policy(decision, facts, scene)
+        assert policy == plain_turn_policy(decision, facts, scene)
+        for rhythm in RHYTHMS:
+            made = shape.resolve_reply_shape(policy, rhythm, random.Random(7))
+            assert made == plain_reply_shape(policy, rhythm, random.Random(7))
+
+
+@pytest.mark.parametrize("action", list(TurnAction))
+def test_each_memory_policy_is_the_one_its_turn_describes(action: TurnAction) -> None:
+    turn = make_turn("好的", group_id="g1")
+    for social, facts in itertools.product(
+        SocialAction,
+        (_facts(), _facts(short_social=True), _facts(addressed=True, back_and_forth=True)),
+    ):
+        decision = Decision(action=action, social_action=social)
+        found = memory_policy_for(decision, facts, turn)
+        if action is TurnAction.PASS:
+            assert found == MemoryPolicy(read_persistent_memory=False, reason="silent")
+        elif action is TurnAction.REPLY and (
+            facts.short_social
+            or social in (SocialAction.ACK, SocialAction.AFFECTION, SocialAction.JOKE)
+        ):
+            assert found == MemoryPolicy(
+                read_persistent_memory=False,
+                include_ambient_excerpt=not facts.addressed,
+                reason="short_social_turn",
+            )
+        else:
+            assert found == MemoryPolicy()

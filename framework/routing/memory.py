@@ -28,25 +28,30 @@ PERSISTENT_MEMORY_SECTIONS = frozenset({"memory", "relationship", "person_facts"
 SHORT_SOCIAL_ACTIONS = (SocialAction.ACK, SocialAction.AFFECTION, SocialAction.JOKE)
 
 
+# Every turn gets one of four policies: frozen records, each made once.
+_SILENT = MemoryPolicy(read_persistent_memory=False, reason="silent")
+_SUBSTANTIVE = MemoryPolicy()
+_SHORT_SOCIAL = MemoryPolicy(read_persistent_memory=False, reason="short_social_turn")
+_SHORT_SOCIAL_IN_EXCHANGE = MemoryPolicy(
+    read_persistent_memory=False, include_ambient_excerpt=False, reason="short_social_turn"
+)
+
+
 def memory_policy_for(decision: Decision, signals: MessageSignals, turn: Turn) -> MemoryPolicy:
     """The memory policy of a decided turn."""
     if decision.action is TurnAction.PASS:
-        return MemoryPolicy(read_persistent_memory=False, reason="silent")
+        return _SILENT
     short = decision.action is TurnAction.REPLY and (
         signals.short_social or decision.social_action in SHORT_SOCIAL_ACTIONS
     )
     if not short:
-        return MemoryPolicy()
+        return _SUBSTANTIVE
     # The bot just answered this user: the exchange itself is the context
     # (docs/design.md#short-social-turns).
     in_exchange = signals.addressed and (
         signals.back_and_forth or bool(turn.history and turn.history[-1].role == "assistant")
     )
-    return MemoryPolicy(
-        read_persistent_memory=False,
-        include_ambient_excerpt=not in_exchange,
-        reason="short_social_turn",
-    )
+    return _SHORT_SOCIAL_IN_EXCHANGE if in_exchange else _SHORT_SOCIAL
 
 
 def allows_persistent_memory(decision: Decision) -> bool:

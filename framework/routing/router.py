@@ -127,8 +127,18 @@ def _candidates(
     if turn.group_id is None:
         return ()
     bot_id = turn.bot.id
-    incoming = [m for m in (*turn.recent_messages, turn.message) if m.sender_id != bot_id]
-    found = [c for c in (_quotable(m, quotable) for m in incoming) if c is not None]
+    found = []
+    for message in (*turn.recent_messages, turn.message):
+        if message.sender_id == bot_id:
+            continue
+        # A message seen in an earlier turn is found in the memo without a call.
+        known = quotable.get(id(message)) if quotable is not None else None
+        if known is not None and known[0] is message:
+            candidate = known[1]
+        else:
+            candidate = _quotable(message, quotable)
+        if candidate is not None:
+            found.append(candidate)
     stored = state.record_candidates(bot_id, turn.group_id, found, config.routing.quote_candidates)
     if stored is None:
         stored = state.candidates(bot_id, turn.group_id)

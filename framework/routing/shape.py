@@ -8,6 +8,7 @@ its own. Casual replies follow the group's rhythm profile; randomness comes from
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Callable
@@ -81,13 +82,48 @@ def resolve_turn_policy(decision: Decision, signals: MessageSignals, scene: str)
     if not known and target == "short_tease":
         target = "answer"
     needs_tool = decision.action is TurnAction.TOOL
+    return _turn_policy(
+        target,
+        "casual" if scene in CASUAL_SCENES else "serious",
+        decision.social_action.value,
+        needs_tool,
+        needs_tool or not known or scene in ("light_help", "unknown"),
+        scene in TEASING_SCENES,
+    )
+
+
+# Policies and shapes are frozen records of a few small values, checked when made: every turn
+# resolves one of each, so each distinct one is made once.
+@functools.lru_cache(maxsize=256)
+def _turn_policy(
+    reply_target: str,
+    seriousness: str,
+    social_action: str,
+    needs_tool: bool,
+    needs_grounding: bool,
+    allow_teasing: bool,
+) -> TurnPolicy:
     return TurnPolicy(
-        reply_target=target,
-        seriousness="casual" if scene in CASUAL_SCENES else "serious",
-        social_action=decision.social_action.value,
+        reply_target=reply_target,
+        seriousness=seriousness,
+        social_action=social_action,
         needs_tool=needs_tool,
-        needs_grounding=needs_tool or not known or scene in ("light_help", "unknown"),
-        allow_teasing=scene in TEASING_SCENES,
+        needs_grounding=needs_grounding,
+        allow_teasing=allow_teasing,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _reply_shape(
+    preferred_bubbles: int, max_bubbles: int, min_chars: int, max_chars: int, rhythm: str, band: str
+) -> ReplyShape:
+    return ReplyShape(
+        preferred_bubbles=preferred_bubbles,
+        max_bubbles=max_bubbles,
+        min_chars=min_chars,
+        max_chars=max_chars,
+        rhythm=rhythm,
+        band=band,
     )
 
 
@@ -145,13 +181,9 @@ def resolve_reply_shape(
     most, 3 when unknown), 4–18 chars, and whichever rhythm the group favours (``single`` on a tie).
     """
     if policy.needs_tool:
-        return ReplyShape(
-            preferred_bubbles=1, max_bubbles=2, min_chars=8, max_chars=160, band="task"
-        )
+        return _reply_shape(1, 2, 8, 160, "single", "task")
     if policy.seriousness != "casual":
-        return ReplyShape(
-            preferred_bubbles=1, max_bubbles=2, min_chars=8, max_chars=80, band="complete"
-        )
+        return _reply_shape(1, 2, 8, 80, "single", "complete")
     if rhythm is None:
         preferred = rng.choice((1, 2, 3))
     else:
@@ -159,11 +191,4 @@ def resolve_reply_shape(
         preferred = min(3, max(1, round(median) if median else 2))
     p90 = _finite(rhythm.bubble_count_p90) if rhythm is not None else None
     ceiling = min(5, max(1, round(p90) if p90 else 3))
-    return ReplyShape(
-        preferred_bubbles=preferred,
-        max_bubbles=max(preferred, ceiling),
-        min_chars=4,
-        max_chars=18,
-        rhythm=_rhythm(rhythm),
-        band="short",
-    )
+    return _reply_shape(preferred, max(preferred, ceiling), 4, 18, _rhythm(rhythm), "short")
