@@ -387,3 +387,26 @@ def test_each_memory_policy_is_the_one_its_turn_describes(action: TurnAction) ->
             )
         else:
             assert found == MemoryPolicy()
+
+
+def test_only_a_casual_turn_reads_the_groups_rhythm() -> None:
+    runtime = make_runtime()
+    asked: list[tuple[str, str]] = []
+
+    def share(bot_id: str, group_id: str) -> float:
+        asked.append((bot_id, group_id))
+        return 0.2
+
+    runtime.router.rhythm_share = share
+    try:
+        serious = runtime.decide(make_turn("@小织 帮我查一下明天杭州的天气", group_id="g1"))
+        assert asked == []
+        casual = runtime.decide(make_turn("今天的晚霞好漂亮啊大家快看", group_id="g1"))
+    finally:
+        runtime.close()
+    assert serious.turn_policy is not None and serious.turn_policy.seriousness == "serious"
+    assert serious.reply_shape is not None and serious.reply_shape.band == "complete"
+    assert casual.turn_policy is not None and casual.turn_policy.seriousness == "casual"
+    assert asked == [("10001", "g1")]
+    # The stored share (mostly several bubbles) shaped the casual turn.
+    assert casual.reply_shape is not None and casual.reply_shape.rhythm == "multi"

@@ -439,9 +439,11 @@ class Router:
             kept = context.state.take_kept_messages(turn.bot.id, turn.group_id)
         scene = turn.route_hints.scene or infer_scene(decision, signals, routing)
         policy = resolve_turn_policy(decision, signals, scene)
-        shape = resolve_reply_shape(
-            policy, rhythm_for(turn, context.state, self.rhythm_share), context.rng
-        )
+        # Only a casual reply's shape follows the group's rhythm: a serious or tool turn's shape
+        # is fixed, and its rhythm is not read (a store read on a bot with stored baselines).
+        casual = not policy.needs_tool and policy.seriousness == "casual"
+        rhythm = rhythm_for(turn, context.state, self.rhythm_share) if casual else None
+        shape = resolve_reply_shape(policy, rhythm, context.rng)
         return attrs.evolve(
             decision,
             necessity=decision.necessity if necessity is None else necessity,
