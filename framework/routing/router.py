@@ -13,7 +13,7 @@ import datetime as dt
 import functools
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -280,39 +280,37 @@ class Router:
         self._steps[stage] = (entries, steps)
         return steps
 
-    def _run(
-        self,
-        step: _Step,
-        context: RouteContext,
-        expected: type,
-        notes: list[str],
-    ) -> Any:
-        try:
-            if step.direct:
-                result = step.evaluate(context)
-            else:
-                result = call_plugin(step.entry.plugin, step.where, step.evaluate, context)
-        except Exception as exc:
-            name, plugin = step.entry.item.name, step.entry.plugin
-            log_failure(log, exc, "decision rule %r of plugin %r raised", name, plugin)
-            notes.append(f"rule {name!r} ({plugin}) raised {type(exc).__name__}: {exc}")
-            return None
-        if result is None:
-            return None
-        if not isinstance(result, expected):
-            name, plugin = step.entry.item.name, step.entry.plugin
-            notes.append(
-                f"rule {name!r} ({plugin}) returned {type(result).__name__}, "
-                f"expected {expected.__name__} or None; ignored"
-            )
-            return None
-        return _bounded(result)
+    def _answers(
+        self, stage: RuleStage, context: RouteContext, expected: type, notes: list[str]
+    ) -> Iterator[Any]:
+        """Each answer of the stage's rules that is not ``None``, in order, its words bounded; a
+        rule that raises or answers the wrong type is noted and skipped. The stage stops asking
+        when it stops iterating (the first gate or decide rule that answers)."""
+        for step in self._stage(stage):
+            try:
+                if step.direct:
+                    result = step.evaluate(context)
+                else:
+                    result = call_plugin(step.entry.plugin, step.where, step.evaluate, context)
+            except Exception as exc:
+                name, plugin = step.entry.item.name, step.entry.plugin
+                log_failure(log, exc, "decision rule %r of plugin %r raised", name, plugin)
+                notes.append(f"rule {name!r} ({plugin}) raised {type(exc).__name__}: {exc}")
+                continue
+            if result is None:
+                continue
+            if not isinstance(result, expected):
+                name, plugin = step.entry.item.name, step.entry.plugin
+                notes.append(
+                    f"rule {name!r} ({plugin}) returned {type(result).__name__}, "
+                    f"expected {expected.__name__} or None; ignored"
+                )
+                continue
+            yield _bounded(result)
 
     def _gate(self, context: RouteContext, notes: list[str]) -> Decision | None:
-        for step in self._stage(RuleStage.GATE):
-            skip: GateSkip | None = self._run(step, context, GateSkip, notes)
-            if skip is None:
-                continue
+        skip: GateSkip
+        for skip in self._answers(RuleStage.GATE, context, GateSkip, notes):
             turn, group_id = context.turn, context.group_id
             silence_until = None
             if group_id is not None and skip.silence_s:
@@ -333,11 +331,7 @@ class Router:
         return None
 
     def _necessity(self, context: RouteContext, notes: list[str]) -> NecessityScore:
-        terms: list[ScoreTerm] = []
-        for step in self._stage(RuleStage.NECESSITY):
-            term: ScoreTerm | None = self._run(step, context, ScoreTerm, notes)
-            if term is not None:
-                terms.append(term)
+        terms: list[ScoreTerm] = list(self._answers(RuleStage.NECESSITY, context, ScoreTerm, notes))
         signals, hints = context.signals, context.turn.route_hints
         bypassed = None
         if signals.addressed:
@@ -354,10 +348,9 @@ class Router:
         )
 
     def _rules(self, context: RouteContext, notes: list[str]) -> Decision:
-        for step in self._stage(RuleStage.DECIDE):
-            decision: Decision | None = self._run(step, context, Decision, notes)
-            if decision is not None:
-                return decision
+        decision: Decision
+        for decision in self._answers(RuleStage.DECIDE, context, Decision, notes):
+            return decision
         return DEFAULT_DECISION
 
     def _decide(self, context: RouteContext, notes: list[str]) -> Decision:
