@@ -21,6 +21,7 @@ import attrs
 import pytest
 
 from framework import (
+    ChatMessage,
     Decision,
     DecisionRule,
     GateSkip,
@@ -35,10 +36,11 @@ from framework.items import ReplyShape, RhythmProfile, TurnPolicy
 from framework.plugins import watchdog
 from framework.routing import router as router_module
 from framework.routing import shape
+from framework.routing import signals as signals_module
 from framework.routing import text_signals as ts
 from framework.routing.memory import memory_policy_for
-from framework.routing.signals import MessageSignals
-from tests.routing_support import make_runtime, make_turn
+from framework.routing.signals import MessageSignals, mention_ids
+from tests.routing_support import BASE_TIME, make_runtime, make_turn
 
 DATA = Path(__file__).parent / "data"
 
@@ -410,3 +412,44 @@ def test_only_a_casual_turn_reads_the_groups_rhythm() -> None:
     assert asked == [("10001", "g1")]
     # The stored share (mostly several bubbles) shaped the casual turn.
     assert casual.reply_shape is not None and casual.reply_shape.rhythm == "multi"
+
+
+def plain_mention_ids(message: ChatMessage) -> tuple[str, ...]:
+    found = list(message.mentions)
+    if isinstance(message.raw, str):
+        found += ts.cq_mentions(message.raw)
+    if isinstance(message.raw, list):
+        for segment in message.raw:
+            data = segment.get("data") if isinstance(segment, dict) else None
+            if segment.get("type") == "at" and isinstance(data, dict) and "qq" in data:
+                found.append(str(data["qq"]))
+    return tuple(dict.fromkeys(found))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [None, "", "在吗", "[CQ:at,qq=30017] 在吗 [CQ:at,qq=all]", "[CQ:at,qq=10001][CQ:at,qq=10001]",
+     "[CQ:face,id=1][CQ:at,qq=5]", [{"type": "at", "data": {"qq": 7}}, {"type": "text"}], []],
+)  # fmt: skip
+@pytest.mark.parametrize("mentions", [(), ("30017",), ("all", "5")])
+def test_mention_ids_answer_as_the_plain_definition(raw: Any, mentions: tuple[str, ...]) -> None:
+    message = ChatMessage(
+        sender_id="1", text="在吗", time=BASE_TIME, raw=raw, mentions=mentions, id="m1"
+    )
+    assert mention_ids(message) == plain_mention_ids(message)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "spam"),
+    [(("周六 去吗", "周六  去吗"), True), ((" 周六 去吗 ", "周六\u3000去吗"), True),
+     (("周六去吗", "周六 去吗"), False), (("周六 去", "周六 去吗"), False)],
+)  # fmt: skip
+def test_a_sender_repeating_himself_floods_whatever_his_spacing(
+    earlier: tuple[str, str], spam: bool
+) -> None:
+    turn = make_turn("周六 去吗", group_id="g1", sender_id="20002")
+    recent = tuple(
+        ChatMessage(sender_id="20002", text=text, time=BASE_TIME, id=f"e{number}")
+        for number, text in enumerate(earlier)
+    )
+    assert signals_module._floods(attrs.evolve(turn, recent_messages=recent), "周六 去吗") is spam

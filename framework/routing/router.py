@@ -210,10 +210,11 @@ class Router:
         factory=dict, init=False, repr=False, eq=False
     )
     # Each stage's rules resolved once (where a fault is placed, whether the rule is called
-    # directly), with the registries' tuple they were resolved from: every message runs every
-    # gate and necessity rule, and a router given other registries resolves them again.
-    _steps: dict[RuleStage, tuple[tuple[Registered[DecisionRule], ...], tuple[_Step, ...]]] = (
-        attrs.field(factory=dict, init=False, repr=False, eq=False)
+    # directly), with the registries they were resolved from (frozen: a stage's rules never
+    # change in them): every message runs every gate and necessity rule, and a router given
+    # other registries resolves them again.
+    _steps: dict[RuleStage, tuple[Registries, tuple[_Step, ...]]] = attrs.field(
+        factory=dict, init=False, repr=False, eq=False
     )
 
     def _learned_replies(self, turn: Turn) -> Callable[[], Sequence[str]]:
@@ -264,9 +265,9 @@ class Router:
     # -- stages ----------------------------------------------------------------------------
 
     def _stage(self, stage: RuleStage) -> tuple[_Step, ...]:
-        entries = self.registries.rules_for(stage)
+        registries = self.registries
         known = self._steps.get(stage)
-        if known is not None and known[0] is entries:
+        if known is not None and known[0] is registries:
             return known[1]
         steps = tuple(
             _Step(
@@ -275,9 +276,9 @@ class Router:
                 where=f"decision rule {entry.item.name!r}",
                 direct=self.trusted(entry.plugin),
             )
-            for entry in entries
+            for entry in registries.rules_for(stage)
         )
-        self._steps[stage] = (entries, steps)
+        self._steps[stage] = (registries, steps)
         return steps
 
     def _answers(

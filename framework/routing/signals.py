@@ -41,9 +41,13 @@ def _segments(raw: object) -> Iterator[dict[str, object]]:
 def mention_ids(message: ChatMessage) -> tuple[str, ...]:
     """Account ids the message @-mentions: its ``mentions``, CQ ``at`` codes, ``at`` segments."""
     found = list(message.mentions)
-    if isinstance(message.raw, str):
-        found += ts.cq_mentions(message.raw)
-    for segment in _segments(message.raw):
+    raw = message.raw
+    if isinstance(raw, str):
+        # A string has no segments; without an "[CQ:at" it has no at codes either.
+        if "[CQ:at" in raw:
+            found += ts.cq_mentions(raw)
+        return tuple(dict.fromkeys(found))
+    for segment in _segments(raw):
         data = segment.get("data")
         if segment.get("type") == "at" and isinstance(data, dict) and "qq" in data:
             found.append(str(data["qq"]))
@@ -151,7 +155,7 @@ class MessageSignals:
         message = turn.message
         if len(message.text) > ROUTING_TEXT_CHARS:
             message = attrs.evolve(message, text=message.text[:ROUTING_TEXT_CHARS])
-        self_names = tuple(name for name in (bot.name, *bot.aliases) if name)
+        self_names = tuple(filter(None, (bot.name, *bot.aliases)))
         focused = ts.focus_text(message.text, self_names)
         text = _without_call(focused, self_names)
         ids = mention_ids(message)
@@ -234,10 +238,12 @@ def _floods(turn: Turn, text: str) -> bool:
     """The sender already posted the same text twice among the latest messages."""
     if len(text) < 2:
         return False
+    # Collapsing whitespace never lengthens a text: a shorter one cannot match.
+    size, sender = len(text), turn.message.sender_id
     same = [
         m
         for m in turn.recent_messages[-FLOOD_WINDOW:]
-        if m.sender_id == turn.message.sender_id and " ".join(m.text.split()) == text
+        if m.sender_id == sender and len(m.text) >= size and " ".join(m.text.split()) == text
     ]
     return len(same) >= 2
 
