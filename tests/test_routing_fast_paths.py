@@ -28,6 +28,7 @@ from framework import (
     MemoryPolicy,
     RouteContext,
     RuleStage,
+    ScoreTerm,
     SocialAction,
     TurnAction,
     hookimpl,
@@ -453,3 +454,47 @@ def test_a_sender_repeating_himself_floods_whatever_his_spacing(
         for number, text in enumerate(earlier)
     )
     assert signals_module._floods(attrs.evolve(turn, recent_messages=recent), "周六 去吗") is spam
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [None, "", "[CQ:face,id=178]", "[CQ:image,file=a.png]", [{"type": "face", "data": {"id": "1"}}],
+     [{"type": "mface", "data": {}}, {"type": "text", "data": {"text": "好"}}],
+     [{"type": "text", "data": {"text": "好"}}], [{"type": "at", "data": {"qq": "10001"}}]],
+)  # fmt: skip
+@pytest.mark.parametrize(
+    "text", ["", " ", "好", "[doge]", "😂", "@小织", "@小织 😂", "[CQ:face,id=1] 好"]
+)
+def test_a_message_is_face_only_as_its_text_and_raw_form_say(raw: Any, text: str) -> None:
+    message = ChatMessage(sender_id="1", text=text, time=BASE_TIME, raw=raw, id="m1")
+    names = ("小织", "织织")
+    expected = ts.is_face_only(
+        ts.focus_text(text, names, keep_cq=True), signals_module._raw_text(message)
+    )
+    assert signals_module._face_only(message, names) is expected
+
+
+@attrs.frozen(kw_only=True)
+class NotedTerm(ScoreTerm):
+    """A plugin's own kind of term, with words the router does not know it has."""
+
+    reason: str = ""
+    notes: tuple[str, ...] = ()
+
+
+def test_every_kind_of_answer_has_its_words_bounded() -> None:
+    long, cut = "长" * 500, "长" * router_module.RULE_TEXT_MAX_CHARS
+    many = tuple(f"{n}{long}" for n in range(30))
+    short = tuple(note[: router_module.RULE_TEXT_MAX_CHARS] for note in many[:20])
+    bounded = router_module._bounded
+    assert bounded(GateSkip(reason=long, silence_s=3.0)) == GateSkip(reason=cut, silence_s=3.0)
+    assert bounded(ScoreTerm(name=long, points=5, detail=long)) == ScoreTerm(
+        name=cut, points=5, detail=cut
+    )
+    assert bounded(Decision(action=TurnAction.REPLY, reason=long, notes=many)) == Decision(
+        action=TurnAction.REPLY, reason=cut, notes=short
+    )
+    noted = bounded(NotedTerm(name="n", points=1, detail=long, reason=long, notes=many))
+    assert noted == NotedTerm(name="n", points=1, detail=cut, reason=cut, notes=short)
+    fine = ScoreTerm(name="n", points=1, detail="d")
+    assert bounded(fine) is fine

@@ -59,6 +59,14 @@ DEFAULT_DECISION = Decision(
     source="default",
     reason="no_rule_matched",
 )
+#: What a turn gets when its reply-necessity score holds it back.
+_BELOW_THRESHOLD = Decision(
+    action=TurnAction.PASS,
+    social_action=SocialAction.ACK,
+    source="necessity",
+    reason="necessity_below_threshold",
+    stage="necessity",
+)
 #: Recent bot replies are counted up to this (docs/design.md#reply-necessity: 0–6).
 BOT_REPLIES_CAP = 6
 #: With no bot message in the group window, the user's last turns with the bot are counted.
@@ -73,16 +81,27 @@ RULE_TEXT_MAX_CHARS = 200
 RULE_NOTES_MAX = 20
 
 
+#: The words, and whether notes, each kind of answer carries: looked up by exact type, so that
+#: the words a record does not have are not asked for (a subclass is asked for all of them).
+_ANSWER_WORDS: dict[type, tuple[tuple[str, ...], bool]] = {
+    GateSkip: (("reason",), False),
+    ScoreTerm: (("name", "detail"), False),
+    Decision: (("reason",), True),
+}
+_ALL_WORDS = (("reason", "name", "detail"), True)
+
+
 def _bounded(result: Any) -> Any:
     """A rule's result with its words cut at :data:`RULE_TEXT_MAX_CHARS`."""
     if result is None:
         return None
+    words, has_notes = _ANSWER_WORDS.get(type(result), _ALL_WORDS)
     changes: dict[str, Any] = {}
-    for name in ("reason", "name", "detail"):
+    for name in words:
         value = getattr(result, name, None)
         if isinstance(value, str) and len(value) > RULE_TEXT_MAX_CHARS:
             changes[name] = value[:RULE_TEXT_MAX_CHARS]
-    notes = getattr(result, "notes", ())
+    notes = getattr(result, "notes", ()) if has_notes else ()
     if notes and (
         len(notes) > RULE_NOTES_MAX or any(len(note) > RULE_TEXT_MAX_CHARS for note in notes)
     ):
@@ -253,13 +272,7 @@ class Router:
                 context = attrs.evolve(context, necessity=necessity)
                 decision = self._decide(context, notes)
             else:
-                decision = Decision(
-                    action=TurnAction.PASS,
-                    social_action=SocialAction.ACK,
-                    source="necessity",
-                    reason="necessity_below_threshold",
-                    stage="necessity",
-                )
+                decision = _BELOW_THRESHOLD
         return self._complete(decision, context, notes, necessity)
 
     # -- stages ----------------------------------------------------------------------------

@@ -190,10 +190,7 @@ class MessageSignals:
             mentions_others=bool(others),
             bystander=bool(others) and not addressed and not mentioned,
             shut_up=ts.is_shut_up(text) and (addressed or mentioned or bot_spoke_lately),
-            face_only=not message.images
-            and ts.is_face_only(
-                ts.focus_text(message.text, self_names, keep_cq=True), _raw_text(message)
-            ),
+            face_only=not message.images and _face_only(message, self_names),
             noise=ts.is_noise(text),
             incomplete=ts.is_incomplete(text),
             spam=ts.is_spam_text(text) or _floods(turn, text),
@@ -213,6 +210,14 @@ class MessageSignals:
             affinity=None if relationship is None else relationship.affinity,
         )
         return signals
+
+
+def _face_only(message: ChatMessage, self_names: tuple[str, ...]) -> bool:
+    """:func:`framework.routing.text_signals.is_face_only` of the message, its raw form read only
+    when it can change the answer: a focus text is trimmed, so a non-empty one holds a character
+    that answers without the raw form (a face or emoji says yes, any other character no)."""
+    text = ts.focus_text(message.text, self_names, keep_cq=True)
+    return ts.is_face_only(text, "" if text else _raw_text(message))
 
 
 def _without_call(text: str, self_names: tuple[str, ...]) -> str:
