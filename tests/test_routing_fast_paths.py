@@ -22,6 +22,7 @@ import pytest
 
 from framework import (
     ChatMessage,
+    Config,
     Decision,
     DecisionRule,
     GateSkip,
@@ -41,6 +42,7 @@ from framework.routing import signals as signals_module
 from framework.routing import text_signals as ts
 from framework.routing.memory import memory_policy_for
 from framework.routing.signals import MessageSignals, mention_ids
+from framework.store.routing_state import QuoteCandidate
 from tests.routing_support import BASE_TIME, make_runtime, make_turn
 
 DATA = Path(__file__).parent / "data"
@@ -498,3 +500,31 @@ def test_every_kind_of_answer_has_its_words_bounded() -> None:
     assert noted == NotedTerm(name="n", points=1, detail=cut, reason=cut, notes=short)
     fine = ScoreTerm(name="n", points=1, detail="d")
     assert bounded(fine) is fine
+
+
+class ListedState:
+    """A routing state that answers candidates as given (one id twice, as no built-in store
+    keeps them), for the marking of the current one."""
+
+    def __init__(self, candidates: tuple[QuoteCandidate, ...]) -> None:
+        self.listed = candidates
+
+    def record_candidates(self, *_args: Any) -> tuple[QuoteCandidate, ...]:
+        return self.listed
+
+
+@pytest.mark.parametrize("current", ["m1", "m2", "m3", "elsewhere"])
+def test_every_candidate_of_the_current_message_is_marked_current(current: str) -> None:
+    listed = tuple(
+        QuoteCandidate(message_id=f"m{n}", sender_id="1", text="好", time=BASE_TIME)
+        for n in (1, 2, 1, 3)
+    )
+    turn = attrs.evolve(
+        make_turn("好", group_id="g1"),
+        message=ChatMessage(sender_id="2", text="好", time=BASE_TIME, id=current),
+    )
+    found = router_module._candidates(turn, ListedState(listed), Config())  # type: ignore[arg-type]
+    assert found == tuple(
+        attrs.evolve(c, is_current=True) if c.message_id == current else c for c in listed
+    )
+    assert [c.is_current for c in found].count(True) == {"m1": 2, "m2": 1, "m3": 1}.get(current, 0)

@@ -118,10 +118,11 @@ def recent_bot_replies(turn: Turn, state: RoutingState, config: Config, now: dt.
     """
     routing = config.routing
     window = turn.recent_messages[-routing.bot_reply_window :]
-    count = sum(1 for m in window if m.sender_id == turn.bot.id and m.text.strip())
+    bot_id = turn.bot.id
+    count = len([m for m in window if m.sender_id == bot_id and m.text.strip()])
     if turn.group_id is not None:
         since = shifted(now, -routing.bot_reply_window_s)
-        count = max(count, state.bot_replies_since(turn.bot.id, turn.group_id, since))
+        count = max(count, state.bot_replies_since(bot_id, turn.group_id, since))
     if count == 0:
         count = sum(1 for entry in turn.history[-HISTORY_FALLBACK:] if entry.role == "assistant")
     return min(BOT_REPLIES_CAP, count)
@@ -161,9 +162,18 @@ def _candidates(
     stored = state.record_candidates(bot_id, turn.group_id, found, config.routing.quote_candidates)
     if stored is None:
         stored = state.candidates(bot_id, turn.group_id)
+    # Stored candidates are never current; only the current message's needs a new record, and
+    # the rest are handed on as they are.
+    ids = [candidate.message_id for candidate in stored]
     current = turn.message.id
-    # Stored candidates are never current; only the current message's needs a new record.
-    return tuple(attrs.evolve(c, is_current=True) if c.message_id == current else c for c in stored)
+    if current not in ids:
+        return tuple(stored)
+    marked = list(stored)
+    # The newest candidate is usually the current one: the scan starts at its first place.
+    for index in range(ids.index(current), len(ids)):
+        if ids[index] == current:
+            marked[index] = attrs.evolve(marked[index], is_current=True)
+    return tuple(marked)
 
 
 def _quotable(
