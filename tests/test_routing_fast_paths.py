@@ -528,3 +528,14 @@ def test_every_candidate_of_the_current_message_is_marked_current(current: str) 
         attrs.evolve(c, is_current=True) if c.message_id == current else c for c in listed
     )
     assert [c.is_current for c in found].count(True) == {"m1": 2, "m2": 1, "m3": 1}.get(current, 0)
+
+
+@pytest.mark.parametrize("run", [13, 14, 15, 16, 21, 22, 29, 30])
+@pytest.mark.parametrize("offset", range(16))
+@pytest.mark.parametrize("char", ["哈", "a", "\n"])
+def test_a_run_of_one_character_is_spam_wherever_it_starts(
+    run: int, offset: int, char: str
+) -> None:
+    text = "今天天气不错，出去走走吧。"[:offset].ljust(offset, "，") + char * run + "好的呀"
+    assert ts.is_spam_text(text) is bool(re.search(r"(.)\1{14,}", text))
+    assert ts.is_spam_text(text) is (run >= 15 and char != "\n")

@@ -149,6 +149,11 @@ _QUESTION_PARTICLES = re.compile(r"[吗呢嘛吧呀]+$")
 #: One character 15 times or more in a row makes a message spam; shorter text cannot hold that.
 _REPEAT = re.compile(r"(.)\1{14,}")
 _REPEAT_MIN_CHARS = 15
+# Such a run holds two characters 7 apart at places that are multiples of 7 (15 in a row cover
+# 7 consecutive starting places, one of them a multiple of 7, and the place 7 on): every 7th
+# character, two equal in a row, is a cheap test the run needs, and the full scan comes after.
+_REPEAT_STRIDE = 7
+_PAIR = re.compile(r"(.)\1")
 # A web address: a scheme, "www.", or a host under a common top-level domain. Each alternative
 # is anchored on a fixed string, so the scan stays linear on long text.
 _URL = re.compile(
@@ -322,7 +327,11 @@ def is_spam_text(text: str) -> bool:
         return True
     if _URL.search(lowered) is not None and any(cue in lowered for cue in SPAM_CUES):
         return True
-    return len(text) >= _REPEAT_MIN_CHARS and _REPEAT.search(text) is not None
+    return (
+        len(text) >= _REPEAT_MIN_CHARS
+        and _PAIR.search(text[::_REPEAT_STRIDE]) is not None
+        and _REPEAT.search(text) is not None
+    )
 
 
 def is_shut_up(text: str) -> bool:
