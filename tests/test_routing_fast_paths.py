@@ -210,6 +210,20 @@ def plain_is_spam_text(text: str) -> bool:
     return bool(re.search(r"(.)\1{14,}", text))
 
 
+def plain_is_incomplete(text: str) -> bool:
+    if "?" in text or "？" in text:
+        return False
+    core = ts.strip_trailing_punctuation(text)
+    if not core:
+        return False
+    for tail in ts.INCOMPLETE_TAILS:
+        if core.endswith(tail) and core.replace(tail, ""):
+            return True
+        if core == tail:
+            return True
+    return len(core) <= 3 and core[-1] in "是的了" and core[:-1] in ts._FRAGMENT_HEADS
+
+
 def plain_is_bare_request(text: str) -> bool:
     core = ts.strip_trailing_punctuation(text)
     if core in ts._BARE_REQUEST_PHRASES:
@@ -219,6 +233,14 @@ def plain_is_bare_request(text: str) -> bool:
 
 def _corpus() -> list[str]:
     texts = [
+        "然后",
+        "就是就是",
+        "我想说的就是",
+        "因为，",
+        "我是",
+        "我的",
+        "那你？",
+        "还有还有。",
         "",
         " ",
         "@小织",
@@ -284,6 +306,7 @@ def test_the_text_shortcuts_answer_as_the_plain_definitions(names: tuple[str, ..
         assert ts.is_noise(text) == plain_is_noise(text), text
         assert ts.is_spam_text(text) == plain_is_spam_text(text), text
         assert ts.is_bare_request(text) == plain_is_bare_request(text), text
+        assert ts.is_incomplete(text) == plain_is_incomplete(text), text
 
 
 # -- records made once are the records the rules describe -----------------------------------

@@ -265,12 +265,15 @@ def is_incomplete(text: str) -> bool:
     core = _strip_tail(text)
     if not core:
         return False
-    for tail in INCOMPLETE_TAILS:
-        # "就是就是" agrees; "我想说的就是" trails off.
-        if core.endswith(tail) and core.replace(tail, ""):
-            return True
-        if core == tail:
-            return True
+    tails = tuple(INCOMPLETE_TAILS)
+    # Most text ends with none of the tails: one call says so before the loop looks at each.
+    if core.endswith(tails):
+        for tail in tails:
+            # "就是就是" agrees; "我想说的就是" trails off.
+            if core.endswith(tail) and core.replace(tail, ""):
+                return True
+            if core == tail:
+                return True
     return len(core) <= 3 and core[-1] in "是的了" and core[:-1] in _FRAGMENT_HEADS
 
 
