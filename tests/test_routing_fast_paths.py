@@ -562,3 +562,36 @@ def test_a_run_of_one_character_is_spam_wherever_it_starts(
     text = "今天天气不错，出去走走吧。"[:offset].ljust(offset, "，") + char * run + "好的呀"
     assert ts.is_spam_text(text) is bool(re.search(r"(.)\1{14,}", text))
     assert ts.is_spam_text(text) is (run >= 15 and char != "\n")
+
+
+def plain_without_call(text: str, self_names: tuple[str, ...]) -> str:
+    core = ts.strip_trailing_punctuation(text)
+    for name in sorted(self_names, key=len, reverse=True):
+        if core.endswith(name) and core != name:
+            return core[: -len(name)].rstrip(" ，,、")
+        if core.startswith(name):
+            rest = core[len(name) :]
+            if rest[:1] in signals_module.VOCATIVE_SEPARATORS:
+                return text[len(name) :].lstrip("".join(signals_module.VOCATIVE_SEPARATORS))
+            if len(rest) <= signals_module.VOCATIVE_TAIL_CHARS:
+                return text[len(name) :]
+    return text
+
+
+@pytest.mark.parametrize("names", [("小织", "织织"), ("织织", "小织"), ("小织",), ()])
+def test_a_call_by_name_is_taken_off_as_the_plain_definition_does(names: tuple[str, ...]) -> None:
+    texts = [
+        *_corpus(),
+        "小织，在吗",
+        "小织晚安",
+        "晚安小织",
+        "晚安小织！",
+        "小织",
+        "织织小织",
+        "我觉得小织说得对",
+        "小织说得也太对了",
+        "小织 周六去吗",
+        "周六去吗，织织。",
+    ]
+    for text in texts:
+        assert signals_module._without_call(text, names) == plain_without_call(text, names), text

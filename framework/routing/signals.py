@@ -227,6 +227,9 @@ def _without_call(text: str, self_names: tuple[str, ...]) -> str:
     A name inside a sentence (``我觉得小织说得对``, ``小织说得也太对了``) only mentions the bot.
     """
     core = ts.strip_trailing_punctuation(text)
+    # Most messages neither start nor end with a name of the bot: two calls say so.
+    if not (core.startswith(self_names) or core.endswith(self_names)):
+        return text
     for name in sorted(self_names, key=len, reverse=True):
         if core.endswith(name) and core != name:
             return core[: -len(name)].rstrip(" ，,、")
