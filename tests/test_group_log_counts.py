@@ -8,8 +8,11 @@ import threading
 from pathlib import Path
 
 import attrs
+import pytest
 
 from framework import ChatMessage
+from framework.store import sessions_sqlite
+from framework.store.sessions import TRIM_BATCH
 from framework.store.sessions_schema import SESSION_MIGRATIONS
 from framework.store.sessions_sqlite import SQLiteGroupLog
 from framework.store.sqlite import SQLiteDatabase
@@ -108,3 +111,28 @@ def test_a_database_collected_while_counts_are_taken_does_not_deadlock(tmp_path:
     assert module.row_counts(database, "group_messages") is module.row_counts(
         database, "group_messages"
     )
+
+
+@pytest.mark.parametrize("returning", [True, False])
+def test_trimming_with_or_without_returning_leaves_the_same_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, returning: bool
+) -> None:
+    # DELETE … RETURNING where SQLite has it (3.35), a SELECT and a DELETE before: one result.
+    monkeypatch.setattr(sessions_sqlite, "DELETE_RETURNING", returning)
+    wide = SQLiteGroupLog(_database(tmp_path / "log.sqlite3"), max_per_group=TRIM_BATCH + 40)
+    for number in range(TRIM_BATCH + 40):
+        wide.append_group_message("b", "g", _message(f"m{number}", number))
+    # A backlog beyond one batch: the first append trims TRIM_BATCH rows, the second the rest.
+    narrow = attrs.evolve(wide, max_per_group=WINDOW)
+    assert narrow.append_group_message("b", "g", _message("n0", 1000))
+    assert len(_stored(wide.database)) == 40 + 1
+    assert narrow.append_group_message("b", "g", _message("n1", 1001))
+    expected = [f"m{n}" for n in range(TRIM_BATCH + 40 - WINDOW + 2, TRIM_BATCH + 40)]
+    assert _stored(wide.database) == [*expected, "n0", "n1"]
+    # The timeline read from the kept rows agrees with the file.
+    newest = narrow.recent_group_messages("b", "g", until=T0 + dt.timedelta(days=1), limit=WINDOW)
+    assert [message.id for message in newest] == _stored(wide.database)
+    # Then one row pushed out per append, and a message older than the window is not kept.
+    assert narrow.append_group_message("b", "g", _message("n2", 1002))
+    assert not narrow.append_group_message("b", "g", _message("ancient", -5))
+    assert _stored(wide.database) == [*expected[1:], "n0", "n1", "n2"]

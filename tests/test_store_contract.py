@@ -20,6 +20,7 @@ from framework.store.retrieval_memory import InMemoryRetrievalStore
 from framework.store.retrieval_sqlite import SQLiteRetrievalStore
 from framework.store.routing_state import MemoryRoutingState
 from framework.store.routing_state_sqlite import SQLiteRoutingState
+from framework.store import sessions_sqlite
 from framework.store.sessions_memory import (
     MemoryBotReplyContext,
     MemoryFeedbackLedger,
@@ -65,8 +66,10 @@ __all__ = [
 ]
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]:
+@pytest.fixture(params=["memory", "sqlite", "sqlite-before-3.35", "redis"])
+def store_backend(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[StoreBackend]:
     if request.param == "memory":
         yield StoreClasses(
             group_log=MemoryGroupLog,
@@ -91,6 +94,9 @@ def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
             deliveries=redis_store.RedisDeliveryLedger,
         )
     else:
+        if request.param == "sqlite-before-3.35":
+            # The group log trims with a SELECT and a DELETE where SQLite has no RETURNING.
+            monkeypatch.setattr(sessions_sqlite, "DELETE_RETURNING", False)
         database = SQLiteDatabase(tmp_path / "store.sqlite3")
         database.migrate(SESSION_MIGRATIONS)
         yield StoreClasses(

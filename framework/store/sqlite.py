@@ -18,8 +18,9 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
+from typing import NoReturn
 
 import attrs
 
@@ -113,28 +114,14 @@ class SQLiteDatabase:
             self._local.connection = connection
         return connection
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, *, store_errors: bool = False) -> _Transaction:
         """A write transaction (``BEGIN IMMEDIATE``): committed on success, rolled back on error.
 
+        :param store_errors: also turn a SQLite error raised inside the transaction (or by its
+            rollback) into :class:`StoreUnavailableError`, once rolled back.
         :raises StoreUnavailableError: the database could not be written.
         """
-        connection = self.connection()
-        try:
-            connection.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"cannot write SQLite store {self.path}: {exc}") from exc
-        try:
-            yield connection
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        else:
-            try:
-                connection.execute("COMMIT")
-            except sqlite3.Error as exc:
-                connection.execute("ROLLBACK")
-                raise StoreUnavailableError(f"cannot commit to {self.path}: {exc}") from exc
+        return _Transaction(self, store_errors)
 
     def migrate(self, migrations: Sequence[Migration]) -> list[tuple[str, int]]:
         """Apply the migrations not yet recorded, in version order per component.
@@ -181,6 +168,61 @@ class SQLiteDatabase:
         if connection is not None:
             connection.close()
             self._local.connection = None
+
+
+class _Transaction:
+    """:meth:`SQLiteDatabase.transaction`: a plain context manager rather than a generator one,
+    since every write of the bot's path opens one (a generator costs about a microsecond more
+    on each)."""
+
+    __slots__ = ("_connection", "_database", "_store_errors")
+
+    def __init__(self, database: SQLiteDatabase, store_errors: bool) -> None:
+        self._database = database
+        self._store_errors = store_errors
+
+    def __enter__(self) -> sqlite3.Connection:
+        connection = self._connection = self._database.connection()
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(
+                f"cannot write SQLite store {self._database.path}: {exc}"
+            ) from exc
+        return connection
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        _traceback: TracebackType | None,
+    ) -> None:
+        connection = self._connection
+        if error is not None:
+            try:
+                connection.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                if self._store_errors:
+                    self._unavailable(exc)
+                raise
+            if self._store_errors and isinstance(error, sqlite3.Error):
+                self._unavailable(error)
+            return
+        try:
+            connection.execute("COMMIT")
+        except sqlite3.Error as exc:
+            try:
+                connection.execute("ROLLBACK")
+            except sqlite3.Error as again:
+                if self._store_errors:
+                    self._unavailable(again)
+                raise
+            raise StoreUnavailableError(f"cannot commit to {self._database.path}: {exc}") from exc
+
+    def _unavailable(self, error: sqlite3.Error) -> NoReturn:
+        raise StoreUnavailableError(
+            f"cannot write SQLite store {self._database.path}: {error}"
+        ) from error
 
 
 def _statements(sql: str) -> Iterator[str]:
