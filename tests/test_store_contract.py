@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from framework import Config, RetrievalStore, Stores
+from framework.store import sessions_sqlite
 from framework.store.deliveries import MemoryDeliveryLedger
 from framework.store.deliveries_sqlite import SQLiteDeliveryLedger
 from framework.store.retrieval_memory import InMemoryRetrievalStore
 from framework.store.retrieval_sqlite import SQLiteRetrievalStore
 from framework.store.routing_state import MemoryRoutingState
 from framework.store.routing_state_sqlite import SQLiteRoutingState
-from framework.store import sessions_sqlite
 from framework.store.sessions_memory import (
     MemoryBotReplyContext,
     MemoryFeedbackLedger,
