@@ -195,7 +195,15 @@ class _KeptWindow:
         """A row just written, placed by ``(time, seq)`` as the window index orders it; the
         oldest goes when more than :data:`GROUP_WINDOW_KEPT` are kept."""
         order = (values[_TIME], seq)
-        index = bisect.bisect_right(self.rows, order, key=lambda row: (row[1][_TIME], row[0]))
+        rows = self.rows
+        if rows and order > (rows[-1][1][_TIME], rows[-1][0]):
+            # The usual append: the newest message of the group, after every row kept.
+            rows.append((seq, values))
+            if len(rows) > GROUP_WINDOW_KEPT:
+                del rows[0]
+                self.whole = False
+            return
+        index = bisect.bisect_right(rows, order, key=lambda row: (row[1][_TIME], row[0]))
         if index == 0 and not self.whole:
             return  # older than every row kept, and rows older still are not kept
         self.rows.insert(index, (seq, values))
@@ -207,6 +215,14 @@ class _KeptWindow:
         gone = set(seqs)
         if gone:
             self.rows = [row for row in self.rows if row[0] not in gone]
+
+
+def _exact(values: tuple[Any, ...]) -> bool:
+    """Whether SQLite would give back exactly ``values`` (of :data:`_MESSAGE_COLUMNS`)."""
+    for value, kind in zip(values, _MESSAGE_TYPES, strict=True):
+        if value is not None and type(value) is not kind:
+            return False
+    return True
 
 
 def _message(values: tuple[Any, ...]) -> ChatMessage:
@@ -353,18 +369,14 @@ class SQLiteGroupLog:
         window: _KeptWindow | None = known.get(key)
         if window is None:
             return
-        exact = seq is not None and all(
-            value is None or type(value) is kind
-            for value, kind in zip(values, _MESSAGE_TYPES, strict=True)
-        )
-        if not exact or (not kept and seq not in pushed_out):
+        if seq is None or not _exact(values) or (not kept and seq not in pushed_out):
             # A value SQLite would give back otherwise, or a backlog trimmed by a walk: read the
             # window again rather than guess.
             del known[key]
             return
-        assert seq is not None
         window.add(seq, values)
-        window.discard(pushed_out)
+        if pushed_out:
+            window.discard(pushed_out)
 
     def recent_group_messages(
         self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int
