@@ -8,10 +8,8 @@ import threading
 from pathlib import Path
 
 import attrs
-import pytest
 
 from framework import ChatMessage
-from framework.store import sessions_sqlite
 from framework.store.sessions import TRIM_BATCH
 from framework.store.sessions_schema import SESSION_MIGRATIONS
 from framework.store.sessions_sqlite import SQLiteGroupLog
@@ -113,12 +111,7 @@ def test_a_database_collected_while_counts_are_taken_does_not_deadlock(tmp_path:
     )
 
 
-@pytest.mark.parametrize("returning", [True, False])
-def test_trimming_with_or_without_returning_leaves_the_same_rows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, returning: bool
-) -> None:
-    # DELETE … RETURNING where SQLite has it (3.35), a SELECT and a DELETE before: one result.
-    monkeypatch.setattr(sessions_sqlite, "DELETE_RETURNING", returning)
+def test_a_backlog_is_trimmed_in_batches_and_the_kept_window_follows(tmp_path: Path) -> None:
     wide = SQLiteGroupLog(_database(tmp_path / "log.sqlite3"), max_per_group=TRIM_BATCH + 40)
     for number in range(TRIM_BATCH + 40):
         wide.append_group_message("b", "g", _message(f"m{number}", number))

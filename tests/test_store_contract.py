@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from framework import Config, RetrievalStore, Stores
-from framework.store import sessions_sqlite
 from framework.store.deliveries import MemoryDeliveryLedger
 from framework.store.deliveries_sqlite import SQLiteDeliveryLedger
 from framework.store.retrieval_memory import InMemoryRetrievalStore
@@ -66,10 +65,8 @@ __all__ = [
 ]
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite-before-3.35", "redis"])
-def store_backend(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[StoreBackend]:
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreBackend]:
     if request.param == "memory":
         yield StoreClasses(
             group_log=MemoryGroupLog,
@@ -94,9 +91,6 @@ def store_backend(
             deliveries=redis_store.RedisDeliveryLedger,
         )
     else:
-        if request.param == "sqlite-before-3.35":
-            # The group log trims with a SELECT and a DELETE where SQLite has no RETURNING.
-            monkeypatch.setattr(sessions_sqlite, "DELETE_RETURNING", False)
         database = SQLiteDatabase(tmp_path / "store.sqlite3")
         database.migrate(SESSION_MIGRATIONS)
         yield StoreClasses(

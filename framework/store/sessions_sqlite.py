@@ -109,38 +109,6 @@ def _kept_within(
     return False
 
 
-#: Whether this SQLite deletes and gives back the deleted rows in one statement (``RETURNING``,
-#: SQLite 3.35); older ones find the rows first.
-DELETE_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
-
-
-def _push_out(connection: sqlite3.Connection, group: tuple[str, str], count: int) -> list[int]:
-    """Delete the ``count`` oldest rows of ``group`` in the group log; their ``seq``, in no
-    particular order. A group that keeps talking pushes one out per message: one statement
-    instead of a ``SELECT`` and a ``DELETE`` saves a round trip on each."""
-    if DELETE_RETURNING:
-        return [
-            row[0]
-            for row in connection.execute(
-                "DELETE FROM group_messages WHERE seq IN (SELECT seq FROM group_messages"
-                " WHERE bot_id = ? AND group_id = ? ORDER BY time, seq LIMIT ?) RETURNING seq",
-                (*group, count),
-            ).fetchall()
-        ]
-    pushed_out = [
-        row[0]
-        for row in connection.execute(
-            "SELECT seq FROM group_messages WHERE bot_id = ? AND group_id = ?"
-            " ORDER BY time, seq LIMIT ?",
-            (*group, count),
-        )
-    ]
-    connection.executemany(
-        "DELETE FROM group_messages WHERE seq = ?", [(seq,) for seq in pushed_out]
-    )
-    return pushed_out
-
-
 def _images(value: str) -> tuple[str, ...]:
     if value == "[]":  # most rows: no need to parse
         return ()
@@ -335,7 +303,17 @@ class SQLiteGroupLog:
             if excess > 0:
                 # Trimming is incremental: at most TRIM_BATCH rows a write, so a group far over
                 # its window (an older database, a smaller window) never holds the store long.
-                pushed_out = _push_out(connection, group, min(excess, TRIM_BATCH))
+                pushed_out = [
+                    row[0]
+                    for row in connection.execute(
+                        "SELECT seq FROM group_messages WHERE bot_id = ? AND group_id = ?"
+                        " ORDER BY time, seq LIMIT ?",
+                        (*group, min(excess, TRIM_BATCH)),
+                    )
+                ]
+                connection.executemany(
+                    "DELETE FROM group_messages WHERE seq = ?", [(seq,) for seq in pushed_out]
+                )
                 count -= len(pushed_out)
                 if excess <= TRIM_BATCH:
                     # A message older than the whole window is deleted at once: nothing added.
