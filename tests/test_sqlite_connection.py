@@ -98,3 +98,28 @@ def test_a_failing_checkpoint_is_logged_and_the_writes_go_on(
     _commit_rows(database, 1)
     assert database.connection().execute("SELECT COUNT(*) FROM t").fetchone()[0] == 5
     database.close()
+
+
+def test_the_checkpoint_thread_opens_the_file_the_database_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A relative path means the working directory of the moment the database object is made;
+    # the thread, started later, neither follows a change of directory nor creates a file.
+    monkeypatch.setattr(sqlite, "CHECKPOINT_EVERY_COMMITS", 3)
+    monkeypatch.setattr(sqlite, "WAL_AUTOCHECKPOINT_PAGES", 100_000)
+    (tmp_path / "here").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    database = SQLiteDatabase("checkpointed.sqlite3")
+    with database.transaction() as connection:
+        connection.execute("CREATE TABLE t (payload BLOB)")
+    before = (tmp_path / "here" / "checkpointed.sqlite3").stat().st_size
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    _commit_rows(database, 2)
+    deadline = time.monotonic() + 30
+    path = tmp_path / "here" / "checkpointed.sqlite3"
+    while path.stat().st_size == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert path.stat().st_size > before
+    database.close()
+    assert list((tmp_path / "elsewhere").iterdir()) == []

@@ -102,7 +102,8 @@ class SQLiteDatabase:
     def __attrs_post_init__(self) -> None:
         if str(self.path) == ":memory:":
             raise ValueError("use the in-memory stores instead of a ':memory:' SQLite database")
-        self._checkpointer = _Checkpointer(self.path, self.synchronous)
+        # The path as of now: the thread opens it later, whatever the working directory is then.
+        self._checkpointer = _Checkpointer(self.path.absolute(), self.synchronous)
         weakref.finalize(self, self._checkpointer.stop)
 
     def _committed(self) -> None:
@@ -296,8 +297,12 @@ class _Checkpointer:
 
     def _run(self) -> None:
         try:
+            # mode=rw: a file gone meanwhile is an error, not a new empty database.
             connection = sqlite3.connect(
-                self._path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+                f"{self._path.as_uri()}?mode=rw",
+                uri=True,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
             )
             connection.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
         except sqlite3.Error as exc:
