@@ -79,6 +79,31 @@ ROUTING_MIGRATIONS = (
         CREATE INDEX routing_bot_replies_by_group ON routing_bot_replies (bot_id, group_id, at);
         """,
     ),
+    Migration(
+        component="routing",
+        version=2,
+        # Quote candidates' seq without AUTOINCREMENT, as the group log's (sessions version 3):
+        # no sqlite_sequence update on each message's insert. Rows keep their seq.
+        sql="""
+        CREATE TABLE routing_candidates_new (
+            seq INTEGER PRIMARY KEY,
+            bot_id TEXT NOT NULL,
+            group_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            sender_id TEXT NOT NULL,
+            text TEXT NOT NULL,
+            time REAL NOT NULL,
+            UNIQUE (bot_id, group_id, message_id)
+        );
+        INSERT INTO routing_candidates_new (seq, bot_id, group_id, message_id, sender_id, text,
+            time)
+            SELECT seq, bot_id, group_id, message_id, sender_id, text, time
+            FROM routing_candidates;
+        DROP TABLE routing_candidates;
+        ALTER TABLE routing_candidates_new RENAME TO routing_candidates;
+        CREATE INDEX routing_candidates_by_group ON routing_candidates (bot_id, group_id, seq);
+        """,
+    ),
 )
 
 
