@@ -56,3 +56,35 @@ def test_version_1_quote_candidates_keep_their_rows_without_autoincrement(tmp_pa
     assert fresh.record_candidates("b", "g", [later], 3) == (*kept[1:], later)
     seqs = [row[0] for row in database.connection().execute("SELECT seq FROM routing_candidates")]
     assert seqs == [before[1][0], before[2][0], before[-1][0] + 1]
+
+
+def test_a_groups_candidates_are_read_in_seq_order_through_the_unique_index(
+    tmp_path: Path,
+) -> None:
+    database = SQLiteDatabase(tmp_path / "r.sqlite3")
+    database.migrate(ROUTING_MIGRATIONS)
+    plan = (
+        database.connection()
+        .execute(
+            "EXPLAIN QUERY PLAN SELECT seq, message_id, sender_id, text, time FROM routing_candidates"
+            " WHERE bot_id = ? AND group_id = ? ORDER BY seq",
+            ("b", "g"),
+        )
+        .fetchall()
+    )
+    details = " ".join(row["detail"] for row in plan)
+    assert "USING INDEX sqlite_autoindex_routing_candidates_1 (bot_id=? AND group_id=?)" in details
+    # Ids that sort otherwise than their rows were written: the order is still seq's.
+    at = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
+    found = [
+        QuoteCandidate(message_id=name, sender_id="3", text=name, time=at + dt.timedelta(seconds=n))
+        for n, name in enumerate(["m9", "m10", "a", "z"])
+    ]
+    kept = SQLiteRoutingState(database).record_candidates("b", "g", found, 10)
+    assert [c.message_id for c in kept] == ["m9", "m10", "a", "z"]
+    assert [c.message_id for c in SQLiteRoutingState(database).candidates("b", "g")] == [
+        "m9",
+        "m10",
+        "a",
+        "z",
+    ]

@@ -83,7 +83,10 @@ ROUTING_MIGRATIONS = (
         component="routing",
         version=2,
         # Quote candidates' seq without AUTOINCREMENT, as the group log's (sessions version 3):
-        # no sqlite_sequence update on each message's insert. Rows keep their seq.
+        # no sqlite_sequence update on each message's insert. Rows keep their seq. Nor the index
+        # on (bot_id, group_id, seq): a group's few rows are found through the unique one and
+        # sorted, on the rare read of a connection that keeps none, while every message's
+        # delete and insert wrote both (4–5 µs of a 28 µs transaction).
         sql="""
         CREATE TABLE routing_candidates_new (
             seq INTEGER PRIMARY KEY,
@@ -101,7 +104,6 @@ ROUTING_MIGRATIONS = (
             FROM routing_candidates;
         DROP TABLE routing_candidates;
         ALTER TABLE routing_candidates_new RENAME TO routing_candidates;
-        CREATE INDEX routing_candidates_by_group ON routing_candidates (bot_id, group_id, seq);
         """,
     ),
 )
