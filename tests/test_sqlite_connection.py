@@ -123,3 +123,22 @@ def test_the_checkpoint_thread_opens_the_file_the_database_was_given(
     assert path.stat().st_size > before
     database.close()
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_checkpoint_thread_that_cannot_start_costs_the_commit_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(sqlite, "CHECKPOINT_EVERY_COMMITS", 3)
+    database = SQLiteDatabase(tmp_path / "s.sqlite3")
+    with database.transaction() as connection:
+        connection.execute("CREATE TABLE t (payload BLOB)")
+
+    def refuse(_thread: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with caplog.at_level(logging.WARNING, logger="promptweave.store"):
+        _commit_rows(database, 5)  # the third commit asks for a checkpoint, the others go on
+    assert "cannot start a thread to checkpoint" in caplog.text
+    assert database.connection().execute("SELECT COUNT(*) FROM t").fetchone()[0] == 5
+    database.close()

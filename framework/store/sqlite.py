@@ -275,15 +275,22 @@ class _Checkpointer:
         self._stopping = False
 
     def request(self) -> None:
-        """Checkpoint soon, starting the thread if it is not running."""
+        """Checkpoint soon, starting the thread if it is not running. Called right after a
+        commit, it never raises: a thread that cannot start is logged, and the automatic
+        checkpoint does the work."""
         with self._lock:
             self._stopping = False
             thread = self._thread
             if thread is None or not thread.is_alive():
-                thread = self._thread = threading.Thread(
+                thread = threading.Thread(
                     target=self._run, name=f"sqlite-checkpoint {self._path.name}", daemon=True
                 )
-                thread.start()
+                try:
+                    thread.start()
+                except RuntimeError as exc:
+                    log.warning("cannot start a thread to checkpoint %s: %s", self._path, exc)
+                    return
+                self._thread = thread
             self._wake.set()
 
     def stop(self) -> None:
