@@ -75,6 +75,9 @@ def platform_id(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> 
     Text has them dropped; an id is refused instead, since dropping them could make two ids
     one.
     """
+    # The common case first: one id that is plain ASCII text cannot hold a surrogate.
+    if type(value) is str and value.isascii():
+        return
     for item in value if isinstance(value, tuple) else (value,):
         if isinstance(item, str) and has_lone_surrogate(item):
             raise ValueError(

@@ -10,6 +10,7 @@ from pathlib import Path
 import attrs
 
 from framework import ChatMessage
+from framework.store.sessions import TRIM_BATCH
 from framework.store.sessions_schema import SESSION_MIGRATIONS
 from framework.store.sessions_sqlite import SQLiteGroupLog
 from framework.store.sqlite import SQLiteDatabase
@@ -108,3 +109,23 @@ def test_a_database_collected_while_counts_are_taken_does_not_deadlock(tmp_path:
     assert module.row_counts(database, "group_messages") is module.row_counts(
         database, "group_messages"
     )
+
+
+def test_a_backlog_is_trimmed_in_batches_and_the_kept_window_follows(tmp_path: Path) -> None:
+    wide = SQLiteGroupLog(_database(tmp_path / "log.sqlite3"), max_per_group=TRIM_BATCH + 40)
+    for number in range(TRIM_BATCH + 40):
+        wide.append_group_message("b", "g", _message(f"m{number}", number))
+    # A backlog beyond one batch: the first append trims TRIM_BATCH rows, the second the rest.
+    narrow = attrs.evolve(wide, max_per_group=WINDOW)
+    assert narrow.append_group_message("b", "g", _message("n0", 1000))
+    assert len(_stored(wide.database)) == 40 + 1
+    assert narrow.append_group_message("b", "g", _message("n1", 1001))
+    expected = [f"m{n}" for n in range(TRIM_BATCH + 40 - WINDOW + 2, TRIM_BATCH + 40)]
+    assert _stored(wide.database) == [*expected, "n0", "n1"]
+    # The timeline read from the kept rows agrees with the file.
+    newest = narrow.recent_group_messages("b", "g", until=T0 + dt.timedelta(days=1), limit=WINDOW)
+    assert [message.id for message in newest] == _stored(wide.database)
+    # Then one row pushed out per append, and a message older than the window is not kept.
+    assert narrow.append_group_message("b", "g", _message("n2", 1002))
+    assert not narrow.append_group_message("b", "g", _message("ancient", -5))
+    assert _stored(wide.database) == [*expected[1:], "n0", "n1", "n2"]

@@ -14,7 +14,7 @@ import pytest
 from framework import ChatMessage, Config, Stores
 from framework.store.sessions import BOT_REPLY_MAX_ENTRIES, BOT_REPLY_TTL_S
 from framework.store.sessions_memory import MemoryBotReplyContext
-from framework.store.sessions_sqlite import SESSION_MIGRATIONS
+from framework.store.sessions_sqlite import SESSION_MIGRATIONS, SQLiteGroupLog
 from framework.store.sqlite import SQLiteDatabase
 from tests.conftest import T0
 
@@ -46,9 +46,13 @@ def test_two_memory_stores_share_nothing() -> None:
 
 def test_sqlite_migration_is_recorded_and_applied_once(tmp_path: Path) -> None:
     database = SQLiteDatabase(tmp_path / "s.sqlite3")
-    assert database.migrate(SESSION_MIGRATIONS) == [("sessions", 1), ("sessions", 2)]
+    assert database.migrate(SESSION_MIGRATIONS) == [
+        ("sessions", 1),
+        ("sessions", 2),
+        ("sessions", 3),
+    ]
     assert database.migrate(SESSION_MIGRATIONS) == []
-    assert database.schema_version("sessions") == 2
+    assert database.schema_version("sessions") == 3
 
 
 def test_a_version_1_store_gains_the_usage_column_and_keeps_its_rows(tmp_path: Path) -> None:
@@ -59,9 +63,60 @@ def test_a_version_1_store_gains_the_usage_column_and_keeps_its_rows(tmp_path: P
             "INSERT INTO session_turns (bot_id, group_id, user_id, role, kind, content, images,"
             " time, utc_offset) VALUES ('10001', '20001', '30022', 'user', 'turn', '早', '[]', 0, 0)"
         )
-    assert database.migrate(SESSION_MIGRATIONS) == [("sessions", 2)]
+    assert database.migrate(SESSION_MIGRATIONS) == [("sessions", 2), ("sessions", 3)]
     row = database.connection().execute("SELECT content, usage FROM session_turns").fetchone()
     assert (row["content"], row["usage"]) == ("早", None)
+
+
+def _schema(database: SQLiteDatabase, table: str) -> list[str]:
+    """The table's own statement and its indexes', as SQLite keeps them."""
+    rows = database.connection().execute(
+        "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL ORDER BY name",
+        (table,),
+    )
+    return [row[0] for row in rows]
+
+
+def test_a_version_2_group_log_keeps_its_rows_and_seq_without_autoincrement(
+    tmp_path: Path,
+) -> None:
+    database = SQLiteDatabase(tmp_path / "s.sqlite3")
+    assert database.migrate(SESSION_MIGRATIONS[:2]) == [("sessions", 1), ("sessions", 2)]
+    assert "AUTOINCREMENT" in _schema(database, "group_messages")[0]
+    log = SQLiteGroupLog(database)
+    for number in range(5):
+        log.append_group_message(
+            "10001",
+            "20001",
+            ChatMessage(
+                id=f"m{number}",
+                sender_id="30022",
+                text=f"第{number}条",
+                time=T0 + dt.timedelta(seconds=number),
+                images=("https://example.org/a.png",) if number == 2 else (),
+            ),
+        )
+    select = "SELECT * FROM group_messages ORDER BY seq"
+    before = [tuple(row) for row in database.connection().execute(select)]
+    assert database.migrate(SESSION_MIGRATIONS) == [("sessions", 3)]
+    assert [tuple(row) for row in database.connection().execute(select)] == before
+    schema = _schema(database, "group_messages")
+    assert "AUTOINCREMENT" not in schema[0]
+    assert any("group_messages_window" in sql for sql in schema)
+    assert any("UNIQUE INDEX group_messages_message" in sql for sql in schema)
+    # A new row follows the largest seq, and a repeated message id is still refused.
+    fresh = SQLiteGroupLog(database)
+    message = ChatMessage(id="m5", sender_id="30022", text="新", time=T0 + dt.timedelta(seconds=9))
+    assert fresh.append_group_message("10001", "20001", message)
+    assert not fresh.append_group_message("10001", "20001", message)
+    seqs = [row[0] for row in database.connection().execute("SELECT seq FROM group_messages")]
+    assert seqs == [*(row[0] for row in before), before[-1][0] + 1]
+    assert [
+        m.id
+        for m in fresh.recent_group_messages(
+            "10001", "20001", until=T0 + dt.timedelta(minutes=1), limit=9
+        )
+    ] == ["m0", "m1", "m2", "m3", "m4", "m5"]
 
 
 @pytest.mark.parametrize(

@@ -149,13 +149,15 @@ class Recorder:
         stored = record_message(
             self.stores, bot_id, group_id, message, max_chars=self.config.session.max_content_chars
         )
-        stage_log.debug(
-            "record_message: %.3f ms (bot %s, group %s: %s)",
-            elapsed_ms(start),
-            bot_id,
-            group_id,
-            "stored" if stored else "not stored",
-        )
+        # Every message passes here: the arguments are worked out only when they are logged.
+        if stage_log.isEnabledFor(logging.DEBUG):
+            stage_log.debug(
+                "record_message: %.3f ms (bot %s, group %s: %s)",
+                elapsed_ms(start),
+                bot_id,
+                group_id,
+                "stored" if stored else "not stored",
+            )
         return stored
 
     def record_bot_reply(

@@ -14,8 +14,8 @@ import bisect
 import datetime as dt
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 import attrs
@@ -122,14 +122,9 @@ def _read(database: SQLiteDatabase, sql: str, params: Iterable[Any]) -> list[sql
         raise StoreUnavailableError(f"cannot read SQLite store {database.path}: {exc}") from exc
 
 
-@contextmanager
-def _write(database: SQLiteDatabase) -> Iterator[sqlite3.Connection]:
+def _write(database: SQLiteDatabase) -> AbstractContextManager[sqlite3.Connection]:
     """A write transaction whose SQLite errors become :class:`StoreUnavailableError`."""
-    try:
-        with database.transaction() as connection:
-            yield connection
-    except sqlite3.Error as exc:
-        raise StoreUnavailableError(f"cannot write SQLite store {database.path}: {exc}") from exc
+    return database.transaction(store_errors=True)
 
 
 #: The columns :func:`_message` reads, in its order.
@@ -168,7 +163,15 @@ class _KeptWindow:
         """A row just written, placed by ``(time, seq)`` as the window index orders it; the
         oldest goes when more than :data:`GROUP_WINDOW_KEPT` are kept."""
         order = (values[_TIME], seq)
-        index = bisect.bisect_right(self.rows, order, key=lambda row: (row[1][_TIME], row[0]))
+        rows = self.rows
+        if rows and order > (rows[-1][1][_TIME], rows[-1][0]):
+            # The usual append: the newest message of the group, after every row kept.
+            rows.append((seq, values))
+            if len(rows) > GROUP_WINDOW_KEPT:
+                del rows[0]
+                self.whole = False
+            return
+        index = bisect.bisect_right(rows, order, key=lambda row: (row[1][_TIME], row[0]))
         if index == 0 and not self.whole:
             return  # older than every row kept, and rows older still are not kept
         self.rows.insert(index, (seq, values))
@@ -180,6 +183,14 @@ class _KeptWindow:
         gone = set(seqs)
         if gone:
             self.rows = [row for row in self.rows if row[0] not in gone]
+
+
+def _exact(values: tuple[Any, ...]) -> bool:
+    """Whether SQLite would give back exactly ``values`` (of :data:`_MESSAGE_COLUMNS`)."""
+    for value, kind in zip(values, _MESSAGE_TYPES, strict=True):
+        if value is not None and type(value) is not kind:
+            return False
+    return True
 
 
 def _message(values: tuple[Any, ...]) -> ChatMessage:
@@ -336,18 +347,14 @@ class SQLiteGroupLog:
         window: _KeptWindow | None = known.get(key)
         if window is None:
             return
-        exact = seq is not None and all(
-            value is None or type(value) is kind
-            for value, kind in zip(values, _MESSAGE_TYPES, strict=True)
-        )
-        if not exact or (not kept and seq not in pushed_out):
+        if seq is None or not _exact(values) or (not kept and seq not in pushed_out):
             # A value SQLite would give back otherwise, or a backlog trimmed by a walk: read the
             # window again rather than guess.
             del known[key]
             return
-        assert seq is not None
         window.add(seq, values)
-        window.discard(pushed_out)
+        if pushed_out:
+            window.discard(pushed_out)
 
     def recent_group_messages(
         self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int
