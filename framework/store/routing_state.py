@@ -289,7 +289,11 @@ class MemoryRoutingState(RoutingState):
     _lock: threading.RLock = attrs.field(factory=threading.RLock, init=False, repr=False)
 
     def _group(self, bot_id: str, group_id: str) -> _GroupState:
-        return self._groups.setdefault((bot_id, group_id), _GroupState())
+        key = (bot_id, group_id)
+        group = self._groups.get(key)
+        if group is None:  # not setdefault: that builds a state on every call
+            group = self._groups[key] = _GroupState()
+        return group
 
     def snapshot(
         self, bot_id: str, group_id: str, *, replies_since: dt.datetime | None = None
