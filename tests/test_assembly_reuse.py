@@ -62,25 +62,33 @@ def test_a_new_persona_pack_replaces_the_kept_sections_and_messages(rich_turn: T
     )
 
 
-def test_an_edited_overrides_file_applies_on_the_next_turn(tmp_path: Path, rich_turn: Turn) -> None:
+@pytest.mark.parametrize(
+    ("section", "title"),
+    [("persona", "【核心人格】"), ("memory", "【记忆】")],
+    ids=["static", "declares-reads"],
+)
+def test_an_edited_overrides_file_applies_on_the_next_turn(
+    tmp_path: Path, rich_turn: Turn, section: str, title: str
+) -> None:
+    # Neither a static section kept per group nor one kept by what it reads hides an override.
     path = tmp_path / "overrides.toml"
     path.write_text("", encoding="utf-8")
     config = Config(overrides_file="overrides.toml", base_dir=tmp_path, store=MEMORY)
     runtime = _runtime(config)
-    original = _render(runtime, rich_turn)["persona"]
-    scope = f'[bots."{rich_turn.bot.id}".groups."{rich_turn.group_id}".sections.persona]'
+    original = _render(runtime, rich_turn)[section]
+    scope = f'[bots."{rich_turn.bot.id}".groups."{rich_turn.group_id}".sections.{section}]'
 
     def write(content: str, stamp: int) -> None:
         path.write_text(f'{scope}\nmode = "replace"\ncontent = "{content}"\n', encoding="utf-8")
         os.utime(path, ns=(stamp, stamp))  # a new modification time even on a coarse clock
 
-    write("【核心人格】一", 10**18)
-    assert _render(runtime, rich_turn)["persona"] == "【核心人格】一"
-    write("【核心人格】二", 2 * 10**18)
-    assert _render(runtime, rich_turn)["persona"] == "【核心人格】二"
+    write(f"{title}一", 10**18)
+    assert _render(runtime, rich_turn)[section] == f"{title}一"
+    write(f"{title}二", 2 * 10**18)
+    assert _render(runtime, rich_turn)[section] == f"{title}二"
     path.write_text("", encoding="utf-8")
     os.utime(path, ns=(3 * 10**18, 3 * 10**18))
-    assert _render(runtime, rich_turn)["persona"] == original
+    assert _render(runtime, rich_turn)[section] == original
 
 
 class ReplacePersona:

@@ -1,13 +1,12 @@
 """A section that declares what it reads (``Section.reads``) renders again only when that changes,
 and what was kept from it is dropped when anything else it is made from changes: the persona pack,
-the overrides file, the plugins, the settings (``docs/sections.md#what-a-section-reads``)."""
+the overrides file (``tests/test_assembly_reuse.py``, for a static section and one that declares
+what it reads), the plugins, the settings (``docs/sections.md#what-a-section-reads``)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Callable, Hashable
-from pathlib import Path
 
 import attrs
 import pytest
@@ -196,29 +195,6 @@ def test_a_plugin_added_and_removed_replaces_the_kept_section(rich_turn: Turn) -
     name = runtime.add_plugin(ReplaceMemory(), name="replace_memory")
     assert _sections(runtime, rich_turn)["memory"] == "【替换的记忆】"
     runtime.remove_plugin(name)
-    assert _sections(runtime, rich_turn)["memory"] == original
-
-
-def test_an_edited_overrides_file_applies_to_a_section_with_reads(
-    tmp_path: Path, rich_turn: Turn
-) -> None:
-    path = tmp_path / "overrides.toml"
-    path.write_text("", encoding="utf-8")
-    config = Config(overrides_file="overrides.toml", base_dir=tmp_path, store=MEMORY)
-    runtime = _runtime(config)
-    original = _sections(runtime, rich_turn)["memory"]
-    scope = f'[bots."{rich_turn.bot.id}".groups."{rich_turn.group_id}".sections.memory]'
-
-    def write(content: str, stamp: int) -> None:
-        path.write_text(f'{scope}\nmode = "replace"\ncontent = "{content}"\n', encoding="utf-8")
-        os.utime(path, ns=(stamp, stamp))  # a new modification time even on a coarse clock
-
-    write("【记忆】一", 10**18)
-    assert _sections(runtime, rich_turn)["memory"] == "【记忆】一"
-    write("【记忆】二", 2 * 10**18)
-    assert _sections(runtime, rich_turn)["memory"] == "【记忆】二"
-    path.write_text("", encoding="utf-8")
-    os.utime(path, ns=(3 * 10**18, 3 * 10**18))
     assert _sections(runtime, rich_turn)["memory"] == original
 
 
