@@ -871,8 +871,8 @@ def test_the_plugins_shipped_with_promptweave_are_trusted_and_no_other():
         assert kinds["routing_rules"] == "builtin" and kinds["group_tools"] == "contrib"
         assert "extra" in kinds.values()
         for name, kind in kinds.items():
-            assert runtime.watchdog.trusts(name) == (kind in ("builtin", "contrib")), name
-        assert not runtime.watchdog.trusts("no_such_plugin")
+            assert runtime.watchdog.trusted(name) == (kind in ("builtin", "contrib")), name
+        assert not runtime.watchdog.trusted("no_such_plugin")
     finally:
         runtime.close()
 

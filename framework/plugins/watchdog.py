@@ -180,9 +180,7 @@ class _StageRun:
         kwargs: dict[str, Any],
     ) -> T:
         watchdog = self.watchdog
-        # Nothing hung (the usual case): no lock taken. A hang noted at this very moment by
-        # another thread is seen by the next call.
-        since = watchdog.hung_since(plugin, where) if watchdog.has_hung() else None
+        since = watchdog.hung_since(plugin, where)
         if since is not None:
             fault = PluginFault(
                 plugin=plugin,
@@ -281,14 +279,12 @@ class Watchdog:
         """A fresh deadline for one turn."""
         return Deadline(seconds=self.deadline_s)
 
-    def trusts(self, plugin: str) -> bool:
-        return self.trusted(plugin)
-
-    def has_hung(self) -> bool:
-        """Whether any call is hung now (read without the lock: a dict's size is read whole)."""
-        return bool(self._hung)
-
     def hung_since(self, plugin: str, where: str) -> float | None:
+        """When the hung call of ``plugin`` at ``where`` started, or ``None``."""
+        if not self._hung:
+            # Nothing hung, the usual case: no lock taken (a dict's size is read whole). A hang
+            # noted at this very moment by another thread is seen by the next call.
+            return None
         with self._lock:
             found = self._hung.get((plugin, where))
         return None if found is None else found[0]
