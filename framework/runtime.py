@@ -211,9 +211,17 @@ class Promptweave:
         the routing state (quote candidates, kept messages, silences, the last canned phrase), so
         replaying the same events with the same seeded ``rng`` gives the same decisions.
         """
-        reader, completed = self._read_session(turn, now)
+        # The route's reads see the store as of one moment (one read transaction in SQLite),
+        # unless the route may wait for a model's answer: no read is held open that long.
+        with self.stores.reading():
+            reader, completed = self._read_session(turn, now)
+            if not self.config.routing.model_decision:
+                return self._routed(_with_stored_history(completed, reader), now)
+        return self._routed(_with_stored_history(completed, reader), now)
+
+    def _routed(self, turn: Turn, now: dt.datetime | None) -> Decision:
         deadline = self.watchdog.deadline()
-        decision = self._route(_with_stored_history(completed, reader), now, deadline)
+        decision = self._route(turn, now, deadline)
         return _with_fault_notes(decision, deadline.faults)
 
     def _read_session(self, turn: Turn, now: dt.datetime | None) -> tuple[SessionReader, Turn]:

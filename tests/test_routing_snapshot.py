@@ -97,19 +97,26 @@ def _turn(number: int, text: str = "下午的会改到三点了") -> Turn:
     return Turn(bot=BOT, group_id=GROUP, message=message, trigger=SpeakTrigger.AMBIENT)
 
 
-def test_a_route_reads_the_groups_routing_row_once(
+def test_a_route_reads_the_groups_routing_row_once_and_then_keeps_it(
     traced_runtime: tuple[Promptweave, list[str]],
 ) -> None:
     runtime, statements = traced_runtime
     runtime.stores.routing.set_disabled(BOT.id, GROUP, False)
+    statements.clear()
     runtime.decide(_turn(1))
+    # The write above made this connection forget the group: the first route reads it.
+    reads = [s for s in statements if "FROM (SELECT 1) LEFT JOIN routing_groups" in s]
+    assert len(reads) == 1
+    assert len([s for s in statements if "FROM routing_bot_replies" in s]) == 1
     statements.clear()
     decision = runtime.decide(_turn(2))
     assert decision.reason
-    reads = [s for s in statements if "routing_groups" in s]
-    assert len(reads) == 1
-    assert "routing_bot_replies" in reads[0]
-    assert not [s for s in statements if "FROM routing_candidates" in s and "SELECT" in s][1:]
+    # Nothing else wrote: the next route reads neither the row nor the reply times.
+    assert not [s for s in statements if "routing_groups" in s or "routing_bot_replies" in s]
+    assert not [s for s in statements if "FROM routing_candidates" in s and "SELECT" in s]
+    # A write of this connection is seen by the next route.
+    runtime.stores.routing.set_disabled(BOT.id, GROUP, True)
+    assert runtime.decide(_turn(3)).reason == "disabled"
 
 
 def test_routing_the_same_message_again_writes_no_candidate(

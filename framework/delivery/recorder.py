@@ -147,7 +147,12 @@ class Recorder:
         :func:`framework.delivery.writes.record_message`."""
         start = perf_counter()
         stored = record_message(
-            self.stores, bot_id, group_id, message, max_chars=self.config.session.max_content_chars
+            self.stores,
+            bot_id,
+            group_id,
+            message,
+            max_chars=self.config.session.max_content_chars,
+            quote_candidates=self.config.routing.quote_candidates,
         )
         # Every message passes here: the arguments are worked out only when they are logged.
         if stage_log.isEnabledFor(logging.DEBUG):

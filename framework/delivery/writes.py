@@ -25,6 +25,7 @@ from framework.conversation.images import IMAGE_WITHOUT_URL
 from framework.conversation.sequence import USER_MESSAGE_MAX_CHARS
 from framework.plugins.workers import DaemonExecutor
 from framework.prompt.sanitize import strip_lone_surrogates
+from framework.store.routing_state import QuoteCandidate
 from framework.store.sessions import SessionTurn, group_scope
 from framework.store.sqlite import STORE_ERRORS
 from framework.store.stores import Stores
@@ -61,12 +62,16 @@ def record_message(
     message: ChatMessage,
     *,
     max_chars: int = USER_MESSAGE_MAX_CHARS,
+    quote_candidates: int = 0,
 ) -> bool:
     """Store an incoming group message in the group log, its text cut at ``max_chars`` (the
-    recorder passes ``[session] max_content_chars``, the cap of a session row).
+    recorder passes ``[session] max_content_chars``, the cap of a session row), and with
+    ``quote_candidates`` (``[routing] quote_candidates``) make it one of the group's quote
+    candidates, the newest ``quote_candidates`` kept (``docs/routing.md``, quoting).
 
-    A private message is not logged (private chats have no timeline); it enters the session when
-    the bot answers it.
+    Both writes are committed together (:meth:`Stores.transaction`); a routing state that fails
+    is logged and leaves the message stored. A private message is not logged (private chats have
+    no timeline); it enters the session when the bot answers it.
 
     :returns: ``True`` when stored; ``False`` for a private chat, a duplicate id, or a store that
         is disabled or failing (logged).
@@ -76,13 +81,30 @@ def record_message(
     if unusable_ids(bot_id, group_id):
         log.warning("not recording a message with a blank group id or an id that is not text")
         return False
+    # Made from the message as the router makes it, before the cut below.
+    candidate = (
+        QuoteCandidate.of(message) if quote_candidates > 0 and message.sender_id != bot_id else None
+    )
     if len(message.text) > max_chars:
         message = attrs.evolve(message, text=message.text[:max_chars])
     try:
-        return stores.group_log.append_group_message(bot_id, group_id, message)
+        with stores.transaction():
+            stored = stores.group_log.append_group_message(bot_id, group_id, message)
+            if stored and candidate is not None:
+                _note_candidate(stores, bot_id, group_id, candidate, quote_candidates)
     except STORE_ERRORS as exc:
         log.warning("recording a message of group %s failed: %s", group_id, exc)
         return False
+    return stored
+
+
+def _note_candidate(
+    stores: Stores, bot_id: str, group_id: str, candidate: QuoteCandidate, limit: int
+) -> None:
+    try:
+        stores.routing.record_candidates(bot_id, group_id, (candidate,), limit)
+    except STORE_ERRORS as exc:
+        log.warning("recording a quote candidate of group %s failed: %s", group_id, exc)
 
 
 def _user_turn(

@@ -30,7 +30,7 @@ from framework.store.routing_state import (
 )
 from framework.store.row_counts import row_counts
 from framework.store.row_memo import RowMemo
-from framework.store.sqlite import Migration, SQLiteDatabase
+from framework.store.sqlite import Connection, Migration, SQLiteDatabase
 from framework.turn import ChatMessage
 
 __all__ = ["ROUTING_MIGRATIONS", "SQLiteRoutingState"]
@@ -117,17 +117,28 @@ def _time(value: float | None) -> dt.datetime | None:
     return None if value is None else from_timestamp(value)
 
 
-#: One group's row and, with ``?3``, its reply count; one row even for a group never written.
-_SNAPSHOT = (
+#: One group's row; one row even for a group never written.
+_SNAPSHOT_ROW = (
     "SELECT g.disabled, g.cooldown_until, g.silence_until, g.last_quote_at, g.last_phrase,"
-    " g.rhythm{count} FROM (SELECT 1) LEFT JOIN routing_groups AS g"
+    " g.rhythm FROM (SELECT 1) LEFT JOIN routing_groups AS g"
     " ON g.bot_id = ?1 AND g.group_id = ?2"
 )
-_SNAPSHOT_ROW = _SNAPSHOT.format(count="")
-_SNAPSHOT_WITH_REPLIES = _SNAPSHOT.format(
-    count=", (SELECT COUNT(*) FROM routing_bot_replies"
-    " WHERE bot_id = ?1 AND group_id = ?2 AND at >= ?3)"
-)
+
+
+@attrs.frozen
+class _Kept:
+    """What a connection keeps of a group's routing row and reply times (``snapshot``)."""
+
+    mute: GroupMute
+    last_quote_at: dt.datetime | None
+    last_phrase: str | None
+    rhythm: RhythmProfile | None
+    #: The times (epoch seconds) of the bot's replies the store keeps.
+    replies: tuple[float, ...]
+
+
+def _count_since(replies: tuple[float, ...], since: float) -> int:
+    return sum(1 for at in replies if at >= since)
 
 
 def _rhythm(value: str | None) -> RhythmProfile | None:
@@ -212,6 +223,7 @@ class SQLiteRoutingState(RoutingState):
 
     def _set(self, bot_id: str, group_id: str, column: str, value: Any) -> None:
         with self.database.transaction() as connection:
+            self._changed(connection, bot_id, group_id)
             self._ensure_group(connection, bot_id, group_id)
             connection.execute(
                 f"UPDATE routing_groups SET {column} = ? WHERE bot_id = ? AND group_id = ?",
@@ -232,15 +244,35 @@ class SQLiteRoutingState(RoutingState):
     def snapshot(
         self, bot_id: str, group_id: str, *, replies_since: dt.datetime | None = None
     ) -> GroupSnapshot:
+        # What a group's row and reply times hold is kept per connection (framework.store.
+        # row_counts) until another connection commits or this one writes the group: a group that
+        # keeps talking is routed without a query.
         connection = self.database.connection()
-        if replies_since is None:
-            row = connection.execute(_SNAPSHOT_ROW, (bot_id, group_id)).fetchone()
-        else:
-            row = connection.execute(
-                _SNAPSHOT_WITH_REPLIES, (bot_id, group_id, _epoch(replies_since))
-            ).fetchone()
-        disabled, cooldown, silence, quoted, phrase, rhythm = row[:6]
+        known = row_counts(self.database, "routing_groups").current(connection)
+        group = (bot_id, group_id)
+        kept: _Kept | None = known.get(group)
+        if kept is None:
+            kept = known[group] = self._read_group(connection, group)
         return GroupSnapshot(
+            mute=kept.mute,
+            last_quote_at=kept.last_quote_at,
+            last_phrase=kept.last_phrase,
+            rhythm=kept.rhythm,
+            replies_since=replies_since,
+            bot_replies=0
+            if replies_since is None
+            else _count_since(kept.replies, _epoch(replies_since)),
+        )
+
+    @staticmethod
+    def _read_group(connection: sqlite3.Connection, group: tuple[str, str]) -> _Kept:
+        disabled, cooldown, silence, quoted, phrase, rhythm = connection.execute(
+            _SNAPSHOT_ROW, group
+        ).fetchone()
+        replies = connection.execute(
+            "SELECT at FROM routing_bot_replies WHERE bot_id = ? AND group_id = ?", group
+        ).fetchall()
+        return _Kept(
             mute=GroupMute(
                 disabled=bool(disabled),
                 cooldown_until=_time(cooldown),
@@ -249,8 +281,13 @@ class SQLiteRoutingState(RoutingState):
             last_quote_at=_time(quoted),
             last_phrase=None if phrase is None else str(phrase),
             rhythm=_rhythm(rhythm),
-            replies_since=replies_since,
-            bot_replies=0 if replies_since is None else int(row[6]),
+            replies=tuple(row[0] for row in replies),
+        )
+
+    def _changed(self, connection: Connection, bot_id: str, group_id: str) -> None:
+        """Forget what this connection kept of a group it writes (inside the write)."""
+        row_counts(self.database, "routing_groups").current(connection).pop(
+            (bot_id, group_id), None
         )
 
     def mute(self, bot_id: str, group_id: str) -> GroupMute:
@@ -334,6 +371,14 @@ class SQLiteRoutingState(RoutingState):
         # talking is not read again while no other connection writes.
         memo = row_counts(self.database, "routing_candidates")
         group = (bot_id, group_id)
+        # The router feeds the messages the recorder made candidates already (recording and
+        # routing both call this): when the kept rows show nothing would change, no write
+        # transaction is opened.
+        known = memo.current(self.database.connection()).get(group)
+        if known is not None:
+            kept = [candidate for _, candidate in known]
+            if candidates_after(kept, candidates, limit) == kept:
+                return tuple(kept)
         with self.database.transaction() as connection:
             known_rows = memo.current(connection)
             rows: list[tuple[int, QuoteCandidate]] | None = known_rows.get(group)
@@ -373,7 +418,7 @@ class SQLiteRoutingState(RoutingState):
                 seq = cursor.lastrowid
                 assert seq is not None  # an INSERT sets it
                 left.append((seq, self._built((*values, stamp))))
-        known_rows[group] = left  # only once the write is committed
+        known_rows[group] = left  # only once the write is committed (or released)
         return tuple(candidate for _, candidate in left)
 
     def candidates(self, bot_id: str, group_id: str) -> tuple[QuoteCandidate, ...]:
@@ -405,6 +450,7 @@ class SQLiteRoutingState(RoutingState):
 
     def note_bot_reply(self, bot_id: str, group_id: str, at: dt.datetime) -> None:
         with self.database.transaction() as connection:
+            self._changed(connection, bot_id, group_id)
             connection.execute(
                 "INSERT INTO routing_bot_replies (bot_id, group_id, at) VALUES (?, ?, ?)",
                 (bot_id, group_id, _epoch(at)),

@@ -23,13 +23,12 @@ on the next read.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import weakref
 from collections.abc import Hashable
 from typing import Any
 
-from framework.store.sqlite import SQLiteDatabase
+from framework.store.sqlite import Connection, SQLiteDatabase
 
 __all__ = ["KEPT_GROUPS_MAX", "RowCounts", "row_counts"]
 
@@ -45,23 +44,25 @@ class RowCounts:
     def __init__(self) -> None:
         self._local = threading.local()
 
-    def current(self, connection: sqlite3.Connection) -> dict[Hashable, Any]:
+    def current(self, connection: Connection) -> dict[Hashable, Any]:
         """The counts this thread's ``connection`` may trust now, by group: those it kept, unless
-        another connection has committed since, then none. Call it inside a write transaction,
-        and store a count into it only once that transaction has committed (or, outside one,
-        values read after this call)."""
-        version = connection.execute("PRAGMA data_version").fetchone()[0]
-        kept: tuple[sqlite3.Connection, int, dict[Hashable, Any]] | None = getattr(
+        another connection has committed since or a transaction was rolled back on this one,
+        then none. Call it inside a write transaction, and store a count into it only once that
+        transaction has committed or, when it is a part of an outer one, released (a rollback of
+        the outer one drops them all); outside one, store only values read after this call."""
+        version = connection.data_version()
+        kept: tuple[Connection, int, int, dict[Hashable, Any]] | None = getattr(
             self._local, "kept", None
         )
         if (
             kept is None
             or kept[0] is not connection
             or kept[1] != version
-            or len(kept[2]) >= KEPT_GROUPS_MAX
+            or kept[2] != connection.rollbacks
+            or len(kept[3]) >= KEPT_GROUPS_MAX
         ):
-            kept = self._local.kept = (connection, version, {})
-        return kept[2]
+            kept = self._local.kept = (connection, version, connection.rollbacks, {})
+        return kept[3]
 
 
 #: Per database object (by id, with a weak reference to tell a reused id apart): its tables'

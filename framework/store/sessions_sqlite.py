@@ -41,7 +41,7 @@ from framework.store.sessions import (
     summary_row,
 )
 from framework.store.sessions_schema import SESSION_MIGRATIONS
-from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
+from framework.store.sqlite import Connection, SQLiteDatabase, StoreUnavailableError
 from framework.turn import ChatMessage
 
 __all__ = [
@@ -122,7 +122,7 @@ def _read(database: SQLiteDatabase, sql: str, params: Iterable[Any]) -> list[sql
         raise StoreUnavailableError(f"cannot read SQLite store {database.path}: {exc}") from exc
 
 
-def _write(database: SQLiteDatabase) -> AbstractContextManager[sqlite3.Connection]:
+def _write(database: SQLiteDatabase) -> AbstractContextManager[Connection]:
     """A write transaction whose SQLite errors become :class:`StoreUnavailableError`."""
     return database.transaction(store_errors=True)
 

@@ -15,11 +15,13 @@ journal on every commit, so a committed write survives a power loss too.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
@@ -32,6 +34,7 @@ from framework.errors import PromptweaveError
 __all__ = [
     "STORE_ERRORS",
     "SYNCHRONOUS_LEVELS",
+    "Connection",
     "Migration",
     "SQLiteDatabase",
     "StoreUnavailableError",
@@ -114,13 +117,14 @@ class SQLiteDatabase:
             self._commits = 0
             self._checkpointer.request()
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self) -> Connection:
         try:
             connection = sqlite3.connect(
                 self.path,
                 timeout=BUSY_TIMEOUT_MS / 1000,
                 isolation_level=None,
                 check_same_thread=True,
+                factory=Connection,
             )
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             connection.execute("PRAGMA journal_mode = WAL")
@@ -132,9 +136,9 @@ class SQLiteDatabase:
         connection.row_factory = sqlite3.Row
         return connection
 
-    def connection(self) -> sqlite3.Connection:
+    def connection(self) -> Connection:
         """This thread's connection, opened on first use."""
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        connection: Connection | None = getattr(self._local, "connection", None)
         if connection is None:
             connection = self._open()
             self._local.connection = connection
@@ -143,11 +147,28 @@ class SQLiteDatabase:
     def transaction(self, *, store_errors: bool = False) -> _Transaction:
         """A write transaction (``BEGIN IMMEDIATE``): committed on success, rolled back on error.
 
+        Opened inside another transaction of this thread's connection, it is a part of that one
+        (a ``SAVEPOINT``): released on success, its own writes rolled back on error, and
+        committed with the outer transaction. Several stores' writes then take one commit
+        (:meth:`framework.store.stores.Stores.transaction`).
+
         :param store_errors: also turn a SQLite error raised inside the transaction (or by its
             rollback) into :class:`StoreUnavailableError`, once rolled back.
         :raises StoreUnavailableError: the database could not be written.
         """
         return _Transaction(self, store_errors)
+
+    def reading(self) -> AbstractContextManager[None]:
+        """The reads of this thread's connection made inside it, in one read transaction: they
+        see the file as of the first of them, and each costs less (a read outside a transaction
+        opens and ends one of its own). A write made inside it ends it first, so that the write
+        starts from the newest data; the reads after that write go on one by one. Inside another
+        transaction of the connection it does nothing.
+
+        Hold it for a short stretch of reads: a read transaction keeps a checkpoint from copying
+        what was committed after it began.
+        """
+        return _Reading(self)
 
     def migrate(self, migrations: Sequence[Migration]) -> list[tuple[str, int]]:
         """Apply the migrations not yet recorded, in version order per component.
@@ -198,25 +219,106 @@ class SQLiteDatabase:
             self._local.connection = None
 
 
+class Connection(sqlite3.Connection):
+    """A connection of :class:`SQLiteDatabase`: a :class:`sqlite3.Connection` that counts the
+    transactions rolled back on it.
+
+    A store may keep what it wrote once its transaction is over (``framework.store.row_counts``);
+    when that transaction was a part of an outer one (:meth:`SQLiteDatabase.transaction`) that is
+    then rolled back, what it kept is wrong, and the changed count tells.
+    """
+
+    rollbacks: int = 0
+    #: In a write transaction of :meth:`SQLiteDatabase.transaction` (the outer one).
+    writing: bool = False
+    #: In the read transaction of :meth:`SQLiteDatabase.reading`.
+    reading: bool = False
+    #: ``PRAGMA data_version`` as read inside the transaction in progress (either kind); ``None``
+    #: outside one or before the first read. A write transaction holds the write lock, so no
+    #: other connection can commit before it ends; a read transaction sees the file as of its
+    #: first read, and the value stays that of that moment.
+    known_version: int | None = None
+
+    def data_version(self) -> int:
+        """``PRAGMA data_version``: it changes when another connection commits to the file. Read
+        once per transaction (:attr:`known_version`)."""
+        version = self.known_version
+        if version is None:
+            version = self.execute("PRAGMA data_version").fetchone()[0]
+            if self.writing or self.reading:
+                self.known_version = version
+        return version
+
+
+class _Reading:
+    """:meth:`SQLiteDatabase.reading`. It never raises: reads need no transaction to be right,
+    only to be cheap, so a read transaction that cannot begin or end is left out."""
+
+    __slots__ = ("_began", "_connection", "_database")
+
+    def __init__(self, database: SQLiteDatabase) -> None:
+        self._database = database
+        self._began = False
+
+    def __enter__(self) -> None:
+        try:
+            connection = self._connection = self._database.connection()
+            if not connection.in_transaction:
+                connection.execute("BEGIN")
+                connection.reading = self._began = True
+                connection.known_version = None
+        except (sqlite3.Error, StoreUnavailableError) as exc:
+            log.debug("reading without a read transaction: %s", exc)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        _traceback: TracebackType | None,
+    ) -> None:
+        if not self._began:
+            return
+        connection = self._connection
+        if not connection.reading:
+            return  # a write inside ended it (_Transaction)
+        connection.reading = False
+        connection.known_version = None
+        try:
+            connection.execute("COMMIT")
+        except sqlite3.Error as exc:
+            log.debug("ending a read transaction: %s", exc)
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+
+
 class _Transaction:
     """:meth:`SQLiteDatabase.transaction`: a plain context manager rather than a generator one,
     since every write of the bot's path opens one (a generator costs about a microsecond more
     on each)."""
 
-    __slots__ = ("_connection", "_database", "_store_errors")
+    __slots__ = ("_connection", "_database", "_nested", "_store_errors")
 
     def __init__(self, database: SQLiteDatabase, store_errors: bool) -> None:
         self._database = database
         self._store_errors = store_errors
 
-    def __enter__(self) -> sqlite3.Connection:
+    def __enter__(self) -> Connection:
         connection = self._connection = self._database.connection()
         try:
-            connection.execute("BEGIN IMMEDIATE")
+            if connection.reading:
+                # A write ends the read transaction it meets (:meth:`SQLiteDatabase.reading`):
+                # it starts from the newest data, and the reads after it go on one by one.
+                connection.reading = False
+                connection.known_version = None
+                connection.execute("COMMIT")
+            self._nested = connection.in_transaction
+            connection.execute("SAVEPOINT nested" if self._nested else "BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise StoreUnavailableError(
                 f"cannot write SQLite store {self._database.path}: {exc}"
             ) from exc
+        if not self._nested:
+            connection.writing = True
         return connection
 
     def __exit__(
@@ -226,9 +328,17 @@ class _Transaction:
         _traceback: TracebackType | None,
     ) -> None:
         connection = self._connection
+        if not self._nested:
+            connection.writing = False
+            connection.known_version = None
         if error is not None:
             try:
-                connection.execute("ROLLBACK")
+                if self._nested:
+                    connection.execute("ROLLBACK TO nested")
+                    connection.execute("RELEASE nested")
+                else:
+                    connection.rollbacks += 1
+                    connection.execute("ROLLBACK")
             except sqlite3.Error as exc:
                 if self._store_errors:
                     self._unavailable(exc)
@@ -236,9 +346,16 @@ class _Transaction:
             if self._store_errors and isinstance(error, sqlite3.Error):
                 self._unavailable(error)
             return
+        if self._nested:
+            try:
+                connection.execute("RELEASE nested")
+            except sqlite3.Error as exc:
+                self._unavailable(exc)
+            return
         try:
             connection.execute("COMMIT")
         except sqlite3.Error as exc:
+            connection.rollbacks += 1
             try:
                 connection.execute("ROLLBACK")
             except sqlite3.Error as again:

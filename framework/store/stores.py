@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 
 import attrs
 
@@ -181,6 +183,32 @@ class Stores:
             ),
             feedback=MemoryFeedbackLedger(),
         )
+
+    def transaction(self) -> AbstractContextManager[object]:
+        """Commit the writes made inside it together, when they go to one SQLite file.
+
+        With the SQLite backend (the group log in :attr:`database`) this is one write
+        transaction of this thread's connection: each store's write inside it is a part of it
+        (a ``SAVEPOINT``: a failing one takes back its own writes alone), and all are committed
+        at the end, in one commit instead of one each
+        (:meth:`framework.store.sqlite.SQLiteDatabase.transaction`). With the other backends it
+        does nothing and every write is committed on its own.
+
+        :raises StoreUnavailableError: the SQLite file could not be written or committed.
+        """
+        database = self.database
+        shared = database is not None and getattr(self.group_log, "database", None) is database
+        if database is None or not shared:
+            return contextlib.nullcontext()
+        return database.transaction(store_errors=True)
+
+    def reading(self) -> AbstractContextManager[object]:
+        """Make the reads of :attr:`database` inside it one read transaction of this thread's
+        connection (:meth:`framework.store.sqlite.SQLiteDatabase.reading`): they see the file as
+        of one moment and cost less. Without a SQLite database it does nothing."""
+        if self.database is None:
+            return contextlib.nullcontext()
+        return self.database.reading()
 
     def close(self) -> None:
         """Close this thread's SQLite connection, if any, and run the :attr:`closers`."""
