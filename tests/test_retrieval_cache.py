@@ -302,3 +302,20 @@ def test_a_value_built_at_another_version_is_not_handed_out():
     assert cache.get(("b", "g"), "k", 1, lambda: "old") == "old"
     assert cache.get(("b", "g"), "k", 1, lambda: "new") == "old"
     assert cache.get(("b", "g"), "k", 2, lambda: "new") == "new"
+
+
+def test_a_scope_read_again_while_nothing_changed_costs_no_query(tmp_path):
+    database = SQLiteDatabase(tmp_path / "s.sqlite3")
+    store = SQLiteRetrievalStore(database)
+    store.write(RetrievalBatch(expression_pairs=(pair("快了"),)))
+    builds = Builds(store)
+    builds.read()
+    statements = []
+    database.connection().set_trace_callback(statements.append)
+    assert builds.read() == ["快了"]
+    # Only the check that no other connection committed: the version is kept.
+    assert statements == ["PRAGMA data_version"]
+    store.write(RetrievalBatch(expression_pairs=(pair("好冷"),)))
+    statements.clear()
+    assert builds.read() == ["好冷", "快了"]
+    assert any("retrieval_versions" in s for s in statements)

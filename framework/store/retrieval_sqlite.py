@@ -51,6 +51,7 @@ from framework.store.retrieval import (
 )
 from framework.store.retrieval_cache import ScopeCache
 from framework.store.retrieval_schema import MIGRATIONS, SCOPE_ROWS
+from framework.store.row_counts import row_counts
 from framework.store.sqlite import SQLiteDatabase
 
 __all__ = ["MIGRATIONS", "SQLiteRetrievalStore"]
@@ -185,14 +186,27 @@ class SQLiteRetrievalStore:
         return found
 
     def _version(self, bot_id: str, group_id: str, kinds: Collection[str]) -> int:
-        """How many changes the scope's data of ``kinds`` has seen (it only ever grows)."""
-        marks = ", ".join("?" * len(kinds))
-        rows = self._rows(
-            "SELECT TOTAL(version) FROM retrieval_versions"
-            f" WHERE bot_id = ? AND group_id = ? AND kind IN ({marks})",
-            (bot_id, group_id, *kinds),
-        )
-        return int(rows[0][0]) if rows else 0
+        """How many changes the scope's data of ``kinds`` has seen (it only ever grows).
+
+        The connection keeps what it read (``framework.store.row_counts``) until another
+        connection commits to the file or this store writes (:meth:`write` forgets it all), so
+        a scope read on every turn costs no query while nothing changes.
+        """
+        connection = self._open(create=False)
+        if connection is None:
+            return 0
+        known = row_counts(self.database, "retrieval_versions").current(connection)
+        key = (bot_id, group_id, *kinds)
+        version: int | None = known.get(key)
+        if version is None:
+            marks = ", ".join("?" * len(kinds))
+            row = connection.execute(
+                "SELECT TOTAL(version) FROM retrieval_versions"
+                f" WHERE bot_id = ? AND group_id = ? AND kind IN ({marks})",
+                key,
+            ).fetchone()
+            version = known[key] = int(row[0])
+        return version
 
     def cached(
         self,
@@ -247,6 +261,8 @@ class SQLiteRetrievalStore:
     def write(self, batch: RetrievalBatch) -> dict[str, int]:
         self._open(create=True)
         with self.database.transaction() as db:
+            # Every write may change versions (the triggers count them): none kept is right.
+            row_counts(self.database, "retrieval_versions").current(db).clear()
             memory_id = self._with_ids(db, "memories")
             db.executemany(
                 "INSERT INTO memories"

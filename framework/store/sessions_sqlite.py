@@ -14,7 +14,7 @@ import bisect
 import datetime as dt
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
@@ -150,6 +150,9 @@ class _KeptWindow:
 
     rows: list[tuple[int, tuple[Any, ...]]]
     whole: bool
+    #: The message of each row read so far, by the ``id`` of its values (with them, so that a
+    #: reused ``id`` is told apart): the rows a group's reads share are not looked up again.
+    built: dict[int, tuple[tuple[Any, ...], ChatMessage]] = attrs.field(factory=dict)
 
     def newest(self, until: float, limit: int) -> list[tuple[Any, ...]] | None:
         """The values of the newest ``limit`` rows at or before ``until``, oldest first; ``None``
@@ -158,6 +161,21 @@ class _KeptWindow:
         if end < limit and not self.whole:
             return None
         return [values for _, values in self.rows[max(0, end - limit) : end]]
+
+    def messages(
+        self, found: list[tuple[Any, ...]], build: Callable[[tuple[Any, ...]], ChatMessage]
+    ) -> list[ChatMessage]:
+        """The messages of ``found`` (values :meth:`newest` gave), each built once."""
+        built = self.built
+        if len(built) > 2 * GROUP_WINDOW_KEPT:
+            built.clear()  # rows that left the window
+        messages = []
+        for values in found:
+            known = built.get(id(values))
+            if known is None or known[0] is not values:
+                known = built[id(values)] = (values, build(values))
+            messages.append(known[1])
+        return messages
 
     def add(self, seq: int, values: tuple[Any, ...]) -> None:
         """A row just written, placed by ``(time, seq)`` as the window index orders it; the
@@ -360,9 +378,10 @@ class SQLiteGroupLog:
         self, bot_id: str, group_id: str, *, until: dt.datetime, limit: int
     ) -> list[ChatMessage]:
         if 0 < limit <= GROUP_WINDOW_KEPT:
-            found = self._kept_window(bot_id, group_id).newest(until.timestamp(), limit)
+            window = self._kept_window(bot_id, group_id)
+            found = window.newest(until.timestamp(), limit)
             if found is not None:
-                return [self._messages(values) for values in found]
+                return window.messages(found, self._messages)
         rows = _read(
             self.database,
             f"SELECT {_MESSAGE_COLUMNS} FROM group_messages"
