@@ -52,7 +52,7 @@ from framework.store.retrieval import (
 from framework.store.retrieval_cache import ScopeCache
 from framework.store.retrieval_schema import MIGRATIONS, SCOPE_ROWS
 from framework.store.row_counts import row_counts
-from framework.store.sqlite import SQLiteDatabase
+from framework.store.sqlite import Connection, SQLiteDatabase
 
 __all__ = ["MIGRATIONS", "SQLiteRetrievalStore"]
 
@@ -155,7 +155,7 @@ class SQLiteRetrievalStore:
     # A scope's number never changes once given, so it is looked up once.
     _scope_ids: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False, repr=False)
 
-    def _open(self, *, create: bool) -> sqlite3.Connection | None:
+    def _open(self, *, create: bool) -> Connection | None:
         """The connection, migrated; ``None`` when reading a database that does not exist."""
         if not self._ready:
             if not create and not self.database.path.exists():
