@@ -4,6 +4,7 @@ whenever another connection has written (``framework/store/row_counts.py``, ``do
 from __future__ import annotations
 
 import datetime as dt
+import random
 import threading
 from pathlib import Path
 
@@ -129,3 +130,52 @@ def test_a_backlog_is_trimmed_in_batches_and_the_kept_window_follows(tmp_path: P
     assert narrow.append_group_message("b", "g", _message("n2", 1002))
     assert not narrow.append_group_message("b", "g", _message("ancient", -5))
     assert _stored(wide.database) == [*expected[1:], "n0", "n1", "n2"]
+
+
+def _model_after(kept: list[tuple[float, int, str]], row: tuple[float, int, str]) -> list[str]:
+    """The retention rule itself: the newest WINDOW rows by (time, order of writing)."""
+    kept.append(row)
+    kept.sort()
+    del kept[: max(0, len(kept) - WINDOW)]
+    return [name for _, _, name in kept]
+
+
+def test_the_oldest_rows_kept_for_trimming_follow_every_kind_of_append(tmp_path: Path) -> None:
+    """What each append pushes out is taken from the oldest rows the connection kept: messages
+    out of time order, duplicates and another connection's writes must leave the same rows as
+    the rule."""
+    path = tmp_path / "log.sqlite3"
+    here = SQLiteGroupLog(_database(path), max_per_group=WINDOW)
+    there = SQLiteGroupLog(SQLiteDatabase(path), max_per_group=WINDOW)
+    rng = random.Random(7)
+    kept: list[tuple[float, int, str]] = []
+    for number in range(600):
+        # Mostly in order; now and then a late one, sometimes older than the whole window.
+        seconds = number if rng.random() < 0.8 else number - rng.choice((3, 10, WINDOW + 5))
+        log = there if rng.random() < 0.1 else here
+        name = f"m{number}"
+        assert log.append_group_message("b", "g", _message(name, seconds)) == (
+            name in _model_after(kept, (seconds, number, name))
+        )
+        if rng.random() < 0.05:  # a duplicate id changes nothing
+            assert not log.append_group_message("b", "g", _message(name, seconds))
+        assert _stored(here.database) == [name for _, _, name in kept]
+
+
+def test_a_full_group_that_keeps_talking_reads_its_oldest_rows_once_a_batch(
+    tmp_path: Path,
+) -> None:
+    log = SQLiteGroupLog(_database(tmp_path / "log.sqlite3"), max_per_group=WINDOW)
+    for number in range(WINDOW):
+        log.append_group_message("b", "g", _message(f"m{number}", number))
+    statements: list[str] = []
+    log.database.connection().set_trace_callback(statements.append)
+    for number in range(WINDOW, WINDOW + 3 * TRIM_BATCH):
+        log.append_group_message("b", "g", _message(f"m{number}", number))
+    reads = [s for s in statements if s.startswith("SELECT time, seq FROM group_messages")]
+    # The group holds WINDOW rows, fewer than a batch: each read takes them all; then one read
+    # per WINDOW messages, not one per message.
+    assert len(reads) == 3 * TRIM_BATCH // WINDOW
+    assert _stored(log.database) == [
+        f"m{n}" for n in range(3 * TRIM_BATCH, WINDOW + 3 * TRIM_BATCH)
+    ]

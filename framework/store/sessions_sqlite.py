@@ -14,6 +14,7 @@ import bisect
 import datetime as dt
 import json
 import sqlite3
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
@@ -318,20 +319,35 @@ class SQLiteGroupLog:
             # known (framework.store.row_counts), so the window itself is never walked.
             excess = count - self.max_per_group
             kept = True
+            oldest_key = ("oldest", *group)
+            oldest: deque[tuple[float, int]] | None = known.get(oldest_key)
+            if oldest and (stamp, cursor.lastrowid) < oldest[-1]:
+                # The message sorts among the oldest rows kept: they are no longer the oldest.
+                del known[oldest_key]
+                oldest = None
             if excess > 0:
                 # Trimming is incremental: at most TRIM_BATCH rows a write, so a group far over
                 # its window (an older database, a smaller window) never holds the store long.
-                pushed_out = [
-                    row[0]
-                    for row in connection.execute(
-                        "SELECT seq FROM group_messages WHERE bot_id = ? AND group_id = ?"
-                        " ORDER BY time, seq LIMIT ?",
-                        (*group, min(excess, TRIM_BATCH)),
+                trimmed = min(excess, TRIM_BATCH)
+                if oldest is None or len(oldest) < trimmed:
+                    # The oldest TRIM_BATCH rows are read at once and kept (by (time, seq), as
+                    # the window index orders them), so a full group that keeps talking finds
+                    # what each message pushes out without a read.
+                    oldest = known[oldest_key] = deque(
+                        (row[0], row[1])
+                        for row in connection.execute(
+                            "SELECT time, seq FROM group_messages WHERE bot_id = ? AND group_id = ?"
+                            " ORDER BY time, seq LIMIT ?",
+                            (*group, TRIM_BATCH),
+                        )
                     )
-                ]
-                connection.executemany(
-                    "DELETE FROM group_messages WHERE seq = ?", [(seq,) for seq in pushed_out]
-                )
+                pushed_out = [oldest.popleft()[1] for _ in range(min(trimmed, len(oldest)))]
+                if len(pushed_out) == 1:
+                    connection.execute("DELETE FROM group_messages WHERE seq = ?", pushed_out)
+                else:
+                    connection.executemany(
+                        "DELETE FROM group_messages WHERE seq = ?", [(seq,) for seq in pushed_out]
+                    )
                 count -= len(pushed_out)
                 if excess <= TRIM_BATCH:
                     # A message older than the whole window is deleted at once: nothing added.

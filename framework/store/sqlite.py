@@ -333,11 +333,13 @@ class _Transaction:
             connection.known_version = None
         if error is not None:
             try:
+                # What stores kept of the rows written since is wrong now (a part of a
+                # transaction too: what it kept before failing is not taken back with it).
+                connection.rollbacks += 1
                 if self._nested:
                     connection.execute("ROLLBACK TO nested")
                     connection.execute("RELEASE nested")
                 else:
-                    connection.rollbacks += 1
                     connection.execute("ROLLBACK")
             except sqlite3.Error as exc:
                 if self._store_errors:
