@@ -204,6 +204,35 @@ class _KeptWindow:
             self.rows = [row for row in self.rows if row[0] not in gone]
 
 
+#: Where :data:`_TURN_COLUMNS` has the row's time.
+_TURN_TIME = 10
+
+
+@attrs.define
+class _KeptTurns:
+    """A user's newest session rows as this connection last read them, oldest first:
+    ``(time, record)``, the record being the values of a row with usage (built afresh on every
+    read, see :meth:`SQLiteSessionStore._kept_turn`); ``whole`` when they are all the user has.
+
+    :param limit: how many rows the read that filled it asked for.
+    """
+
+    limit: int
+    rows: list[tuple[float, SessionTurn | tuple[Any, ...]]]
+    whole: bool
+
+    def newest(self, since: float, until: float, limit: int) -> list[SessionTurn] | None:
+        """The newest ``limit`` rows with a time in ``[since, until]``, oldest first, as the
+        window query gives them; ``None`` when rows not kept could be among them."""
+        inside = [row for stamp, row in self.rows if since <= stamp <= until]
+        if len(inside) < limit and not self.whole:
+            return None
+        return [
+            row if isinstance(row, SessionTurn) else _turn(row)
+            for row in inside[max(0, len(inside) - limit) :]
+        ]
+
+
 def _exact(values: tuple[Any, ...]) -> bool:
     """Whether SQLite would give back exactly ``values`` (of :data:`_MESSAGE_COLUMNS`)."""
     for value, kind in zip(values, _MESSAGE_TYPES, strict=True):
@@ -451,6 +480,11 @@ class SQLiteSessionStore:
         factory=lambda: RowMemo(_turn), init=False, repr=False, eq=False
     )
 
+    def _kept_turn(self, row: Sequence[Any]) -> SessionTurn | tuple[Any, ...]:
+        """What a kept window holds of a row: its record, or the values of a row with usage,
+        whose record (holding a dict) each read builds afresh."""
+        return tuple(row) if row[-1] else self._turns(row)
+
     def _turn_of(self, row: Sequence[Any]) -> SessionTurn:
         # A row with usage holds a dict: built afresh, so that no two reads share one.
         return _turn(tuple(row)) if row[-1] else self._turns(row)
@@ -459,6 +493,7 @@ class SQLiteSessionStore:
         added: list[tuple[int, tuple[str, str, str]]] = []
         scopes: set[tuple[str, str, str]] = set()
         with _write(self.database) as connection:
+            _forget_turns(self.database, connection)
             for turn in turns:
                 cursor = _insert_turn(connection, turn)
                 scope = (turn.bot_id, turn.group_id, turn.user_id)
@@ -499,7 +534,36 @@ class SQLiteSessionStore:
         limit: int,
         since: dt.datetime | None = None,
     ) -> list[SessionTurn]:
-        return self._window("user_id = ?", (bot_id, group_id, user_id), until, since, limit)
+        # Every message routed reads its sender's window, and a user's rows change only when
+        # the bot answers them: the connection keeps each user's newest rows
+        # (framework.store.row_counts) until another connection commits or this store writes
+        # session rows, and reads the file only for a window they cannot answer.
+        scope = (bot_id, group_id, user_id)
+        try:
+            connection = self.database.connection()
+            known = row_counts(self.database, "session_turns").current(connection)
+            key = ("user", *scope)
+            kept: _KeptTurns | None = known.get(key)
+            if kept is None or kept.limit < limit:
+                rows = connection.execute(
+                    f"SELECT {_TURN_COLUMNS} FROM session_turns"
+                    " WHERE bot_id = ? AND group_id = ? AND user_id = ?"
+                    " ORDER BY time DESC, seq DESC LIMIT ?",
+                    (*scope, limit),
+                ).fetchall()
+                kept = known[key] = _KeptTurns(
+                    limit=limit,
+                    rows=[(row[_TURN_TIME], self._kept_turn(row)) for row in reversed(rows)],
+                    whole=len(rows) < limit,
+                )
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(
+                f"cannot read SQLite store {self.database.path}: {exc}"
+            ) from exc
+        found = kept.newest(_since(since), until.timestamp(), limit)
+        if found is None:
+            return self._window("user_id = ?", scope, until, since, limit)
+        return found
 
     def latest_summary(
         self, bot_id: str, group_id: str, user_id: str, *, until: dt.datetime
@@ -574,6 +638,7 @@ class SQLiteSessionStore:
         summary: SessionTurn,
     ) -> bool:
         with _write(self.database) as connection:
+            _forget_turns(self.database, connection)
             removed = 0
             for key in remove:
                 removed += connection.execute(
@@ -585,6 +650,12 @@ class SQLiteSessionStore:
                 return False
             _insert_turn(connection, summary_row(bot_id, group_id, user_id, summary))
         return True
+
+
+def _forget_turns(database: SQLiteDatabase, connection: Connection) -> None:
+    """Drop the users' windows the connection kept: it writes session rows (inside the write,
+    so a read after it reads them again)."""
+    row_counts(database, "session_turns").current(connection).clear()
 
 
 def _insert_turn(connection: sqlite3.Connection, turn: SessionTurn) -> sqlite3.Cursor:
