@@ -143,8 +143,8 @@ class Recorder:
 
     def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
         """Store an incoming group message (the group timeline reads it), its text cut at
-        ``[session] max_content_chars``; never raises for a failing store. See
-        :func:`framework.delivery.writes.record_message`."""
+        ``[session] max_content_chars``, and make it one of the group's quote candidates; never
+        raises for a failing store. See :func:`framework.delivery.writes.record_message`."""
         start = perf_counter()
         stored = record_message(
             self.stores,

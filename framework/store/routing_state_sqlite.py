@@ -2,9 +2,10 @@
 
 Several bot processes can share one file: every change is one short ``BEGIN IMMEDIATE``
 transaction, and every read is indexed by ``(bot_id, group_id)``. Nothing is cached between calls
-but each group's quote candidate rows, which a connection trusts only while no other connection
-has committed to the file (``framework.store.row_counts``): what another process wrote is seen by
-the next call.
+but each group's quote candidate rows, and its routing row with the times of its bot replies (what
+:meth:`SQLiteRoutingState.snapshot` reads), which a connection trusts only while no other
+connection has committed to the file (``framework.store.row_counts``) and brings up to date or
+drops on its own writes: what another process wrote is seen by the next call.
 """
 
 from __future__ import annotations

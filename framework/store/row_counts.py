@@ -14,11 +14,14 @@ Counts are kept per :class:`framework.store.sqlite.SQLiteDatabase` object and pe
 thread has its own connection), so every store over one database object shares them. They hold
 while the rows of the table are written through those stores only, as they are.
 
-The same way, the group log keeps each group's newest rows for the timeline reads, and the
-routing state each group's quote candidate rows (under the table name ``routing_candidates``): the
-values are then rows, not counts. A reader that keeps values outside a write transaction takes
-them as of its ``PRAGMA data_version`` read; any commit of another connection after it drops them
-on the next read.
+The same way, the stores keep other values than counts (``docs/store.md``, "What a connection
+keeps"): the group log each group's newest rows for the timeline reads and a full group's oldest
+rows for trimming, the session store each user's newest rows, the routing state each group's
+quote candidate rows and its routing row, the retrieval store its change counters. A reader that
+keeps values outside a write transaction takes them as of its ``PRAGMA data_version`` read; any
+commit of another connection after it drops them on the next read. A rollback on the connection,
+of a whole transaction or of a part of one (``framework.store.sqlite.Connection.rollbacks``),
+drops them all: a store may have kept what it wrote in it.
 """
 
 from __future__ import annotations

@@ -46,15 +46,15 @@ BUSY_TIMEOUT_MS = 10_000
 #: SQLite's ``PRAGMA synchronous`` levels, weakest first (``docs/store.md``).
 SYNCHRONOUS_LEVELS = ("off", "normal", "full", "extra")
 #: WAL pages after which a commit checkpoints the log into the database file (SQLite's default is
-#: 1000, about 4 MB). Each checkpoint syncs both files; a bot writes two short transactions per
-#: message, so with the default it stalls on a sync every hundred messages or so. Ten times the
-#: log (about 40 MB, a little more while a background checkpoint holds the automatic one off)
-#: means a tenth of the syncs and fewer pages copied, since a page written again before the
-#: checkpoint is copied once.
+#: 1000, about 4 MB). Each checkpoint syncs both files; a bot writes a short transaction of about
+#: eight pages per message, so with the default it stalls on a sync every hundred messages or so.
+#: Ten times the log (about 40 MB, a little more while a background checkpoint holds the automatic
+#: one off) means a tenth of the syncs and fewer pages copied, since a page written again before
+#: the checkpoint is copied once.
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 #: Commits through :meth:`SQLiteDatabase.transaction` after which a thread of the database
-#: object's own checkpoints the log (``PRAGMA wal_checkpoint(PASSIVE)``): two to nine pages a
-#: commit on the bot's path, so a few thousand pages, before :data:`WAL_AUTOCHECKPOINT_PAGES`.
+#: object's own checkpoints the log (``PRAGMA wal_checkpoint(PASSIVE)``): up to about eight pages
+#: a commit on the bot's path, so a few thousand pages, before :data:`WAL_AUTOCHECKPOINT_PAGES`.
 #: Most of the copying then happens beside the bot's writes; the commit that crosses the limit
 #: copies only what came since (a passive checkpoint racing the writes never lets the log start
 #: over, that one does). Measured on ``benchmarks/bench_loop.py``: 3–5% more messages a second
