@@ -375,14 +375,17 @@ class SQLiteRoutingState(RoutingState):
         # The router feeds the messages the recorder made candidates already (recording and
         # routing both call this): when the kept rows show nothing would change, no write
         # transaction is opened.
-        known = memo.current(self.database.connection()).get(group)
-        if known is not None:
-            kept = [candidate for _, candidate in known]
-            if candidates_after(kept, candidates, limit) == kept:
+        known_rows = memo.current(self.database.connection())
+        rows: list[tuple[int, QuoteCandidate]] | None = known_rows.get(group)
+        if rows is not None:
+            kept = [candidate for _, candidate in rows]
+            after = candidates_after(kept, candidates, limit)
+            if after == kept:
                 return tuple(kept)
         with self.database.transaction() as connection:
-            known_rows = memo.current(connection)
-            rows: list[tuple[int, QuoteCandidate]] | None = known_rows.get(group)
+            if memo.current(connection) is not known_rows:
+                # Another connection committed since the look above: what it kept is gone.
+                known_rows, rows = memo.current(connection), None
             if rows is None:
                 rows = [
                     (row[0], self._built(row[1:]))
@@ -392,11 +395,11 @@ class SQLiteRoutingState(RoutingState):
                         group,
                     )
                 ]
-            kept = [candidate for _, candidate in rows]
-            after = candidates_after(kept, candidates, limit)
-            if after == kept:
-                known_rows[group] = rows
-                return tuple(kept)
+                kept = [candidate for _, candidate in rows]
+                after = candidates_after(kept, candidates, limit)
+                if after == kept:
+                    known_rows[group] = rows
+                    return tuple(kept)
             stays = {candidate.message_id for candidate in after}
             dropped = [seq for seq, candidate in rows if candidate.message_id not in stays]
             if dropped:
