@@ -373,3 +373,29 @@ def test_an_entry_appended_again_is_told_apart_by_where_it_stands(pack: object) 
     again = history.appended(last, keep=3)
     assert again.offset_from(history) == 1
     assert cache.window_rows(CONVERSATION, again, 1) == _expected(again, 1)
+
+
+def test_a_turn_carrying_a_history_appended_to_reads_only_its_window() -> None:
+    runtime = Promptweave.from_config(
+        Config(store=StoreConfig(backend="memory")), environ=TEST_ENVIRON
+    )
+    history = _Watched(_entry(n) for n in range(2000))
+    read = []
+    for number in range(2000, 2020, 2):
+        message = ChatMessage(
+            id=f"m{number}",
+            sender_id="30001",
+            text=f"第 {number} 句",
+            addressed=True,
+            time=dt.datetime(2026, 11, 28, 20, 0, number % 60, tzinfo=dt.UTC),
+        )
+        turn = Turn(bot=Bot(id="10001", name="小织"), message=message, history=history)
+        _Watched.read.clear()
+        runtime.render(turn)
+        read.append(sum(_Watched.read))
+        history = history.appended(_entry(number), _entry(number + 1), keep=2000)
+    runtime.close()
+    # The first turn reads the history back for a summary; the others, their window and less.
+    window = runtime.config.history.user_window
+    assert read[0] >= 2000
+    assert max(read[1:]) <= 3 * window
