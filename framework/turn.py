@@ -194,7 +194,8 @@ class History(tuple[HistoryEntry, ...]):
 
     def appended(self, *entries: HistoryEntry, keep: int | None = None) -> History:
         """This history with ``entries`` added at the end, and, with ``keep``, only the newest
-        ``keep`` entries of the result kept (the oldest dropped from the front).
+        ``keep`` entries of the result kept (the oldest dropped from the front). Like any new
+        tuple, the result holds its own copy of the references it keeps: ``keep`` bounds that.
 
         :raises ValueError: ``keep`` is negative.
         """
@@ -234,7 +235,7 @@ class History(tuple[HistoryEntry, ...]):
 
     def __reduce__(self) -> tuple[type[History], tuple[tuple[HistoryEntry, ...]]]:
         # A copy or an unpickled history starts a line of its own.
-        return History, (tuple(self),)
+        return type(self), (tuple(self),)
 
 
 @attrs.frozen(kw_only=True)

@@ -133,7 +133,7 @@ def test_a_history_grown_by_appends_renders_as_a_tuple_does(seed: int, name: str
                 )
                 line = History(replaced)
             made.append(line)
-            given = tuple(line) if step == "tuple" else line
+            handed = tuple(line) if step == "tuple" else line
             cold = stream.runtime(Path(scratch))
             expected = canonical(
                 cold.render(
@@ -142,7 +142,7 @@ def test_a_history_grown_by_appends_renders_as_a_tuple_does(seed: int, name: str
             )
             cold.close()
             found = canonical(
-                warm.render(attrs.evolve(turn, history=given), decision=decision, retrieve=False)
+                warm.render(attrs.evolve(turn, history=handed), decision=decision, retrieve=False)
             )
             assert digest(found) == digest(expected), (
                 step,

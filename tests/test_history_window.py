@@ -205,7 +205,6 @@ def test_a_history_grown_by_appends_gives_the_rows_of_a_fresh_window(
     other = History(new(start + 2))
     made = [current]
     for step, count in [("fresh", 0), *steps]:
-        given: tuple[HistoryEntry, ...] = current
         if step == "append":
             current = current.appended(*new(count))
         elif step in ("append_keep", "append_summary"):
@@ -233,15 +232,15 @@ def test_a_history_grown_by_appends_gives_the_rows_of_a_fresh_window(
         elif step == "other":
             other = other.appended(*new(count))
             current = other
-        given = tuple(current) if step == "tuple" else current
+        handed: tuple[HistoryEntry, ...] = tuple(current) if step == "tuple" else current
         made.append(current)
         window = limit if rng.random() < 0.9 else limit + 1
-        rows = cache.window_rows(CONVERSATION, given, window)
-        assert rows == _expected(tuple(given), window)
+        rows = cache.window_rows(CONVERSATION, handed, window)
+        assert rows == _expected(tuple(handed), window)
         texts = cache.history_texts(rows)
         assert texts is not None
         shown = {(row.role, row.content.strip()) for row in rows if not row.summary}
-        for probe in {*((e.role, e.content.strip()) for e in given), ("user", "不在其中")}:
+        for probe in {*((e.role, e.content.strip()) for e in handed), ("user", "不在其中")}:
             assert (probe in texts) == (probe in shown), probe
 
 
