@@ -61,6 +61,7 @@ from framework import (
     Decision,
     ExpressionPair,
     GroupExpression,
+    History,
     HistoryEntry,
     KnowledgeItem,
     MemoryItem,
@@ -227,12 +228,19 @@ TOOLS = ToolContext(
 
 
 def conversation(
-    turns: int, *, history_turns: int = HISTORY_TURNS, recent: int = RECENT_MESSAGES
+    turns: int,
+    *,
+    history_turns: int = HISTORY_TURNS,
+    recent: int = RECENT_MESSAGES,
+    grown: bool = False,
 ) -> list[Turn]:
     """``turns`` consecutive turns of one group conversation; each message is new when it first
-    appears (its number makes it unique) and then slides through the history and the timeline."""
+    appears (its number makes it unique) and then slides through the history and the timeline.
+    Each turn's history is a new tuple of the newest entries, or with ``grown`` the last turn's
+    :class:`framework.History` appended to (the same entries either way)."""
     group: list[ChatMessage] = []
     exchange: list[HistoryEntry] = []
+    log = History()
     built = []
     lead = max(history_turns // 2, recent // 4) + 1
     for number in range(turns + lead):
@@ -267,7 +275,7 @@ def conversation(
                     trigger=SpeakTrigger.MENTION,
                     message=message,
                     recent_messages=tuple(group[-recent:]),
-                    history=tuple(exchange[-history_turns:]),
+                    history=log if grown else tuple(exchange[-history_turns:]),
                     retrieved=RETRIEVED,
                     reply_shape=ReplyShape(
                         max_bubbles=2,
@@ -293,10 +301,12 @@ def conversation(
                 time=at + dt.timedelta(seconds=8),
             )
         )
-        exchange += [
+        added = (
             HistoryEntry(role="user", content=asked),
             HistoryEntry(role="assistant", content=answer),
-        ]
+        )
+        exchange += added
+        log = log.appended(*added, keep=history_turns)
     return built
 
 
@@ -404,6 +414,28 @@ def timed(work: Callable[[Turn], object], turns: Sequence[Turn], repeats: int) -
     return statistics.median(means)
 
 
+def alternated(
+    works: Sequence[tuple[Callable[[Turn], object], Sequence[Turn]]], repeats: int
+) -> list[float]:
+    """Like :func:`timed` for each ``(work, turns)``, the repeats taken in turn (the first work's
+    first slice, the second's, …, the order rotating), so a change of load on the machine falls
+    on all of them alike."""
+    clock = time.perf_counter_ns
+    found: list[list[float]] = [[] for _ in works]
+    for number in range(repeats):
+        for index in (*range(number % len(works), len(works)), *range(number % len(works))):
+            work, turns = works[index]
+            size = len(turns) // repeats
+            gc.collect()
+            samples = []
+            for turn in turns[number * size : (number + 1) * size]:
+                start = clock()
+                work(turn)
+                samples.append(clock() - start)
+            found[index].append(typical(samples))
+    return [statistics.median(medians) for medians in found]
+
+
 class ExtraSections:
     """``count`` more turn sections, each a short line from the turn (the sections scaling)."""
 
@@ -446,10 +478,22 @@ def scaling(args: argparse.Namespace, decision_of: Callable[[Promptweave, Turn],
             work(turn)
         return timed(work, turns[args.scaling_turns :], args.repeats)
 
-    print("\nhistory carried by the turn (window 18)      us/turn")
+    def warmed(turns: list[Turn]) -> tuple[Callable[[Turn], object], Sequence[Turn]]:
+        runtime = make_runtime()
+        work = promptweave_contender(runtime, decision_of(runtime, turns[0]))
+        for turn in turns[: args.scaling_turns]:
+            work(turn)
+        return work, turns[args.scaling_turns :]
+
+    # The same entries handed over two ways, their repeats alternated: a new tuple each turn,
+    # compared with the last turn's beyond the window, and a History appended to, known to be the
+    # last one moved on.
+    print("\nhistory carried by the turn (window 18)      us/turn: tuple, History")
     for length in (18, 100, 1000, 10000):
-        turns = conversation(count + args.scaling_turns, history_turns=length)
-        print(f"  {length:>6} history messages                {figure(turns, make_runtime()):8.1f}")
+        plain = conversation(count + args.scaling_turns, history_turns=length)
+        grown = conversation(count + args.scaling_turns, history_turns=length, grown=True)
+        tuples, appended = alternated([warmed(plain), warmed(grown)], args.repeats)
+        print(f"  {length:>6} history messages                {tuples:8.1f} {appended:8.1f}")
     print("\nrecent group messages carried (timeline 8)    us/turn")
     for length in (12, 100, 1000):
         turns = conversation(count + args.scaling_turns, recent=length)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 
@@ -37,6 +38,7 @@ __all__ = [
     "Bot",
     "ChatMessage",
     "GroupExpression",
+    "History",
     "HistoryEntry",
     "SpeakTrigger",
     "Turn",
@@ -150,6 +152,92 @@ class HistoryEntry:
     content: Text = attrs.field(converter=strip_lone_surrogates)
 
 
+# Taken while a history appends, so two histories appended to the same one at once cannot both
+# extend its line of appends.
+_APPENDS = threading.Lock()
+
+
+class _Line:
+    """One line of appends: the entries every :class:`History` on it holds are a slice of one
+    sequence that only grows at the end, ``end`` entries long so far (the entries themselves are
+    not kept here, only how many there are)."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+
+
+class History(tuple[HistoryEntry, ...]):
+    """A user's conversation with the bot, oldest first, grown only through :meth:`appended`:
+    a tuple (everything that reads :attr:`Turn.history` reads it as one) that also knows where it
+    stands in the line of appends it came from, so assembly can tell, without comparing their
+    entries, that a turn's history is the last turn's with entries added at the end and some
+    dropped from the front (``docs/performance.md#what-is-kept-between-turns``).
+
+    ``History(entries)`` starts a new line; ``history.appended(*entries, keep=n)`` continues it.
+    Appending to a history that is no longer the newest of its line (it was appended to already)
+    starts a new line too, so two histories on one line never disagree about an entry. Slicing a
+    history, or adding a tuple to it, gives a plain tuple.
+
+    :param entries: the entries, oldest first.
+    """
+
+    _line: _Line
+    _start: int
+
+    def __new__(cls, entries: Iterable[HistoryEntry] = ()) -> History:
+        history = super().__new__(cls, entries)
+        object.__setattr__(history, "_line", _Line(len(history)))
+        object.__setattr__(history, "_start", 0)
+        return history
+
+    def appended(self, *entries: HistoryEntry, keep: int | None = None) -> History:
+        """This history with ``entries`` added at the end, and, with ``keep``, only the newest
+        ``keep`` entries of the result kept (the oldest dropped from the front). Like any new
+        tuple, the result holds its own copy of the references it keeps: ``keep`` bounds that.
+
+        :raises ValueError: ``keep`` is negative.
+        """
+        if keep is not None and keep < 0:
+            raise ValueError(f"keep must be at least 0, not {keep}")
+        total = len(self) + len(entries)
+        drop = 0 if keep is None else max(0, total - keep)
+        if drop <= len(self):
+            kept = self[drop:] + entries if drop else tuple.__add__(self, entries)
+        else:
+            kept = entries[drop - len(self) :]
+        history = tuple.__new__(type(self), kept)
+        line, start = self._line, self._start + drop
+        with _APPENDS:
+            if entries:
+                if line.end == self._start + len(self):
+                    line.end += len(entries)
+                else:
+                    line, start = _Line(len(history)), 0
+        object.__setattr__(history, "_line", line)
+        object.__setattr__(history, "_start", start)
+        return history
+
+    def offset_from(self, other: History) -> int | None:
+        """How many entries after the start of ``other`` this history starts, when both come
+        from one line of appends (``self[i] is other[i + offset]`` wherever both have the
+        index); ``None`` when they do not, and only comparing their entries can tell."""
+        if self._line is not other._line:
+            return None
+        return self._start - other._start
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError(f"a History cannot be changed (tried to set {name!r})")
+
+    def __delattr__(self, name: str) -> NoReturn:
+        raise AttributeError(f"a History cannot be changed (tried to delete {name!r})")
+
+    def __reduce__(self) -> tuple[type[History], tuple[tuple[HistoryEntry, ...]]]:
+        # A copy or an unpickled history starts a line of its own.
+        return type(self), (tuple(self),)
+
+
 @attrs.frozen(kw_only=True)
 class GroupExpression:
     """Learned direct pairs and the rhythm baseline of the group (section ``group_expression``)."""
@@ -194,7 +282,9 @@ class Turn:
     :param group_id: ``None`` for a private chat.
     :param trigger: why the bot looks at the message; ``None`` when it was not triggered at all.
     :param recent_messages: the group's latest messages, oldest first, the current one excluded.
-    :param history: the current user's conversation with the bot, oldest first.
+    :param history: the current user's conversation with the bot, oldest first; a
+        :class:`History` grown from the last turn's with :meth:`History.appended` is kept as it is,
+        and lets assembly carry the last turn's window without comparing the older entries.
     :param retrieved: items given with the turn; retrievers add to them.
     :param reply_shape: this turn's reply shape, when already resolved.
     :param turn_policy: this turn's policy, when already resolved.

@@ -4,13 +4,19 @@ summary anywhere, an older entry replaced, another window size (``docs/performan
 
 from __future__ import annotations
 
+import copy
+import datetime as dt
+import pickle
 import random
+from collections.abc import Iterator
+from typing import ClassVar, SupportsIndex, overload
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework import HistoryEntry, Promptweave
+from framework import Bot, ChatMessage, History, HistoryEntry, Promptweave, Turn
 from framework.config import Config, StoreConfig
 from framework.conversation.message_cache import (
     TEXT_CHANGES,
@@ -155,3 +161,240 @@ def test_the_messages_kept_with_a_window_are_those_of_its_rows(pack: object) -> 
             assert list(found) == list(range(len(rows) - 1, -1, -1))
             fresh = MessageCache(persona=pack)  # type: ignore[arg-type]
             assert found == {i: fresh.history_message(row, max_len) for i, row in enumerate(rows)}
+
+
+# One step from the last turn's history to this one's, through the History API.
+_GROWN = st.sampled_from(
+    [
+        "append",
+        "append_keep",
+        "append_summary",
+        "append_again",
+        "drop",
+        "fork",
+        "replay",
+        "fresh",
+        "replace_old",
+        "tuple",
+        "other",
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(min_value=0, max_value=10**6),
+    steps=st.lists(
+        st.tuples(_GROWN, st.integers(min_value=0, max_value=WINDOW_NEW_ENTRIES + 3)), max_size=25
+    ),
+    limit=st.integers(min_value=1, max_value=6),
+    start=st.integers(min_value=0, max_value=12),
+)
+def test_a_history_grown_by_appends_gives_the_rows_of_a_fresh_window(
+    pack: object, seed: int, steps: list[tuple[str, int]], limit: int, start: int
+) -> None:
+    rng = random.Random(seed)
+    cache = MessageCache(persona=pack)  # type: ignore[arg-type]
+    numbers = iter(range(10**6))
+
+    def new(count: int, summaries: float = 0.15) -> list[HistoryEntry]:
+        return [_entry(next(numbers), summary=rng.random() < summaries) for _ in range(count)]
+
+    current = History(new(start))
+    # Another conversation's line, with its own entries.
+    other = History(new(start + 2))
+    made = [current]
+    for step, count in [("fresh", 0), *steps]:
+        if step == "append":
+            current = current.appended(*new(count))
+        elif step in ("append_keep", "append_summary"):
+            summaries = 0.5 if step == "append_summary" else 0.15
+            keep = rng.randrange(len(current) + count + 2)
+            current = current.appended(*new(count, summaries), keep=keep)
+        elif step == "append_again":
+            # The same entry objects once more: where they stand tells them apart, not identity.
+            again = [rng.choice(current) for _ in range(count)] if current else []
+            current = current.appended(*again, keep=rng.choice((None, len(current))))
+        elif step == "drop":
+            current = current.appended(keep=max(0, len(current) - count))
+        elif step == "fork":
+            # Appended to an earlier history: a line of its own from there.
+            current = rng.choice(made).appended(*new(count))
+        elif step == "replay":
+            current = rng.choice(made)
+        elif step == "fresh":
+            current = History(current)
+        elif step == "replace_old" and current:
+            # The same window, an older entry replaced: a History of a line of its own.
+            replaced = list(current)
+            replaced[rng.randrange(len(replaced))] = new(1, summaries=0.5)[0]
+            current = History(replaced)
+        elif step == "other":
+            other = other.appended(*new(count))
+            current = other
+        handed: tuple[HistoryEntry, ...] = tuple(current) if step == "tuple" else current
+        made.append(current)
+        window = limit if rng.random() < 0.9 else limit + 1
+        rows = cache.window_rows(CONVERSATION, handed, window)
+        assert rows == _expected(tuple(handed), window)
+        texts = cache.history_texts(rows)
+        assert texts is not None
+        shown = {(row.role, row.content.strip()) for row in rows if not row.summary}
+        for probe in {*((e.role, e.content.strip()) for e in handed), ("user", "不在其中")}:
+            assert (probe in texts) == (probe in shown), probe
+
+
+class _Watched(History):
+    """A History that records how many of its entries are read, one by one or by a slice."""
+
+    read: ClassVar[list[int]] = []
+
+    @overload
+    def __getitem__(self, key: SupportsIndex) -> HistoryEntry: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> tuple[HistoryEntry, ...]: ...
+
+    def __getitem__(self, key: SupportsIndex | slice) -> HistoryEntry | tuple[HistoryEntry, ...]:
+        found = super().__getitem__(key)
+        _Watched.read.append(len(found) if isinstance(key, slice) else 1)  # type: ignore[arg-type]
+        return found
+
+    def __iter__(self) -> Iterator[HistoryEntry]:
+        _Watched.read.append(len(self))
+        return super().__iter__()
+
+
+def _entries_read(cache: MessageCache, history: History, limit: int) -> int:
+    _Watched.read.clear()
+    rows = cache.window_rows(CONVERSATION, history, limit)
+    read = sum(_Watched.read)
+    assert rows == _expected(tuple(history), limit)
+    return read
+
+
+@pytest.mark.parametrize("summary_at", [None, 0, 500])
+def test_a_history_appended_to_is_not_read_beyond_its_window(
+    pack: object, summary_at: int | None
+) -> None:
+    cache = MessageCache(persona=pack)  # type: ignore[arg-type]
+    entries = [_entry(n, summary=n == summary_at) for n in range(2000)]
+    history = _Watched(entries)
+    cache.window_rows(CONVERSATION, history, 18)
+    for number in range(2000, 2040, 2):
+        history = history.appended(_entry(number), _entry(number + 1), keep=2000)
+        assert type(history) is _Watched
+        # The window, the entries added and the summary found: never the part older than it.
+        assert _entries_read(cache, history, 18) <= 3 * 18
+
+
+def test_a_history_not_appended_to_the_last_one_is_compared(pack: object) -> None:
+    # The same entries as a History of another line, or a tuple: the older part is compared
+    # (read whole), which is what the test above would catch.
+    cache = MessageCache(persona=pack)  # type: ignore[arg-type]
+    history = _Watched(_entry(n) for n in range(2000))
+    cache.window_rows(CONVERSATION, history, 18)
+    fresh = _Watched(history.appended(_entry(2000), _entry(2001)))
+    assert _entries_read(cache, fresh, 18) >= 1900
+    cache.window_rows(CONVERSATION, tuple(fresh), 18)
+    forked = history.appended(_entry(3000), _entry(3001))
+    assert forked.offset_from(fresh) is None
+    assert _entries_read(cache, forked, 18) >= 1900
+
+
+def test_appended_adds_at_the_end_and_keeps_the_newest() -> None:
+    first = History(_entry(n) for n in range(5))
+    assert first == tuple(_entry(n) for n in range(5))
+    assert isinstance(first, tuple)
+    grown = first.appended(_entry(5), _entry(6))
+    assert grown == (*first, _entry(5), _entry(6))
+    assert first == tuple(_entry(n) for n in range(5))
+    kept = grown.appended(_entry(7), keep=4)
+    assert kept == (_entry(4), _entry(5), _entry(6), _entry(7))
+    assert kept.appended(_entry(8), _entry(9), keep=1) == (_entry(9),)
+    assert kept.appended(keep=0) == ()
+    assert History().appended() == ()
+    assert type(kept[1:]) is tuple
+    assert type(kept + (_entry(9),)) is tuple  # noqa: RUF005  (what adding gives is the point)
+    with pytest.raises(ValueError, match="keep"):
+        first.appended(_entry(5), keep=-1)
+
+
+def test_offset_from_follows_one_line_of_appends() -> None:
+    first = History(_entry(n) for n in range(5))
+    grown = first.appended(_entry(5), _entry(6), keep=4)
+    dropped = grown.appended(keep=2)
+    assert grown.offset_from(first) == 3
+    assert first.offset_from(grown) == -3
+    assert dropped.offset_from(first) == 5
+    for later, earlier in ((grown, first), (dropped, first), (dropped, grown)):
+        offset = later.offset_from(earlier)
+        assert offset is not None
+        for index, entry in enumerate(later):
+            if 0 <= index + offset < len(earlier):
+                assert entry is earlier[index + offset]
+    # ``first`` was appended to already: appending to it again starts another line.
+    fork = first.appended(_entry(100))
+    assert fork.offset_from(first) is None
+    assert fork.offset_from(grown) is None
+    assert History(first).offset_from(first) is None
+    assert copy.copy(grown).offset_from(grown) is None
+    assert pickle.loads(pickle.dumps(grown)) == grown
+    # The newest of a line, after dropping only, is still its end.
+    assert dropped.appended(_entry(7)).offset_from(grown) == 2
+
+
+def test_a_history_cannot_be_changed() -> None:
+    history = History((_entry(0),))
+    with pytest.raises(AttributeError):
+        history._start = 3  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del history._line
+
+
+def test_a_turn_keeps_the_history_it_is_given(pack: object) -> None:
+    history = History(_entry(n) for n in range(4))
+    message = ChatMessage(
+        sender_id="30001", text="在吗", time=dt.datetime(2026, 11, 28, 20, 0, tzinfo=dt.UTC)
+    )
+    turn = Turn(bot=Bot(id="10001", name="小织"), message=message, history=history)
+    assert turn.history is history
+    assert attrs.evolve(turn, group_id="20001").history is history
+
+
+def test_an_entry_appended_again_is_told_apart_by_where_it_stands(pack: object) -> None:
+    # The window moved on by one entry object it held already: found by identity it looks like
+    # nothing was added, but the history dropped its first entry (the summary) too.
+    cache = MessageCache(persona=pack)  # type: ignore[arg-type]
+    summary, first, last = _entry(0, summary=True), _entry(1), _entry(2)
+    history = History((summary, first, last))
+    assert cache.window_rows(CONVERSATION, history, 1) == _expected(history, 1)
+    again = history.appended(last, keep=3)
+    assert again.offset_from(history) == 1
+    assert cache.window_rows(CONVERSATION, again, 1) == _expected(again, 1)
+
+
+def test_a_turn_carrying_a_history_appended_to_reads_only_its_window() -> None:
+    runtime = Promptweave.from_config(
+        Config(store=StoreConfig(backend="memory")), environ=TEST_ENVIRON
+    )
+    history = _Watched(_entry(n) for n in range(2000))
+    read = []
+    for number in range(2000, 2020, 2):
+        message = ChatMessage(
+            id=f"m{number}",
+            sender_id="30001",
+            text=f"第 {number} 句",
+            addressed=True,
+            time=dt.datetime(2026, 11, 28, 20, 0, number % 60, tzinfo=dt.UTC),
+        )
+        turn = Turn(bot=Bot(id="10001", name="小织"), message=message, history=history)
+        _Watched.read.clear()
+        runtime.render(turn)
+        read.append(sum(_Watched.read))
+        history = history.appended(_entry(number), _entry(number + 1), keep=2000)
+    runtime.close()
+    # The first turn reads the history back for a summary; the others, their window and less.
+    window = runtime.config.history.user_window
+    assert read[0] >= 2000
+    assert max(read[1:]) <= 3 * window

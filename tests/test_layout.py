@@ -43,6 +43,7 @@ PUBLIC_NAMES = frozenset(
         "GateSkip",
         "GroupExpression",
         "GroupTimeline",
+        "History",
         "HistoryEntry",
         "IMAGE_MARK",
         "IMAGE_WITHOUT_URL",

@@ -34,7 +34,7 @@ from framework.conversation.sequence import (
 from framework.conversation.timeline import speaker_label, timeline_text
 from framework.prompt.persona import PersonaPack
 from framework.store.sessions import SUMMARY_MARK
-from framework.turn import Bot, ChatMessage, HistoryEntry
+from framework.turn import Bot, ChatMessage, History, HistoryEntry
 
 __all__ = [
     "CACHED_TEXT_CHARS",
@@ -257,13 +257,15 @@ class MessageCache:
         turn: when the history is the last one's with a few entries added at the end (and as
         many gone from the start), only those entries are made into rows, and the older part is
         compared with the last one's (a comparison of references, not a row per entry) instead of
-        being read again for a summary.
+        being read again for a summary. When both are a :class:`framework.History` from one line
+        of appends, the older part is known to be the last one's without comparing it.
 
         :param conversation: the conversation the history belongs to (bot, group, user).
         """
         if limit <= 0:
             return ()
-        entries = tuple(entries)
+        if not isinstance(entries, History):
+            entries = tuple(entries)
         slot = self._windows.get(conversation)
         if slot is not None and slot.entries is entries and slot.limit == limit:
             return slot.result
@@ -392,7 +394,16 @@ class MessageCache:
         # older part, then the entries that have left its window since.
         end_before = len(before) - kept
         shift = end_before - end
-        if shift < 0 or entries[:end] != before[shift:end_before]:
+        if shift < 0:
+            return None
+        # A history grown from the last one by appends is known to hold its older part; any
+        # other could differ anywhere.
+        proven = (
+            isinstance(entries, History)
+            and isinstance(before, History)
+            and entries.offset_from(before) == shift
+        )
+        if not proven and entries[:end] != before[shift:end_before]:
             return None
         # The entries that left the window held no summary: the last turn looked for an older
         # one only because its window held none.
