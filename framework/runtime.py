@@ -68,6 +68,9 @@ _SHIPPED_KINDS = frozenset({"builtin", "contrib"})
 
 #: How many of a group's stored expression pairs the low-engagement exit reads for its phrases.
 LEARNED_REPLIES_READ = 64
+#: Bot records :meth:`Promptweave.bot_for` keeps (by bot id and fallback names) before starting
+#: over: a process serves a handful of bot accounts.
+BOTS_KEPT = 64
 
 
 def _utc_now() -> dt.datetime:
@@ -130,6 +133,9 @@ class Promptweave:
     router: Router = attrs.field(init=False)
     recorder: Recorder = attrs.field(init=False)
     _message_cache: MessageCache | None = attrs.field(default=None, init=False, repr=False)
+    _bots: dict[tuple[str, tuple[str, ...]], tuple[Config, PersonaPack, Bot]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         self.router = self._build_router()
@@ -265,6 +271,18 @@ class Promptweave:
         leaves the name empty, ``fallback_names`` (a bot framework's own nicknames: the first is
         the name, the rest aliases), else the persona pack's name and aliases
         (``docs/configuration.md``)."""
+        # The live loop asks on every message: the same record while config and persona stay.
+        key = (bot_id, tuple(fallback_names))
+        known = self._bots.get(key)
+        if known is not None and known[0] is self.config and known[1] is self.persona:
+            return known[2]
+        bot = self._bot_for(bot_id, key[1])
+        if len(self._bots) >= BOTS_KEPT:
+            self._bots.clear()
+        self._bots[key] = (self.config, self.persona, bot)
+        return bot
+
+    def _bot_for(self, bot_id: str, fallback_names: tuple[str, ...]) -> Bot:
         identity = self.config.bots.get(bot_id)
         name = identity.name if identity else ""
         aliases: Sequence[str] = identity.aliases if identity else ()

@@ -385,6 +385,17 @@ def test_the_bot_identity_comes_from_config_then_framework_names_then_the_person
     assert attrs.asdict(loop.runtime.bot_for("99"))["aliases"] == persona.identity.generic_aliases
 
 
+def test_the_bot_record_is_made_once_until_the_config_changes() -> None:
+    from framework import BotConfig
+
+    loop, _ = make_loop(config=Config(bots={BOT: BotConfig(name="阿织")}))
+    runtime = loop.runtime
+    assert runtime.bot_for(BOT) is runtime.bot_for(BOT)
+    assert runtime.bot_for(BOT, ("牛牛",)) is not runtime.bot_for(BOT, ("小牛",))
+    runtime.config = attrs.evolve(runtime.config, bots={BOT: BotConfig(name="织织")})
+    assert runtime.bot_for(BOT).name == "织织"
+
+
 class _MentionModel:
     """A routing model that answers an addressed message with a mention, anything else with a
     pass."""
