@@ -75,6 +75,7 @@ def test_sqlite_commits_the_message_and_its_candidate_once(sqlite_runtime: Promp
     database.connection().set_trace_callback(statements.append)
     sqlite_runtime.record_message(BOT, GROUP, _message(1))
     assert statements.count("COMMIT") == 1
+    assert not [s for s in statements if "SAVEPOINT" in s]
     assert any(s.startswith("INSERT OR IGNORE INTO group_messages") for s in statements)
     assert any("routing_candidates" in s for s in statements)
 

@@ -142,3 +142,37 @@ def test_reading_a_file_that_cannot_be_opened_leaves_the_error_to_the_reads(
     # No error from reading() itself: a read transaction is only a saving.
     with database.reading(), pytest.raises(StoreUnavailableError, match="cannot open"):
         database.connection()
+
+
+def test_parts_of_a_transaction_without_savepoints_join_it_as_they_are(
+    database: SQLiteDatabase,
+) -> None:
+    statements = _commits(database)
+    with database.transaction(savepoints=False) as outer:
+        outer.execute("INSERT INTO t VALUES ('a')")
+        with database.transaction() as inner:
+            inner.execute("INSERT INTO t VALUES ('b')")
+    assert _values(database) == ["a", "b"]
+    assert not [s for s in statements if "SAVEPOINT" in s or "RELEASE" in s]
+    assert statements.count("COMMIT") == 1
+
+
+def test_a_failing_part_without_savepoints_fails_the_whole_transaction(
+    database: SQLiteDatabase,
+) -> None:
+    counts = row_counts(database, "t")
+    with pytest.raises(ValueError), database.transaction(savepoints=False) as outer:
+        outer.execute("INSERT INTO t VALUES ('a')")
+        counts.current(outer)["group"] = 1
+        with database.transaction() as inner:
+            inner.execute("INSERT INTO t VALUES ('b')")
+            raise ValueError("the part failed")
+    assert _values(database) == []
+    assert "group" not in counts.current(database.connection())
+    # The next transaction of the connection has savepoints again.
+    with database.transaction() as outer:
+        outer.execute("INSERT INTO t VALUES ('c')")
+        with pytest.raises(ValueError), database.transaction() as inner:
+            inner.execute("INSERT INTO t VALUES ('d')")
+            raise ValueError("this part alone")
+    assert _values(database) == ["c"]

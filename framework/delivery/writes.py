@@ -87,24 +87,29 @@ def record_message(
     )
     if len(message.text) > max_chars:
         message = attrs.evolve(message, text=message.text[:max_chars])
+    # One commit for both, without savepoints (two statements less each): a failing candidate
+    # write fails the whole, and the message alone is then recorded again.
+    step = "message"
     try:
-        with stores.transaction():
+        with stores.transaction(savepoints=False):
             stored = stores.group_log.append_group_message(bot_id, group_id, message)
             if stored and candidate is not None:
-                _note_candidate(stores, bot_id, group_id, candidate, quote_candidates)
+                step = "candidate"
+                stores.routing.record_candidates(bot_id, group_id, (candidate,), quote_candidates)
+                step = "commit"
     except STORE_ERRORS as exc:
-        log.warning("recording a message of group %s failed: %s", group_id, exc)
-        return False
-    return stored
-
-
-def _note_candidate(
-    stores: Stores, bot_id: str, group_id: str, candidate: QuoteCandidate, limit: int
-) -> None:
-    try:
-        stores.routing.record_candidates(bot_id, group_id, (candidate,), limit)
-    except STORE_ERRORS as exc:
+        if step != "candidate":
+            log.warning("recording a message of group %s failed: %s", group_id, exc)
+            return False
         log.warning("recording a quote candidate of group %s failed: %s", group_id, exc)
+        if not stores.commits_together:
+            return True  # the message was committed on its own
+        try:
+            return stores.group_log.append_group_message(bot_id, group_id, message)
+        except STORE_ERRORS as again:
+            log.warning("recording a message of group %s failed: %s", group_id, again)
+            return False
+    return stored
 
 
 def _user_turn(

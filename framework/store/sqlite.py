@@ -144,19 +144,22 @@ class SQLiteDatabase:
             self._local.connection = connection
         return connection
 
-    def transaction(self, *, store_errors: bool = False) -> _Transaction:
+    def transaction(self, *, store_errors: bool = False, savepoints: bool = True) -> _Transaction:
         """A write transaction (``BEGIN IMMEDIATE``): committed on success, rolled back on error.
 
-        Opened inside another transaction of this thread's connection, it is a part of that one
-        (a ``SAVEPOINT``): released on success, its own writes rolled back on error, and
-        committed with the outer transaction. Several stores' writes then take one commit
-        (:meth:`framework.store.stores.Stores.transaction`).
+        Opened inside another transaction of this thread's connection, it is a part of that one:
+        committed with the outer transaction, so several stores' writes take one commit
+        (:meth:`framework.store.stores.Stores.transaction`). A part is a ``SAVEPOINT``, released
+        on success and rolled back on error, its own writes alone, unless the outer transaction
+        was opened with ``savepoints=False``: its parts then join it as they are, and a part that
+        fails fails the whole transaction (two statements less a part).
 
         :param store_errors: also turn a SQLite error raised inside the transaction (or by its
             rollback) into :class:`StoreUnavailableError`, once rolled back.
+        :param savepoints: for an outer transaction, whether its parts are savepoints.
         :raises StoreUnavailableError: the database could not be written.
         """
-        return _Transaction(self, store_errors)
+        return _Transaction(self, store_errors, savepoints)
 
     def reading(self) -> AbstractContextManager[None]:
         """The reads of this thread's connection made inside it, in one read transaction: they
@@ -231,6 +234,8 @@ class Connection(sqlite3.Connection):
     rollbacks: int = 0
     #: In a write transaction of :meth:`SQLiteDatabase.transaction` (the outer one).
     writing: bool = False
+    #: The parts of that transaction join it without savepoints (``savepoints=False``).
+    joined: bool = False
     #: In the read transaction of :meth:`SQLiteDatabase.reading`.
     reading: bool = False
     #: ``PRAGMA data_version`` as read inside the transaction in progress (either kind); ``None``
@@ -296,11 +301,12 @@ class _Transaction:
     since every write of the bot's path opens one (a generator costs about a microsecond more
     on each)."""
 
-    __slots__ = ("_connection", "_database", "_nested", "_store_errors")
+    __slots__ = ("_connection", "_database", "_part", "_savepoints", "_store_errors")
 
-    def __init__(self, database: SQLiteDatabase, store_errors: bool) -> None:
+    def __init__(self, database: SQLiteDatabase, store_errors: bool, savepoints: bool) -> None:
         self._database = database
         self._store_errors = store_errors
+        self._savepoints = savepoints
 
     def __enter__(self) -> Connection:
         connection = self._connection = self._database.connection()
@@ -311,14 +317,20 @@ class _Transaction:
                 connection.reading = False
                 connection.known_version = None
                 connection.execute("COMMIT")
-            self._nested = connection.in_transaction
-            connection.execute("SAVEPOINT nested" if self._nested else "BEGIN IMMEDIATE")
+            if not connection.in_transaction:
+                self._part = None
+                connection.execute("BEGIN IMMEDIATE")
+                connection.writing = True
+                connection.joined = not self._savepoints
+            elif connection.joined:
+                self._part = "joined"
+            else:
+                self._part = "savepoint"
+                connection.execute("SAVEPOINT nested")
         except sqlite3.Error as exc:
             raise StoreUnavailableError(
                 f"cannot write SQLite store {self._database.path}: {exc}"
             ) from exc
-        if not self._nested:
-            connection.writing = True
         return connection
 
     def __exit__(
@@ -328,15 +340,18 @@ class _Transaction:
         _traceback: TracebackType | None,
     ) -> None:
         connection = self._connection
-        if not self._nested:
-            connection.writing = False
+        part = self._part
+        if part is None:
+            connection.writing = connection.joined = False
             connection.known_version = None
         if error is not None:
+            # What stores kept of the rows written since is wrong now (a part of a transaction
+            # too: what it kept before failing is not taken back with it).
+            connection.rollbacks += 1
+            if part == "joined":
+                return  # the outer transaction fails with it
             try:
-                # What stores kept of the rows written since is wrong now (a part of a
-                # transaction too: what it kept before failing is not taken back with it).
-                connection.rollbacks += 1
-                if self._nested:
+                if part == "savepoint":
                     connection.execute("ROLLBACK TO nested")
                     connection.execute("RELEASE nested")
                 else:
@@ -348,7 +363,9 @@ class _Transaction:
             if self._store_errors and isinstance(error, sqlite3.Error):
                 self._unavailable(error)
             return
-        if self._nested:
+        if part == "joined":
+            return
+        if part == "savepoint":
             try:
                 connection.execute("RELEASE nested")
             except sqlite3.Error as exc:

@@ -184,23 +184,31 @@ class Stores:
             feedback=MemoryFeedbackLedger(),
         )
 
-    def transaction(self) -> AbstractContextManager[object]:
+    def transaction(self, *, savepoints: bool = True) -> AbstractContextManager[object]:
         """Commit the writes made inside it together, when they go to one SQLite file.
 
         With the SQLite backend (the group log in :attr:`database`) this is one write
-        transaction of this thread's connection: each store's write inside it is a part of it
-        (a ``SAVEPOINT``: a failing one takes back its own writes alone), and all are committed
-        at the end, in one commit instead of one each
-        (:meth:`framework.store.sqlite.SQLiteDatabase.transaction`). With the other backends it
-        does nothing and every write is committed on its own.
+        transaction of this thread's connection: each store's write inside it is a part of it,
+        and all are committed at the end, in one commit instead of one each
+        (:meth:`framework.store.sqlite.SQLiteDatabase.transaction`). A part is a ``SAVEPOINT``,
+        so a failing one takes back its own writes alone; with ``savepoints=False`` the parts
+        join it as they are (cheaper), and a part that fails fails the whole, which the caller
+        must then let go out of it. With the other backends it does nothing and every write is
+        committed on its own (:attr:`commits_together` says which).
 
         :raises StoreUnavailableError: the SQLite file could not be written or committed.
         """
         database = self.database
-        shared = database is not None and getattr(self.group_log, "database", None) is database
-        if database is None or not shared:
+        if database is None or not self.commits_together:
             return contextlib.nullcontext()
-        return database.transaction(store_errors=True)
+        return database.transaction(store_errors=True, savepoints=savepoints)
+
+    @property
+    def commits_together(self) -> bool:
+        """Whether :meth:`transaction` commits the writes made inside it together (the
+        conversational stores are in :attr:`database`)."""
+        database = self.database
+        return database is not None and getattr(self.group_log, "database", None) is database
 
     def reading(self) -> AbstractContextManager[object]:
         """Make the reads of :attr:`database` inside it one read transaction of this thread's
