@@ -24,10 +24,12 @@ def test_stores_build_the_routing_state_of_the_configured_backend(tmp_path: Path
     assert isinstance(sqlite.routing, SQLiteRoutingState)
     assert sqlite.database is not None and sqlite.database.schema_version("routing") == 0
     sqlite.routing.note_phrase("b", "g", "嗯")  # the routing tables appear on first use
-    assert sqlite.database is not None and sqlite.database.schema_version("routing") == 2
+    assert sqlite.database is not None and sqlite.database.schema_version("routing") == 3
 
 
-def test_version_1_quote_candidates_keep_their_rows_without_autoincrement(tmp_path: Path) -> None:
+def test_version_1_quote_candidates_keep_their_rows_through_every_migration(
+    tmp_path: Path,
+) -> None:
     database = SQLiteDatabase(tmp_path / "r.sqlite3")
     database.migrate(ROUTING_MIGRATIONS[:1])
     state = SQLiteRoutingState(database)
@@ -40,16 +42,19 @@ def test_version_1_quote_candidates_keep_their_rows_without_autoincrement(tmp_pa
         for n in range(4)
     ]
     kept = state.record_candidates("b", "g", candidates, 3)
-    select = "SELECT * FROM routing_candidates ORDER BY seq"
+    select = (
+        "SELECT seq, bot_id, group_id, message_id, sender_id, text, time FROM routing_candidates"
+        " ORDER BY seq"
+    )
     before = [tuple(row) for row in database.connection().execute(select)]
-    assert database.migrate(ROUTING_MIGRATIONS) == [("routing", 2)]
+    assert database.migrate(ROUTING_MIGRATIONS) == [("routing", 2), ("routing", 3)]
     assert [tuple(row) for row in database.connection().execute(select)] == before
     table = (
         database.connection()
         .execute("SELECT sql FROM sqlite_master WHERE name = 'routing_candidates'")
         .fetchone()[0]
     )
-    assert "AUTOINCREMENT" not in table
+    assert "AUTOINCREMENT" not in table and "WITHOUT ROWID" in table
     fresh = SQLiteRoutingState(database)
     assert fresh.candidates("b", "g") == kept
     later = QuoteCandidate(message_id="m9", sender_id="3", text="新", time=at + dt.timedelta(1))
@@ -58,7 +63,7 @@ def test_version_1_quote_candidates_keep_their_rows_without_autoincrement(tmp_pa
     assert seqs == [before[1][0], before[2][0], before[-1][0] + 1]
 
 
-def test_a_groups_candidates_are_read_in_seq_order_through_the_unique_index(
+def test_a_groups_candidates_are_read_in_seq_order_through_the_primary_key(
     tmp_path: Path,
 ) -> None:
     database = SQLiteDatabase(tmp_path / "r.sqlite3")
@@ -73,7 +78,8 @@ def test_a_groups_candidates_are_read_in_seq_order_through_the_unique_index(
         .fetchall()
     )
     details = " ".join(row["detail"] for row in plan)
-    assert "USING INDEX sqlite_autoindex_routing_candidates_1 (bot_id=? AND group_id=?)" in details
+    assert "USING PRIMARY KEY (bot_id=? AND group_id=?)" in details
+    assert "TEMP B-TREE" not in details  # no sort: the rows are kept in that order
     # Ids that sort otherwise than their rows were written: the order is still seq's.
     at = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
     found = [

@@ -107,6 +107,34 @@ ROUTING_MIGRATIONS = (
         ALTER TABLE routing_candidates_new RENAME TO routing_candidates;
         """,
     ),
+    Migration(
+        component="routing",
+        version=3,
+        # One B-tree for the quote candidates instead of two: rows clustered by (bot_id,
+        # group_id, seq), WITHOUT ROWID, and no unique index on the message id, which the rule
+        # (candidates_after) keeps unique within a group anyway, every write being a
+        # BEGIN IMMEDIATE transaction that starts from the rows as they are. Each message's
+        # delete and insert then write one page of the log instead of two, and a group's rows
+        # are read in seq order without a sort. Rows keep their seq.
+        sql="""
+        CREATE TABLE routing_candidates_new (
+            bot_id TEXT NOT NULL,
+            group_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            message_id TEXT NOT NULL,
+            sender_id TEXT NOT NULL,
+            text TEXT NOT NULL,
+            time REAL NOT NULL,
+            PRIMARY KEY (bot_id, group_id, seq)
+        ) WITHOUT ROWID;
+        INSERT INTO routing_candidates_new (bot_id, group_id, seq, message_id, sender_id, text,
+            time)
+            SELECT bot_id, group_id, seq, message_id, sender_id, text, time
+            FROM routing_candidates;
+        DROP TABLE routing_candidates;
+        ALTER TABLE routing_candidates_new RENAME TO routing_candidates;
+        """,
+    ),
 )
 
 
@@ -405,22 +433,25 @@ class SQLiteRoutingState(RoutingState):
             if dropped:
                 marks = ", ".join("?" * len(dropped))
                 connection.execute(
-                    f"DELETE FROM routing_candidates WHERE seq IN ({marks})", dropped
+                    "DELETE FROM routing_candidates WHERE bot_id = ? AND group_id = ?"
+                    f" AND seq IN ({marks})",
+                    (*group, *dropped),
                 )
             known = {candidate.message_id for candidate in kept}
             left = [(seq, candidate) for seq, candidate in rows if candidate.message_id in stays]
+            # A group's seq goes on from its largest (the rows read are all of the group's).
+            seq = rows[-1][0] if rows else 0
             for candidate in after:
                 if candidate.message_id in known:
                     continue
                 values = (candidate.message_id, candidate.sender_id, candidate.text)
                 stamp = _epoch(candidate.time)
-                cursor = connection.execute(
-                    "INSERT INTO routing_candidates (bot_id, group_id, message_id, sender_id,"
-                    " text, time) VALUES (?, ?, ?, ?, ?, ?)",
-                    (*group, *values, stamp),
+                seq += 1
+                connection.execute(
+                    "INSERT INTO routing_candidates (bot_id, group_id, seq, message_id,"
+                    " sender_id, text, time) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (*group, seq, *values, stamp),
                 )
-                seq = cursor.lastrowid
-                assert seq is not None  # an INSERT sets it
                 left.append((seq, self._built((*values, stamp))))
         known_rows[group] = left  # only once the write is committed (or released)
         return tuple(candidate for _, candidate in left)
