@@ -133,12 +133,10 @@ def open_store(path: Path, config_path: Path | None, *, create: bool) -> Stores:
     """The SQLite stores of ``path``, migrated; an unusable file is a clean CLI error."""
     if not create and not path.is_file():
         raise input_error([Problem(file=shown_path(path), text="no such file")])
-    from framework.store.sessions_sqlite import SESSION_MIGRATIONS
-
     config = load_config(config_path)
     database = SQLiteDatabase(path, synchronous=config.store.synchronous)
     try:
-        database.migrate(SESSION_MIGRATIONS)
+        Stores.migrate(database)
     except STORE_ERRORS as exc:
         raise config_error(
             [Problem(file=shown_path(path), text=f"not a usable SQLite store: {exc}")]

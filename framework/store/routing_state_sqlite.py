@@ -228,7 +228,9 @@ def _replace_rows(
 class SQLiteRoutingState(RoutingState):
     """Routing state in a :class:`framework.store.sqlite.SQLiteDatabase`.
 
-    The tables are created on first use, so building a runtime never touches the file.
+    :meth:`framework.store.stores.Stores.migrate` creates the tables when the stores open the
+    file; a routing state over a database that has not been through it creates them on first
+    use.
     """
 
     _database: SQLiteDatabase = attrs.field(alias="database")

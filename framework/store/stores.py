@@ -127,17 +127,29 @@ class Stores:
             return cls.in_memory(config)
         if config.store.backend == "redis":
             return _redis_stores(config)
-        from framework.store.sessions_sqlite import SESSION_MIGRATIONS
-
         database = SQLiteDatabase(
             config.resolve_path(config.store.path), synchronous=config.store.synchronous
         )
         try:
-            database.migrate(SESSION_MIGRATIONS)
+            cls.migrate(database)
         except STORE_ERRORS as exc:
             log.warning("conversational store unavailable, degrading: %s", exc)
             return cls(unavailable=f"store_unavailable: {exc}")
         return cls.sqlite(database, config)
+
+    @staticmethod
+    def migrate(database: SQLiteDatabase) -> None:
+        """Apply the migrations of the conversational SQLite stores: the sessions' tables and the
+        routing state's. Done when the file is opened, not on first use: a message's group-log row
+        and its quote candidate are written in one transaction (:meth:`transaction`), and a table
+        created inside it would go if it rolled back.
+
+        :raises StoreUnavailableError: the file cannot be migrated.
+        """
+        from framework.store.routing_state_sqlite import ROUTING_MIGRATIONS
+        from framework.store.sessions_sqlite import SESSION_MIGRATIONS
+
+        database.migrate((*SESSION_MIGRATIONS, *ROUTING_MIGRATIONS))
 
     @classmethod
     def sqlite(cls, database: SQLiteDatabase, config: Config | None = None) -> Stores:
