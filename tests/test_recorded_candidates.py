@@ -125,3 +125,22 @@ def test_a_sqlite_candidate_write_that_fails_is_taken_back_alone(
     assert [m.id for m in recent] == [f"m{n}" for n in range(1, 8)]
     # The failed write took back its delete too: the candidate it would have pushed out is there.
     assert _ids(sqlite_runtime) == [f"m{n}" for n in range(1, 7)]
+
+
+def test_the_first_message_of_a_new_store_finds_the_routing_tables_made(
+    sqlite_runtime: Promptweave,
+) -> None:
+    database = sqlite_runtime.stores.database
+    assert database is not None
+    # Made when the store was opened: a first message whose candidate write fails (and takes the
+    # whole transaction back) cannot take the tables back with it.
+    with database.transaction() as connection:
+        connection.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON routing_candidates"
+            " BEGIN SELECT RAISE(ABORT, 'candidates refused'); END"
+        )
+    assert sqlite_runtime.record_message(BOT, GROUP, _message(1))
+    with database.transaction() as connection:
+        connection.execute("DROP TRIGGER refuse")
+    assert sqlite_runtime.record_message(BOT, GROUP, _message(2))
+    assert _ids(sqlite_runtime) == ["m2"]
