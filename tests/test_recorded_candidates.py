@@ -82,19 +82,25 @@ def test_sqlite_commits_the_message_and_its_candidate_once(sqlite_runtime: Promp
 
 @attrs.define
 class _FailingCandidates(MemoryRoutingState):
+    error: Exception = attrs.field(kw_only=True)
+
     def record_candidates(
         self, bot_id: str, group_id: str, candidates: Sequence[QuoteCandidate], limit: int
     ) -> tuple[QuoteCandidate, ...]:
-        raise StoreUnavailableError("routing state is down")
+        raise self.error
 
 
+@pytest.mark.parametrize(
+    "error", [StoreUnavailableError("routing state is down"), RuntimeError("a bug")]
+)
 def test_a_failing_routing_state_leaves_the_message_recorded(
-    sqlite_runtime: Promptweave, caplog: pytest.LogCaptureFixture
+    sqlite_runtime: Promptweave, caplog: pytest.LogCaptureFixture, error: Exception
 ) -> None:
-    sqlite_runtime.stores.routing = _FailingCandidates()
+    sqlite_runtime.stores.routing = _FailingCandidates(error=error)
     with caplog.at_level(logging.WARNING, logger="promptweave.store"):
         assert sqlite_runtime.record_message(BOT, GROUP, _message(1))
     assert "recording a quote candidate of group 20001 failed" in caplog.text
+    assert str(error) in caplog.text
     assert sqlite_runtime.stores.group_log is not None
     recent = sqlite_runtime.stores.group_log.recent_group_messages(
         BOT, GROUP, until=T0 + dt.timedelta(hours=1), limit=5

@@ -97,11 +97,19 @@ def record_message(
                 step = "candidate"
                 stores.routing.record_candidates(bot_id, group_id, (candidate,), quote_candidates)
                 step = "commit"
-    except STORE_ERRORS as exc:
+    except Exception as exc:
         if step != "candidate":
+            if not isinstance(exc, STORE_ERRORS):
+                raise
             log.warning("recording a message of group %s failed: %s", group_id, exc)
             return False
-        log.warning("recording a quote candidate of group %s failed: %s", group_id, exc)
+        # Whatever a routing state raises, the message must not be lost with its candidate.
+        log.warning(
+            "recording a quote candidate of group %s failed: %s",
+            group_id,
+            exc,
+            exc_info=not isinstance(exc, STORE_ERRORS),
+        )
         if not stores.commits_together:
             return True  # the message was committed on its own
         try:
