@@ -94,15 +94,17 @@ class _FailingCandidates(MemoryRoutingState):
     "error", [StoreUnavailableError("routing state is down"), RuntimeError("a bug")]
 )
 def test_a_failing_routing_state_leaves_the_message_recorded(
-    sqlite_runtime: Promptweave, caplog: pytest.LogCaptureFixture, error: Exception
+    runtime: Promptweave, caplog: pytest.LogCaptureFixture, error: Exception
 ) -> None:
-    sqlite_runtime.stores.routing = _FailingCandidates(error=error)
+    # SQLite takes the message back with the candidate and records it again alone; the other
+    # backends committed it on its own already.
+    runtime.stores.routing = _FailingCandidates(error=error)
     with caplog.at_level(logging.WARNING, logger="promptweave.store"):
-        assert sqlite_runtime.record_message(BOT, GROUP, _message(1))
+        assert runtime.record_message(BOT, GROUP, _message(1))
     assert "recording a quote candidate of group 20001 failed" in caplog.text
     assert str(error) in caplog.text
-    assert sqlite_runtime.stores.group_log is not None
-    recent = sqlite_runtime.stores.group_log.recent_group_messages(
+    assert runtime.stores.group_log is not None
+    recent = runtime.stores.group_log.recent_group_messages(
         BOT, GROUP, until=T0 + dt.timedelta(hours=1), limit=5
     )
     assert [m.id for m in recent] == ["m1"]

@@ -119,6 +119,49 @@ def test_a_route_reads_the_groups_routing_row_once_and_then_keeps_it(
     assert runtime.decide(_turn(3)).reason == "disabled"
 
 
+def test_a_route_reads_the_store_in_one_read_transaction(
+    traced_runtime: tuple[Promptweave, list[str]],
+) -> None:
+    runtime, statements = traced_runtime
+    runtime.decide(_turn(1))
+    turn = _turn(2)
+    runtime.record_message(BOT.id, GROUP, turn.message)  # as the live loop does first
+    statements.clear()
+    runtime.decide(turn)
+    # The session read and the route: one read transaction, one check of other connections.
+    assert statements[0] == "BEGIN"
+    assert statements[-1] == "COMMIT"
+    assert statements.count("BEGIN") == 1
+    assert statements.count("PRAGMA data_version") == 1
+
+
+def test_a_route_that_may_ask_a_model_holds_no_read_transaction_while_routing(
+    tmp_path: Path,
+) -> None:
+    config = sqlite_config(tmp_path / "store.sqlite3")
+    config = attrs.evolve(
+        config,
+        plugins=attrs.evolve(config.plugins, turn_deadline_s=0),
+        routing=attrs.evolve(config.routing, model_decision=True),
+    )
+    runtime = Promptweave.from_config(config)
+    try:
+        assert runtime.stores.database is not None
+        runtime.decide(_turn(1))
+        turn = _turn(2)
+        runtime.record_message(BOT.id, GROUP, turn.message)
+        statements: list[str] = []
+        runtime.stores.database.connection().set_trace_callback(statements.append)
+        runtime.decide(turn)
+        # The session read alone is in it: the route's own check of other connections (the
+        # group's kept routing row) comes after the read transaction ended.
+        ended = statements.index("COMMIT")
+        assert statements[0] == "BEGIN"
+        assert "PRAGMA data_version" in statements[ended + 1 :]
+    finally:
+        runtime.close()
+
+
 def test_routing_the_same_message_again_writes_no_candidate(
     traced_runtime: tuple[Promptweave, list[str]],
 ) -> None:
