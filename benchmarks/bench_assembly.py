@@ -5,7 +5,7 @@ two new messages from other members, and the bot's reply to the turn before; the
 (18 messages) and the group's recent messages slide along. Every turn fills the fifteen built-in
 sections (the same retrieved items, tool results, reply shape and policy each turn) and fits the
 12000-character budget. The contenders (``contenders.py``) start from the same
-:class:`framework.Turn` records:
+:class:`promptweave.Turn` records:
 
 - **promptweave**: ``runtime.render(turn, decision=decision, retrieve=False)`` with the built-in
   plugins on in-memory stores: sessions read, fifteen sections rendered, overrides consulted,
@@ -53,7 +53,7 @@ from contenders import (
     PlainAssembly,
 )
 
-from framework import (
+from promptweave import (
     BehaviorStrategy,
     Bot,
     ChatMessage,
@@ -80,7 +80,7 @@ from framework import (
     TurnRetrieved,
     hookimpl,
 )
-from framework.config import BudgetConfig, HistoryConfig, PluginsConfig, StoreConfig
+from promptweave.config import BudgetConfig, HistoryConfig, PluginsConfig, StoreConfig
 
 BUDGET_CHARS = 12000
 HISTORY_TURNS = 18
@@ -237,7 +237,7 @@ def conversation(
     """``turns`` consecutive turns of one group conversation; each message is new when it first
     appears (its number makes it unique) and then slides through the history and the timeline.
     Each turn's history is a new tuple of the newest entries, or with ``grown`` the last turn's
-    :class:`framework.History` appended to (the same entries either way)."""
+    :class:`promptweave.History` appended to (the same entries either way)."""
     group: list[ChatMessage] = []
     exchange: list[HistoryEntry] = []
     log = History()

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from framework import BotLoop, Config, OutcomeStatus, Promptweave, SubmitResult, hookimpl
-from framework.config import DeliveryConfig, RoutingConfig, StoreConfig
+from promptweave import BotLoop, Config, OutcomeStatus, Promptweave, SubmitResult, hookimpl
+from promptweave.config import DeliveryConfig, RoutingConfig, StoreConfig
 
 BOT_ID = 10001
 CHATTER = (

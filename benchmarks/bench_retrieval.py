@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from framework import (
+from promptweave import (
     Bot,
     ChatMessage,
     Config,
@@ -42,8 +42,8 @@ from framework import (
     Turn,
     hookimpl,
 )
-from framework.config import StoreConfig
-from framework.store.retrieval import (
+from promptweave.config import StoreConfig
+from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
     KnowledgeDocument,

@@ -25,12 +25,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RENDER = ["-m", "framework", "render", "examples/turns/at_question.json"]
+RENDER = ["-m", "promptweave", "render", "examples/turns/at_question.json"]
 NO_CACHES = {"PROMPTWEAVE_CACHE_DIR": ""}
 #: Label, arguments, extra environment.
 COMMANDS: list[tuple[str, list[str], dict[str, str]]] = [
     ("python -c pass", ["-c", "pass"], {}),
-    ("import framework", ["-c", "import framework"], {}),
+    ("import promptweave", ["-c", "import promptweave"], {}),
     ("promptweave render examples/turns/at_question.json", RENDER, {}),
     ("  the same, nothing cached (PROMPTWEAVE_CACHE_DIR='')", RENDER, NO_CACHES),
 ]
@@ -91,10 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name:<55} {wall:7.0f} ms wall  {cpu:7.0f} ms CPU")
     modules = import_times(RENDER)
     own = sum(entry[0] for entry in modules) / 1000
-    ours = sum(e[0] for e in modules if e[2].startswith(("framework", "builtin_plugins"))) / 1000
+    ours = sum(e[0] for e in modules if e[2].startswith("promptweave")) / 1000
     print(
         f"render imports {len(modules)} modules: {own:.0f} ms of own import time, "
-        f"{ours:.0f} ms of it in framework and builtin_plugins"
+        f"{ours:.0f} ms of it in promptweave"
     )
     for own_us, _cumulative, name in sorted(modules, reverse=True)[: args.top]:
         print(f"  {own_us / 1000:6.1f} ms  {name}")

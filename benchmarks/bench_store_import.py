@@ -60,7 +60,7 @@ def run_import(log: Path, store: Path) -> tuple[float, float]:
         [
             sys.executable,
             "-m",
-            "framework",
+            "promptweave",
             "store",
             "import",
             str(log),

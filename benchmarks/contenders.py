@@ -1,7 +1,7 @@
 """The contenders of ``bench_assembly.py``: the same assembly, written with other tools.
 
 Each contender is built once from the persona pack and the settings (as a bot built on that tool
-would build its templates once), then turns one :class:`framework.Turn` into the system prompt and
+would build its templates once), then turns one :class:`promptweave.Turn` into the system prompt and
 the messages, doing the work promptweave does for it: the fifteen sections from the turn's data
 (every user-originated line quoted, each block cleaned), the group timeline (speaker labels, replies,
 the user's own exchange left to the history), the newest history window, every user message wrapped
@@ -10,7 +10,7 @@ benchmark checks that each produces promptweave's system prompt and messages byt
 it times anything.
 
 The sanitising contenders call promptweave's own sanitisers (``quote_user_text``,
-``sanitize_block``, ``sanitize_literal``, :class:`framework.InjectionDetector`), so what differs
+``sanitize_block``, ``sanitize_literal``, :class:`promptweave.InjectionDetector`), so what differs
 between them is how the text is put together, not how it is cleaned.
 """
 
@@ -20,43 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from builtin_plugins.profile_sections import (
-    EXPRESSION_HEADER,
-    MAX_PAIRS,
-    MAX_STRATEGIES,
-    OBSERVED_HEADER,
-    SELF_REFLECTION_HEADER,
-)
-from builtin_plugins.retrieval_sections import (
-    KNOWLEDGE_HEADER,
-    KNOWLEDGE_LINE_CHARS,
-    MEMORY_HEADERS,
-    MEMORY_LINE_CHARS,
-    MEMORY_NOTE,
-    MID_TERM_HEADER,
-    MID_TERM_LINE_CHARS,
-    MID_TERM_MAX,
-    PERSON_FACTS_HEADER,
-    RELATIONSHIP_HEADER,
-    affinity_label,
-)
-from builtin_plugins.static_sections import GUARD_HEADER, IDENTITY_HEADER
-from builtin_plugins.turn_sections import (
-    BAND_LINES,
-    CURRENT_TIME_HEADER,
-    QUOTED_BOT_TEXT_CHARS,
-    REPLY_SHAPE_HEADER,
-    REPLY_TARGETS,
-    RHYTHMS,
-    SERIOUSNESS,
-    SOCIAL_ACTIONS,
-    TOOL_CONTEXT_HEADER,
-    TOOL_EVENT_CHARS,
-    TOOL_EVENTS_MAX,
-    TURN_POLICY_HEADER,
-    WEEKDAYS,
-)
-from framework import (
+from promptweave import (
     TIMELINE_HEADER,
     Config,
     Decision,
@@ -70,6 +34,42 @@ from framework import (
     quote_user_text,
     sanitize_block,
     sanitize_literal,
+)
+from promptweave.builtin_plugins.profile_sections import (
+    EXPRESSION_HEADER,
+    MAX_PAIRS,
+    MAX_STRATEGIES,
+    OBSERVED_HEADER,
+    SELF_REFLECTION_HEADER,
+)
+from promptweave.builtin_plugins.retrieval_sections import (
+    KNOWLEDGE_HEADER,
+    KNOWLEDGE_LINE_CHARS,
+    MEMORY_HEADERS,
+    MEMORY_LINE_CHARS,
+    MEMORY_NOTE,
+    MID_TERM_HEADER,
+    MID_TERM_LINE_CHARS,
+    MID_TERM_MAX,
+    PERSON_FACTS_HEADER,
+    RELATIONSHIP_HEADER,
+    affinity_label,
+)
+from promptweave.builtin_plugins.static_sections import GUARD_HEADER, IDENTITY_HEADER
+from promptweave.builtin_plugins.turn_sections import (
+    BAND_LINES,
+    CURRENT_TIME_HEADER,
+    QUOTED_BOT_TEXT_CHARS,
+    REPLY_SHAPE_HEADER,
+    REPLY_TARGETS,
+    RHYTHMS,
+    SERIOUSNESS,
+    SOCIAL_ACTIONS,
+    TOOL_CONTEXT_HEADER,
+    TOOL_EVENT_CHARS,
+    TOOL_EVENTS_MAX,
+    TURN_POLICY_HEADER,
+    WEEKDAYS,
 )
 
 __all__ = [

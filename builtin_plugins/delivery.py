@@ -3,7 +3,7 @@
 All are ``trylast``, so any other plugin's implementation wins:
 
 - ``read_model_answer`` applies the reply contract of section ``reply_shape``
-  (:func:`framework.read_model_answer_default`) with ``[delivery] sticker``;
+  (:func:`promptweave.read_model_answer_default`) with ``[delivery] sticker``;
 - ``choose_sticker`` looks the intent up in ``[delivery] faces``;
 - ``send_message`` sends to a ``"onebot.v11"`` transport as a segment array.
 """
@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from framework import hookimpl
+from promptweave import hookimpl
 
 # The reply contract and the OneBot segments load with the first answer read or message sent,
 # not with the plugins: inspecting a turn never needs them (docs/performance.md).
 if TYPE_CHECKING:
-    from framework import (
+    from promptweave import (
         Config,
         ModelAnswer,
         OutgoingMessage,
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def read_model_answer(
     text: str, shape: ReplyShape, system_prompt: str, config: Config
 ) -> ModelAnswer:
-    from framework import read_model_answer_default
+    from promptweave import read_model_answer_default
 
     return read_model_answer_default(
         text, shape, system_prompt=system_prompt, sticker_mode=config.delivery.sticker
@@ -42,7 +42,7 @@ def read_model_answer(
 
 @hookimpl(trylast=True)
 def choose_sticker(intent: str, config: Config) -> Segment | None:
-    from framework import Segment
+    from promptweave import Segment
 
     if config.delivery.sticker == "drop":
         return None
@@ -52,7 +52,7 @@ def choose_sticker(intent: str, config: Config) -> Segment | None:
 
 @hookimpl(trylast=True)
 def send_message(message: OutgoingMessage, transport: Transport) -> Awaitable[SendReceipt] | None:
-    from framework import ONEBOT_V11
+    from promptweave import ONEBOT_V11
 
     if transport.platform != ONEBOT_V11:
         return None
@@ -60,7 +60,7 @@ def send_message(message: OutgoingMessage, transport: Transport) -> Awaitable[Se
 
 
 async def _send_onebot(message: OutgoingMessage, transport: Transport) -> SendReceipt:
-    from framework import SendReceipt, onebot_action
+    from promptweave import SendReceipt, onebot_action
 
     try:
         action, params = onebot_action(message)

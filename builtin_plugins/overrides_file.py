@@ -7,7 +7,7 @@ called fifteen times for nothing.
 
 from __future__ import annotations
 
-from framework import OverridesFile, RenderContext, SectionOverride, hookimpl, load_overrides_file
+from promptweave import OverridesFile, RenderContext, SectionOverride, hookimpl, load_overrides_file
 
 EXTRAS_KEY = "overrides_file"
 

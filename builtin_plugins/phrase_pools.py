@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from framework import PhrasePool, PoolQuery, hookimpl, is_gentle_phrase
+from promptweave import PhrasePool, PoolQuery, hookimpl, is_gentle_phrase
 
 #: Soft, all-purpose acknowledgements.
 GENTLE_POOL = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from framework import (
+from promptweave import (
     BehaviorStrategy,
     ExpressionPair,
     LearningType,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from framework import (
+from promptweave import (
     Config,
     FetchedImage,
     ImageLimits,

@@ -21,14 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from builtin_plugins.retrieval_indexes import (
-    ExpressionIndex,
-    StrategyIndex,
-    scope_cached,
-    terms_of,
-)
-from builtin_plugins.retrieval_sections import affinity_label
-from framework import (
+from promptweave import (
     KNOWLEDGE_QUESTION_WORDS,
     BehaviorStrategy,
     ExpressionPair,
@@ -51,6 +44,13 @@ from framework import (
     score_text,
     text_terms,
 )
+from promptweave.builtin_plugins.retrieval_indexes import (
+    ExpressionIndex,
+    StrategyIndex,
+    scope_cached,
+    terms_of,
+)
+from promptweave.builtin_plugins.retrieval_sections import affinity_label
 
 #: Session summaries begin with this mark; the old-topics section shows the text after it.
 SUMMARY_MARK = "【此前对话摘要】"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from framework import (
+from promptweave import (
     Decision,
     DecisionRule,
     DeliveryStyle,

@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from framework import IMAGE_MARK, InjectionDetector, SessionTurn, hookimpl
+from promptweave import IMAGE_MARK, InjectionDetector, SessionTurn, hookimpl
 
 CLAUSE_MAX_CHARS = 40
 CLAUSE_MIN_CHARS = 4

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from framework import RenderContext, Section, hookimpl, quote_user_text
+from promptweave import RenderContext, Section, hookimpl, quote_user_text
 
 GUARD_HEADER = "【安全约束】"
 IDENTITY_HEADER = "【自称与群称呼】"

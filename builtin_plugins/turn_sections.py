@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from framework import (
+from promptweave import (
     TIMELINE_HEADER,
     RenderContext,
     Section,

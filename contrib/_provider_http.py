@@ -1,5 +1,5 @@
 """What the contrib provider clients share: one POST with retries, sync or async, read into a
-:class:`framework.SubmitResult`.
+:class:`promptweave.SubmitResult`.
 
 Not a plugin (its name starts with ``_``). A request is retried on a rate limit (429), a server
 error (5xx), a timeout or a broken connection, at most ``max_attempts`` times in all; another
@@ -27,7 +27,7 @@ import attrs
 import httpx
 import tenacity
 
-from framework import Config, ProviderApi, ProviderRequest, SubmitResult, hookimpl, parse_answer
+from promptweave import Config, ProviderApi, ProviderRequest, SubmitResult, hookimpl, parse_answer
 
 __all__ = [
     "ERROR_BODY_CHARS",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from framework import MemoryKind, Tool, ToolCallContext, hookimpl, query_terms
+from promptweave import MemoryKind, Tool, ToolCallContext, hookimpl, query_terms
 
 __all__ = ["EVENT_QUERY", "register_tools", "roll_dice", "upcoming_events"]
 

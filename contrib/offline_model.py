@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from framework import Config, ProviderApi, ProviderRequest, SubmitResult, ToolCall, hookimpl
+from promptweave import Config, ProviderApi, ProviderRequest, SubmitResult, ToolCall, hookimpl
 
 __all__ = ["LABEL", "MARK", "answer_request", "submit_request", "submit_request_async"]
 

@@ -1,15 +1,15 @@
-"""Contrib plugin ``onebot``: OneBot v11 messages as promptweave :class:`framework.ChatMessage`.
+"""Contrib plugin ``onebot``: OneBot v11 messages as promptweave :class:`promptweave.ChatMessage`.
 
 Enable it by name (``[plugins] contrib = ["onebot"]``) and call
 ``runtime.parse_incoming("onebot", event, bot_id)``, or use the functions directly::
 
-    from contrib.onebot import parse_event, parse_message
+    from promptweave.contrib.onebot import parse_event, parse_message
 
 A message is a CQ-code string (``[CQ:at,qq=10001] 你好``, with ``&amp; &#91; &#93;`` escaped in
 text and also ``&#44;`` in parameter values) or an array of segments (``{"type": "text",
 "data": {"text": "你好"}}``). Understood segments: ``text``; ``at`` (a mention of the bot sets
 ``addressed`` and is left out of the text, others read ``@name``); ``reply`` (``reply_to``);
-``image`` and ``mface`` (their HTTP(S) URL goes to ``images``, or :data:`framework.IMAGE_WITHOUT_URL`
+``image`` and ``mface`` (their HTTP(S) URL goes to ``images``, or :data:`promptweave.IMAGE_WITHOUT_URL`
 when the segment has none, so the message still shows ``[图片]``); ``face`` (``[表情]``). Other segments are kept only in ``raw``, which holds the message as received.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from framework import IMAGE_WITHOUT_URL, ChatMessage, IncomingEvent, hookimpl, is_vision_url
+from promptweave import IMAGE_WITHOUT_URL, ChatMessage, IncomingEvent, hookimpl, is_vision_url
 
 __all__ = [
     "OneBotEvent",

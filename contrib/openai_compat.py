@@ -26,8 +26,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from contrib._provider_http import ProviderClient, RetryPolicy, shared_client
-from framework import Config, ProviderApi, ProviderRequest, SubmitResult, hookimpl
+from promptweave import Config, ProviderApi, ProviderRequest, SubmitResult, hookimpl
+from promptweave.contrib._provider_http import ProviderClient, RetryPolicy, shared_client
 
 __all__ = [
     "DEFAULT_BASE_URL",

@@ -2,7 +2,7 @@
 
 Plugin authors import everything they need from here::
 
-    from framework import hookimpl, Section
+    from promptweave import hookimpl, Section
 
 A name is imported the first time it is read, so ``import framework`` costs next to nothing and a
 program that uses a few names loads only the modules that define them (``docs/performance.md``).
@@ -14,10 +14,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from framework.config import BotConfig, Config, DeliveryConfig, LoopConfig
-    from framework.conversation.ambient import AMBIENT_HEADER, AmbientEntry
-    from framework.conversation.budget import BudgetReport, apply_budget
-    from framework.conversation.images import (
+    from promptweave.config import BotConfig, Config, DeliveryConfig, LoopConfig
+    from promptweave.conversation.ambient import AMBIENT_HEADER, AmbientEntry
+    from promptweave.conversation.budget import BudgetReport, apply_budget
+    from promptweave.conversation.images import (
         IMAGE_WITHOUT_URL,
         FetchedImage,
         ImageFetchError,
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
         merge_image_urls,
         vision_image_urls,
     )
-    from framework.conversation.sequence import PromptMessage, format_user_turn
-    from framework.conversation.state import (
+    from promptweave.conversation.sequence import PromptMessage, format_user_turn
+    from promptweave.conversation.state import (
         ActiveSystemPrompt,
         ConversationState,
         InMemorySystemPromptStore,
@@ -39,14 +39,14 @@ if TYPE_CHECKING:
         conversation_key,
         prompt_cache_key,
     )
-    from framework.conversation.summary import CompressionResult, CompressionStatus
-    from framework.conversation.timeline import (
+    from promptweave.conversation.summary import CompressionResult, CompressionStatus
+    from promptweave.conversation.timeline import (
         TIMELINE_HEADER,
         GroupTimeline,
         build_group_timeline,
         speaker_label,
     )
-    from framework.decision import (
+    from promptweave.decision import (
         Decision,
         DeliveryStyle,
         GateSkip,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
         SocialAction,
         TurnAction,
     )
-    from framework.delivery.onebot import (
+    from promptweave.delivery.onebot import (
         ONEBOT_V11,
         OneBotTransport,
         cq_escape,
@@ -67,8 +67,8 @@ if TYPE_CHECKING:
         onebot_segment,
         onebot_segments,
     )
-    from framework.delivery.plan import PauseConfig, plan_delivery, plan_phrase
-    from framework.delivery.records import (
+    from promptweave.delivery.plan import PauseConfig, plan_delivery, plan_phrase
+    from promptweave.delivery.records import (
         DeliveryPlan,
         ModelAnswer,
         OutgoingMessage,
@@ -76,12 +76,12 @@ if TYPE_CHECKING:
         SendReceipt,
         Transport,
     )
-    from framework.delivery.reply_contract import (
+    from promptweave.delivery.reply_contract import (
         LEAK_RUN_CHARS,
         QUOTABLE_HEADERS,
         read_model_answer_default,
     )
-    from framework.errors import (
+    from promptweave.errors import (
         ConfigError,
         DuplicateRegistrationError,
         PlacementError,
@@ -92,7 +92,7 @@ if TYPE_CHECKING:
         SectionRenderError,
         TurnFileError,
     )
-    from framework.items import (
+    from promptweave.items import (
         BehaviorStrategy,
         ExpressionPair,
         KnowledgeItem,
@@ -109,10 +109,10 @@ if TYPE_CHECKING:
         TopicSummary,
         TurnPolicy,
     )
-    from framework.loop.live import BotLoop
-    from framework.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
-    from framework.plugins.hookspecs import hookimpl
-    from framework.plugins.records import (
+    from promptweave.loop.live import BotLoop
+    from promptweave.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
+    from promptweave.plugins.hookspecs import hookimpl
+    from promptweave.plugins.records import (
         DecisionRule,
         OverrideMode,
         PhrasePool,
@@ -124,18 +124,18 @@ if TYPE_CHECKING:
         ToolCallContext,
         Volatility,
     )
-    from framework.prompt.overrides import OverridesFile, load_overrides_file
-    from framework.prompt.persona import PersonaPack
-    from framework.prompt.render_context import RenderContext
-    from framework.prompt.rendered import RenderedSection, RenderedTurn, SectionListing
-    from framework.prompt.sanitize import (
+    from promptweave.prompt.overrides import OverridesFile, load_overrides_file
+    from promptweave.prompt.persona import PersonaPack
+    from promptweave.prompt.render_context import RenderContext
+    from promptweave.prompt.rendered import RenderedSection, RenderedTurn, SectionListing
+    from promptweave.prompt.sanitize import (
         HEADER_BRACKET_LOOKALIKES,
         neutralize_markers,
         quote_user_text,
         sanitize_block,
         sanitize_literal,
     )
-    from framework.prompt.text_rules import (
+    from promptweave.prompt.text_rules import (
         IMAGE_MARK,
         INJECTION_PATTERNS,
         RECOGNITION_QUESTION_WORDS,
@@ -143,9 +143,9 @@ if TYPE_CHECKING:
         first_chars,
         is_recognition_question,
     )
-    from framework.providers.answers import ProviderAnswer, parse_answer
-    from framework.providers.prefix import PrefixReport, compare_request_prefix
-    from framework.providers.records import (
+    from promptweave.providers.answers import ProviderAnswer, parse_answer
+    from promptweave.providers.prefix import PrefixReport, compare_request_prefix
+    from promptweave.providers.records import (
         ProviderApi,
         ProviderRequest,
         ProviderSpec,
@@ -154,24 +154,33 @@ if TYPE_CHECKING:
         ToolSpec,
         Usage,
     )
-    from framework.providers.request import asubmit_request, build_provider_request, submit_request
-    from framework.providers.tools import with_tool_round, with_tools
-    from framework.retrieval.policy import (
+    from promptweave.providers.request import (
+        asubmit_request,
+        build_provider_request,
+        submit_request,
+    )
+    from promptweave.providers.tools import with_tool_round, with_tools
+    from promptweave.retrieval.policy import (
         KNOWLEDGE_QUESTION_WORDS,
         looks_like_knowledge_question,
         reads_as_event,
     )
-    from framework.retrieval.query import RetrievalHit, RetrievalQuery, RetrievalResult, SkipReason
-    from framework.retrieval.runner import RetrievalOutcome, RetrieverTrace
-    from framework.retrieval.scoring import query_terms, score_text, text_terms
-    from framework.routing.low_engagement import PoolQuery
-    from framework.routing.memory import allows_persistent_memory
-    from framework.routing.model import MODEL_ANSWER_FORMAT
-    from framework.routing.quoting import Delivery, quote_allowed
-    from framework.routing.signals import MessageSignals
-    from framework.routing.text_signals import is_gentle_phrase
-    from framework.runtime import Promptweave
-    from framework.store.retrieval import (
+    from promptweave.retrieval.query import (
+        RetrievalHit,
+        RetrievalQuery,
+        RetrievalResult,
+        SkipReason,
+    )
+    from promptweave.retrieval.runner import RetrievalOutcome, RetrieverTrace
+    from promptweave.retrieval.scoring import query_terms, score_text, text_terms
+    from promptweave.routing.low_engagement import PoolQuery
+    from promptweave.routing.memory import allows_persistent_memory
+    from promptweave.routing.model import MODEL_ANSWER_FORMAT
+    from promptweave.routing.quoting import Delivery, quote_allowed
+    from promptweave.routing.signals import MessageSignals
+    from promptweave.routing.text_signals import is_gentle_phrase
+    from promptweave.runtime import Promptweave
+    from promptweave.store.retrieval import (
         BehaviorRecord,
         ExpressionPairRecord,
         KnowledgeDocument,
@@ -184,10 +193,10 @@ if TYPE_CHECKING:
         SummaryRecord,
         TopicSummarySource,
     )
-    from framework.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn
-    from framework.store.sqlite import StoreUnavailableError
-    from framework.store.stores import Stores
-    from framework.turn import (
+    from promptweave.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn
+    from promptweave.store.sqlite import StoreUnavailableError
+    from promptweave.store.stores import Stores
+    from promptweave.turn import (
         Bot,
         ChatMessage,
         GroupExpression,
@@ -198,12 +207,12 @@ if TYPE_CHECKING:
         TurnRetrieved,
         load_turn_file,
     )
-    from framework.turn_context.context import (
+    from promptweave.turn_context.context import (
         TurnContext,
         build_turn_context,
         collect_turn_notes,
     )
-    from framework.turn_context.preflight import (
+    from promptweave.turn_context.preflight import (
         PreflightResult,
         compression_made_progress,
         default_compress_messages,
@@ -214,8 +223,8 @@ if TYPE_CHECKING:
         run_preflight,
         should_run_preflight_estimate,
     )
-    from framework.turn_context.request_budget import TurnBudgetReport
-    from framework.turn_context.sidecar import (
+    from promptweave.turn_context.request_budget import TurnBudgetReport
+    from promptweave.turn_context.sidecar import (
         append_notes_to_multimodal_content,
         build_memory_context_block,
         compose_user_api_content,
@@ -227,21 +236,21 @@ if TYPE_CHECKING:
 
 #: The module that defines each public name, imported when the name is first read.
 _MODULES: dict[str, tuple[str, ...]] = {
-    "framework.config": (
+    "promptweave.config": (
         "BotConfig",
         "Config",
         "DeliveryConfig",
         "LoopConfig",
     ),
-    "framework.conversation.ambient": (
+    "promptweave.conversation.ambient": (
         "AMBIENT_HEADER",
         "AmbientEntry",
     ),
-    "framework.conversation.budget": (
+    "promptweave.conversation.budget": (
         "BudgetReport",
         "apply_budget",
     ),
-    "framework.conversation.images": (
+    "promptweave.conversation.images": (
         "IMAGE_WITHOUT_URL",
         "FetchedImage",
         "ImageFetchError",
@@ -251,11 +260,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "merge_image_urls",
         "vision_image_urls",
     ),
-    "framework.conversation.sequence": (
+    "promptweave.conversation.sequence": (
         "PromptMessage",
         "format_user_turn",
     ),
-    "framework.conversation.state": (
+    "promptweave.conversation.state": (
         "ActiveSystemPrompt",
         "ConversationState",
         "InMemorySystemPromptStore",
@@ -266,17 +275,17 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "conversation_key",
         "prompt_cache_key",
     ),
-    "framework.conversation.summary": (
+    "promptweave.conversation.summary": (
         "CompressionResult",
         "CompressionStatus",
     ),
-    "framework.conversation.timeline": (
+    "promptweave.conversation.timeline": (
         "TIMELINE_HEADER",
         "GroupTimeline",
         "build_group_timeline",
         "speaker_label",
     ),
-    "framework.decision": (
+    "promptweave.decision": (
         "Decision",
         "DeliveryStyle",
         "GateSkip",
@@ -288,7 +297,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "SocialAction",
         "TurnAction",
     ),
-    "framework.delivery.onebot": (
+    "promptweave.delivery.onebot": (
         "ONEBOT_V11",
         "OneBotTransport",
         "cq_escape",
@@ -297,12 +306,12 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "onebot_segment",
         "onebot_segments",
     ),
-    "framework.delivery.plan": (
+    "promptweave.delivery.plan": (
         "PauseConfig",
         "plan_delivery",
         "plan_phrase",
     ),
-    "framework.delivery.records": (
+    "promptweave.delivery.records": (
         "DeliveryPlan",
         "ModelAnswer",
         "OutgoingMessage",
@@ -310,12 +319,12 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "SendReceipt",
         "Transport",
     ),
-    "framework.delivery.reply_contract": (
+    "promptweave.delivery.reply_contract": (
         "LEAK_RUN_CHARS",
         "QUOTABLE_HEADERS",
         "read_model_answer_default",
     ),
-    "framework.errors": (
+    "promptweave.errors": (
         "ConfigError",
         "DuplicateRegistrationError",
         "PlacementError",
@@ -326,7 +335,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "SectionRenderError",
         "TurnFileError",
     ),
-    "framework.items": (
+    "promptweave.items": (
         "BehaviorStrategy",
         "ExpressionPair",
         "KnowledgeItem",
@@ -343,14 +352,14 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "TopicSummary",
         "TurnPolicy",
     ),
-    "framework.loop.live": ("BotLoop",),
-    "framework.loop.records": (
+    "promptweave.loop.live": ("BotLoop",),
+    "promptweave.loop.records": (
         "IncomingEvent",
         "OutcomeStatus",
         "TurnOutcome",
     ),
-    "framework.plugins.hookspecs": ("hookimpl",),
-    "framework.plugins.records": (
+    "promptweave.plugins.hookspecs": ("hookimpl",),
+    "promptweave.plugins.records": (
         "DecisionRule",
         "OverrideMode",
         "PhrasePool",
@@ -362,25 +371,25 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ToolCallContext",
         "Volatility",
     ),
-    "framework.prompt.overrides": (
+    "promptweave.prompt.overrides": (
         "OverridesFile",
         "load_overrides_file",
     ),
-    "framework.prompt.persona": ("PersonaPack",),
-    "framework.prompt.render_context": ("RenderContext",),
-    "framework.prompt.rendered": (
+    "promptweave.prompt.persona": ("PersonaPack",),
+    "promptweave.prompt.render_context": ("RenderContext",),
+    "promptweave.prompt.rendered": (
         "RenderedSection",
         "RenderedTurn",
         "SectionListing",
     ),
-    "framework.prompt.sanitize": (
+    "promptweave.prompt.sanitize": (
         "HEADER_BRACKET_LOOKALIKES",
         "neutralize_markers",
         "quote_user_text",
         "sanitize_block",
         "sanitize_literal",
     ),
-    "framework.prompt.text_rules": (
+    "promptweave.prompt.text_rules": (
         "IMAGE_MARK",
         "INJECTION_PATTERNS",
         "RECOGNITION_QUESTION_WORDS",
@@ -388,15 +397,15 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "first_chars",
         "is_recognition_question",
     ),
-    "framework.providers.answers": (
+    "promptweave.providers.answers": (
         "ProviderAnswer",
         "parse_answer",
     ),
-    "framework.providers.prefix": (
+    "promptweave.providers.prefix": (
         "PrefixReport",
         "compare_request_prefix",
     ),
-    "framework.providers.records": (
+    "promptweave.providers.records": (
         "ProviderApi",
         "ProviderRequest",
         "ProviderSpec",
@@ -405,46 +414,46 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ToolSpec",
         "Usage",
     ),
-    "framework.providers.request": (
+    "promptweave.providers.request": (
         "asubmit_request",
         "build_provider_request",
         "submit_request",
     ),
-    "framework.providers.tools": (
+    "promptweave.providers.tools": (
         "with_tool_round",
         "with_tools",
     ),
-    "framework.retrieval.policy": (
+    "promptweave.retrieval.policy": (
         "KNOWLEDGE_QUESTION_WORDS",
         "looks_like_knowledge_question",
         "reads_as_event",
     ),
-    "framework.retrieval.query": (
+    "promptweave.retrieval.query": (
         "RetrievalHit",
         "RetrievalQuery",
         "RetrievalResult",
         "SkipReason",
     ),
-    "framework.retrieval.runner": (
+    "promptweave.retrieval.runner": (
         "RetrievalOutcome",
         "RetrieverTrace",
     ),
-    "framework.retrieval.scoring": (
+    "promptweave.retrieval.scoring": (
         "query_terms",
         "score_text",
         "text_terms",
     ),
-    "framework.routing.low_engagement": ("PoolQuery",),
-    "framework.routing.memory": ("allows_persistent_memory",),
-    "framework.routing.model": ("MODEL_ANSWER_FORMAT",),
-    "framework.routing.quoting": (
+    "promptweave.routing.low_engagement": ("PoolQuery",),
+    "promptweave.routing.memory": ("allows_persistent_memory",),
+    "promptweave.routing.model": ("MODEL_ANSWER_FORMAT",),
+    "promptweave.routing.quoting": (
         "Delivery",
         "quote_allowed",
     ),
-    "framework.routing.signals": ("MessageSignals",),
-    "framework.routing.text_signals": ("is_gentle_phrase",),
-    "framework.runtime": ("Promptweave",),
-    "framework.store.retrieval": (
+    "promptweave.routing.signals": ("MessageSignals",),
+    "promptweave.routing.text_signals": ("is_gentle_phrase",),
+    "promptweave.runtime": ("Promptweave",),
+    "promptweave.store.retrieval": (
         "BehaviorRecord",
         "ExpressionPairRecord",
         "KnowledgeDocument",
@@ -457,14 +466,14 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "SummaryRecord",
         "TopicSummarySource",
     ),
-    "framework.store.sessions": (
+    "promptweave.store.sessions": (
         "SUMMARY_MARK",
         "SessionSummary",
         "SessionTurn",
     ),
-    "framework.store.sqlite": ("StoreUnavailableError",),
-    "framework.store.stores": ("Stores",),
-    "framework.turn": (
+    "promptweave.store.sqlite": ("StoreUnavailableError",),
+    "promptweave.store.stores": ("Stores",),
+    "promptweave.turn": (
         "Bot",
         "ChatMessage",
         "GroupExpression",
@@ -475,12 +484,12 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "TurnRetrieved",
         "load_turn_file",
     ),
-    "framework.turn_context.context": (
+    "promptweave.turn_context.context": (
         "TurnContext",
         "build_turn_context",
         "collect_turn_notes",
     ),
-    "framework.turn_context.preflight": (
+    "promptweave.turn_context.preflight": (
         "PreflightResult",
         "compression_made_progress",
         "default_compress_messages",
@@ -491,8 +500,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "run_preflight",
         "should_run_preflight_estimate",
     ),
-    "framework.turn_context.request_budget": ("TurnBudgetReport",),
-    "framework.turn_context.sidecar": (
+    "promptweave.turn_context.request_budget": ("TurnBudgetReport",),
+    "promptweave.turn_context.sidecar": (
         "append_notes_to_multimodal_content",
         "build_memory_context_block",
         "compose_user_api_content",

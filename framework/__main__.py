@@ -1,8 +1,8 @@
-"""``python -m framework``: the ``promptweave`` command without the console script."""
+"""``python -m promptweave``: the ``promptweave`` command without the console script."""
 
 from __future__ import annotations
 
-from framework.cli.main import cli
+from promptweave.cli.main import cli
 
 if __name__ == "__main__":
     cli(prog_name="promptweave")

@@ -20,8 +20,8 @@ import cattrs
 import cattrs.gen
 import cattrs.v
 
-from framework._fields import Text
-from framework.errors import ConfigError
+from promptweave._fields import Text
+from promptweave.errors import ConfigError
 
 T = TypeVar("T")
 

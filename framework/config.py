@@ -13,9 +13,9 @@ from typing import Any
 
 import attrs
 
-from framework._convert import load_toml, structure
-from framework._fields import FrozenMapping, finite_seconds, one_of, str_tuple
-from framework.store.sqlite import SYNCHRONOUS_LEVELS
+from promptweave._convert import load_toml, structure
+from promptweave._fields import FrozenMapping, finite_seconds, one_of, str_tuple
+from promptweave.store.sqlite import SYNCHRONOUS_LEVELS
 
 __all__ = [
     "CONFIG_ENV",
@@ -492,7 +492,7 @@ class Config:
 
     @classmethod
     def from_file(cls, path: Path) -> Config:
-        """Load a config file; problems raise :class:`framework.errors.ConfigError`."""
+        """Load a config file; problems raise :class:`promptweave.errors.ConfigError`."""
         data: dict[str, Any] = load_toml(path)
         loaded = structure(data, _FileConfig, str(path))
         return cls(

@@ -1,7 +1,7 @@
 """The routing decision of a turn, what each routing stage returns, and its trace
 (``docs/design.md#the-routing-flow``).
 
-A :class:`framework.DecisionRule` receives a :class:`RouteContext`. What its ``evaluate`` returns
+A :class:`promptweave.DecisionRule` receives a :class:`RouteContext`. What its ``evaluate`` returns
 depends on its stage (``docs/routing.md``):
 
 - ``gate``: a :class:`GateSkip` to stop the turn in silence, or ``None`` to let it through;
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from framework.items import ReplyShape, TurnPolicy
+from promptweave.items import ReplyShape, TurnPolicy
 
 if TYPE_CHECKING:
-    from framework.config import Config
-    from framework.routing.signals import MessageSignals
-    from framework.store.routing_state import QuoteCandidate, RoutingState
-    from framework.turn import ChatMessage, Turn
+    from promptweave.config import Config
+    from promptweave.routing.signals import MessageSignals
+    from promptweave.store.routing_state import QuoteCandidate, RoutingState
+    from promptweave.turn import ChatMessage, Turn
 
 __all__ = [
     "Decision",
@@ -262,13 +262,13 @@ class Decision:
 
 @attrs.frozen(kw_only=True)
 class RouteContext:
-    """What a :class:`framework.DecisionRule` receives.
+    """What a :class:`promptweave.DecisionRule` receives.
 
     :param turn: the turn being routed.
     :param now: the routing time (the message's time unless given).
     :param config: the deployment's settings; ``config.routing`` holds the routing defaults.
     :param signals: what the router read from the message once, for every rule
-        (:class:`framework.MessageSignals`).
+        (:class:`promptweave.MessageSignals`).
     :param state: the routing state of the deployment (cooldowns, quote candidates, …).
     :param candidates: the group's quotable recent messages, the current one included.
     :param recent_bot_replies: the bot's replies among the group's recent messages (0–6).

@@ -1,7 +1,7 @@
 """The data a turn carries and the items retrievers contribute to sections.
 
 A turn file (see ``docs/turn_file.md``) and the retrievers produce these records; the built-in
-sections read them from :class:`framework.prompt.render_context.RenderContext`. Third-party sections may define
+sections read them from :class:`promptweave.prompt.render_context.RenderContext`. Third-party sections may define
 items of their own: the context hands a section whatever its retrievers returned.
 """
 
@@ -12,7 +12,7 @@ import math
 
 import attrs
 
-from framework._fields import one_of, str_tuple
+from promptweave._fields import one_of, str_tuple
 
 __all__ = [
     "REPLY_SHAPE_BANDS",
@@ -192,7 +192,7 @@ class TurnPolicy:
     :param reply_target: one of :data:`TURN_POLICY_REPLY_TARGETS`.
     :param seriousness: ``casual`` or ``serious``.
     :param social_action: one of :data:`TURN_POLICY_SOCIAL_ACTIONS` (the values of
-        :class:`framework.SocialAction`).
+        :class:`promptweave.SocialAction`).
     """
 
     reply_target: str = attrs.field(default="fact", validator=one_of(*TURN_POLICY_REPLY_TARGETS))

@@ -19,21 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from framework.config import Config
-from framework.conversation.message_cache import MessageCache
-from framework.conversation.pipeline import TurnMessages, build_turn_messages, carried_by_history
-from framework.conversation.session import SessionReader, read_session
-from framework.conversation.state import ConversationState
-from framework.conversation.timeline import build_group_timeline
-from framework.decision import Decision
-from framework.delivery.recorder import Recorder
-from framework.delivery.writes import BackgroundRunner
-from framework.errors import ConfigError
-from framework.items import ReplyShape, TurnPolicy
-from framework.plugins.hook_calls import implementations
-from framework.plugins.manager import PluginInfo, PluginManager, build_plugin_manager
-from framework.plugins.registry import Registries, collect_registries
-from framework.plugins.watchdog import (
+from promptweave.config import Config
+from promptweave.conversation.message_cache import MessageCache
+from promptweave.conversation.pipeline import TurnMessages, build_turn_messages, carried_by_history
+from promptweave.conversation.session import SessionReader, read_session
+from promptweave.conversation.state import ConversationState
+from promptweave.conversation.timeline import build_group_timeline
+from promptweave.decision import Decision
+from promptweave.delivery.recorder import Recorder
+from promptweave.delivery.writes import BackgroundRunner
+from promptweave.errors import ConfigError
+from promptweave.items import ReplyShape, TurnPolicy
+from promptweave.plugins.hook_calls import implementations
+from promptweave.plugins.manager import PluginInfo, PluginManager, build_plugin_manager
+from promptweave.plugins.registry import Registries, collect_registries
+from promptweave.plugins.watchdog import (
     Deadline,
     PluginFault,
     Watchdog,
@@ -41,22 +41,22 @@ from framework.plugins.watchdog import (
     record_fault,
     type_name,
 )
-from framework.prompt.assembly import SectionAssembler
-from framework.prompt.persona import PersonaPack
-from framework.prompt.render_context import RenderContext
-from framework.prompt.rendered import RenderedSection, RenderedTurn, SectionListing, TurnTrace
-from framework.retrieval.query import RetrievalQuery
-from framework.retrieval.runner import RetrievalOutcome, RetrievalRunner
-from framework.routing.memory import PERSISTENT_MEMORY_SECTIONS, allows_persistent_memory
-from framework.routing.quoting import Delivery
-from framework.routing.router import DEFAULT_DECISION, Router
-from framework.store.routing_state import MemoryRoutingState
-from framework.store.sqlite import STORE_ERRORS
-from framework.store.stores import Stores
-from framework.turn import Bot, ChatMessage, HistoryEntry, Turn
+from promptweave.prompt.assembly import SectionAssembler
+from promptweave.prompt.persona import PersonaPack
+from promptweave.prompt.render_context import RenderContext
+from promptweave.prompt.rendered import RenderedSection, RenderedTurn, SectionListing, TurnTrace
+from promptweave.retrieval.query import RetrievalQuery
+from promptweave.retrieval.runner import RetrievalOutcome, RetrievalRunner
+from promptweave.routing.memory import PERSISTENT_MEMORY_SECTIONS, allows_persistent_memory
+from promptweave.routing.quoting import Delivery
+from promptweave.routing.router import DEFAULT_DECISION, Router
+from promptweave.store.routing_state import MemoryRoutingState
+from promptweave.store.sqlite import STORE_ERRORS
+from promptweave.store.stores import Stores
+from promptweave.turn import Bot, ChatMessage, HistoryEntry, Turn
 
 if TYPE_CHECKING:
-    from framework.conversation.summary import CompressionResult
+    from promptweave.conversation.summary import CompressionResult
 
 __all__ = ["Promptweave"]
 
@@ -90,7 +90,7 @@ class Promptweave:
     :attr:`assembler` (sections, overrides, sanitising) and the :attr:`recorder` (what the bot
     saw and delivered).
 
-    :param strict: raise :class:`framework.errors.SectionRenderError` when a section's ``render``
+    :param strict: raise :class:`promptweave.errors.SectionRenderError` when a section's ``render``
         raises, instead of leaving the section out and tracing the error.
     :param conversations: per-conversation state of the turn-context layer: queued notes, active
         system prompts, what was sent (``docs/turn_context.md``).
@@ -363,9 +363,9 @@ class Promptweave:
         """Run every registered retriever for ``turn`` concurrently (``docs/retrieval.md``).
 
         :param allow_persistent_memory: ``None`` decides with
-            :func:`framework.allows_persistent_memory` of the decision.
+            :func:`promptweave.allows_persistent_memory` of the decision.
         :param deadline: the turn's deadline: no retriever waits past it (past it, each gets
-            :data:`framework.plugins.watchdog.RERUN_GRACE_S`).
+            :data:`promptweave.plugins.watchdog.RERUN_GRACE_S`).
         """
         query, budget = self._retrieval_query(
             turn, decision, now, allow_persistent_memory, deadline
@@ -485,7 +485,7 @@ class Promptweave:
             (routing updates the routing state, so a turn must be routed once); ``None`` routes
             it here.
         :param allow_persistent_memory: ``None`` decides with
-            :func:`framework.allows_persistent_memory` of the decision.
+            :func:`promptweave.allows_persistent_memory` of the decision.
         :param retrieve: ``False`` runs no retriever: the sections get only the items the turn
             carries (``Turn.retrieved``), for a caller that retrieved them itself or a replay.
         """
@@ -792,19 +792,19 @@ class Promptweave:
     # -- recording and delivery (the recorder's work) ------------------------------------------
 
     def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
-        """How to deliver a decided reply: :meth:`framework.delivery.recorder.Recorder.resolve_delivery`."""
+        """How to deliver a decided reply: :meth:`promptweave.delivery.recorder.Recorder.resolve_delivery`."""
         return self.recorder.resolve_delivery(turn, decision)
 
     def note_delivered(
         self, turn: Turn, delivery: Delivery, *, at: dt.datetime | None = None
     ) -> None:
         """Record a delivered reply in the routing state:
-        :meth:`framework.delivery.recorder.Recorder.note_delivered`."""
+        :meth:`promptweave.delivery.recorder.Recorder.note_delivered`."""
         self.recorder.note_delivered(turn, delivery, at=at)
 
     def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
         """Store an incoming message; never raises for a failing store:
-        :meth:`framework.delivery.recorder.Recorder.record_message`."""
+        :meth:`promptweave.delivery.recorder.Recorder.record_message`."""
         return self.recorder.record_message(bot_id, group_id, message)
 
     def record_bot_reply(
@@ -822,7 +822,7 @@ class Promptweave:
         usage: Mapping[str, int] | None = None,
     ) -> bool:
         """Store a delivered bot message once, note it in the routing state and compress the
-        session in the background: :meth:`framework.delivery.recorder.Recorder.record_bot_reply`."""
+        session in the background: :meth:`promptweave.delivery.recorder.Recorder.record_bot_reply`."""
         return self.recorder.record_bot_reply(
             bot_id,
             group_id,

@@ -2,7 +2,7 @@
 
 Enable it in a ``conftest.py``::
 
-    pytest_plugins = ["framework.testing"]
+    pytest_plugins = ["promptweave.testing"]
 
 then::
 
@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from framework.config import Config, StoreConfig
-from framework.runtime import Promptweave
-from framework.turn import Bot, ChatMessage, SpeakTrigger, Turn
+from promptweave.config import Config, StoreConfig
+from promptweave.runtime import Promptweave
+from promptweave.turn import Bot, ChatMessage, SpeakTrigger, Turn
 
 __all__ = ["promptweave_runtime", "register_plugin", "sample_turn"]
 

@@ -1,6 +1,6 @@
 """What one turn is made of: the bot, the current message, the group around it, and its inputs.
 
-These records are what a bot hands to :meth:`framework.Promptweave.render`, and what a turn file
+These records are what a bot hands to :meth:`promptweave.Promptweave.render`, and what a turn file
 (``docs/turn_file.md``) describes in JSON.
 """
 
@@ -15,10 +15,10 @@ from typing import Any, NoReturn
 
 import attrs
 
-from framework._convert import load_json, structure
-from framework._fields import Text, one_of, platform_id, str_tuple
-from framework.errors import TurnFileError
-from framework.items import (
+from promptweave._convert import load_json, structure
+from promptweave._fields import Text, one_of, platform_id, str_tuple
+from promptweave.errors import TurnFileError
+from promptweave.items import (
     BehaviorStrategy,
     ExpressionPair,
     KnowledgeItem,
@@ -32,7 +32,7 @@ from framework.items import (
     TopicSummary,
     TurnPolicy,
 )
-from framework.prompt.sanitize import strip_lone_surrogates
+from promptweave.prompt.sanitize import strip_lone_surrogates
 
 __all__ = [
     "Bot",
@@ -124,8 +124,8 @@ class ChatMessage:
     :param addressed: ``True`` when the message is addressed to the bot (@, alias, reply to it).
     :param reply_to: the id of the message this one replies to.
     :param images: the images the message carries, one entry each: their URLs. Every entry shows
-        as ``[图片]``; only valid HTTP(S) URLs (:func:`framework.is_vision_url`) are ever sent to a
-        provider, so an image whose URL is unknown is :data:`framework.IMAGE_WITHOUT_URL`.
+        as ``[图片]``; only valid HTTP(S) URLs (:func:`promptweave.is_vision_url`) are ever sent to a
+        provider, so an image whose URL is unknown is :data:`promptweave.IMAGE_WITHOUT_URL`.
     :param mentions: account ids the message @-mentions (``"all"`` for @全体成员); routing also
         reads ``[CQ:at,qq=…]`` codes and ``at`` segments from ``raw``.
     """
@@ -322,7 +322,7 @@ class Turn:
 
 def load_turn_file(path: Path | str) -> Turn:
     """Read a turn file (``docs/turn_file.md``); a malformed one raises
-    :class:`framework.errors.TurnFileError` with one line per problem, naming the file and the key
+    :class:`promptweave.errors.TurnFileError` with one line per problem, naming the file and the key
     path."""
     path = Path(path)
     data = load_json(path, TurnFileError)

@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from framework import (
+from promptweave import (
     BehaviorStrategy,
     Bot,
     ChatMessage,
@@ -57,7 +57,7 @@ from framework import (
     hookimpl,
     load_turn_file,
 )
-from framework.config import (
+from promptweave.config import (
     AmbientConfig,
     BudgetConfig,
     HistoryConfig,

@@ -21,21 +21,29 @@ import itertools
 import os
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-import attrs
 import pytest
 from hypothesis import HealthCheck, settings
 
-from framework import Bot, ChatMessage, Config, Promptweave, Stores, Turn, load_turn_file
-from framework.config import StoreConfig
+from promptweave import ChatMessage, Config, Promptweave, Stores, Turn, load_turn_file
 
 if TYPE_CHECKING:
-    from contrib.redis_store import RedisNamespace
+    from promptweave.contrib.redis_store import RedisNamespace
 
-pytest_plugins = ["framework.testing", "tests.skip_summary", "pytester"]
+from base_support import (
+    EXAMPLES,
+    NONEBOT_CONFIG,
+    T0,
+    Clock,
+    MessageFactory,
+    redis_config,
+    sqlite_config,
+)
+
+pytest_plugins = ["promptweave.testing", "skip_summary", "pytester"]
 
 # The command's caches (plugin discovery, generated code) of everything this run imports or starts
 # go to a directory of its own, never to the developer's ~/.cache; each test then gets its own
@@ -69,11 +77,6 @@ def _load_hypothesis_profile(config: pytest.Config) -> None:
         settings.load_profile("default")
 
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples" / "turns"
-CST = dt.timezone(dt.timedelta(hours=8))
-
-
 @pytest.fixture
 def rich_turn() -> Turn:
     """The example turn that fills all fifteen sections."""
@@ -96,33 +99,9 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.chdir(tmp_path)
 
 
-SHANGHAI = dt.timezone(dt.timedelta(hours=8))
-T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=SHANGHAI)
-BOT = Bot(id="10001", name="小织", aliases=("织织",), peer_bot_ids=("10002",))
-GROUP = "20001"
-
-
-@attrs.define
-class Clock:
-    """A clock tests move by hand."""
-
-    now: dt.datetime = T0
-
-    def __call__(self) -> dt.datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> dt.datetime:
-        self.now += dt.timedelta(seconds=seconds)
-        return self.now
-
-
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
-
-
-def sqlite_config(path: Path, **sections: object) -> Config:
-    return attrs.evolve(Config(), store=StoreConfig(path=str(path)), **sections)
 
 
 @pytest.fixture
@@ -172,7 +151,7 @@ def redis_url() -> str:
 @pytest.fixture
 def redis_prefix(redis_url: str) -> Iterator[str]:
     """A key prefix of this test's own; its keys are deleted afterwards."""
-    from contrib.redis_store import connect
+    from promptweave.contrib.redis_store import connect
 
     prefix = f"pwtest:{uuid.uuid4().hex}:"
     yield prefix
@@ -187,16 +166,11 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def redis_namespace(redis_url: str, redis_prefix: str) -> Iterator[RedisNamespace]:
-    from contrib.redis_store import RedisNamespace, connect
+    from promptweave.contrib.redis_store import RedisNamespace, connect
 
     client = connect(redis_url)
     yield RedisNamespace(client, redis_prefix)
     client.close()
-
-
-def redis_config(url: str, prefix: str, **sections: object) -> Config:
-    store = StoreConfig(backend="redis", url=url, prefix=prefix)
-    return attrs.evolve(Config(), store=store, **sections)
 
 
 @pytest.fixture
@@ -211,9 +185,6 @@ def redis_runtime(redis_url: str, redis_prefix: str, clock: Clock) -> Iterator[P
 def runtime(request: pytest.FixtureRequest) -> Promptweave:
     """A runtime on each backend: the behaviour must not depend on the store."""
     return request.getfixturevalue(f"{request.param}_runtime")
-
-
-MessageFactory = Callable[..., ChatMessage]
 
 
 @pytest.fixture
@@ -233,9 +204,7 @@ def message() -> MessageFactory:
     return build
 
 
-# -- NoneBot2: the contrib.nonebot plugin under nonebug (tests/test_nonebot.py) ---------------------
-
-NONEBOT_CONFIG = ROOT / "tests" / "data" / "nonebot.toml"
+# -- NoneBot2: the promptweave.contrib.nonebot plugin under nonebug (tests/test_nonebot.py) ---------------------
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -260,4 +229,4 @@ async def after_nonebot_init(after_nonebot_init: None) -> None:
     from nonebot.adapters.onebot.v11 import Adapter
 
     nonebot.get_driver().register_adapter(Adapter)
-    nonebot.load_plugin("contrib.nonebot")
+    nonebot.load_plugin("promptweave.contrib.nonebot")

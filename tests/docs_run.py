@@ -304,7 +304,7 @@ class Workspace:
         python = sys.executable
         (tools / "pip.py").write_text(_PIP, encoding="utf-8")
         shims = {
-            "promptweave": f"{python} -m framework",
+            "promptweave": f"{python} -m promptweave",
             "python": python,
             "python3": python,
             "pip": f"{python} {tools / 'pip.py'} {site}",

@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from framework import (
+from promptweave import (
     BotLoop,
     ChatMessage,
     Config,
@@ -21,7 +21,7 @@ from framework import (
     SubmitResult,
     hookimpl,
 )
-from framework.config import LoopConfig, RoutingConfig
+from promptweave.config import LoopConfig, RoutingConfig
 
 T0 = dt.datetime(2026, 11, 28, 20, 0, tzinfo=dt.UTC)
 BOT = "10001"

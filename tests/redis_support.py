@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from contrib.redis_store import connect
+from promptweave.contrib.redis_store import connect
 
 __all__ = ["Outage", "closed_port"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from framework.loop.replay import summarize
+from promptweave.loop.replay import summarize
 
 __all__ = [
     "CHROMIUM",
@@ -284,7 +284,7 @@ def screenshot(page: Path, png: Path, *, profile: Path, height: int = 1600) -> N
 
 
 def _main(arguments: Sequence[str]) -> None:
-    from framework.loop.report import render_report
+    from promptweave.loop.report import render_report
 
     target = Path(arguments[0])
     with tempfile.TemporaryDirectory() as scratch:

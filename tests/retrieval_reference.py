@@ -17,8 +17,7 @@ from typing import Any, TypeVar
 import attrs
 from rapidfuzz import fuzz, process, utils
 
-from builtin_plugins.retrieval_sections import affinity_label
-from framework import (
+from promptweave import (
     KNOWLEDGE_QUESTION_WORDS,
     BehaviorRecord,
     BehaviorStrategy,
@@ -47,9 +46,10 @@ from framework import (
     score_text,
     text_terms,
 )
-from framework.retrieval.scoring import MAX_MATCH_TERMS, fts_query, index_token
-from framework.store.retrieval import KnowledgeChunk, Scored
-from framework.store.sqlite import SQLiteDatabase
+from promptweave.builtin_plugins.retrieval_sections import affinity_label
+from promptweave.retrieval.scoring import MAX_MATCH_TERMS, fts_query, index_token
+from promptweave.store.retrieval import KnowledgeChunk, Scored
+from promptweave.store.sqlite import SQLiteDatabase
 
 T = TypeVar("T")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from framework import Bot, ChatMessage, Config, Decision, RetrievalQuery, Stores, Turn
-from framework.decision import SocialAction, TurnAction
+from promptweave import Bot, ChatMessage, Config, Decision, RetrievalQuery, Stores, Turn
+from promptweave.decision import SocialAction, TurnAction
 
 NOW = dt.datetime(2026, 11, 28, 20, 41, tzinfo=dt.timezone(dt.timedelta(hours=8)))
 BOT = "10001"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from framework import Bot, Config, Promptweave, Turn
-from framework._convert import structure
-from framework.config import RoutingConfig, StoreConfig
-from framework.routing.batch import BASE_TIME, CompactCase, RouteDefaults
+from promptweave import Bot, Config, Promptweave, Turn
+from promptweave._convert import structure
+from promptweave.config import RoutingConfig, StoreConfig
+from promptweave.routing.batch import BASE_TIME, CompactCase, RouteDefaults
 
 __all__ = ["BASE_TIME", "TEST_BOT", "make_runtime", "make_turn"]
 

@@ -7,15 +7,15 @@ test module imports them, and provides the fixtures they ask for:
     a :class:`StoreBackend` that builds the backend's conversational stores, routing state and
     delivery ledger (every contract class but the last two);
 ``retrieval_store``
-    a fresh, empty :class:`framework.RetrievalStore` (:class:`TestRetrievalStore`);
+    a fresh, empty :class:`promptweave.RetrievalStore` (:class:`TestRetrievalStore`);
 ``shared_stores``
     a zero-argument callable, picklable so a spawned process can call it, that opens
-    :class:`framework.Stores` on one shared storage (:class:`TestSharedStorage`, for backends that
+    :class:`promptweave.Stores` on one shared storage (:class:`TestSharedStorage`, for backends that
     several processes share).
 
 ``tests/test_store_contract.py`` runs them on the in-memory, SQLite and Redis backends; ``Writing a
 store backend`` in ``docs/store.md`` shows how a third-party backend runs them. This module
-imports only ``framework``, attrs and pytest, so it can be copied into another package's tests.
+imports only ``promptweave``, attrs and pytest, so it can be copied into another package's tests.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import attrs
 import pytest
 
-from framework import (
+from promptweave import (
     BehaviorRecord,
     ChatMessage,
     ExpressionPairRecord,
@@ -48,14 +48,14 @@ from framework import (
     SummaryRecord,
     query_terms,
 )
-from framework.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryLedger, DeliveryState
-from framework.store.routing_state import (
+from promptweave.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryLedger, DeliveryState
+from promptweave.store.routing_state import (
     CANDIDATE_TEXT_CHARS,
     GroupSnapshot,
     QuoteCandidate,
     RoutingState,
 )
-from framework.store.sessions import (
+from promptweave.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
     BOT_REPLY_TTL_S,
@@ -182,7 +182,7 @@ def turn(user: str, role: str, content: str, minute: float, **fields: Any) -> Se
 
 
 class TestGroupLog:
-    """:class:`framework.store.sessions.GroupLog`: what the group timeline reads."""
+    """:class:`promptweave.store.sessions.GroupLog`: what the group timeline reads."""
 
     def test_implements_the_interface(self, store_backend: StoreBackend) -> None:
         assert isinstance(store_backend.group_log(), GroupLog)
@@ -312,7 +312,7 @@ class TestGroupLog:
 
 
 class TestSessionStore:
-    """:class:`framework.store.sessions.SessionStore`: per-user turns and their summary rows."""
+    """:class:`promptweave.store.sessions.SessionStore`: per-user turns and their summary rows."""
 
     def test_implements_the_interface(self, store_backend: StoreBackend) -> None:
         assert isinstance(store_backend.sessions(), SessionStore)
@@ -438,7 +438,7 @@ class TestSessionStore:
 
 
 class TestSummaryStore:
-    """:class:`framework.store.sessions.SummaryStore`: the archive old-topic recall reads."""
+    """:class:`promptweave.store.sessions.SummaryStore`: the archive old-topic recall reads."""
 
     def test_implements_the_interface(self, store_backend: StoreBackend) -> None:
         assert isinstance(store_backend.summaries(), SummaryStore)
@@ -467,7 +467,7 @@ class TestSummaryStore:
 
 
 class TestBotReplyContext:
-    """:class:`framework.store.sessions.BotReplyContext`: an LRU with a TTL."""
+    """:class:`promptweave.store.sessions.BotReplyContext`: an LRU with a TTL."""
 
     def test_implements_the_interface(self, store_backend: StoreBackend) -> None:
         assert isinstance(store_backend.bot_replies(), BotReplyContext)
@@ -543,7 +543,7 @@ class TestBotReplyContext:
 
 
 class TestFeedbackLedger:
-    """:class:`framework.store.sessions.FeedbackLedger`: phrases a group rejected."""
+    """:class:`promptweave.store.sessions.FeedbackLedger`: phrases a group rejected."""
 
     def test_implements_the_interface(self, store_backend: StoreBackend) -> None:
         assert isinstance(store_backend.feedback(), FeedbackLedger)
@@ -580,7 +580,7 @@ def _candidate(message_id: str, seconds: int) -> QuoteCandidate:
 
 
 class TestRoutingState:
-    """:class:`framework.store.routing_state.RoutingState`: small per-group routing state."""
+    """:class:`promptweave.store.routing_state.RoutingState`: small per-group routing state."""
 
     def test_implements_the_interface(self, store_backend: StoreBackend) -> None:
         assert isinstance(store_backend.routing(), RoutingState)
@@ -706,7 +706,7 @@ class TestRoutingState:
 
 
 class TestDeliveryLedger:
-    """:class:`framework.store.deliveries.DeliveryLedger`: each delivery is recorded once."""
+    """:class:`promptweave.store.deliveries.DeliveryLedger`: each delivery is recorded once."""
 
     def test_implements_the_interface(self, store_backend: StoreBackend) -> None:
         assert isinstance(store_backend.deliveries(), DeliveryLedger)
@@ -795,7 +795,7 @@ def _sentence(rng: random.Random) -> str:
 
 
 class TestRetrievalStore:
-    """:class:`framework.RetrievalStore`: what the built-in retrievers search."""
+    """:class:`promptweave.RetrievalStore`: what the built-in retrievers search."""
 
     def test_memory_search_ranks_by_score_within_the_scope(
         self, retrieval_store: RetrievalStore

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import attrs
 
-from framework import Config, Promptweave, Turn, load_turn_file
-from framework.config import StoreConfig, TurnContextConfig
+from promptweave import Config, Promptweave, Turn, load_turn_file
+from promptweave.config import StoreConfig, TurnContextConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "turns"

@@ -11,7 +11,7 @@ import openai.types.chat
 import openai.types.responses
 import pytest
 
-from framework import ProviderAnswer, ProviderApi, ToolCall, Usage, parse_answer
+from promptweave import ProviderAnswer, ProviderApi, ToolCall, Usage, parse_answer
 
 #: Chat Completions, a plain reply whose prompt was mostly served from the cache.
 CHAT_REPLY = {

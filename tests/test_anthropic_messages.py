@@ -8,13 +8,7 @@ import httpx
 import pytest
 from support_turn_context import ENVIRON, example_turn, make_runtime
 
-from contrib.anthropic_messages import (
-    ANTHROPIC_VERSION,
-    DEFAULT_BASE_URL,
-    AnthropicMessagesClient,
-    RetryPolicy,
-)
-from framework import (
+from promptweave import (
     Config,
     Promptweave,
     ProviderApi,
@@ -27,8 +21,14 @@ from framework import (
     build_turn_context,
     submit_request,
 )
-from framework.config import PluginsConfig, ProviderConfig, StoreConfig
-from framework.plugins.manager import available_contrib_plugins
+from promptweave.config import PluginsConfig, ProviderConfig, StoreConfig
+from promptweave.contrib.anthropic_messages import (
+    ANTHROPIC_VERSION,
+    DEFAULT_BASE_URL,
+    AnthropicMessagesClient,
+    RetryPolicy,
+)
+from promptweave.plugins.manager import available_contrib_plugins
 
 REPLY = {
     "id": "msg_01XFDUDYJgAACzvnptvVoYEL",

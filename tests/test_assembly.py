@@ -7,7 +7,7 @@ import re
 import attrs
 import pytest
 
-from framework import (
+from promptweave import (
     Config,
     MemoryItem,
     Promptweave,
@@ -16,8 +16,8 @@ from framework import (
     TurnRetrieved,
     hookimpl,
 )
-from framework.config import StoreConfig
-from framework.testing import TEST_ENVIRON
+from promptweave.config import StoreConfig
+from promptweave.testing import TEST_ENVIRON
 
 
 class _Adds:

@@ -24,8 +24,8 @@ from assembly_support import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from framework import History, HistoryEntry
-from framework.store.sessions import SUMMARY_MARK
+from promptweave import History, HistoryEntry
+from promptweave.store.sessions import SUMMARY_MARK
 
 GOLDEN_DATA = json.loads(GOLDEN.read_text(encoding="utf-8"))
 STREAMS = {stream.name: stream for stream in streams()}

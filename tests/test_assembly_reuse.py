@@ -11,8 +11,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-import framework.conversation.message_cache as message_cache
-from framework import (
+import promptweave.conversation.message_cache as message_cache
+from promptweave import (
     Config,
     HistoryEntry,
     PersonaPack,
@@ -22,11 +22,11 @@ from framework import (
     Turn,
     hookimpl,
 )
-from framework.config import BudgetConfig, HistoryConfig, SessionConfig, StoreConfig
-from framework.conversation.message_cache import MessageCache
-from framework.conversation.sequence import format_user_turn
-from framework.prompt.rendered import TurnTrace
-from framework.testing import TEST_ENVIRON
+from promptweave.config import BudgetConfig, HistoryConfig, SessionConfig, StoreConfig
+from promptweave.conversation.message_cache import MessageCache
+from promptweave.conversation.sequence import format_user_turn
+from promptweave.prompt.rendered import TurnTrace
+from promptweave.testing import TEST_ENVIRON
 
 MEMORY = StoreConfig(backend="memory")
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import attrs
 import pytest
+from base_support import BOT, GROUP, T0, Clock, redis_config, sqlite_config
 
-from framework import ChatMessage, MemoryItem, Promptweave
-from framework.loop.event_log import MessageIndex, read_events, scan_events, stream_events
-from framework.runtime import _merge
-from framework.store.sessions import TRIM_BATCH, GroupLog, SessionStore, SessionTurn
-from framework.testing import TEST_ENVIRON
-from tests.conftest import BOT, GROUP, T0, Clock, redis_config, sqlite_config
+from promptweave import ChatMessage, MemoryItem, Promptweave
+from promptweave.loop.event_log import MessageIndex, read_events, scan_events, stream_events
+from promptweave.runtime import _merge
+from promptweave.store.sessions import TRIM_BATCH, GroupLog, SessionStore, SessionTurn
+from promptweave.testing import TEST_ENVIRON
 
 HUGE = "长" * 1_000_000
 
@@ -141,7 +141,7 @@ def test_a_reply_may_answer_a_message_any_number_of_lines_back(tmp_path: Path) -
 def test_the_import_command_streams_and_says_what_it_recorded(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from framework.cli.main import cli
+    from promptweave.cli.main import cli
 
     events = tmp_path / "events.jsonl"
     events.write_text("\n".join(_log_lines(200)) + "\n", encoding="utf-8")
@@ -298,7 +298,7 @@ def test_a_backlog_of_a_session_is_trimmed_a_batch_per_append(store_runtime) -> 
 def test_the_import_shows_a_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from framework.cli.data import _progress
+    from promptweave.cli.data import _progress
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import attrs
+from base_support import BOT, GROUP, MessageFactory
 
-from framework import (
+from promptweave import (
     BudgetReport,
     Config,
     HistoryEntry,
@@ -16,8 +17,7 @@ from framework import (
     apply_budget,
     hookimpl,
 )
-from framework.config import BudgetConfig
-from tests.conftest import BOT, GROUP, MessageFactory
+from promptweave.config import BudgetConfig
 
 
 def runtime_with_budget(chars: int, *plugins: object) -> Promptweave:
@@ -129,7 +129,7 @@ def test_snapshot_lists_the_ambient_turns_only_when_the_excerpt_survived(
 ) -> None:
     import datetime as dt
 
-    from tests.conftest import T0
+    from base_support import T0
 
     def seeded(budget: int) -> Promptweave:
         runtime = runtime_with_budget(budget)

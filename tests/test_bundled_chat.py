@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from base_support import ROOT
 from click.testing import CliRunner
 
-from contrib.onebot import parse_cq_string, parse_event
-from framework import Config
-from framework.cli.main import cli
-from framework.routing.text_signals import SHUT_UP_WORDS, SPAM_WORDS, VENT_ENDINGS
-from tests.conftest import ROOT
+from promptweave import Config
+from promptweave.cli.main import cli
+from promptweave.contrib.onebot import parse_cq_string, parse_event
+from promptweave.routing.text_signals import SHUT_UP_WORDS, SPAM_WORDS, VENT_ENDINGS
 
 REPLAY = ROOT / "examples" / "replay"
 DUMP = REPLAY / "weekend_chat.onebot.jsonl"

@@ -7,11 +7,11 @@ import json
 
 import click
 import pytest
+from base_support import EXAMPLES
 from click.testing import CliRunner
 
-from framework.cli.main import cli
-from framework.plugins.manager import DEFAULT_PLUGINS
-from tests.conftest import EXAMPLES
+from promptweave.cli.main import cli
+from promptweave.plugins.manager import DEFAULT_PLUGINS
 
 
 @pytest.fixture
@@ -181,7 +181,7 @@ def test_render_text_budget_shows_each_preflight_pass(run, tmp_path):
 def test_render_text_budget_counts_in_the_unit_of_a_measure_text_plugin(monkeypatch):
     import types
 
-    from framework import hookimpl
+    from promptweave import hookimpl
 
     module = types.ModuleType("word_count")
 
@@ -190,7 +190,7 @@ def test_render_text_budget_counts_in_the_unit_of_a_measure_text_plugin(monkeypa
         return len(text.split())
 
     module.measure_text = measure_text
-    monkeypatch.setattr("framework.runtime.build_plugin_manager", _with_extra(module))
+    monkeypatch.setattr("promptweave.runtime.build_plugin_manager", _with_extra(module))
     result = CliRunner().invoke(cli, ["render", str(EXAMPLES / "at_question.json")])
     assert result.exit_code == 0
     assert " / 12000 measure_text units " in blocks(result.output)["budget"][0]
@@ -275,7 +275,7 @@ def test_broken_config_is_a_clear_error(tmp_path):
 def test_volatility_warning_is_printed_once(tmp_path, monkeypatch):
     import types
 
-    from framework import Section, hookimpl
+    from promptweave import Section, hookimpl
 
     module = types.ModuleType("late_static")
 
@@ -292,14 +292,14 @@ def test_volatility_warning_is_printed_once(tmp_path, monkeypatch):
         )
 
     module.register_sections = register_sections
-    monkeypatch.setattr("framework.runtime.build_plugin_manager", _with_extra(module))
+    monkeypatch.setattr("promptweave.runtime.build_plugin_manager", _with_extra(module))
     result = CliRunner().invoke(cli, ["sections"])
     assert result.exit_code == 0
     assert result.output.count("'late_static' (static") == 1
 
 
 def _with_extra(module):
-    from framework.plugins.manager import build_plugin_manager
+    from promptweave.plugins.manager import build_plugin_manager
 
     def build(**kwargs):
         return build_plugin_manager(**{**kwargs, "extra_plugins": [module]})
@@ -318,8 +318,8 @@ def test_inspection_commands_create_no_store_file(run, tmp_path):
 
 
 def test_render_with_a_store_leaves_its_routing_state_alone(run, tmp_path):
-    from framework import Config, Stores
-    from framework.config import StoreConfig
+    from promptweave import Config, Stores
+    from promptweave.config import StoreConfig
 
     config = Config(store=StoreConfig(path=str(tmp_path / "s.sqlite3")))
     Stores.from_config(config)  # an existing, migrated store

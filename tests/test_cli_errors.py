@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from framework.cli.main import cli
-from framework.cli.problems import Problem, parse_problem, report_lines
+from promptweave.cli.main import cli
+from promptweave.cli.problems import Problem, parse_problem, report_lines
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 AT_QUESTION = EXAMPLES / "turns" / "at_question.json"
@@ -200,8 +200,8 @@ def test_import_takes_an_empty_group_as_the_private_chat_scope(tmp_path):
 
 
 def test_a_store_failure_repeated_per_event_is_warned_once_with_a_count(tmp_path, monkeypatch):
-    from framework.store.sessions_sqlite import SQLiteGroupLog
-    from framework.store.sqlite import StoreUnavailableError
+    from promptweave.store.sessions_sqlite import SQLiteGroupLog
+    from promptweave.store.sqlite import StoreUnavailableError
 
     def broken(self, bot_id, group_id, message):
         raise StoreUnavailableError("disk full")

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from support_turn_context import EXAMPLES
 
-from framework.cli.main import cli
+from promptweave.cli.main import cli
 
 FIRST = str(EXAMPLES / "at_question.json")
 FOLLOWUP = str(EXAMPLES / "at_question_followup.json")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from framework import Bot
-from framework.cli.event_cases import is_event_log, load_route_input
-from framework.cli.main import cli
+from promptweave import Bot
+from promptweave.cli.event_cases import is_event_log, load_route_input
+from promptweave.cli.main import cli
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LOG = EXAMPLES / "logs" / "lunch_chat.jsonl"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from framework.cli.main import cli
+from promptweave.cli.main import cli
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LOG = EXAMPLES / "logs" / "lunch_chat.jsonl"
@@ -211,8 +211,8 @@ def test_import_compresses_long_sessions(tmp_path: Path) -> None:
 def test_an_import_into_a_failing_store_reports_the_failures_and_exits_1(
     tmp_path: Path, monkeypatch
 ) -> None:
-    from framework.store.sessions_sqlite import SQLiteGroupLog
-    from framework.store.sqlite import StoreUnavailableError
+    from promptweave.store.sessions_sqlite import SQLiteGroupLog
+    from promptweave.store.sqlite import StoreUnavailableError
 
     def broken(self, bot_id, group_id, message):
         raise StoreUnavailableError("disk full")

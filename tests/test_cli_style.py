@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from framework.cli.main import cli
-from framework.cli.style import display_width, pad, resolve_colour
+from promptweave.cli.main import cli
+from promptweave.cli.style import display_width, pad, resolve_colour
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EVAL = Path(__file__).resolve().parent / "data" / "routing_eval.jsonl"

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import attrs
 import pytest
+from base_support import EXAMPLES, ROOT
 
-from framework import (
+from promptweave import (
     Config,
     ConfigError,
     PersonaPack,
@@ -17,9 +18,8 @@ from framework import (
     TurnRetrieved,
     load_turn_file,
 )
-from framework.config import StoreConfig
-from framework.testing import TEST_ENVIRON
-from tests.conftest import EXAMPLES, ROOT
+from promptweave.config import StoreConfig
+from promptweave.testing import TEST_ENVIRON
 
 DEFAULT_PACK = ROOT / "builtin_plugins" / "persona_packs" / "default.toml"
 

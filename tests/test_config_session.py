@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from framework import Config
-from framework.errors import ConfigError
+from promptweave import Config
+from promptweave.errors import ConfigError
 
 
 def test_defaults_are_the_documented_ones() -> None:

@@ -8,7 +8,7 @@ import attrs
 import pytest
 from support_turn_context import example_turn, make_runtime
 
-from framework import (
+from promptweave import (
     ActiveSystemPrompt,
     ConfigError,
     ConversationState,
@@ -23,8 +23,8 @@ from framework import (
     build_turn_context,
     conversation_key,
 )
-from framework.config import Config
-from framework.conversation.state import MAX_QUEUED_NOTES, split_conversation_key
+from promptweave.config import Config
+from promptweave.conversation.state import MAX_QUEUED_NOTES, split_conversation_key
 
 
 def test_conversation_key_names_bot_group_and_speaker():

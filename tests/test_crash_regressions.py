@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from contrib.onebot import parse_event
-from framework import Bot, ChatMessage, Config, ConfigError, Promptweave, Turn, TurnFileError
-from framework._convert import MAX_JSON_DEPTH
-from framework._dates import EARLIEST, LATEST, from_timestamp, shifted
-from framework.cli.main import cli
-from framework.config import RoutingConfig, StoreConfig
-from framework.loop.event_log import MessageIndex, scan_events
-from framework.routing.batch import CaseState, load_route_file
-from framework.routing.model import ModelAnswerError, parse_model_answer
-from framework.store.retrieval_import import RetrievalImportError, read_files
-from framework.testing import TEST_ENVIRON
+from promptweave import Bot, ChatMessage, Config, ConfigError, Promptweave, Turn, TurnFileError
+from promptweave._convert import MAX_JSON_DEPTH
+from promptweave._dates import EARLIEST, LATEST, from_timestamp, shifted
+from promptweave.cli.main import cli
+from promptweave.config import RoutingConfig, StoreConfig
+from promptweave.contrib.onebot import parse_event
+from promptweave.loop.event_log import MessageIndex, scan_events
+from promptweave.routing.batch import CaseState, load_route_file
+from promptweave.routing.model import ModelAnswerError, parse_model_answer
+from promptweave.store.retrieval_import import RetrievalImportError, read_files
+from promptweave.testing import TEST_ENVIRON
 
 TURN = {
     "bot": {"id": "10001", "name": "小织"},
@@ -307,7 +307,7 @@ def test_a_contrib_plugin_named_twice_is_loaded_once(tmp_path):
 
 
 def test_an_extra_plugin_given_twice_is_a_plugin_import_error():
-    from framework import PluginImportError
+    from promptweave import PluginImportError
 
     class Plugin:
         pass

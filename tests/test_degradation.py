@@ -8,11 +8,11 @@ from pathlib import Path
 
 import attrs
 import pytest
+from base_support import BOT, GROUP, T0, MessageFactory
 
-from framework import ChatMessage, Config, HistoryEntry, Promptweave, SpeakTrigger, Stores, Turn
-from framework.config import StoreConfig
-from framework.store.sqlite import StoreUnavailableError
-from tests.conftest import BOT, GROUP, T0, MessageFactory
+from promptweave import ChatMessage, Config, HistoryEntry, Promptweave, SpeakTrigger, Stores, Turn
+from promptweave.config import StoreConfig
+from promptweave.store.sqlite import StoreUnavailableError
 
 
 def only_current(runtime: Promptweave, message: MessageFactory) -> dict[str, object]:

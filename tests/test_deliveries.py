@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from framework import ChatMessage, DeliveryStyle, Promptweave, Turn
-from framework.routing.quoting import Delivery
-from framework.store.deliveries import answered_key, delivered_key
-from tests.conftest import BOT, GROUP, T0, MessageFactory
+from base_support import BOT, GROUP, T0, MessageFactory
+
+from promptweave import ChatMessage, DeliveryStyle, Promptweave, Turn
+from promptweave.routing.quoting import Delivery
+from promptweave.store.deliveries import answered_key, delivered_key
 
 LATER = T0 + dt.timedelta(seconds=5)
 EPOCH = T0 - dt.timedelta(days=1)

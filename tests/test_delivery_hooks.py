@@ -9,8 +9,8 @@ from typing import Any
 import attrs
 import pytest
 
-import framework
-from framework import (
+import promptweave
+from promptweave import (
     Config,
     ModelAnswer,
     OneBotTransport,
@@ -21,7 +21,7 @@ from framework import (
     SendReceipt,
     hookimpl,
 )
-from framework.config import DeliveryConfig
+from promptweave.config import DeliveryConfig
 
 SHAPE = ReplyShape(max_bubbles=2, max_chars=18)
 
@@ -85,7 +85,7 @@ def test_the_delivery_names_are_exported() -> None:
         "ONEBOT_V11",
         "DeliveryConfig",
     ):
-        assert name in framework.__all__ and hasattr(framework, name), name
+        assert name in promptweave.__all__ and hasattr(promptweave, name), name
 
 
 def test_the_delivery_builtin_is_registered_like_the_others(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from framework import (
+from promptweave import (
     Config,
     ConfigError,
     Decision,
@@ -19,7 +19,7 @@ from framework import (
     plan_delivery,
     plan_phrase,
 )
-from framework.config import DeliveryConfig
+from promptweave.config import DeliveryConfig
 
 BOT, GROUP, USER = "10001", "20001", "30017"
 PAUSE = PauseConfig(base_s=0.6, per_char_s=0.05, max_s=3.0)
@@ -123,7 +123,7 @@ def test_a_mention_during_the_groups_mention_cooldown_goes_out_plain() -> None:
 def test_the_mention_cooldown_counts_per_group_from_the_last_mention_sent() -> None:
     import datetime as dt
 
-    from framework.delivery.mention import MentionCooldown
+    from promptweave.delivery.mention import MentionCooldown
 
     start = dt.datetime(2026, 5, 1, 20, 0, tzinfo=dt.UTC)
     later = start + dt.timedelta(seconds=899)

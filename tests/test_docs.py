@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from docs_support import ROOT, anchors, headings, prose_lines
 
-from framework.plugins import hookspecs
+import promptweave
+from promptweave.plugins import hookspecs
 
 DOCS = ROOT / "docs"
 TESTS = ROOT / "tests"
@@ -31,7 +32,7 @@ _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def _hookspecs() -> dict[str, Callable[..., Any]]:
-    """Every function of ``framework.plugins.hookspecs`` marked as a hook specification."""
+    """Every function of ``promptweave.plugins.hookspecs`` marked as a hook specification."""
     return {
         name: function
         for name, function in inspect.getmembers(hookspecs, inspect.isfunction)
@@ -121,12 +122,10 @@ def test_python_examples_in_the_docs_compile(page: Path) -> None:
 def test_names_the_docs_import_from_framework_exist(page: Path) -> None:
     import ast
 
-    import framework
-
     for number, block in enumerate(_PYTHON_BLOCK.findall(page.read_text(encoding="utf-8")), 1):
         for node in ast.walk(ast.parse(block)):
-            if isinstance(node, ast.ImportFrom) and node.module == "framework":
-                missing = [a.name for a in node.names if not hasattr(framework, a.name)]
+            if isinstance(node, ast.ImportFrom) and node.module == "promptweave":
+                missing = [a.name for a in node.names if not hasattr(promptweave, a.name)]
                 assert not missing, f"{page.name} python block {number} imports {missing}"
 
 
@@ -154,9 +153,9 @@ def _run_skipping(pytester, monkeypatch, required=()):
     for name in required:
         monkeypatch.setenv(name, "1")
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))
     pytester.makepyfile(_SKIPPING)
-    return pytester.runpytest_subprocess("-p", "tests.skip_summary", "-p", "no:cacheprovider")
+    return pytester.runpytest_subprocess("-p", "skip_summary", "-p", "no:cacheprovider")
 
 
 def test_skipped_tests_are_summarised_in_one_line_per_reason(pytester, monkeypatch):

@@ -9,8 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-from tests.docs_run import (
+from docs_run import (
     PAGES,
     ROOT,
     describe,

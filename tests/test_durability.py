@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from framework import Config, Promptweave
-from framework.config import StoreConfig
-from framework.store.sqlite import SQLiteDatabase
-from framework.testing import TEST_ENVIRON
+from promptweave import Config, Promptweave
+from promptweave.config import StoreConfig
+from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.testing import TEST_ENVIRON
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITERS = 4
@@ -32,9 +32,9 @@ import datetime as dt
 import sys
 from pathlib import Path
 
-from framework import ChatMessage, SessionTurn
-from framework.store.sessions_sqlite import SESSION_MIGRATIONS, SQLiteGroupLog, SQLiteSessionStore
-from framework.store.sqlite import SQLiteDatabase
+from promptweave import ChatMessage, SessionTurn
+from promptweave.store.sessions_sqlite import SESSION_MIGRATIONS, SQLiteGroupLog, SQLiteSessionStore
+from promptweave.store.sqlite import SQLiteDatabase
 
 path, writer, synchronous = sys.argv[1:]
 database = SQLiteDatabase(Path(path), synchronous=synchronous)
@@ -126,7 +126,7 @@ def test_the_synchronous_level_is_the_configured_one(tmp_path: Path, level: str)
 
 
 def test_an_unknown_synchronous_level_is_refused(tmp_path: Path) -> None:
-    from framework import ConfigError
+    from promptweave import ConfigError
 
     config = tmp_path / "promptweave.toml"
     config.write_text('[store]\nsynchronous = "sometimes"\n', encoding="utf-8")

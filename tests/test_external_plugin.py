@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from framework import Bot, ChatMessage, Config, Promptweave, RenderContext, Turn
-from framework.config import StoreConfig
-from framework.testing import TEST_ENVIRON
+from promptweave import Bot, ChatMessage, Config, Promptweave, RenderContext, Turn
+from promptweave.config import StoreConfig
+from promptweave.testing import TEST_ENVIRON
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "contrib" / "examples" / "promptweave-festival"
@@ -82,7 +82,7 @@ def run_cli(
     )
     environ.update(env or {})
     result = subprocess.run(
-        [sys.executable, "-m", "framework", *args],
+        [sys.executable, "-m", "promptweave", *args],
         cwd=cwd,
         env=environ,
         capture_output=True,

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from base_support import EXAMPLES
 from click.testing import CliRunner
 from fuzz_support import (
     cq_strings,
@@ -32,8 +33,7 @@ from fuzz_support import (
 )
 from hypothesis import HealthCheck, given, settings
 
-from contrib.onebot import escape_cq, parse_cq_string, parse_event, parse_message, unescape_cq
-from framework import (
+from promptweave import (
     Bot,
     ChatMessage,
     Config,
@@ -48,13 +48,19 @@ from framework import (
     build_turn_context,
     load_turn_file,
 )
-from framework._convert import structure
-from framework.cli.main import cli
-from framework.config import PluginsConfig, StoreConfig
-from framework.loop.event_log import MessageIndex, scan_events, stream_events
-from framework.routing.batch import decide_cases, load_route_file
-from framework.testing import TEST_ENVIRON
-from tests.conftest import EXAMPLES
+from promptweave._convert import structure
+from promptweave.cli.main import cli
+from promptweave.config import PluginsConfig, StoreConfig
+from promptweave.contrib.onebot import (
+    escape_cq,
+    parse_cq_string,
+    parse_event,
+    parse_message,
+    unescape_cq,
+)
+from promptweave.loop.event_log import MessageIndex, scan_events, stream_events
+from promptweave.routing.batch import decide_cases, load_route_file
+from promptweave.testing import TEST_ENVIRON
 
 TURN = load_turn_file(EXAMPLES / "at_question.json")
 _names = itertools.count()

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import attrs
 
-from framework import ChatMessage
-from framework.store.sessions import TRIM_BATCH
-from framework.store.sessions_schema import SESSION_MIGRATIONS
-from framework.store.sessions_sqlite import SQLiteGroupLog
-from framework.store.sqlite import SQLiteDatabase
+from promptweave import ChatMessage
+from promptweave.store.sessions import TRIM_BATCH
+from promptweave.store.sessions_schema import SESSION_MIGRATIONS
+from promptweave.store.sessions_sqlite import SQLiteGroupLog
+from promptweave.store.sqlite import SQLiteDatabase
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 WINDOW = 16
@@ -99,7 +99,7 @@ def test_threads_appending_at_once_keep_the_newest_window(tmp_path: Path) -> Non
 
 
 def test_a_database_collected_while_counts_are_taken_does_not_deadlock(tmp_path: Path) -> None:
-    from framework.store import row_counts as module
+    from promptweave.store import row_counts as module
 
     # The garbage collector may finalize another database object while this thread holds the
     # lock in row_counts; that finalizer (_forget) takes the lock again on the same thread.

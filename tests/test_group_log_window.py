@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from framework import ChatMessage
-from framework.store import sessions_sqlite
-from framework.store.sessions_schema import SESSION_MIGRATIONS
-from framework.store.sessions_sqlite import GROUP_WINDOW_KEPT, SQLiteGroupLog
-from framework.store.sqlite import SQLiteDatabase
+from promptweave import ChatMessage
+from promptweave.store import sessions_sqlite
+from promptweave.store.sessions_schema import SESSION_MIGRATIONS
+from promptweave.store.sessions_sqlite import GROUP_WINDOW_KEPT, SQLiteGroupLog
+from promptweave.store.sqlite import SQLiteDatabase
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 EAST = dt.timezone(dt.timedelta(hours=8))

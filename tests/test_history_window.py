@@ -16,17 +16,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework import Bot, ChatMessage, History, HistoryEntry, Promptweave, Turn
-from framework.config import Config, StoreConfig
-from framework.conversation.message_cache import (
+from promptweave import Bot, ChatMessage, History, HistoryEntry, Promptweave, Turn
+from promptweave.config import Config, StoreConfig
+from promptweave.conversation.message_cache import (
     TEXT_CHANGES,
     WINDOW_NEW_ENTRIES,
     MessageCache,
     turn_rows,
 )
-from framework.conversation.sequence import HistoryRow
-from framework.store.sessions import SUMMARY_MARK
-from framework.testing import TEST_ENVIRON
+from promptweave.conversation.sequence import HistoryRow
+from promptweave.store.sessions import SUMMARY_MARK
+from promptweave.testing import TEST_ENVIRON
 
 CONVERSATION = ("10001", "20001", "30001")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from framework import (
+from promptweave import (
     Decision,
     DecisionRule,
     DuplicateRegistrationError,
@@ -66,7 +66,7 @@ def test_hook_register_sections(register_plugin, rich_turn):
 
 
 def test_sections_must_be_section_records(register_plugin):
-    with pytest.raises(TypeError, match=r"plugin .odd. registered .* not a framework\.Section"):
+    with pytest.raises(TypeError, match=r"plugin .odd. registered .* not a promptweave\.Section"):
         register_plugin(_Contributes(sections=[{"id": "x"}]), name="odd")
 
 

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from framework import Bot, ChatMessage, Config, Promptweave, Turn, TurnFileError
-from framework.config import StoreConfig
-from framework.routing.batch import load_route_file
-from framework.store.retrieval_import import read_files
-from framework.testing import TEST_ENVIRON
-from framework.turn_context.preflight import run_preflight, should_run_preflight_estimate
+from promptweave import Bot, ChatMessage, Config, Promptweave, Turn, TurnFileError
+from promptweave.config import StoreConfig
+from promptweave.routing.batch import load_route_file
+from promptweave.store.retrieval_import import read_files
+from promptweave.testing import TEST_ENVIRON
+from promptweave.turn_context.preflight import run_preflight, should_run_preflight_estimate
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 BOT = Bot(id="10001", name="小织")
@@ -112,7 +112,7 @@ def test_a_string_where_a_list_belongs_is_an_error_not_characters(tmp_path):
         ),
         encoding="utf-8",
     )
-    from framework import load_turn_file
+    from promptweave import load_turn_file
 
     with pytest.raises(TurnFileError, match="expected a list of strings, not"):
         load_turn_file(path)
@@ -147,7 +147,7 @@ def test_a_route_file_with_bad_bytes_or_times_names_the_problem(tmp_path):
 
 
 def test_the_preflight_counts_the_timeline_images():
-    from framework import PromptMessage
+    from promptweave import PromptMessage
 
     messages = [PromptMessage(role="user", content="看这个", source="current")]
     assert not should_run_preflight_estimate(messages, 1, 1, 4000)
@@ -165,7 +165,7 @@ def test_the_preflight_counts_the_timeline_images():
 
 
 def test_nan_affinity_and_inverted_lengths_are_refused():
-    from framework import RelationshipNote, ReplyShape
+    from promptweave import RelationshipNote, ReplyShape
 
     with pytest.raises(ValueError, match="NaN"):
         RelationshipNote(affinity=float("nan"))
@@ -186,7 +186,7 @@ def test_an_unknown_time_zone_is_logged(caplog):
 
 
 def test_importing_a_directory_without_data_files_is_an_error(tmp_path):
-    from framework.store.retrieval_import import RetrievalImportError
+    from promptweave.store.retrieval_import import RetrievalImportError
 
     (tmp_path / "notes.csv").write_text("a,b\n", encoding="utf-8")
     with pytest.raises(RetrievalImportError, match="no file to import"):
@@ -207,7 +207,7 @@ def test_a_turn_at_the_start_of_the_calendar_renders():
 def test_store_import_names_bad_bytes_and_naive_times(tmp_path):
     from click.testing import CliRunner
 
-    from framework.cli.main import cli
+    from promptweave.cli.main import cli
 
     binary = tmp_path / "events.jsonl"
     binary.write_bytes(b'\xff\xfe{"event": "message"}\n')

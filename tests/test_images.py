@@ -9,7 +9,7 @@ import threading
 import pytest
 from support_turn_context import PNG_BYTES, PNG_DATA_URL
 
-from framework import (
+from promptweave import (
     ImageFetchError,
     ImageLimits,
     fetch_image_default,
@@ -17,7 +17,7 @@ from framework import (
     merge_image_urls,
     vision_image_urls,
 )
-from framework.conversation.images import sniff_media_type
+from promptweave.conversation.images import sniff_media_type
 
 
 @pytest.fixture

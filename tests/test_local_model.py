@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from base_support import ROOT
 
-from framework import BotLoop, Config, OutcomeStatus, Promptweave, Stores
-from framework.config import DeliveryConfig, ProviderConfig, TurnContextConfig
-from framework.loop.replay import ReplayClock, ReplayTransport, read_chat_log
-from framework.providers.records import ProviderSpec
-from tests.conftest import ROOT
+from promptweave import BotLoop, Config, OutcomeStatus, Promptweave, Stores
+from promptweave.config import DeliveryConfig, ProviderConfig, TurnContextConfig
+from promptweave.loop.replay import ReplayClock, ReplayTransport, read_chat_log
+from promptweave.providers.records import ProviderSpec
 
 CHAT = ROOT / "examples" / "replay" / "weekend_chat.onebot.jsonl"
 #: 栗子's late-night conversation with the bot: one conversation, turn after turn.

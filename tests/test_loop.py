@@ -6,19 +6,7 @@ import asyncio
 import datetime as dt
 
 import attrs
-
-from framework import (
-    BotLoop,
-    Config,
-    OutcomeStatus,
-    PhrasePool,
-    SubmitResult,
-    Tool,
-    hookimpl,
-)
-from framework.config import LoopConfig, RoutingConfig
-from framework.loop.records import IncomingEvent
-from tests.loop_support import (
+from loop_support import (
     BOT,
     GROUP,
     T0,
@@ -27,6 +15,18 @@ from tests.loop_support import (
     make_loop,
     message,
 )
+
+from promptweave import (
+    BotLoop,
+    Config,
+    OutcomeStatus,
+    PhrasePool,
+    SubmitResult,
+    Tool,
+    hookimpl,
+)
+from promptweave.config import LoopConfig, RoutingConfig
+from promptweave.loop.records import IncomingEvent
 
 EVERYONE = {"type": "object", "properties": {}}
 
@@ -78,7 +78,7 @@ def test_addressed_question_is_answered_in_bubbles_and_recorded() -> None:
 
 
 def test_the_providers_usage_is_traced_and_kept_with_the_answer_in_the_session() -> None:
-    from framework.providers.records import Usage
+    from promptweave.providers.records import Usage
 
     usage = Usage(
         prompt_tokens=1800, output_tokens=20, cached_tokens=1536, cache_creation_tokens=None
@@ -344,7 +344,7 @@ class _Dice:
 
 
 def test_a_tool_turn_runs_the_models_call_and_feeds_the_result_back() -> None:
-    from framework.providers.records import ToolCall
+    from promptweave.providers.records import ToolCall
 
     dice = _Dice()
     loop, model = make_loop(
@@ -372,7 +372,7 @@ def test_a_tool_turn_runs_the_models_call_and_feeds_the_result_back() -> None:
 
 
 def test_the_bot_identity_comes_from_config_then_framework_names_then_the_persona() -> None:
-    from framework import BotConfig
+    from promptweave import BotConfig
 
     config = Config(bots={BOT: BotConfig(name="阿织", aliases=("织织",))})
     loop, _ = make_loop(config=config)
@@ -386,7 +386,7 @@ def test_the_bot_identity_comes_from_config_then_framework_names_then_the_person
 
 
 def test_the_bot_record_is_made_once_until_the_config_changes() -> None:
-    from framework import BotConfig
+    from promptweave import BotConfig
 
     loop, _ = make_loop(config=Config(bots={BOT: BotConfig(name="阿织")}))
     runtime = loop.runtime
@@ -408,7 +408,7 @@ class _MentionModel:
 
 
 def test_a_mention_goes_out_once_per_group_within_the_mention_cooldown() -> None:
-    from framework.config import DeliveryConfig
+    from promptweave.config import DeliveryConfig
 
     now = [T0]
     config = Config(

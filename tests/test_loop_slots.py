@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from loop_support import RecordingTransport, event, make_loop
 
-from framework import Config, OutcomeStatus, Promptweave, SubmitResult
-from framework.config import LoopConfig, RoutingConfig
-from tests.loop_support import RecordingTransport, event, make_loop
+from promptweave import Config, OutcomeStatus, Promptweave, SubmitResult
+from promptweave.config import LoopConfig, RoutingConfig
 
 ONE_AT_A_TIME = Config(
     routing=RoutingConfig(low_engagement=False),

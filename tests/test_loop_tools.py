@@ -7,8 +7,9 @@ import random
 import time
 
 import pytest
+from loop_support import message
 
-from framework import (
+from promptweave import (
     Config,
     DuplicateRegistrationError,
     IncomingEvent,
@@ -18,9 +19,8 @@ from framework import (
     ToolCallContext,
     hookimpl,
 )
-from framework.loop.tools import ToolRunner
-from framework.providers.records import ToolCall
-from tests.loop_support import message
+from promptweave.loop.tools import ToolRunner
+from promptweave.providers.records import ToolCall
 
 EVERYONE = {"type": "object", "properties": {}}
 

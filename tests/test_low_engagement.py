@@ -8,7 +8,7 @@ import attrs
 import pytest
 from routing_support import make_runtime, make_turn
 
-from framework import (
+from promptweave import (
     Decision,
     DecisionRule,
     GroupExpression,
@@ -19,10 +19,10 @@ from framework import (
     hookimpl,
     is_gentle_phrase,
 )
-from framework._convert import structure
-from framework.plugins.registry import Registered
-from framework.routing.low_engagement import emit_probability, pick_phrase
-from framework.store.retrieval import ExpressionPairRecord, RetrievalBatch
+from promptweave._convert import structure
+from promptweave.plugins.registry import Registered
+from promptweave.routing.low_engagement import emit_probability, pick_phrase
+from promptweave.store.retrieval import ExpressionPairRecord, RetrievalBatch
 
 # Named and followed up: past the score, then passed by the rule (not addressed, low value).
 FOLLOW = {"trigger": "followup", "sender": "阿蒙"}
@@ -295,6 +295,6 @@ def test_insults_never_enter_a_pool(phrase):
 
 
 def test_the_tangent_pool_holds_the_documented_examples():
-    from builtin_plugins.phrase_pools import EMOTION_TANGENT_POOL
+    from promptweave.builtin_plugins.phrase_pools import EMOTION_TANGENT_POOL
 
     assert {"阴完了", "没绷住", "休息会"} <= set(EMOTION_TANGENT_POOL)

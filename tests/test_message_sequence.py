@@ -7,8 +7,9 @@ import datetime as dt
 
 import attrs
 import pytest
+from base_support import BOT, GROUP, ROOT, T0, MessageFactory
 
-from framework import (
+from promptweave import (
     AMBIENT_HEADER,
     ChatMessage,
     Config,
@@ -21,8 +22,7 @@ from framework import (
     Stores,
     Turn,
 )
-from framework.conversation.sequence import HistoryRow, build_message_sequence
-from tests.conftest import BOT, GROUP, ROOT, T0, MessageFactory
+from promptweave.conversation.sequence import HistoryRow, build_message_sequence
 
 DEFAULT_PACK = ROOT / "builtin_plugins" / "persona_packs" / "default.toml"
 
@@ -100,7 +100,7 @@ def test_ambient_excerpt_falls_back_to_no_turn_the_history_already_sends(
 
 
 def test_ambient_fallback_keeps_the_latest_pair_the_history_does_not_send() -> None:
-    from framework.conversation.ambient import select_ambient_turns
+    from promptweave.conversation.ambient import select_ambient_turns
 
     own = [
         SessionTurn(
@@ -211,7 +211,7 @@ def test_history_is_newest_18_turns_oldest_first(
 
 
 def test_summary_row_is_kept_at_the_front_when_it_would_slide_out() -> None:
-    from framework.conversation.sequence import HistoryRow, window_history
+    from promptweave.conversation.sequence import HistoryRow, window_history
 
     rows = [HistoryRow(role="user", content="【此前对话摘要】\n聊过考研", summary=True)] + [
         HistoryRow(role="user" if i % 2 == 0 else "assistant", content=f"第{i}条")
@@ -445,8 +445,8 @@ def _history_bodies(rendered: RenderedTurn) -> list[str]:
 
 
 def test_the_timeline_leaves_out_what_the_history_carries_from_a_turn_file() -> None:
-    from framework import load_turn_file
-    from framework.testing import TEST_ENVIRON
+    from promptweave import load_turn_file
+    from promptweave.testing import TEST_ENVIRON
 
     runtime = Promptweave.from_config(Config(), stores=Stores.in_memory(), environ=TEST_ENVIRON)
     rendered = runtime.render(load_turn_file(ROOT / "examples" / "turns" / "reply_to_bot.json"))

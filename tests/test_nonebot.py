@@ -8,15 +8,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from base_support import NONEBOT_CONFIG
+from loop_support import ScriptedModel
 from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent
 from nonebug import App
+from onebot_events import SELF_ID, at, group_message_json, parse, preprocess, reply, text
 
-from framework import BotLoop, Config, PhrasePool, Promptweave, Stores, SubmitResult, hookimpl
-from framework.config import DeliveryConfig, LoopConfig, RoutingConfig
-from framework.providers.records import ToolCall
-from tests.conftest import NONEBOT_CONFIG
-from tests.loop_support import ScriptedModel
-from tests.onebot_events import SELF_ID, at, group_message_json, parse, preprocess, reply, text
+from promptweave import BotLoop, Config, PhrasePool, Promptweave, Stores, SubmitResult, hookimpl
+from promptweave.config import DeliveryConfig, LoopConfig, RoutingConfig
+from promptweave.providers.records import ToolCall
 
 GROUP_A, GROUP_B = 20001, 20002
 
@@ -38,7 +38,7 @@ class _OnePhrase:
 @pytest.fixture
 def use_loop() -> Iterator[Any]:
     """Swap the plugin's loop for one on in-memory stores with a scripted model."""
-    import contrib.nonebot as plugin
+    import promptweave.contrib.nonebot as plugin
 
     opened = plugin._state.loop
     made: list[BotLoop] = []
@@ -75,7 +75,7 @@ def use_loop() -> Iterator[Any]:
 def _bot_texts(group: int) -> list[tuple[str, str | None]]:
     import datetime as dt
 
-    from contrib.nonebot import promptweave_loop
+    from promptweave.contrib.nonebot import promptweave_loop
 
     rows = promptweave_loop().runtime.stores.group_log.recent_group_messages(  # type: ignore[union-attr]
         str(SELF_ID), str(group), until=dt.datetime(2100, 1, 1, tzinfo=dt.UTC), limit=50
@@ -84,7 +84,7 @@ def _bot_texts(group: int) -> list[tuple[str, str | None]]:
 
 
 async def test_start_up_opens_one_loop_with_the_configured_promptweave(app: App) -> None:
-    from contrib.nonebot import promptweave_loop
+    from promptweave.contrib.nonebot import promptweave_loop
 
     loop = promptweave_loop()
     assert loop.runtime.config.source == str(NONEBOT_CONFIG)
@@ -97,7 +97,7 @@ async def test_start_up_opens_one_loop_with_the_configured_promptweave(app: App)
 async def test_an_at_question_is_answered_in_bubbles_with_the_ids_recorded(
     app: App, use_loop: Any
 ) -> None:
-    from contrib.nonebot import messages
+    from promptweave.contrib.nonebot import messages
 
     model = use_loop("周六晚上七点桌游局\n在格子桌游吧")
     async with app.test_matcher(messages) as ctx:
@@ -126,7 +126,7 @@ async def test_an_at_question_is_answered_in_bubbles_with_the_ids_recorded(
 
 
 async def test_a_reply_to_a_candidate_is_quoted(app: App, use_loop: Any) -> None:
-    from contrib.nonebot import messages
+    from promptweave.contrib.nonebot import messages
 
     use_loop(
         "土豆比鸡多",
@@ -171,7 +171,7 @@ async def test_a_reply_to_a_candidate_is_quoted(app: App, use_loop: Any) -> None
 
 
 async def test_a_canned_phrase_is_sent_without_a_model_call(app: App, use_loop: Any) -> None:
-    from contrib.nonebot import messages
+    from promptweave.contrib.nonebot import messages
 
     # random.Random(1) first draws 0.134 < 0.35: the low-engagement exit speaks.
     model = use_loop("不该被调用", routing=RoutingConfig(), plugins=(_OnePhrase(),), seed=1)
@@ -187,7 +187,7 @@ async def test_a_canned_phrase_is_sent_without_a_model_call(app: App, use_loop: 
 
 
 async def test_bystander_chatter_gets_silence(app: App, use_loop: Any) -> None:
-    from contrib.nonebot import messages
+    from promptweave.contrib.nonebot import messages
 
     model = use_loop("不该被调用")
     async with app.test_matcher(messages) as ctx:
@@ -201,7 +201,7 @@ async def test_bystander_chatter_gets_silence(app: App, use_loop: Any) -> None:
 async def test_a_tool_request_runs_the_tool_and_answers_with_its_result(
     app: App, use_loop: Any
 ) -> None:
-    from contrib.nonebot import messages
+    from promptweave.contrib.nonebot import messages
 
     model = use_loop(
         SubmitResult(
@@ -225,7 +225,7 @@ async def test_a_tool_request_runs_the_tool_and_answers_with_its_result(
 
 
 async def test_the_model_down_means_silence(app: App, use_loop: Any) -> None:
-    from contrib.nonebot import messages
+    from promptweave.contrib.nonebot import messages
 
     use_loop(SubmitResult(sent=True, status="error", detail="HTTP 503: overloaded"))
     async with app.test_matcher(messages) as ctx:

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from framework import Config, Stores
+from promptweave import Config, Stores
 
 ROOT = Path(__file__).resolve().parent.parent
 SELF_ID = 10001
@@ -35,7 +35,7 @@ from nonebot.adapters.onebot.v11 import Adapter
 
 nonebot.init()
 nonebot.get_driver().register_adapter(Adapter)
-nonebot.load_plugin("contrib.nonebot")
+nonebot.load_plugin("promptweave.contrib.nonebot")
 
 if __name__ == "__main__":
     nonebot.run()

@@ -6,9 +6,15 @@ import datetime as dt
 
 import pytest
 
-from contrib.onebot import escape_cq, parse_cq_string, parse_event, parse_message, unescape_cq
-from framework import IMAGE_WITHOUT_URL, Config, IncomingEvent, Promptweave, Stores, is_vision_url
-from framework.errors import PluginImportError
+from promptweave import IMAGE_WITHOUT_URL, Config, IncomingEvent, Promptweave, Stores, is_vision_url
+from promptweave.contrib.onebot import (
+    escape_cq,
+    parse_cq_string,
+    parse_event,
+    parse_message,
+    unescape_cq,
+)
+from promptweave.errors import PluginImportError
 
 TIME = dt.datetime(2026, 11, 29, 4, 15, 48, tzinfo=dt.UTC)
 

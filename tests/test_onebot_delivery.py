@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from contrib.onebot import parse_cq_string
-from framework import (
+from promptweave import (
     ONEBOT_V11,
     OneBotTransport,
     OutgoingMessage,
@@ -20,6 +19,7 @@ from framework import (
     onebot_segment,
     onebot_segments,
 )
+from promptweave.contrib.onebot import parse_cq_string
 
 
 def message(

@@ -8,8 +8,7 @@ import json
 import httpx
 from support_turn_context import ENVIRON, example_turn, make_runtime
 
-from contrib.openai_compat import DEFAULT_BASE_URL, OpenAICompatClient, RetryPolicy
-from framework import (
+from promptweave import (
     Config,
     Promptweave,
     ProviderApi,
@@ -20,7 +19,8 @@ from framework import (
     build_turn_context,
     submit_request,
 )
-from framework.config import PluginsConfig, ProviderConfig, StoreConfig
+from promptweave.config import PluginsConfig, ProviderConfig, StoreConfig
+from promptweave.contrib.openai_compat import DEFAULT_BASE_URL, OpenAICompatClient, RetryPolicy
 
 
 def _request(runtime, api=ProviderApi.OPENAI_CHAT):
@@ -169,8 +169,8 @@ def test_enabled_by_name_it_reads_the_config(monkeypatch):
 
 
 def test_the_module_plugin_reuses_one_client_per_endpoint():
-    from contrib._provider_http import shared_client
-    from contrib.anthropic_messages import AnthropicMessagesClient
+    from promptweave.contrib._provider_http import shared_client
+    from promptweave.contrib.anthropic_messages import AnthropicMessagesClient
 
     def shared(base_url: str, attempts: int = 3, kind: type = OpenAICompatClient):
         retry = RetryPolicy(max_attempts=attempts, max_wait_s=20.0)

@@ -7,7 +7,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from framework import (
+from promptweave import (
     Config,
     ConfigError,
     OverridesFile,
@@ -15,8 +15,8 @@ from framework import (
     SectionOverride,
     hookimpl,
 )
-from framework.config import StoreConfig
-from framework.testing import TEST_ENVIRON
+from promptweave.config import StoreConfig
+from promptweave.testing import TEST_ENVIRON
 
 OVERRIDES = """
 [bots."10001".groups."20001".sections.persona]
@@ -178,7 +178,7 @@ def test_sections_listing_shows_overrides_in_force(tmp_path):
 
 
 def test_the_overrides_file_is_read_once_per_turn(tmp_path, rich_turn, monkeypatch):
-    import builtin_plugins.overrides_file as plugin
+    import promptweave.builtin_plugins.overrides_file as plugin
 
     calls = []
     original = plugin.load_overrides_file

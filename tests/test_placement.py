@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from framework import DuplicateRegistrationError, PlacementError, Section, Volatility, hookimpl
-from framework.plugins.registry import Registered, order_sections
+from promptweave import DuplicateRegistrationError, PlacementError, Section, Volatility, hookimpl
+from promptweave.plugins.registry import Registered, order_sections
 
 BUILTIN_ORDER = [
     "injection_guard",

@@ -13,8 +13,8 @@ from pathlib import Path
 import importlib_metadata
 import pytest
 
-import framework.plugins.manager as manager
-from framework.plugins.manager import build_plugin_manager
+import promptweave.plugins.manager as manager
+from promptweave.plugins.manager import build_plugin_manager
 
 
 @pytest.fixture
@@ -232,7 +232,7 @@ def test_a_plugin_found_in_the_cache_is_loaded_like_a_scanned_one(
     site: Path, tmp_path: Path, scans: list[manager._Installed]
 ) -> None:
     (site / "cached_notice_plugin.py").write_text(
-        "from framework import hookimpl\n\n@hookimpl\ndef register_sections(register):\n    pass\n",
+        "from promptweave import hookimpl\n\n@hookimpl\ndef register_sections(register):\n    pass\n",
         encoding="utf-8",
     )
     _install(site, "cached-notice", "3.1", "[promptweave]\ncached_notice = cached_notice_plugin\n")

@@ -18,8 +18,9 @@ from typing import Any
 
 import attrs
 import pytest
+from base_support import EXAMPLES
 
-from framework import (
+from promptweave import (
     ChatMessage,
     Config,
     DecisionRule,
@@ -44,7 +45,7 @@ from framework import (
     load_turn_file,
     submit_request,
 )
-from framework.config import (
+from promptweave.config import (
     PluginsConfig,
     ProviderConfig,
     RoutingConfig,
@@ -52,9 +53,8 @@ from framework.config import (
     StoreConfig,
     TurnContextConfig,
 )
-from framework.conversation.state import conversation_key
-from framework.testing import TEST_ENVIRON
-from tests.conftest import EXAMPLES
+from promptweave.conversation.state import conversation_key
+from promptweave.testing import TEST_ENVIRON
 
 #: The deadline of the hang cases: short, so the matrix stays fast.
 DEADLINE_S = 0.2
@@ -714,9 +714,9 @@ CHECKS = {
 
 EXIT_SCRIPT = """
 import sys, threading
-from framework import Promptweave, Retriever, Section, hookimpl, load_turn_file
-from framework.config import Config, PluginsConfig, StoreConfig
-from framework.testing import TEST_ENVIRON
+from promptweave import Promptweave, Retriever, Section, hookimpl, load_turn_file
+from promptweave.config import Config, PluginsConfig, StoreConfig
+from promptweave.testing import TEST_ENVIRON
 
 never = threading.Event()
 
@@ -810,7 +810,7 @@ def test_without_a_deadline_plugins_run_on_the_callers_thread():
 
 
 def test_a_stage_calls_trusted_plugins_on_its_own_thread_and_bounds_the_others():
-    from framework.plugins.watchdog import Deadline, Watchdog, call_plugin
+    from promptweave.plugins.watchdog import Deadline, Watchdog, call_plugin
 
     watchdog = Watchdog(deadline_s=DEADLINE_S, trusted=lambda plugin: plugin == "shipped")
     threads: dict[str, str] = {}
@@ -828,7 +828,7 @@ def test_a_stage_calls_trusted_plugins_on_its_own_thread_and_bounds_the_others()
 
 
 def test_a_hung_call_leaves_the_rest_of_its_stage_on_the_callers_thread():
-    from framework.plugins.watchdog import Deadline, PluginHungError, Watchdog, call_plugin
+    from promptweave.plugins.watchdog import Deadline, PluginHungError, Watchdog, call_plugin
 
     watchdog = Watchdog(deadline_s=DEADLINE_S, grace_s=GRACE_S)
     release = threading.Event()
@@ -879,7 +879,7 @@ def test_the_plugins_shipped_with_promptweave_are_trusted_and_no_other():
 
 @pytest.mark.parametrize("value", ["-1", "inf", "nan"])
 def test_the_turn_deadline_is_a_finite_number_of_seconds(tmp_path, value):
-    from framework import ConfigError
+    from promptweave import ConfigError
 
     config = tmp_path / "promptweave.toml"
     config.write_text(f"[plugins]\nturn_deadline_s = {value}\n", encoding="utf-8")
@@ -923,7 +923,7 @@ def _raising_contributor(hook: str) -> object:
     ],
 )
 def test_a_contribution_hook_that_raises_is_a_clear_error_naming_the_plugin(hook):
-    from framework import PluginRegistrationError
+    from promptweave import PluginRegistrationError
 
     with pytest.raises(PluginRegistrationError, match=f"failed in {hook}: RuntimeError: boom"):
         Promptweave.from_config(environ=TEST_ENVIRON, extra_plugins=[_raising_contributor(hook)])
@@ -933,7 +933,7 @@ def test_a_contribution_hook_that_raises_is_a_clear_error_naming_the_plugin(hook
 
 @pytest.mark.parametrize(("name", "path"), [("pack", 5), (5, "pack.toml"), ("pack", ["a.toml"])])
 def test_a_persona_pack_registered_without_a_name_and_a_path_is_refused(name, path):
-    from framework import PluginRegistrationError
+    from promptweave import PluginRegistrationError
 
     class Packs:
         @hookimpl

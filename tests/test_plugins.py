@@ -8,11 +8,11 @@ import types
 import pluggy
 import pytest
 
-import contrib
-import framework.plugins.manager as plugins_module
-from framework import PluginImportError, PluginValidationError, Section, hookimpl
-from framework.plugins.manager import DEFAULT_PLUGINS, build_plugin_manager
-from framework.plugins.registry import collect_registries
+import promptweave.contrib
+import promptweave.plugins.manager as plugins_module
+from promptweave import PluginImportError, PluginValidationError, Section, hookimpl
+from promptweave.plugins.manager import DEFAULT_PLUGINS, build_plugin_manager
+from promptweave.plugins.registry import collect_registries
 
 BUILTIN_NAMES = [dotted.rsplit(".", 1)[-1] for dotted in DEFAULT_PLUGINS]
 
@@ -210,16 +210,18 @@ def test_tryfirst_and_trylast_contributions_keep_the_builtin_chain(register_plug
 @pytest.fixture
 def contrib_demo(tmp_path, monkeypatch):
     (tmp_path / "demo_notes.py").write_text(
-        "from framework import Section, hookimpl\n\n"
+        "from promptweave import Section, hookimpl\n\n"
         "@hookimpl\n"
         "def register_sections(register):\n"
         "    register(Section(id='demo_notes', title='demo', render=lambda c: '【演示】',\n"
         "                     after='tool_context'))\n",
         encoding="utf-8",
     )
-    monkeypatch.setattr(contrib, "__path__", [*contrib.__path__, str(tmp_path)])
+    monkeypatch.setattr(
+        promptweave.contrib, "__path__", [*promptweave.contrib.__path__, str(tmp_path)]
+    )
     yield "demo_notes"
-    sys.modules.pop("contrib.demo_notes", None)
+    sys.modules.pop("promptweave.contrib.demo_notes", None)
 
 
 def test_contrib_plugins_load_only_by_name(contrib_demo):

@@ -5,14 +5,14 @@ from __future__ import annotations
 import attrs
 from support_turn_context import example_turn, later, make_runtime
 
-from framework import (
+from promptweave import (
     ProviderApi,
     ProviderSpec,
     build_provider_request,
     build_turn_context,
     compare_request_prefix,
 )
-from framework.providers.prefix import canonical_json, labelled_segments
+from promptweave.providers.prefix import canonical_json, labelled_segments
 
 
 def _request(runtime, turn, api=ProviderApi.OPENAI_CHAT, **kwargs):

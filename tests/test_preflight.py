@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from framework import (
+from promptweave import (
     PromptMessage,
     compression_made_progress,
     default_compress_messages,

@@ -4,7 +4,7 @@ Code, tests, docs and examples cite the project's own reference page, ``docs/des
 anchor of one of its headings (``docs/design.md#degradation``). A citation of the design notes the
 project was built from (a numbered source file, its directory, a design or style memo) means
 nothing to a user, so none may appear; and every ``docs/design.md#<anchor>`` must land on a heading.
-The pages and docstrings name ``framework``'s modules and names (``framework.routing.router``,
+The pages and docstrings name ``framework``'s modules and names (``promptweave.routing.router``,
 ``framework/plugins/hookspecs.py``) only as they exist, so a module that moves takes its mentions
 along.
 """
@@ -49,8 +49,11 @@ CITATIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     *((f"the {name.lower()} memo", re.compile(rf"\b{name}\.md\b")) for name in MEMOS),
 )
 
-#: A dotted name in ``framework`` (``framework.routing.router.Router``) and a path in its tree.
-FRAMEWORK_NAME = re.compile(r"(?<![\w./])framework(?:\.[A-Za-z_]\w*)+")
+#: A dotted name in ``promptweave`` (``promptweave.routing.router.Router``; not a file such as
+#: ``promptweave.toml``) and a path in the ``framework/`` tree.
+FRAMEWORK_NAME = re.compile(
+    r"(?<![\w./-])promptweave(?!\.(?:toml|sqlite3|log|jsonl?|html)\b)(?:\.[A-Za-z_]\w*)+"
+)
 FRAMEWORK_PATH = re.compile(r"(?<![\w./])framework/[\w/]*\w(?:\.py)?")
 #: Where the project names its own modules for a reader: the pages and the docstrings.
 NAMING_TREES = ("framework", "builtin_plugins", "contrib", "docs")
@@ -153,8 +156,20 @@ def test_every_design_page_citation_lands_on_a_heading() -> None:
     assert broken == [], "docs/design.md has no heading with these anchors:\n" + "\n".join(broken)
 
 
+#: Logger names the code asks for (``promptweave.stages``): dotted like modules, named in the docs.
+LOGGER_NAMES = frozenset(
+    name
+    for tree in ("framework", "builtin_plugins", "contrib")
+    for path in (ROOT / tree).rglob("*.py")
+    for name in re.findall(r'getLogger\("([\w.]+)"\)', path.read_text(encoding="utf-8"))
+)
+
+
 def _resolves(dotted: str) -> bool:
-    """Whether ``dotted`` is a module of ``framework`` or an attribute reached from one."""
+    """Whether ``dotted`` is a module of ``promptweave``, an attribute reached from one, or a
+    logger the code asks for."""
+    if dotted in LOGGER_NAMES:
+        return True
     parts = dotted.split(".")
     for split in range(len(parts), 0, -1):
         try:

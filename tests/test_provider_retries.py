@@ -12,10 +12,7 @@ import httpx
 import pytest
 from support_turn_context import example_turn, make_runtime
 
-from contrib._provider_http import Attempt, RetryPolicy, retry_after_s
-from contrib.anthropic_messages import AnthropicMessagesClient
-from contrib.openai_compat import OpenAICompatClient
-from framework import (
+from promptweave import (
     Config,
     ConfigError,
     ProviderApi,
@@ -26,7 +23,10 @@ from framework import (
     build_provider_request,
     build_turn_context,
 )
-from framework.config import ProviderConfig
+from promptweave.config import ProviderConfig
+from promptweave.contrib._provider_http import Attempt, RetryPolicy, retry_after_s
+from promptweave.contrib.anthropic_messages import AnthropicMessagesClient
+from promptweave.contrib.openai_compat import OpenAICompatClient
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 CHAT_OK = {

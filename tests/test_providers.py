@@ -8,7 +8,7 @@ import attrs
 import pytest
 from support_turn_context import PNG_BYTES, PNG_DATA_URL, example_turn, make_runtime
 
-from framework import (
+from promptweave import (
     ImageFetchError,
     ProviderApi,
     ProviderSpec,
@@ -18,8 +18,8 @@ from framework import (
     hookimpl,
     prompt_cache_key,
 )
-from framework.providers.bodies import MAX_CACHE_BREAKPOINTS
-from framework.providers.wire import TIMELINE_IMAGES_TEXT
+from promptweave.providers.bodies import MAX_CACHE_BREAKPOINTS
+from promptweave.providers.wire import TIMELINE_IMAGES_TEXT
 
 CURRENT = "https://img.example.net/board.jpg"
 QUOTED = "https://img.example.net/map.jpg"
@@ -157,7 +157,7 @@ def test_inline_images_are_fetched_once_and_sent_as_base64():
         @hookimpl
         def fetch_image(self, url, limits):
             calls.append(url)
-            from framework import FetchedImage
+            from promptweave import FetchedImage
 
             return FetchedImage(url=url, media_type="image/png", data=PNG_BYTES)
 
@@ -188,7 +188,7 @@ def test_a_failed_fetch_degrades_to_an_image_mark_and_is_traced():
         def fetch_image(self, url, limits):
             if url == CURRENT:
                 raise ImageFetchError("image is larger than 5242880 bytes")
-            from framework import FetchedImage
+            from promptweave import FetchedImage
 
             return FetchedImage(url=url, media_type="image/png", data=PNG_BYTES)
 
@@ -221,7 +221,7 @@ def test_multimodal_notes_part_follows_the_images():
 
 
 def test_spec_from_config_uses_the_default_model_per_api():
-    from framework.config import ProviderConfig
+    from promptweave.config import ProviderConfig
 
     spec = ProviderSpec.from_config(ProviderConfig(), "anthropic")
     assert (spec.api, spec.model) == (ProviderApi.ANTHROPIC, "claude-sonnet-4-5")
@@ -265,7 +265,7 @@ def test_anthropic_has_no_prompt_cache_key():
 
 
 def test_prompt_cache_key_can_be_switched_off():
-    from framework.config import ProviderConfig
+    from promptweave.config import ProviderConfig
 
     spec = ProviderSpec.from_config(ProviderConfig(prompt_cache_key=False))
     runtime = make_runtime()

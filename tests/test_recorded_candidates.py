@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import attrs
 import pytest
 
-from framework import ChatMessage, Promptweave
-from framework.store.routing_state import MemoryRoutingState, QuoteCandidate
-from framework.store.sqlite import StoreUnavailableError
+from promptweave import ChatMessage, Promptweave
+from promptweave.store.routing_state import MemoryRoutingState, QuoteCandidate
+from promptweave.store.sqlite import StoreUnavailableError
 
 BOT = "10001"
 GROUP = "20001"

@@ -8,10 +8,10 @@ import logging
 import re
 
 import pytest
+from base_support import BOT, GROUP, T0, MessageFactory
 
-from framework import DeliveryStyle, Promptweave, Turn
-from framework.routing.quoting import Delivery
-from tests.conftest import BOT, GROUP, T0, MessageFactory
+from promptweave import DeliveryStyle, Promptweave, Turn
+from promptweave.routing.quoting import Delivery
 
 LATER = T0 + dt.timedelta(seconds=5)
 #: ``<stage>: <ms> ms (<what was recorded>)``, as documented in docs/store.md.

@@ -14,10 +14,26 @@ from pathlib import Path
 
 import attrs
 import pytest
+from base_support import BOT, GROUP, T0, MessageFactory, redis_config
 from click.testing import CliRunner
 from redis.crc import key_slot
+from redis_support import Outage, closed_port
 
-from contrib.redis_store import (
+from promptweave import (
+    ChatMessage,
+    Config,
+    ConfigError,
+    Promptweave,
+    SessionTurn,
+    SpeakTrigger,
+    Stores,
+    Turn,
+    load_turn_file,
+)
+from promptweave.cli.common import render_stores
+from promptweave.cli.main import cli
+from promptweave.config import StoreConfig
+from promptweave.contrib.redis_store import (
     RedisBotReplyContext,
     RedisDeliveryLedger,
     RedisFeedbackLedger,
@@ -29,26 +45,10 @@ from contrib.redis_store import (
     connect,
     redis_stores,
 )
-from framework import (
-    ChatMessage,
-    Config,
-    ConfigError,
-    Promptweave,
-    SessionTurn,
-    SpeakTrigger,
-    Stores,
-    Turn,
-    load_turn_file,
-)
-from framework.cli.common import render_stores
-from framework.cli.main import cli
-from framework.config import StoreConfig
-from framework.loop.event_log import import_events
-from framework.plugins.manager import available_contrib_plugins
-from framework.store.routing_state import MemoryRoutingState
-from framework.store.sqlite import StoreUnavailableError
-from tests.conftest import BOT, GROUP, T0, MessageFactory, redis_config
-from tests.redis_support import Outage, closed_port
+from promptweave.loop.event_log import import_events
+from promptweave.plugins.manager import available_contrib_plugins
+from promptweave.store.routing_state import MemoryRoutingState
+from promptweave.store.sqlite import StoreUnavailableError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LOG = EXAMPLES / "logs" / "lunch_chat.jsonl"
@@ -207,7 +207,7 @@ def test_stores_from_config_build_the_redis_stores(
 
 def test_a_missing_redis_client_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(sys.modules):
-        if name == "redis" or name.startswith(("redis.", "contrib.redis_store")):
+        if name == "redis" or name.startswith(("redis.", "promptweave.contrib.redis_store")):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "redis", None)
     with pytest.raises(

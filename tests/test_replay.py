@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from base_support import ROOT
 from click.testing import CliRunner
 
-from framework import BotLoop, Config, Promptweave, Stores
-from framework.cli.main import cli
-from framework.config import TurnContextConfig
-from framework.loop.replay import ReplayClock, ReplayTransport, read_chat_log
-from framework.providers.records import ProviderSpec
-from tests.conftest import ROOT
+from promptweave import BotLoop, Config, Promptweave, Stores
+from promptweave.cli.main import cli
+from promptweave.config import TurnContextConfig
+from promptweave.loop.replay import ReplayClock, ReplayTransport, read_chat_log
+from promptweave.providers.records import ProviderSpec
 
 CHAT = ROOT / "examples" / "replay" / "weekend_chat.onebot.jsonl"
 CHAT_CONFIG = ROOT / "examples" / "replay" / "promptweave.toml"

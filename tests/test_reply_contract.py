@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from framework import (
+from promptweave import (
     LEAK_RUN_CHARS,
     ModelAnswer,
     Promptweave,

@@ -12,14 +12,14 @@ import pytest
 from retrieval_reference import ReferenceStore
 from test_retrieval_unchanged import SCOPES, _text, random_batch
 
-from framework import query_terms
-from framework.retrieval.chunking import chunk_document
-from framework.retrieval.scoring import index_text
-from framework.store import retrieval_sqlite
-from framework.store.retrieval import KnowledgeDocument, MemoryRecord, RetrievalBatch
-from framework.store.retrieval_schema import MIGRATIONS, SCOPE_ROWS
-from framework.store.retrieval_sqlite import SQLiteRetrievalStore
-from framework.store.sqlite import SQLiteDatabase
+from promptweave import query_terms
+from promptweave.retrieval.chunking import chunk_document
+from promptweave.retrieval.scoring import index_text
+from promptweave.store import retrieval_sqlite
+from promptweave.store.retrieval import KnowledgeDocument, MemoryRecord, RetrievalBatch
+from promptweave.store.retrieval_schema import MIGRATIONS, SCOPE_ROWS
+from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
+from promptweave.store.sqlite import SQLiteDatabase
 
 
 def memory(text, group="g1", bot="b1"):

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from retrieval_support import BOT, GROUP, USER, make_turn
 
-from framework import Config, Promptweave, RetrievalBatch
-from framework.config import StoreConfig
-from framework.store.retrieval import (
+from promptweave import Config, Promptweave, RetrievalBatch
+from promptweave.config import StoreConfig
+from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
     KnowledgeDocument,
@@ -24,10 +24,10 @@ from framework.store.retrieval import (
     RhythmRecord,
     SummaryRecord,
 )
-from framework.store.retrieval_cache import ScopeCache
-from framework.store.retrieval_memory import InMemoryRetrievalStore
-from framework.store.retrieval_sqlite import SQLiteRetrievalStore
-from framework.store.sqlite import SQLiteDatabase
+from promptweave.store.retrieval_cache import ScopeCache
+from promptweave.store.retrieval_memory import InMemoryRetrievalStore
+from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
+from promptweave.store.sqlite import SQLiteDatabase
 
 ROOT = Path(__file__).parent.parent
 NO_AUTOLOAD = {"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"}
@@ -237,9 +237,9 @@ def test_a_pair_written_by_another_process_is_recalled_on_the_next_turn(tmp_path
     assert recalled() == []  # from the cached index
     script = textwrap.dedent(
         f"""
-        from framework.store.retrieval import ExpressionPairRecord, RetrievalBatch
-        from framework.store.retrieval_sqlite import SQLiteRetrievalStore
-        from framework.store.sqlite import SQLiteDatabase
+        from promptweave.store.retrieval import ExpressionPairRecord, RetrievalBatch
+        from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
+        from promptweave.store.sqlite import SQLiteDatabase
 
         SQLiteRetrievalStore(SQLiteDatabase({str(path)!r})).write(RetrievalBatch(
             expression_pairs=(ExpressionPairRecord(
@@ -266,9 +266,9 @@ def test_a_memory_written_by_another_process_is_found_on_the_next_turn(tmp_path)
     assert found() == []
     script = textwrap.dedent(
         f"""
-        from framework.store.retrieval import MemoryRecord, RetrievalBatch
-        from framework.store.retrieval_sqlite import SQLiteRetrievalStore
-        from framework.store.sqlite import SQLiteDatabase
+        from promptweave.store.retrieval import MemoryRecord, RetrievalBatch
+        from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
+        from promptweave.store.sqlite import SQLiteDatabase
 
         SQLiteRetrievalStore(SQLiteDatabase({str(path)!r})).write(RetrievalBatch(
             memories=(MemoryRecord(bot_id={BOT!r}, group_id={GROUP!r}, kind="teaching",

@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from framework.cli.main import cli
-from framework.retrieval.chunking import chunk_document
-from framework.store.retrieval import KnowledgeDocument
-from framework.store.retrieval_import import RetrievalImportError, import_files, read_files
-from framework.store.retrieval_memory import InMemoryRetrievalStore
-from framework.store.retrieval_sqlite import SQLiteRetrievalStore
-from framework.store.sqlite import SQLiteDatabase
+from promptweave.cli.main import cli
+from promptweave.retrieval.chunking import chunk_document
+from promptweave.store.retrieval import KnowledgeDocument
+from promptweave.store.retrieval_import import RetrievalImportError, import_files, read_files
+from promptweave.store.retrieval_memory import InMemoryRetrievalStore
+from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
+from promptweave.store.sqlite import SQLiteDatabase
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rapidfuzz import fuzz, process, utils
 
-from builtin_plugins.retrieval_indexes import ExpressionIndex, StrategyIndex, space_bound
-from framework import (
+from promptweave import (
     BehaviorRecord,
     ExpressionPairRecord,
     LearningType,
@@ -17,8 +16,13 @@ from framework import (
     score_text,
     text_terms,
 )
-from framework.retrieval.scoring import index_text, index_token
-from framework.store.retrieval_sqlite import _score_indexed
+from promptweave.builtin_plugins.retrieval_indexes import (
+    ExpressionIndex,
+    StrategyIndex,
+    space_bound,
+)
+from promptweave.retrieval.scoring import index_text, index_token
+from promptweave.store.retrieval_sqlite import _score_indexed
 
 # Letters the query and the trigger never share, and what separates words once processed.
 QUERY_LETTERS = "ab周六晚上桌游1"

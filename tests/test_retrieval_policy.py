@@ -4,10 +4,10 @@ import attrs
 import pytest
 from retrieval_support import make_turn
 
-from framework import Config, Promptweave, looks_like_knowledge_question
-from framework.config import StoreConfig
-from framework.retrieval.policy import reads_as_event
-from framework.testing import TEST_ENVIRON
+from promptweave import Config, Promptweave, looks_like_knowledge_question
+from promptweave.config import StoreConfig
+from promptweave.retrieval.policy import reads_as_event
+from promptweave.testing import TEST_ENVIRON
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ import time
 import pytest
 from retrieval_support import make_query
 
-from framework import MemoryItem, RetrievalHit, RetrievalResult, Retriever, SkipReason
-from framework.plugins.registry import Registered
-from framework.retrieval.runner import RetrievalRunner
+from promptweave import MemoryItem, RetrievalHit, RetrievalResult, Retriever, SkipReason
+from promptweave.plugins.registry import Registered
+from promptweave.retrieval.runner import RetrievalRunner
 
 QUESTION = "周六晚上桌游局还照常吗"
 
@@ -213,10 +213,10 @@ def test_a_late_non_blocking_retriever_is_discarded_as_a_timeout():
 
 
 def test_builtin_retrievers_run_on_the_loop_unless_a_store_of_another_kind_may_block(tmp_path):
-    from framework import Config, Promptweave, Stores
-    from framework.config import StoreConfig
-    from framework.store.stores import TopicSummaries
-    from framework.testing import TEST_ENVIRON
+    from promptweave import Config, Promptweave, Stores
+    from promptweave.config import StoreConfig
+    from promptweave.store.stores import TopicSummaries
+    from promptweave.testing import TEST_ENVIRON
 
     class RemoteRetrieval:
         """A retrieval store that says nothing of its reads: they may wait on the network."""

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from retrieval_support import BOT, GROUP, USER, make_turn
 
-from framework import (
+from promptweave import (
     Config,
     ConfigError,
     KnowledgeItem,
@@ -26,11 +26,11 @@ from framework import (
     hookimpl,
     load_turn_file,
 )
-from framework.cli.main import cli
-from framework.config import PluginsConfig, StoreConfig
-from framework.store.retrieval_import import import_files
-from framework.store.retrieval_sqlite import SQLiteRetrievalStore
-from framework.store.sqlite import SQLiteDatabase
+from promptweave.cli.main import cli
+from promptweave.config import PluginsConfig, StoreConfig
+from promptweave.store.retrieval_import import import_files
+from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
+from promptweave.store.sqlite import SQLiteDatabase
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 QUESTION = "@小织 周六晚上桌游局还照常吗？我记得上次说要换地方"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from framework import MemoryRecord, RelationshipRecord, RetrievalBatch, query_terms
-from framework.store import retrieval_sqlite
-from framework.store.retrieval_memory import InMemoryRetrievalStore
-from framework.store.retrieval_sqlite import SQLiteRetrievalStore
-from framework.store.sqlite import SQLiteDatabase
+from promptweave import MemoryRecord, RelationshipRecord, RetrievalBatch, query_terms
+from promptweave.store import retrieval_sqlite
+from promptweave.store.retrieval_memory import InMemoryRetrievalStore
+from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
+from promptweave.store.sqlite import SQLiteDatabase
 
 
 def memory(text: str, kind: str = "group_memory", **fields: object) -> MemoryRecord:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from retrieval_reference import ReferenceRetrievers, ReferenceStore
 
-from framework import (
+from promptweave import (
     Bot,
     ChatMessage,
     Config,
@@ -31,9 +31,9 @@ from framework import (
     load_turn_file,
     query_terms,
 )
-from framework.config import RetrievalConfig, StoreConfig
-from framework.store import retrieval_sqlite
-from framework.store.retrieval import (
+from promptweave.config import RetrievalConfig, StoreConfig
+from promptweave.store import retrieval_sqlite
+from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
     KnowledgeDocument,
@@ -43,10 +43,10 @@ from framework.store.retrieval import (
     RhythmRecord,
     SummaryRecord,
 )
-from framework.store.retrieval_import import read_files
-from framework.store.retrieval_sqlite import SQLiteRetrievalStore
-from framework.store.sqlite import SQLiteDatabase
-from framework.store.stores import TopicSummaries
+from promptweave.store.retrieval_import import read_files
+from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
+from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.store.stores import TopicSummaries
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 NO_AUTOLOAD = {"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"}

@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 from retrieval_support import BOT, GROUP, NOW, USER, make_query
 
-from builtin_plugins import retrievers
-from framework import ChatMessage, Config, LearningType, Stores
-from framework.config import RetrievalConfig
-from framework.store.retrieval import (
+from promptweave import ChatMessage, Config, LearningType, Stores
+from promptweave.builtin_plugins import retrievers
+from promptweave.config import RetrievalConfig
+from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
     KnowledgeDocument,
@@ -17,7 +17,7 @@ from framework.store.retrieval import (
     RhythmRecord,
     SummaryRecord,
 )
-from framework.store.retrieval_memory import InMemoryRetrievalStore
+from promptweave.store.retrieval_memory import InMemoryRetrievalStore
 
 QUESTION = "周六晚上桌游局还照常吗？我记得上次说要换地方"
 

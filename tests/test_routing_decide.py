@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from routing_support import make_runtime, make_turn
 
-from framework import (
+from promptweave import (
     Decision,
     DecisionRule,
     DeliveryStyle,
@@ -15,8 +15,8 @@ from framework import (
     TurnAction,
     hookimpl,
 )
-from framework.plugins.manager import build_plugin_manager
-from framework.plugins.registry import collect_registries
+from promptweave.plugins.manager import build_plugin_manager
+from promptweave.plugins.registry import collect_registries
 
 TOOL = {"tool_intent": "calendar.lookup", "tools_permitted": True}
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from routing_support import BASE_TIME, TEST_BOT, make_runtime, make_turn
 
-from framework import ChatMessage, SpeakTrigger, Turn
-from framework.routing import text_signals as ts
-from tests.routing_support import BASE_TIME, TEST_BOT, make_runtime, make_turn
+from promptweave import ChatMessage, SpeakTrigger, Turn
+from promptweave.routing import text_signals as ts
 
 #: Adverts and scams as they are posted in groups; every one must read as spam.
 ADVERTS = (

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from routing_support import BASE_TIME, make_runtime, make_turn
 
-from framework import Turn
+from promptweave import Turn
 
 #: A group conversation with quotes, reactions, vents and questions, repeated five times.
 LINES = [

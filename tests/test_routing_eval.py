@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 from routing_support import TEST_BOT, make_runtime
 
-from framework import TurnFileError
-from framework.cli.main import cli
-from framework.routing.batch import confusion_table, decide_cases, load_route_file
+from promptweave import TurnFileError
+from promptweave.cli.main import cli
+from promptweave.routing.batch import confusion_table, decide_cases, load_route_file
 
 EVAL = Path(__file__).parent / "data" / "routing_eval.jsonl"
 EXAMPLES = Path(__file__).parent.parent / "examples" / "turns"
@@ -137,7 +137,7 @@ def test_cli_render_json_has_the_route_trace():
 
 
 def test_compact_lines_take_the_bot_and_group_of_the_defaults_line_before_them(tmp_path):
-    from framework import Bot
+    from promptweave import Bot
 
     path = tmp_path / "route.jsonl"
     lines = [
@@ -158,7 +158,7 @@ def test_compact_lines_take_the_bot_and_group_of_the_defaults_line_before_them(t
 
 
 def test_a_compact_line_without_any_bot_or_a_crowded_defaults_line_is_an_error(tmp_path):
-    from framework import TurnFileError
+    from promptweave import TurnFileError
 
     path = tmp_path / "route.jsonl"
     path.write_text(json.dumps({"text": "在吗"}) + "\n", encoding="utf-8")
@@ -173,7 +173,7 @@ def test_a_compact_line_without_any_bot_or_a_crowded_defaults_line_is_an_error(t
 
 
 def test_cli_route_names_the_default_bot_after_the_persona_pack():
-    from framework.routing.batch import default_route_bot
+    from promptweave.routing.batch import default_route_bot
 
     bot = default_route_bot(make_runtime().persona)
     assert bot.name == make_runtime().persona.persona.name

@@ -19,8 +19,9 @@ from typing import Any
 
 import attrs
 import pytest
+from routing_support import BASE_TIME, make_runtime, make_turn
 
-from framework import (
+from promptweave import (
     ChatMessage,
     Config,
     Decision,
@@ -34,16 +35,15 @@ from framework import (
     TurnAction,
     hookimpl,
 )
-from framework.items import ReplyShape, RhythmProfile, TurnPolicy
-from framework.plugins import watchdog
-from framework.routing import router as router_module
-from framework.routing import shape
-from framework.routing import signals as signals_module
-from framework.routing import text_signals as ts
-from framework.routing.memory import memory_policy_for
-from framework.routing.signals import MessageSignals, mention_ids
-from framework.store.routing_state import QuoteCandidate
-from tests.routing_support import BASE_TIME, make_runtime, make_turn
+from promptweave.items import ReplyShape, RhythmProfile, TurnPolicy
+from promptweave.plugins import watchdog
+from promptweave.routing import router as router_module
+from promptweave.routing import shape
+from promptweave.routing import signals as signals_module
+from promptweave.routing import text_signals as ts
+from promptweave.routing.memory import memory_policy_for
+from promptweave.routing.signals import MessageSignals, mention_ids
+from promptweave.store.routing_state import QuoteCandidate
 
 DATA = Path(__file__).parent / "data"
 

@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 from routing_support import BASE_TIME, make_runtime, make_turn
 
-from framework import ConfigError, TurnAction
-from framework.config import Config, RoutingConfig
+from promptweave import ConfigError, TurnAction
+from promptweave.config import Config, RoutingConfig
 
 
 def _gate(text: str, **fields: object) -> str:

@@ -7,8 +7,8 @@ import json
 import pytest
 from routing_support import make_runtime, make_turn
 
-from framework import DeliveryStyle, TurnAction, hookimpl
-from framework.routing.model import ModelAnswerError, parse_model_answer
+from promptweave import DeliveryStyle, TurnAction, hookimpl
+from promptweave.routing.model import ModelAnswerError, parse_model_answer
 
 
 class _Model:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from routing_support import make_runtime, make_turn
 
-from framework import DecisionRule, TurnAction, hookimpl
+from promptweave import DecisionRule, TurnAction, hookimpl
 
 BOT_JUST_SPOKE = [{"text": "今天风好大", "sender": "阿蒙"}, {"text": "出门记得戴帽子", "bot": True}]
 

@@ -8,7 +8,7 @@ import attrs
 import pytest
 from routing_support import make_runtime, make_turn
 
-from framework import (
+from promptweave import (
     Decision,
     ReplyShape,
     RhythmProfile,
@@ -17,9 +17,9 @@ from framework import (
     TurnPolicy,
     allows_persistent_memory,
 )
-from framework.config import RoutingConfig
-from framework.routing.shape import resolve_reply_shape, resolve_turn_policy
-from framework.routing.signals import MessageSignals
+from promptweave.config import RoutingConfig
+from promptweave.routing.shape import resolve_reply_shape, resolve_turn_policy
+from promptweave.routing.signals import MessageSignals
 
 
 def _section(result, section_id: str) -> str:
@@ -150,7 +150,7 @@ def test_the_rhythm_profile_comes_from_the_routing_state():
 
 
 def test_the_stored_rhythm_baseline_shapes_the_reply_like_section_4_shows_it():
-    from framework.store.retrieval import RetrievalBatch, RhythmRecord
+    from promptweave.store.retrieval import RetrievalBatch, RhythmRecord
 
     runtime = make_runtime()
     runtime.stores.retrieval.write(

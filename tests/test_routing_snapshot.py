@@ -9,13 +9,13 @@ from pathlib import Path
 
 import attrs
 import pytest
+from base_support import sqlite_config
 
-from framework import Bot, ChatMessage, Promptweave, SpeakTrigger, Turn
-from framework.routing.route_state import RouteState
-from framework.store.routing_state import GroupMute, MemoryRoutingState, QuoteCandidate
-from framework.store.routing_state_sqlite import SQLiteRoutingState
-from framework.store.sqlite import SQLiteDatabase
-from tests.conftest import sqlite_config
+from promptweave import Bot, ChatMessage, Promptweave, SpeakTrigger, Turn
+from promptweave.routing.route_state import RouteState
+from promptweave.store.routing_state import GroupMute, MemoryRoutingState, QuoteCandidate
+from promptweave.store.routing_state_sqlite import SQLiteRoutingState
+from promptweave.store.sqlite import SQLiteDatabase
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 BOT = Bot(id="10001", name="小织")

@@ -8,12 +8,12 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from framework import Config
-from framework.config import StoreConfig
-from framework.store.routing_state import MemoryRoutingState, QuoteCandidate
-from framework.store.routing_state_sqlite import ROUTING_MIGRATIONS, SQLiteRoutingState
-from framework.store.sqlite import SQLiteDatabase
-from framework.store.stores import Stores
+from promptweave import Config
+from promptweave.config import StoreConfig
+from promptweave.store.routing_state import MemoryRoutingState, QuoteCandidate
+from promptweave.store.routing_state_sqlite import ROUTING_MIGRATIONS, SQLiteRoutingState
+from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.store.stores import Stores
 
 
 def test_stores_build_the_routing_state_of_the_configured_backend(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from framework.store import row_counts
-from framework.store.routing_state import QuoteCandidate
-from framework.store.routing_state_sqlite import SQLiteRoutingState
-from framework.store.sqlite import SQLiteDatabase
+from promptweave.store import row_counts
+from promptweave.store.routing_state import QuoteCandidate
+from promptweave.store.routing_state_sqlite import SQLiteRoutingState
+from promptweave.store.sqlite import SQLiteDatabase
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 LIMIT = 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from framework.routing import text_signals as ts
+from promptweave.routing import text_signals as ts
 
 
 @pytest.mark.parametrize(

@@ -5,11 +5,11 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from framework import ChatMessage
-from framework.store.row_memo import RowMemo
-from framework.store.sessions_schema import SESSION_MIGRATIONS
-from framework.store.sessions_sqlite import SQLiteGroupLog
-from framework.store.sqlite import SQLiteDatabase
+from promptweave import ChatMessage
+from promptweave.store.row_memo import RowMemo
+from promptweave.store.sessions_schema import SESSION_MIGRATIONS
+from promptweave.store.sessions_sqlite import SQLiteGroupLog
+from promptweave.store.sqlite import SQLiteDatabase
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from base_support import T0
 
-from framework import Bot, ChatMessage, Turn, build_turn_context, conversation_key
-from framework.store.deliveries import DeliveryState
-from tests.conftest import T0
+from promptweave import Bot, ChatMessage, Turn, build_turn_context, conversation_key
+from promptweave.store.deliveries import DeliveryState
 
 LOOKALIKES = [
     (("1", "2:3"), ("1:2", "3")),

@@ -18,7 +18,7 @@ import openai.types.responses
 import pydantic
 from support_turn_context import PNG_BYTES, example_turn, make_runtime
 
-from framework import (
+from promptweave import (
     FetchedImage,
     ProviderApi,
     ProviderSpec,

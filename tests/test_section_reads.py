@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable
 import attrs
 import pytest
 
-from framework import (
+from promptweave import (
     Config,
     MemoryItem,
     Promptweave,
@@ -20,9 +20,9 @@ from framework import (
     Turn,
     hookimpl,
 )
-from framework.config import BudgetConfig, StoreConfig
-from framework.errors import SectionRenderError
-from framework.testing import TEST_ENVIRON
+from promptweave.config import BudgetConfig, StoreConfig
+from promptweave.errors import SectionRenderError
+from promptweave.testing import TEST_ENVIRON
 
 MEMORY = StoreConfig(backend="memory")
 

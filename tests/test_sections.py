@@ -7,8 +7,9 @@ import datetime as dt
 
 import attrs
 import pytest
+from base_support import CST
 
-from framework import (
+from promptweave import (
     BehaviorStrategy,
     ChatMessage,
     Config,
@@ -23,9 +24,8 @@ from framework import (
     Turn,
     TurnRetrieved,
 )
-from framework.config import StoreConfig, TimelineConfig
-from framework.testing import TEST_ENVIRON
-from tests.conftest import CST
+from promptweave.config import StoreConfig, TimelineConfig
+from promptweave.testing import TEST_ENVIRON
 
 HEADERS = {
     "injection_guard": "【安全约束】",

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import attrs
 import pytest
+from base_support import BOT, GROUP, T0, Clock, redis_config, sqlite_config
 from support_turn_context import PNG_BYTES
 
-from framework import (
+from promptweave import (
     IMAGE_WITHOUT_URL,
     ChatMessage,
     Config,
@@ -31,8 +32,7 @@ from framework import (
     build_turn_context,
     hookimpl,
 )
-from framework.config import SessionConfig
-from tests.conftest import BOT, GROUP, T0, Clock, redis_config, sqlite_config
+from promptweave.config import SessionConfig
 
 CAT = "https://img.example.net/cat-1.jpg"
 USER = "30022"

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from framework import (
+from promptweave import (
     PromptMessage,
     append_notes_to_multimodal_content,
     build_memory_context_block,
@@ -16,7 +16,7 @@ from framework import (
     rewrite_content,
     substitute_api_content,
 )
-from framework.turn_context.sidecar import (
+from promptweave.turn_context.sidecar import (
     MEMORY_CONTEXT_CLOSE,
     MEMORY_CONTEXT_NOTE,
     MEMORY_CONTEXT_OPEN,

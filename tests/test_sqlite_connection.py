@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.store import sqlite
-from framework.store.sqlite import BUSY_TIMEOUT_MS, WAL_AUTOCHECKPOINT_PAGES, SQLiteDatabase
+from promptweave.store import sqlite
+from promptweave.store.sqlite import BUSY_TIMEOUT_MS, WAL_AUTOCHECKPOINT_PAGES, SQLiteDatabase
 
 
 def test_a_connection_writes_ahead_and_checkpoints_a_large_log_without_syncing_commits(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.store.row_counts import row_counts
-from framework.store.sqlite import SQLiteDatabase, StoreUnavailableError
+from promptweave.store.row_counts import row_counts
+from promptweave.store.sqlite import SQLiteDatabase, StoreUnavailableError
 
 
 @pytest.fixture

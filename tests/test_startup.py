@@ -18,8 +18,8 @@ import cattrs.gen
 import pytest
 
 # First, as the command does: importing the startup module alone would leave the collector paused.
-import framework.cli.main  # noqa: F401
-from framework.cli.startup import CodeCache, _cache_file, _with_constant, _without_salt
+import promptweave.cli.main  # noqa: F401
+from promptweave.cli.startup import CodeCache, _cache_file, _with_constant, _without_salt
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -170,7 +170,7 @@ def test_a_run_that_compiled_nothing_or_too_much_writes_nothing(
     cache = CodeCache(file)
     _use(monkeypatch, cache)
     _record_class()
-    monkeypatch.setattr("framework.cli.startup.MAX_ENTRIES", len(cache.used) - 1)
+    monkeypatch.setattr("promptweave.cli.startup.MAX_ENTRIES", len(cache.used) - 1)
     cache.save()
     assert not file.exists()
 
@@ -185,8 +185,8 @@ def test_the_file_is_in_the_cache_directory_unless_that_is_set_empty(tmp_path: P
 def _render_in_a_fresh_process(cache_dir: str) -> tuple[str, int]:
     script = (
         "import contextlib, io, json\n"
-        "from framework.cli.main import cli\n"
-        "from framework.cli.startup import CODE_CACHE\n"
+        "from promptweave.cli.main import cli\n"
+        "from promptweave.cli.startup import CODE_CACHE\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out):\n"
         "    try:\n"
@@ -222,10 +222,10 @@ def test_a_second_command_compiles_nothing_and_prints_the_same(tmp_path: Path) -
 def test_the_collector_is_paused_while_the_command_loads_and_resumed_after() -> None:
     script = (
         "import gc, attrs, cattrs, click, difflib, importlib, logging, pathlib\n"
-        "import framework.cli.startup\n"
+        "import promptweave.cli.startup\n"
         "print(gc.isenabled())\n"
         "before = [stats['collections'] for stats in gc.get_stats()]\n"
-        "import framework.cli.main\n"
+        "import promptweave.cli.main\n"
         "after = [stats['collections'] for stats in gc.get_stats()]\n"
         "print(before == after, gc.isenabled(), gc.get_freeze_count() > 1000)\n"
     )

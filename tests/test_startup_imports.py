@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import framework
+import promptweave
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,14 +31,14 @@ FACADE = ROOT / "framework" / "__init__.py"
 #: Modules a turn render never needs: the live loop, delivery, session compression, image
 #: downloads, fuzzy matching, route files, the event log, and the name suggestions of errors.
 NOT_FOR_RENDER = (
-    "framework.loop.live",
-    "framework.loop.tools",
-    "framework.loop.event_log",
-    "framework.delivery.onebot",
-    "framework.delivery.plan",
-    "framework.delivery.reply_contract",
-    "framework.conversation.summary",
-    "framework.routing.batch",
+    "promptweave.loop.live",
+    "promptweave.loop.tools",
+    "promptweave.loop.event_log",
+    "promptweave.delivery.onebot",
+    "promptweave.delivery.plan",
+    "promptweave.delivery.reply_contract",
+    "promptweave.conversation.summary",
+    "promptweave.routing.batch",
     "urllib.request",
     "http.client",
     "rapidfuzz",
@@ -56,13 +56,13 @@ NOT_FOR_A_CACHED_RENDER = (
     "email",
     "csv",
     "tempfile",
-    "framework.store.deliveries_sqlite",
-    "framework.store.retrieval_sqlite",
-    "framework.store.routing_state_sqlite",
-    "framework.store.sessions_sqlite",
-    "framework.store.row_memo",
-    "framework.store.retrieval_import",
-    "framework.cli.data",
+    "promptweave.store.deliveries_sqlite",
+    "promptweave.store.retrieval_sqlite",
+    "promptweave.store.routing_state_sqlite",
+    "promptweave.store.sessions_sqlite",
+    "promptweave.store.row_memo",
+    "promptweave.store.retrieval_import",
+    "promptweave.cli.data",
 )
 
 
@@ -82,7 +82,7 @@ def _modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
 
 RENDER = (
     "import contextlib, io, sys\n"
-    "from framework.cli.main import cli\n"
+    "from promptweave.cli.main import cli\n"
     "with contextlib.redirect_stdout(io.StringIO()):\n"
     "    try:\n"
     "        cli(['render', 'examples/turns/at_question.json'], prog_name='promptweave')\n"
@@ -92,21 +92,21 @@ RENDER = (
 
 
 def test_importing_the_facade_loads_no_stage_of_a_turn() -> None:
-    loaded = _modules_after("import framework")
-    assert sorted(m for m in loaded if m.startswith("framework.")) == []
+    loaded = _modules_after("import promptweave")
+    assert sorted(m for m in loaded if m.startswith("promptweave.")) == []
     assert "asyncio" not in loaded
     assert "attrs" not in loaded
 
 
 def test_a_name_read_from_the_facade_loads_its_module_alone() -> None:
-    loaded = _modules_after("from framework import quote_user_text")
-    assert "framework.prompt.sanitize" in loaded
-    assert "framework.runtime" not in loaded
+    loaded = _modules_after("from promptweave import quote_user_text")
+    assert "promptweave.prompt.sanitize" in loaded
+    assert "promptweave.runtime" not in loaded
 
 
 def test_rendering_a_turn_file_loads_no_loop_delivery_or_compression() -> None:
     loaded = _modules_after(RENDER)
-    assert "framework.runtime" in loaded
+    assert "promptweave.runtime" in loaded
     assert sorted(set(NOT_FOR_RENDER) & loaded) == []
 
 
@@ -117,7 +117,7 @@ def test_a_render_with_the_caches_filled_parses_no_metadata_and_loads_no_sqlite_
     first = _modules_after(RENDER, env)
     assert "importlib_metadata" in first  # the first run scans, and fills the cache
     loaded = _modules_after(RENDER, env)
-    assert "framework.runtime" in loaded
+    assert "promptweave.runtime" in loaded
     assert sorted(m for m in loaded if m.partition(".")[0] in NOT_FOR_A_CACHED_RENDER) == []
     assert sorted(m for m in loaded if m in NOT_FOR_A_CACHED_RENDER) == []
 
@@ -129,14 +129,14 @@ def test_the_facade_imports_for_type_checkers_what_it_loads_at_run_time() -> Non
     for node in guard.body:
         assert isinstance(node, ast.ImportFrom) and node.module is not None
         typed.setdefault(node.module, set()).update(alias.name for alias in node.names)
-    lazy = {module: set(names) for module, names in framework._MODULES.items()}
+    lazy = {module: set(names) for module, names in promptweave._MODULES.items()}
     assert typed == lazy
-    assert sorted(framework.__all__) == sorted(framework._DEFINED_IN)
+    assert sorted(promptweave.__all__) == sorted(promptweave._DEFINED_IN)
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
-        _ = framework.NoSuchName  # type: ignore[attr-defined]
+        _ = promptweave.NoSuchName  # type: ignore[attr-defined]
 
 
 def test_the_command_leaves_the_collector_nothing_to_walk_at_exit() -> None:

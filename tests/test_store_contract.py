@@ -12,32 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from framework import Config, RetrievalStore, Stores
-from framework.store.deliveries import MemoryDeliveryLedger
-from framework.store.deliveries_sqlite import SQLiteDeliveryLedger
-from framework.store.retrieval_memory import InMemoryRetrievalStore
-from framework.store.retrieval_sqlite import SQLiteRetrievalStore
-from framework.store.routing_state import MemoryRoutingState
-from framework.store.routing_state_sqlite import SQLiteRoutingState
-from framework.store.sessions_memory import (
-    MemoryBotReplyContext,
-    MemoryFeedbackLedger,
-    MemoryGroupLog,
-    MemorySessionStore,
-    MemorySummaryStore,
-)
-from framework.store.sessions_sqlite import (
-    SESSION_MIGRATIONS,
-    SQLiteBotReplyContext,
-    SQLiteFeedbackLedger,
-    SQLiteGroupLog,
-    SQLiteSessionStore,
-    SQLiteSummaryStore,
-)
-from framework.store.sqlite import SQLiteDatabase
-from tests.conftest import redis_config, sqlite_config
-from tests.store_contract import (
+from base_support import redis_config, sqlite_config
+from store_contract import (
     StoreBackend,
     StoreClasses,
     TestBotReplyContext,
@@ -50,6 +26,30 @@ from tests.store_contract import (
     TestSharedStorage,
     TestSummaryStore,
 )
+
+from promptweave import Config, RetrievalStore, Stores
+from promptweave.store.deliveries import MemoryDeliveryLedger
+from promptweave.store.deliveries_sqlite import SQLiteDeliveryLedger
+from promptweave.store.retrieval_memory import InMemoryRetrievalStore
+from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
+from promptweave.store.routing_state import MemoryRoutingState
+from promptweave.store.routing_state_sqlite import SQLiteRoutingState
+from promptweave.store.sessions_memory import (
+    MemoryBotReplyContext,
+    MemoryFeedbackLedger,
+    MemoryGroupLog,
+    MemorySessionStore,
+    MemorySummaryStore,
+)
+from promptweave.store.sessions_sqlite import (
+    SESSION_MIGRATIONS,
+    SQLiteBotReplyContext,
+    SQLiteFeedbackLedger,
+    SQLiteGroupLog,
+    SQLiteSessionStore,
+    SQLiteSummaryStore,
+)
+from promptweave.store.sqlite import SQLiteDatabase
 
 # Imported so that pytest collects them here, with the fixtures below.
 __all__ = [
@@ -78,7 +78,7 @@ def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
             deliveries=MemoryDeliveryLedger,
         )
     elif request.param == "redis":
-        from contrib import redis_store
+        from promptweave.contrib import redis_store
 
         yield StoreClasses(
             args=(request.getfixturevalue("redis_namespace"),),

@@ -10,13 +10,13 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from base_support import T0
 
-from framework import ChatMessage, Config, Stores
-from framework.store.sessions import BOT_REPLY_MAX_ENTRIES, BOT_REPLY_TTL_S
-from framework.store.sessions_memory import MemoryBotReplyContext
-from framework.store.sessions_sqlite import SESSION_MIGRATIONS, SQLiteGroupLog
-from framework.store.sqlite import SQLiteDatabase
-from tests.conftest import T0
+from promptweave import ChatMessage, Config, Stores
+from promptweave.store.sessions import BOT_REPLY_MAX_ENTRIES, BOT_REPLY_TTL_S
+from promptweave.store.sessions_memory import MemoryBotReplyContext
+from promptweave.store.sessions_sqlite import SESSION_MIGRATIONS, SQLiteGroupLog
+from promptweave.store.sqlite import SQLiteDatabase
 
 
 def test_the_runtime_builds_the_bot_reply_context_with_the_store_defaults() -> None:

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
+from base_support import BOT, GROUP, T0, Clock, sqlite_config
 
-from framework import (
+from promptweave import (
     IMAGE_WITHOUT_URL,
     SUMMARY_MARK,
     ChatMessage,
@@ -20,9 +21,8 @@ from framework import (
     Turn,
     hookimpl,
 )
-from framework.config import SessionConfig
-from framework.delivery.writes import record_bot_reply
-from tests.conftest import BOT, GROUP, T0, Clock, sqlite_config
+from promptweave.config import SessionConfig
+from promptweave.delivery.writes import record_bot_reply
 
 TOPICS = [
     "最近在准备考研复试，好紧张",
@@ -323,7 +323,7 @@ def test_rejected_summary_leaves_the_session_unchanged(tmp_path: Path, clock: Cl
 
 
 def test_offline_summary_is_extractive_and_bounded() -> None:
-    from builtin_plugins.session_summary import extractive_summary
+    from promptweave.builtin_plugins.session_summary import extractive_summary
 
     turns = [
         SessionTurn(bot_id="1", group_id="2", user_id="3", role="user", content=text, time=T0)

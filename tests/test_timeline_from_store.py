@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 
 import attrs
+from base_support import BOT, GROUP, T0, MessageFactory
 
-from framework import ChatMessage, Promptweave, SpeakTrigger, Turn
-from framework.config import TimelineConfig
-from tests.conftest import BOT, GROUP, T0, MessageFactory
+from promptweave import ChatMessage, Promptweave, SpeakTrigger, Turn
+from promptweave.config import TimelineConfig
 
 
 def timeline_of(runtime: Promptweave, current: ChatMessage, **turn: object) -> str:
@@ -114,7 +114,7 @@ def test_timeline_cuts_lines_at_240_and_keeps_newest_lines_when_block_is_full(
 
 
 def test_timeline_block_limit_is_configurable(message: MessageFactory, clock: object) -> None:
-    from framework import Config, Stores
+    from promptweave import Config, Stores
 
     config = attrs.evolve(Config(), timeline=TimelineConfig(block_chars=60))
     runtime = Promptweave.from_config(config, stores=Stores.in_memory())
@@ -288,7 +288,7 @@ def test_decide_reads_the_store_like_render_does(runtime: Promptweave, message: 
 def test_a_failing_routing_store_still_gives_a_decision(
     sqlite_runtime: Promptweave, message: MessageFactory, monkeypatch
 ) -> None:
-    from framework.store.sqlite import StoreUnavailableError
+    from promptweave.store.sqlite import StoreUnavailableError
 
     runtime = sqlite_runtime
 
@@ -310,7 +310,7 @@ def test_a_failing_routing_store_still_gives_a_decision(
 def test_the_notes_hook_sees_what_the_sections_saw(
     runtime: Promptweave, message: MessageFactory
 ) -> None:
-    from framework import build_turn_context, hookimpl
+    from promptweave import build_turn_context, hookimpl
 
     seen = []
 

@@ -7,7 +7,7 @@ import attrs
 import pytest
 from support_turn_context import example_turn, make_runtime
 
-from framework import (
+from promptweave import (
     ProviderApi,
     ProviderSpec,
     ToolCall,
@@ -17,8 +17,8 @@ from framework import (
     with_tool_round,
     with_tools,
 )
-from framework.providers.bodies import MAX_CACHE_BREAKPOINTS
-from framework.providers.prefix import canonical_json
+from promptweave.providers.bodies import MAX_CACHE_BREAKPOINTS
+from promptweave.providers.prefix import canonical_json
 
 WEATHER = ToolSpec(
     name="get_weather",

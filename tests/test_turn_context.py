@@ -6,7 +6,7 @@ import attrs
 import pytest
 from support_turn_context import example_turn, later, make_runtime
 
-from framework import (
+from promptweave import (
     Bot,
     ChatMessage,
     PromptMessage,
@@ -320,7 +320,7 @@ def _long_history_turn(entries: int) -> Turn:
     for i in range(entries):
         history.append({"role": "user", "content": f"第{i}个问题：" + "桌游" * 80})
         history.append({"role": "assistant", "content": f"第{i}个回答"})
-    from framework import HistoryEntry
+    from promptweave import HistoryEntry
 
     return Turn(
         bot=Bot(id="10001", name="小织"),

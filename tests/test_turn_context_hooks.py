@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support_turn_context import PNG_BYTES, example_turn, make_runtime
 
-from framework import (
+from promptweave import (
     FetchedImage,
     PromptMessage,
     ProviderApi,
@@ -23,7 +23,7 @@ from framework import (
     hookimpl,
     submit_request,
 )
-from framework.plugins.manager import DEFAULT_PLUGINS
+from promptweave.plugins.manager import DEFAULT_PLUGINS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugin_hooks.md"
 HOOKS = (
@@ -269,7 +269,7 @@ def test_cancelling_the_caller_cancels_the_request():
 
 
 def test_request_defaults_is_a_builtin_plugin():
-    assert "builtin_plugins.request_defaults" in DEFAULT_PLUGINS
+    assert "promptweave.builtin_plugins.request_defaults" in DEFAULT_PLUGINS
     runtime = make_runtime()
     assert set(runtime.plugins.hooks_of("request_defaults")) == {
         "compress_turn_messages",

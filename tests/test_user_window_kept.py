@@ -8,10 +8,10 @@ import datetime as dt
 import random
 from pathlib import Path
 
-from framework.store.sessions import SessionTurn, TurnKind
-from framework.store.sessions_schema import SESSION_MIGRATIONS
-from framework.store.sessions_sqlite import SQLiteSessionStore
-from framework.store.sqlite import SQLiteDatabase
+from promptweave.store.sessions import SessionTurn, TurnKind
+from promptweave.store.sessions_schema import SESSION_MIGRATIONS
+from promptweave.store.sessions_sqlite import SQLiteSessionStore
+from promptweave.store.sqlite import SQLiteDatabase
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 SCOPE = ("b", "g", "u")

@@ -10,8 +10,7 @@ import attrs
 import pytest
 from support_turn_context import PNG_BYTES, example_turn, make_runtime
 
-from contrib.onebot import parse_message
-from framework import (
+from promptweave import (
     IMAGE_WITHOUT_URL,
     Config,
     FetchedImage,
@@ -23,8 +22,9 @@ from framework import (
     build_turn_context,
     hookimpl,
 )
-from framework.config import ProviderConfig, StoreConfig
-from framework.providers.wire import TIMELINE_IMAGES_TEXT
+from promptweave.config import ProviderConfig, StoreConfig
+from promptweave.contrib.onebot import parse_message
+from promptweave.providers.wire import TIMELINE_IMAGES_TEXT
 
 CAT = "https://img.example.net/cat-1.jpg"
 LOCAL = "file:///etc/passwd"

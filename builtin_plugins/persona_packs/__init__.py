@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from framework import hookimpl
+from promptweave import hookimpl
 
 DEFAULT_PACK = Path(__file__).with_name("default.toml")
 

@@ -1,9 +1,9 @@
 """NoneBot2 plugin: a bot on NoneBot2 and OneBot v11 that takes part in its groups through
 promptweave's live loop (``docs/bot.md``).
 
-Load it in a NoneBot2 bot with ``nonebot.load_plugin("contrib.nonebot")`` (install
-``promptweave[nonebot]``). It opens one :class:`framework.Promptweave` and one
-:class:`framework.BotLoop` per process at start-up and closes them at shutdown; one non-blocking
+Load it in a NoneBot2 bot with ``nonebot.load_plugin("promptweave.contrib.nonebot")`` (install
+``promptweave[nonebot]``). It opens one :class:`promptweave.Promptweave` and one
+:class:`promptweave.BotLoop` per process at start-up and closes them at shutdown; one non-blocking
 message matcher hands every group and private message to the loop, which records it, routes it,
 and answers, quotes, @s, sends a short phrase or stays silent as the routing decides, sending
 through the bot's own API and recording the message ids it returns.
@@ -27,8 +27,8 @@ from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, PrivateMessageEv
 from nonebot.plugin import PluginMetadata
 from pydantic import BaseModel
 
-from contrib.onebot import parse_message
-from framework import BotLoop, Config, IncomingEvent, OneBotTransport, Promptweave, TurnOutcome
+from promptweave import BotLoop, Config, IncomingEvent, OneBotTransport, Promptweave, TurnOutcome
+from promptweave.contrib.onebot import parse_message
 
 __all__ = ["PluginConfig", "incoming_event", "promptweave_loop"]
 
@@ -47,7 +47,7 @@ class PluginConfig(BaseModel):
 __plugin_meta__ = PluginMetadata(
     name="promptweave",
     description="Group chat through promptweave: routing, assembly, delivery and recording",
-    usage='nonebot.load_plugin("contrib.nonebot"); configure promptweave.toml',
+    usage='nonebot.load_plugin("promptweave.contrib.nonebot"); configure promptweave.toml',
     type="application",
     homepage="https://pypi.org/project/promptweave/",
     config=PluginConfig,

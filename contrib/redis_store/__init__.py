@@ -1,7 +1,7 @@
 """The conversational and routing state in Redis, for deployments that outgrow one process.
 
 Selected with ``[store] backend = "redis"`` (``docs/store.md``); needs the ``redis`` client
-(``pip install 'promptweave[redis]'``). :meth:`framework.Stores.from_config` imports this module by
+(``pip install 'promptweave[redis]'``). :meth:`promptweave.Stores.from_config` imports this module by
 name, so ``framework`` itself never imports Redis.
 
 The group log, sessions, summary archive, bot-reply context, feedback ledger, delivery ledger and
@@ -10,11 +10,11 @@ log``), so several bot processes share them and a cluster can shard them. Each s
 its in-memory counterpart (the store contract, ``tests/store_contract.py``, runs on it); a
 check-then-write is atomic across processes: a Lua script for duplicate ids and the windows of the
 large sorted sets, an optimistic transaction (:meth:`RedisNamespace.transaction`) where a rule of
-``framework.store`` decides (deliveries, the compaction claim, kept messages, quote candidates).
+``promptweave.store`` decides (deliveries, the compaction claim, kept messages, quote candidates).
 Retrieval data (memories, knowledge…) stays in the SQLite file
 at ``[store] path``, which ``promptweave import`` fills and every process reads.
 
-A ``redis.RedisError`` surfaces as :class:`framework.StoreUnavailableError`, so a Redis that
+A ``redis.RedisError`` surfaces as :class:`promptweave.StoreUnavailableError`, so a Redis that
 goes away degrades turns exactly like a failing SQLite file.
 """
 
@@ -24,16 +24,16 @@ import logging
 
 import redis
 
-from contrib.redis_store._namespace import DEFAULT_PREFIX, RedisNamespace
-from contrib.redis_store.archive import RedisSummaryStore
-from contrib.redis_store.deliveries import RedisDeliveryLedger
-from contrib.redis_store.replies import RedisBotReplyContext, RedisFeedbackLedger
-from contrib.redis_store.routing import RedisRoutingState
-from contrib.redis_store.sessions import RedisGroupLog, RedisSessionStore
-from framework.config import Config
-from framework.store.retrieval_sqlite import SQLiteRetrievalStore
-from framework.store.sqlite import SQLiteDatabase
-from framework.store.stores import Stores
+from promptweave.config import Config
+from promptweave.contrib.redis_store._namespace import DEFAULT_PREFIX, RedisNamespace
+from promptweave.contrib.redis_store.archive import RedisSummaryStore
+from promptweave.contrib.redis_store.deliveries import RedisDeliveryLedger
+from promptweave.contrib.redis_store.replies import RedisBotReplyContext, RedisFeedbackLedger
+from promptweave.contrib.redis_store.routing import RedisRoutingState
+from promptweave.contrib.redis_store.sessions import RedisGroupLog, RedisSessionStore
+from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
+from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.store.stores import Stores
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -82,7 +82,7 @@ def redis_stores(config: Config, namespace: RedisNamespace | None = None) -> Sto
     when the server is back.
 
     :param namespace: the client and key prefix; by default from ``[store] url`` and ``prefix``
-        (a client made here is closed by :meth:`framework.Stores.close`, one passed in is not).
+        (a client made here is closed by :meth:`promptweave.Stores.close`, one passed in is not).
     """
     owned = namespace is None
     if namespace is None:

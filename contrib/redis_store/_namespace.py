@@ -23,9 +23,9 @@ import redis
 from redis.client import Pipeline
 from redis.commands.core import Script
 
-from framework._dates import from_timestamp
-from framework.store.sqlite import StoreUnavailableError
-from framework.turn import ChatMessage
+from promptweave._dates import from_timestamp
+from promptweave.store.sqlite import StoreUnavailableError
+from promptweave.turn import ChatMessage
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -145,7 +145,7 @@ class RedisNamespace:
         the keys are watched), decides in Python, and queues its writes after ``pipeline.multi()``.
         They are applied only if no other client changed a watched key meanwhile; otherwise
         ``change`` runs again on what is there now. So a rule written once in Python (in
-        ``framework.store``) is atomic across processes, as a Lua script would be. Every key must
+        ``promptweave.store``) is atomic across processes, as a Lua script would be. Every key must
         carry the same hash tag (one bot and group), as for a script.
         """
         with self.reached(), self.client.pipeline(transaction=True) as pipeline:
@@ -169,9 +169,9 @@ class RedisNamespace:
 
     @contextmanager
     def reached(self) -> Iterator[None]:
-        """Turn any ``redis.RedisError`` into :class:`framework.StoreUnavailableError`.
+        """Turn any ``redis.RedisError`` into :class:`promptweave.StoreUnavailableError`.
 
-        The runtime degrades on :data:`framework.store.sqlite.STORE_ERRORS`; raising that
+        The runtime degrades on :data:`promptweave.store.sqlite.STORE_ERRORS`; raising that
         project error here keeps ``framework`` free of any Redis import, exactly as the SQLite
         stores turn ``sqlite3.Error`` into it.
         """

@@ -5,8 +5,13 @@ from __future__ import annotations
 import attrs
 from redis.commands.core import Script
 
-from contrib.redis_store._namespace import RedisNamespace, decode_time, dumps, encode_time
-from framework.store.sessions import SessionSummary, group_scope
+from promptweave.contrib.redis_store._namespace import (
+    RedisNamespace,
+    decode_time,
+    dumps,
+    encode_time,
+)
+from promptweave.store.sessions import SessionSummary, group_scope
 
 __all__ = ["RedisSummaryStore"]
 
@@ -21,7 +26,7 @@ redis.call('ZADD', KEYS[4], ARGV[1], row)
 
 @attrs.define
 class RedisSummaryStore:
-    """:class:`framework.store.sessions.SummaryStore` in Redis: one index per bot and group and
+    """:class:`promptweave.store.sessions.SummaryStore` in Redis: one index per bot and group and
     one per user, both by creation time."""
 
     namespace: RedisNamespace

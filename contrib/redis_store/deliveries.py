@@ -7,8 +7,8 @@ import json
 
 import attrs
 
-from contrib.redis_store._namespace import Pipeline, RedisNamespace, dumps
-from framework.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryState, settle_delivery
+from promptweave.contrib.redis_store._namespace import Pipeline, RedisNamespace, dumps
+from promptweave.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryState, settle_delivery
 
 __all__ = ["RedisDeliveryLedger"]
 
@@ -21,9 +21,9 @@ def _entry(answering: str | None, message: str | None) -> str:
 
 @attrs.define
 class RedisDeliveryLedger:
-    """:class:`framework.store.deliveries.DeliveryLedger` in Redis, exactly like
-    :class:`framework.store.deliveries.MemoryDeliveryLedger`: the newest
-    :data:`framework.store.deliveries.DELIVERY_LEDGER_MAX` deliveries per bot and group, oldest
+    """:class:`promptweave.store.deliveries.DeliveryLedger` in Redis, exactly like
+    :class:`promptweave.store.deliveries.MemoryDeliveryLedger`: the newest
+    :data:`promptweave.store.deliveries.DELIVERY_LEDGER_MAX` deliveries per bot and group, oldest
     first, in one list that each report reads and changes in one transaction
     (:meth:`RedisNamespace.transaction`), so bot processes reporting the same delivery record it
     once."""

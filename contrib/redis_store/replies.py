@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import attrs
 from redis.commands.core import Script
 
-from contrib.redis_store._namespace import RedisNamespace, dumps
-from framework.store.sessions import (
+from promptweave.contrib.redis_store._namespace import RedisNamespace, dumps
+from promptweave.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
     BOT_REPLY_TTL_S,
@@ -103,8 +103,8 @@ return phrases
 
 @attrs.define
 class RedisBotReplyContext:
-    """:class:`framework.store.sessions.BotReplyContext` in Redis, an LRU with a TTL exactly like
-    :class:`framework.store.sessions_memory.MemoryBotReplyContext`: a hit makes the entry the most
+    """:class:`promptweave.store.sessions.BotReplyContext` in Redis, an LRU with a TTL exactly like
+    :class:`promptweave.store.sessions_memory.MemoryBotReplyContext`: a hit makes the entry the most
     recently used (without extending its expiry), an expired entry is dropped when looked up, and
     beyond ``max_entries`` the least recently used go.
 
@@ -165,7 +165,7 @@ class RedisBotReplyContext:
 
 @attrs.define
 class RedisFeedbackLedger:
-    """:class:`framework.store.sessions.FeedbackLedger` in Redis: a sorted set of
+    """:class:`promptweave.store.sessions.FeedbackLedger` in Redis: a sorted set of
     ``[outcome, phrase]`` entries in the order they were recorded, and one set per outcome for
     undoing it."""
 

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import attrs
 
-from contrib.redis_store._namespace import (
+from promptweave.contrib.redis_store._namespace import (
     Pipeline,
     RedisNamespace,
     decode_message,
@@ -19,8 +19,8 @@ from contrib.redis_store._namespace import (
     encode_message,
     encode_time,
 )
-from framework.items import RhythmProfile
-from framework.store.routing_state import (
+from promptweave.items import RhythmProfile
+from promptweave.store.routing_state import (
     REPLY_LOG_MAX,
     GroupMute,
     GroupSnapshot,
@@ -29,7 +29,7 @@ from framework.store.routing_state import (
     candidates_after,
     kept_messages_after,
 )
-from framework.turn import ChatMessage
+from promptweave.turn import ChatMessage
 
 __all__ = ["RedisRoutingState"]
 
@@ -76,8 +76,8 @@ def _decode_message(row: str | bytes) -> ChatMessage:
 
 @attrs.define
 class RedisRoutingState(RoutingState):
-    """:class:`framework.store.routing_state.RoutingState` in Redis, with the behaviour of
-    :class:`framework.store.routing_state.MemoryRoutingState`; times read back with the UTC offset
+    """:class:`promptweave.store.routing_state.RoutingState` in Redis, with the behaviour of
+    :class:`promptweave.store.routing_state.MemoryRoutingState`; times read back with the UTC offset
     they were written with."""
 
     namespace: RedisNamespace
@@ -184,7 +184,7 @@ class RedisRoutingState(RoutingState):
         encode: Callable[[T], str],
     ) -> list[str | bytes]:
         """Replace list ``key`` by what ``change`` makes of it, in one optimistic transaction (the
-        rule is :mod:`framework.store.routing_state`'s; the lists are short).
+        rule is :mod:`promptweave.store.routing_state`'s; the lists are short).
 
         :returns: the rows the list holds afterwards.
         """

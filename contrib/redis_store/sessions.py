@@ -5,7 +5,7 @@ from one counter per bot and group and are zero-padded, so rows of equal time ke
 order, like the SQLite ``seq`` column. Every write that checks before it changes is atomic, so bot
 processes sharing a Redis stay correct without locks: a duplicate message id and the windows are
 checked in one Lua script (the rows stay on the server), the compaction cooldown of
-:func:`framework.store.sessions.compaction_due` in one optimistic transaction.
+:func:`promptweave.store.sessions.compaction_due` in one optimistic transaction.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 from redis.commands.core import Script
 
-from contrib.redis_store._namespace import (
+from promptweave.contrib.redis_store._namespace import (
     Pipeline,
     RedisNamespace,
     decode_message,
@@ -28,14 +28,14 @@ from contrib.redis_store._namespace import (
     encode_time,
     row_key,
 )
-from framework.store.sessions import (
+from promptweave.store.sessions import (
     GROUP_LOG_MAX_PER_GROUP,
     TRIM_BATCH,
     SessionTurn,
     compaction_due,
     summary_row,
 )
-from framework.turn import ChatMessage
+from promptweave.turn import ChatMessage
 
 __all__ = ["RedisGroupLog", "RedisSessionStore"]
 
@@ -217,10 +217,10 @@ def _id_field(turn: SessionTurn) -> tuple[str, str]:
 
 @attrs.define
 class RedisGroupLog:
-    """:class:`framework.store.sessions.GroupLog` in Redis.
+    """:class:`promptweave.store.sessions.GroupLog` in Redis.
 
     :param max_per_group: messages kept per bot and group; the oldest go first (and their ids may
-        be recorded again), exactly like :class:`framework.store.sessions_memory.MemoryGroupLog`,
+        be recorded again), exactly like :class:`promptweave.store.sessions_memory.MemoryGroupLog`,
         so the log's memory stays bounded (the timeline reads at most 16).
     """
 
@@ -272,7 +272,7 @@ class RedisGroupLog:
 
 @attrs.define
 class RedisSessionStore:
-    """:class:`framework.store.sessions.SessionStore` in Redis.
+    """:class:`promptweave.store.sessions.SessionStore` in Redis.
 
     Appends are atomic per bot and group (one script per bot and group of the batch).
     """

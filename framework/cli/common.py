@@ -12,14 +12,14 @@ from typing import Any
 import attrs
 import click
 
-from framework.cli.problems import Problem, config_error, input_error, shown_path
-from framework.cli.style import coloured
-from framework.config import Config
-from framework.errors import PromptweaveError
-from framework.runtime import Promptweave
-from framework.store.routing_state import MemoryRoutingState
-from framework.store.sqlite import STORE_ERRORS, SQLiteDatabase
-from framework.store.stores import Stores
+from promptweave.cli.problems import Problem, config_error, input_error, shown_path
+from promptweave.cli.style import coloured
+from promptweave.config import Config
+from promptweave.errors import PromptweaveError
+from promptweave.runtime import Promptweave
+from promptweave.store.routing_state import MemoryRoutingState
+from promptweave.store.sqlite import STORE_ERRORS, SQLiteDatabase
+from promptweave.store.stores import Stores
 
 __all__ = [
     "EchoHandler",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from framework.cli.common import (
+from promptweave.cli.common import (
     config_option,
     echo_json,
     load_config,
@@ -18,16 +18,16 @@ from framework.cli.common import (
     runtime_with_stores,
     store_option,
 )
-from framework.cli.problems import (
+from promptweave.cli.problems import (
     Problem,
     config_error,
     input_error,
     require_file,
     shown_path,
 )
-from framework.errors import PromptweaveError, TurnFileError
-from framework.store.retrieval_import import AUTO_KIND, KINDS, read_files
-from framework.store.stores import Stores
+from promptweave.errors import PromptweaveError, TurnFileError
+from promptweave.store.retrieval_import import AUTO_KIND, KINDS, read_files
+from promptweave.store.stores import Stores
 
 __all__ = ["import_data", "store"]
 
@@ -154,7 +154,7 @@ def store_import(
     require_file(events_file)
     # The event log brings the live loop's recording and session compression: only this command
     # needs them, so the others do not load them (docs/performance.md).
-    from framework.loop.event_log import MessageIndex, scan_events, stream_events
+    from promptweave.loop.event_log import MessageIndex, scan_events, stream_events
 
     path = _store_path(store_path, config_path)
     load_config(config_path)

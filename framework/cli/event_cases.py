@@ -14,9 +14,9 @@ from pathlib import Path
 
 import attrs
 
-from framework.loop.event_log import LoggedReply, MessageEvent, read_events
-from framework.routing.batch import CaseState, RouteCase, load_route_file
-from framework.turn import Bot, ChatMessage, HistoryEntry, Turn
+from promptweave.loop.event_log import LoggedReply, MessageEvent, read_events
+from promptweave.routing.batch import CaseState, RouteCase, load_route_file
+from promptweave.turn import Bot, ChatMessage, HistoryEntry, Turn
 
 __all__ = ["is_event_log", "load_route_input"]
 
@@ -45,7 +45,7 @@ def load_route_input(path: Path, *, bot: Bot) -> list[RouteCase]:
 
     :param bot: the bot of compact route-file lines that name none; for an event log, the name
         and aliases of the bot of every event (which gives its id).
-    :raises framework.errors.TurnFileError: a line is invalid, naming the file and the line.
+    :raises promptweave.errors.TurnFileError: a line is invalid, naming the file and the line.
     """
     if not is_event_log(path):
         return load_route_file(path, bot=bot)

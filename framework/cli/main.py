@@ -10,12 +10,12 @@ import attrs
 import click
 
 # Imported before any module that defines records: it installs the code cache and pauses the
-# collector until the modules below are loaded (``framework.cli.startup``).
-import framework.cli.startup
-from framework.cli.common import EchoHandler, build_runtime, config_option, echo_json, not_blank
-from framework.cli.problems import configured_file_problem, report_lines
-from framework.cli.render import render
-from framework.cli.style import resolve_colour
+# collector until the modules below are loaded (``promptweave.cli.startup``).
+import promptweave.cli.startup
+from promptweave.cli.common import EchoHandler, build_runtime, config_option, echo_json, not_blank
+from promptweave.cli.problems import configured_file_problem, report_lines
+from promptweave.cli.render import render
+from promptweave.cli.style import resolve_colour
 
 __all__ = ["cli"]
 
@@ -25,10 +25,10 @@ log = logging.getLogger("promptweave.cli")
 #: bring the live loop, delivery, the routing batch and the data importer, which ``render``
 #: never needs (``docs/performance.md``).
 LAZY_COMMANDS = {
-    "import": ("framework.cli.data", "import_data"),
-    "replay": ("framework.cli.replay", "replay"),
-    "route": ("framework.cli.route", "route"),
-    "store": ("framework.cli.data", "store"),
+    "import": ("promptweave.cli.data", "import_data"),
+    "replay": ("promptweave.cli.replay", "replay"),
+    "route": ("promptweave.cli.route", "route"),
+    "store": ("promptweave.cli.data", "store"),
 }
 
 
@@ -65,7 +65,7 @@ def cli(colour: bool | None) -> None:
     logger.handlers = [handler]
     logger.propagate = False
     click.get_current_context().call_on_close(handler.report_repeats)
-    framework.cli.startup.skip_the_last_collection()
+    promptweave.cli.startup.skip_the_last_collection()
 
 
 @cli.command()
@@ -156,4 +156,4 @@ def sections(bot_id: str, group_id: str | None, as_json: bool, config_path: Path
 
 
 cli.add_command(render)
-framework.cli.startup.modules_loaded()
+promptweave.cli.startup.modules_loaded()

@@ -20,8 +20,8 @@ from typing import IO, Any
 import attrs
 import click
 
-from framework.cli.style import coloured
-from framework.errors import ConfigError
+from promptweave.cli.style import coloured
+from promptweave.errors import ConfigError
 
 __all__ = [
     "EXIT_CONFIG",
@@ -135,7 +135,7 @@ def configured_file_problem(text: str) -> Problem:
 def problems_of(exc: BaseException) -> list[Problem]:
     """The problems an exception of the library reports, one per line of its message."""
     # Imported on the error path only: the importer is no part of ``render``.
-    from framework.store.retrieval_import import RetrievalImportError
+    from promptweave.store.retrieval_import import RetrievalImportError
 
     if isinstance(exc, ConfigError):
         return [parse_problem(exc.source, problem) for problem in exc.problems]

@@ -9,8 +9,8 @@ from pathlib import Path
 import attrs
 import click
 
-from framework._convert import load_json
-from framework.cli.common import (
+from promptweave._convert import load_json
+from promptweave.cli.common import (
     build_runtime,
     config_option,
     echo_json,
@@ -18,17 +18,17 @@ from framework.cli.common import (
     render_store_source,
     store_option,
 )
-from framework.cli.problems import PassRefused, Problem, input_error, require_file
-from framework.cli.text_blocks import echo_text
-from framework.conversation.state import conversation_key
-from framework.decision import Decision, TurnAction
-from framework.errors import TurnFileError
-from framework.providers.prefix import canonical_json
-from framework.providers.records import ProviderRequest, ProviderSpec
-from framework.providers.request import build_provider_request
-from framework.runtime import Promptweave
-from framework.turn import Turn, load_turn_file
-from framework.turn_context.context import TurnContext, build_turn_context
+from promptweave.cli.problems import PassRefused, Problem, input_error, require_file
+from promptweave.cli.text_blocks import echo_text
+from promptweave.conversation.state import conversation_key
+from promptweave.decision import Decision, TurnAction
+from promptweave.errors import TurnFileError
+from promptweave.providers.prefix import canonical_json
+from promptweave.providers.records import ProviderRequest, ProviderSpec
+from promptweave.providers.request import build_provider_request
+from promptweave.runtime import Promptweave
+from promptweave.turn import Turn, load_turn_file
+from promptweave.turn_context.context import TurnContext, build_turn_context
 
 __all__ = ["REQUEST_FORMATS", "render"]
 

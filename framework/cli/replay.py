@@ -18,15 +18,15 @@ from zoneinfo import ZoneInfo
 import attrs
 import click
 
-from framework.cli.common import config_option, load_config
-from framework.cli.problems import Problem, config_error, input_error, require_file
-from framework.config import Config
-from framework.errors import PromptweaveError, TurnFileError
-from framework.loop.live import BotLoop
-from framework.loop.replay import ReplayClock, ReplayLog, read_chat_log, replay_events, summarize
-from framework.providers.records import ProviderSpec
-from framework.runtime import Promptweave
-from framework.store.retrieval_import import AUTO_KIND, RetrievalImportError, read_files
+from promptweave.cli.common import config_option, load_config
+from promptweave.cli.problems import Problem, config_error, input_error, require_file
+from promptweave.config import Config
+from promptweave.errors import PromptweaveError, TurnFileError
+from promptweave.loop.live import BotLoop
+from promptweave.loop.replay import ReplayClock, ReplayLog, read_chat_log, replay_events, summarize
+from promptweave.providers.records import ProviderSpec
+from promptweave.runtime import Promptweave
+from promptweave.store.retrieval_import import AUTO_KIND, RetrievalImportError, read_files
 
 __all__ = ["MODELS", "replay"]
 
@@ -312,7 +312,7 @@ async def _no_pause(_seconds: float) -> None:
 
 
 def _write_report(path: Path, records: Sequence[Mapping[str, Any]], log_file: Path) -> None:
-    from framework.loop.report import render_report
+    from promptweave.loop.report import render_report
 
     try:
         path.write_text(

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from framework.cli.common import build_runtime, config_option
-from framework.cli.event_cases import load_route_input
-from framework.cli.problems import input_error, require_file
-from framework.cli.style import (
+from promptweave.cli.common import build_runtime, config_option
+from promptweave.cli.event_cases import load_route_input
+from promptweave.cli.problems import input_error, require_file
+from promptweave.cli.style import (
     ACTION_COLOURS,
     STATUS_COLOURS,
     coloured,
@@ -18,8 +18,8 @@ from framework.cli.style import (
     on_terminal,
     pad,
 )
-from framework.errors import TurnFileError
-from framework.routing.batch import CaseResult, confusion_table, decide_cases, default_route_bot
+from promptweave.errors import TurnFileError
+from promptweave.routing.batch import CaseResult, confusion_table, decide_cases, default_route_bot
 
 __all__ = ["echo_rows", "route"]
 

@@ -17,7 +17,7 @@ walk them again and again. :func:`modules_loaded` moves them out of its way and 
 over everything the command loaded, a tenth of a short command's time, just before the process
 gives its memory back whole.
 
-Importing this module installs the cache and pauses the collector: :mod:`framework.cli.main`
+Importing this module installs the cache and pauses the collector: :mod:`promptweave.cli.main`
 imports it before any module that defines records, and calls :func:`modules_loaded` once its
 modules are in. The library never does any of this (a long-running process builds each class
 once and needs its collector).
@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import CodeType
 
-from framework.plugins.manager import cache_directory
+from promptweave.plugins.manager import cache_directory
 
 __all__ = [
     "CODE_CACHE",

@@ -1,7 +1,7 @@
 """The text output of ``promptweave render`` (``docs/cli.md``): the blocks that explain a turn.
 
 Columns are aligned on the widest value; on a terminal, headings, statuses and the decision are
-coloured (:mod:`framework.cli.style`), and piped output is the same text, plain.
+coloured (:mod:`promptweave.cli.style`), and piped output is the same text, plain.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any
 
 import click
 
-from framework.cli.common import StoreSource
-from framework.cli.problems import configured_file_problem, report_lines
-from framework.cli.style import ACTION_COLOURS, coloured, heading, status
-from framework.prompt.rendered import RenderedTurn
-from framework.providers.records import ProviderRequest
-from framework.turn_context.context import TurnContext
+from promptweave.cli.common import StoreSource
+from promptweave.cli.problems import configured_file_problem, report_lines
+from promptweave.cli.style import ACTION_COLOURS, coloured, heading, status
+from promptweave.prompt.rendered import RenderedTurn
+from promptweave.providers.records import ProviderRequest
+from promptweave.turn_context.context import TurnContext
 
 __all__ = ["echo_text"]
 

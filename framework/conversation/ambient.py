@@ -17,13 +17,13 @@ from typing import Any
 
 import attrs
 
-from framework.config import AmbientConfig
-from framework.conversation.timeline import GroupTimeline
-from framework.prompt.persona import PersonaPack
-from framework.prompt.sanitize import quote_user_text
-from framework.prompt.text_rules import IMAGE_MARK
-from framework.store.sessions import SessionTurn
-from framework.turn import ChatMessage
+from promptweave.config import AmbientConfig
+from promptweave.conversation.timeline import GroupTimeline
+from promptweave.prompt.persona import PersonaPack
+from promptweave.prompt.sanitize import quote_user_text
+from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.store.sessions import SessionTurn
+from promptweave.turn import ChatMessage
 
 __all__ = [
     "AMBIENT_HEADER",

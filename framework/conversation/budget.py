@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from framework.conversation.sequence import PromptMessage
+from promptweave.conversation.sequence import PromptMessage
 
 __all__ = [
     "MIN_CURRENT_LENGTH",

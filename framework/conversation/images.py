@@ -19,9 +19,9 @@ from collections.abc import Iterable
 
 import attrs
 
-from framework.config import ProviderConfig
-from framework.errors import PromptweaveError
-from framework.prompt.text_rules import IMAGE_MARK
+from promptweave.config import ProviderConfig
+from promptweave.errors import PromptweaveError
+from promptweave.prompt.text_rules import IMAGE_MARK
 
 __all__ = [
     "IMAGE_WITHOUT_URL",
@@ -35,7 +35,7 @@ __all__ = [
     "vision_image_urls",
 ]
 
-#: The entry of :attr:`framework.ChatMessage.images` for an image the platform gave no usable URL
+#: The entry of :attr:`promptweave.ChatMessage.images` for an image the platform gave no usable URL
 #: for (a OneBot ``[CQ:image,file=abc.image]`` without ``url``): the message still shows
 #: ``[图片]``, and the entry is never a vision image since it is not a URL.
 IMAGE_WITHOUT_URL = IMAGE_MARK

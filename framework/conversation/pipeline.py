@@ -1,6 +1,6 @@
 """One turn's message side: the sequence, the budget and the injection snapshot.
 
-:class:`framework.Promptweave` calls :func:`framework.conversation.session.read_session` before the
+:class:`promptweave.Promptweave` calls :func:`promptweave.conversation.session.read_session` before the
 sections render (the timeline and the quoted bot text come from the store) and
 :func:`build_turn_messages` after (the budget needs the finished system prompt).
 """
@@ -12,27 +12,27 @@ from typing import Any
 
 import attrs
 
-from framework.conversation.ambient import snapshot_from_timeline
-from framework.conversation.budget import (
+from promptweave.conversation.ambient import snapshot_from_timeline
+from promptweave.conversation.budget import (
     MIN_CURRENT_LENGTH,
     BudgetReport,
     Measure,
     apply_budget,
     cut_current_text,
 )
-from framework.conversation.images import vision_image_urls
-from framework.conversation.message_cache import HistoryTexts, MessageCache
-from framework.conversation.sequence import (
+from promptweave.conversation.images import vision_image_urls
+from promptweave.conversation.message_cache import HistoryTexts, MessageCache
+from promptweave.conversation.sequence import (
     AmbientPart,
     HistoryRow,
     PromptMessage,
     ambient_part,
     current_text,
 )
-from framework.conversation.session import SessionReader
-from framework.conversation.timeline import GroupTimeline
-from framework.store.sessions import group_scope
-from framework.turn import ChatMessage, Turn
+from promptweave.conversation.session import SessionReader
+from promptweave.conversation.timeline import GroupTimeline
+from promptweave.store.sessions import group_scope
+from promptweave.turn import ChatMessage, Turn
 
 __all__ = [
     "TurnMessages",
@@ -189,7 +189,7 @@ def _fit_newest_first(
     max_len: int,
     keep_tail: str,
 ) -> _Fitted:
-    """:func:`framework.apply_budget` in characters, taking messages from the newest back.
+    """:func:`promptweave.apply_budget` in characters, taking messages from the newest back.
 
     The oldest messages go first, so what the budget keeps is the longest run of newest messages
     that fits (at least the newest one): reading back from the current message and stopping at
@@ -257,7 +257,7 @@ def carried_by_history(
     message id when the row has one, else by speaker and text: the user's own lines and the bot's.
 
     :param kept: the texts of ``history`` when its window was kept between turns
-        (:meth:`framework.conversation.message_cache.MessageCache.history_texts`): its rows carry
+        (:meth:`promptweave.conversation.message_cache.MessageCache.history_texts`): its rows carry
         no message ids, and the texts need not be gathered again.
     """
     ids: set[str] = set()

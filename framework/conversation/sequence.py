@@ -16,14 +16,14 @@ from typing import Any
 
 import attrs
 
-from framework.config import Config
-from framework.conversation.ambient import AMBIENT_HEADER, AmbientEntry, AmbientExcerpt
-from framework.conversation.images import vision_image_urls
-from framework.prompt.persona import PersonaPack
-from framework.prompt.sanitize import neutralize_markers, sanitize_block, sanitize_literal
-from framework.prompt.text_rules import IMAGE_MARK, InjectionDetector
-from framework.store.sessions import SUMMARY_MARK
-from framework.turn import HistoryEntry, Turn
+from promptweave.config import Config
+from promptweave.conversation.ambient import AMBIENT_HEADER, AmbientEntry, AmbientExcerpt
+from promptweave.conversation.images import vision_image_urls
+from promptweave.prompt.persona import PersonaPack
+from promptweave.prompt.sanitize import neutralize_markers, sanitize_block, sanitize_literal
+from promptweave.prompt.text_rules import IMAGE_MARK, InjectionDetector
+from promptweave.store.sessions import SUMMARY_MARK
+from promptweave.turn import HistoryEntry, Turn
 
 __all__ = [
     "USER_MESSAGE_MAX_CHARS",
@@ -128,7 +128,7 @@ def format_user_turn(
     injection; ``""`` when the text is empty.
 
     A copy of the pack's prefix inside ``text``, in any bracket that reads as ``【】``, is defused
-    (:func:`framework.prompt.sanitize.neutralize_markers`), so a user cannot fake a second message.
+    (:func:`promptweave.prompt.sanitize.neutralize_markers`), so a user cannot fake a second message.
 
     :param markers: more markers to defuse in ``text`` (:data:`USER_ROLE_MARKERS` for text a
         user wrote whole).

@@ -15,22 +15,22 @@ from typing import Any
 
 import attrs
 
-from framework._dates import shifted
-from framework.config import Config
-from framework.conversation.ambient import (
+from promptweave._dates import shifted
+from promptweave.config import Config
+from promptweave.conversation.ambient import (
     AmbientExcerpt,
     render_ambient_excerpt,
     select_ambient_turns,
 )
-from framework.conversation.message_cache import MessageCache, turn_rows
-from framework.conversation.sequence import HistoryRow
-from framework.conversation.timeline import timeline_limit
-from framework.prompt.persona import PersonaPack
-from framework.routing.signals import raw_reply_id
-from framework.store.sessions import SessionTurn, group_scope
-from framework.store.sqlite import STORE_ERRORS
-from framework.store.stores import Stores
-from framework.turn import ChatMessage, Turn
+from promptweave.conversation.message_cache import MessageCache, turn_rows
+from promptweave.conversation.sequence import HistoryRow
+from promptweave.conversation.timeline import timeline_limit
+from promptweave.prompt.persona import PersonaPack
+from promptweave.routing.signals import raw_reply_id
+from promptweave.store.sessions import SessionTurn, group_scope
+from promptweave.store.sqlite import STORE_ERRORS
+from promptweave.store.stores import Stores
+from promptweave.turn import ChatMessage, Turn
 
 __all__ = ["SessionReader", "read_session"]
 

@@ -20,8 +20,8 @@ from urllib.parse import quote, unquote
 
 import attrs
 
-from framework.conversation.sequence import PromptMessage
-from framework.turn import Turn
+from promptweave.conversation.sequence import PromptMessage
+from promptweave.turn import Turn
 
 __all__ = [
     "PRIVATE_KEY_PART",
@@ -113,7 +113,7 @@ class NoteQueue:
     """Notes queued for the next turn of a conversation, delivered once.
 
     A producer (the bot's gateway, a plugin reacting to an event) calls :meth:`push`; the next
-    :func:`framework.turn_context.context.build_turn_context` of that conversation pops them all. Popping
+    :func:`promptweave.turn_context.context.build_turn_context` of that conversation pops them all. Popping
     clears the queue, so a cached runtime can never replay a stale note on a later turn.
     """
 

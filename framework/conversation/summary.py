@@ -5,7 +5,7 @@ When a user's session holds ``summary_threshold`` user turns (24 by default) and
 that (bot, group, user) started within the cooldown (600 s), every row but the newest
 ``summary_keep`` (16) is summarized by the ``summarize_session`` hook into one ``【此前对话摘要】``
 row of at most ``summary_max_chars`` (120), inserted at the front of the session and archived for
-old-topic recall. It runs after delivery, off the hot path (:class:`framework.Promptweave` schedules
+old-topic recall. It runs after delivery, off the hot path (:class:`promptweave.Promptweave` schedules
 it in the background); images are described through the ``describe_image`` hook only now, and
 only while ``[session] describe_images`` is on.
 """
@@ -21,16 +21,16 @@ from typing import Any
 
 import attrs
 
-from framework.config import Config
-from framework.conversation.images import is_vision_url
-from framework.plugins.hook_calls import first_answer
-from framework.plugins.manager import PluginManager
-from framework.plugins.watchdog import NETWORK_BOUND_FACTOR, Watchdog
-from framework.prompt.sanitize import sanitize_block
-from framework.prompt.text_rules import IMAGE_MARK
-from framework.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind
-from framework.store.stores import Stores
-from framework.timing import elapsed_ms, stage_log
+from promptweave.config import Config
+from promptweave.conversation.images import is_vision_url
+from promptweave.plugins.hook_calls import first_answer
+from promptweave.plugins.manager import PluginManager
+from promptweave.plugins.watchdog import NETWORK_BOUND_FACTOR, Watchdog
+from promptweave.prompt.sanitize import sanitize_block
+from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind
+from promptweave.store.stores import Stores
+from promptweave.timing import elapsed_ms, stage_log
 
 __all__ = ["CompressionResult", "CompressionStatus", "clean_summary", "compress_session"]
 
@@ -149,13 +149,13 @@ def compress_session(
 
     The result carries how long the attempt took (``duration_ms``), also logged at debug level on
     the ``promptweave.stages`` logger, since the background runner discards the result. Store
-    errors propagate as :class:`framework.StoreUnavailableError`; the runtime's background
+    errors propagate as :class:`promptweave.StoreUnavailableError`; the runtime's background
     runner logs them. A ``summarize_session`` implementation that raises, hangs or answers
     something other than text compresses nothing (``skipped``, reason ``summarizer_failed``).
 
     :param watchdog: bounds each ``summarize_session`` and ``describe_image`` call by
         ``[provider] timeout_s`` times
-        :data:`framework.plugins.watchdog.NETWORK_BOUND_FACTOR`.
+        :data:`promptweave.plugins.watchdog.NETWORK_BOUND_FACTOR`.
     """
     start = time.perf_counter()
     result = _compress(

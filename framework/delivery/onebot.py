@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from framework.delivery.records import OutgoingMessage, Segment
+from promptweave.delivery.records import OutgoingMessage, Segment
 
 __all__ = [
     "ONEBOT_V11",
@@ -97,7 +97,7 @@ def cq_unescape(text: str) -> str:
 
 @attrs.frozen
 class OneBotTransport:
-    """A OneBot v11 connection as a :class:`framework.Transport`: wraps anything with an async
+    """A OneBot v11 connection as a :class:`promptweave.Transport`: wraps anything with an async
     ``call_api(api, **params)``, such as a NoneBot ``Bot`` of nonebot-adapter-onebot.
 
     :param bot: the connection.

@@ -14,9 +14,9 @@ from typing import Any
 
 import attrs
 
-from framework.config import Config, DeliveryConfig
-from framework.decision import Decision, DeliveryStyle
-from framework.delivery.records import DeliveryPlan, ModelAnswer, OutgoingMessage, Segment
+from promptweave.config import Config, DeliveryConfig
+from promptweave.decision import Decision, DeliveryStyle
+from promptweave.delivery.records import DeliveryPlan, ModelAnswer, OutgoingMessage, Segment
 
 __all__ = ["PauseConfig", "plan_delivery", "plan_phrase"]
 
@@ -79,7 +79,7 @@ def plan_delivery(
         or ``None`` (no intent, or dropped).
     :param pause: the pauses between bubbles.
     :param mention_allowed: ``False`` while the group's mention cooldown runs
-        (:class:`framework.delivery.mention.MentionCooldown`): a mention goes out plain.
+        (:class:`promptweave.delivery.mention.MentionCooldown`): a mention goes out plain.
     :returns: the plan; no messages when the answer is silent.
     """
     trace: dict[str, Any] = {

@@ -1,6 +1,6 @@
 """The recorder: incoming messages, delivered replies, and what follows them.
 
-:class:`Recorder` is one of the parts :class:`framework.Promptweave` is built from; the runtime's
+:class:`Recorder` is one of the parts :class:`promptweave.Promptweave` is built from; the runtime's
 ``record_message``, ``record_bot_reply``, ``note_delivered``… hand their work to it. None of them raises for a failing store: the failure is
 logged and the bot goes on (``docs/design.md#degradation``). Their return values are fixed, so each
 recording stage logs its duration at debug level on the ``promptweave.stages`` logger instead.
@@ -16,28 +16,28 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from framework._dates import shifted
-from framework.config import Config
-from framework.decision import Decision, DeliveryStyle
-from framework.delivery.writes import (
+from promptweave._dates import shifted
+from promptweave.config import Config
+from promptweave.decision import Decision, DeliveryStyle
+from promptweave.delivery.writes import (
     BackgroundRunner,
     record_bot_reply,
     record_message,
     unusable_ids,
 )
-from framework.plugins.manager import PluginManager
-from framework.plugins.watchdog import Watchdog
-from framework.prompt.persona import PersonaPack
-from framework.routing.quoting import Delivery, resolve_delivery
-from framework.store.deliveries import DeliveryState, answered_key, delivered_key
-from framework.store.sessions import group_scope
-from framework.store.sqlite import STORE_ERRORS
-from framework.store.stores import Stores
-from framework.timing import elapsed_ms, stage_log
-from framework.turn import ChatMessage, Turn
+from promptweave.plugins.manager import PluginManager
+from promptweave.plugins.watchdog import Watchdog
+from promptweave.prompt.persona import PersonaPack
+from promptweave.routing.quoting import Delivery, resolve_delivery
+from promptweave.store.deliveries import DeliveryState, answered_key, delivered_key
+from promptweave.store.sessions import group_scope
+from promptweave.store.sqlite import STORE_ERRORS
+from promptweave.store.stores import Stores
+from promptweave.timing import elapsed_ms, stage_log
+from promptweave.turn import ChatMessage, Turn
 
 if TYPE_CHECKING:
-    from framework.conversation.summary import CompressionResult
+    from promptweave.conversation.summary import CompressionResult
 
 __all__ = ["Recorder"]
 
@@ -85,7 +85,7 @@ class Recorder:
         cooldown (``[routing] reply_cooldown_s``) and, for a quote, the quote cooldown.
 
         A reply to ``turn.message`` already reported (here or through :meth:`record_bot_reply`
-        with ``answering``) is not counted again (:mod:`framework.store.deliveries`).
+        with ``answering``) is not counted again (:mod:`promptweave.store.deliveries`).
         """
         start = perf_counter()
         quoted = delivery.reply_message_id if delivery.style is DeliveryStyle.QUOTE else None
@@ -144,7 +144,7 @@ class Recorder:
     def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
         """Store an incoming group message (the group timeline reads it), its text cut at
         ``[session] max_content_chars``, and make it one of the group's quote candidates; never
-        raises for a failing store. See :func:`framework.delivery.writes.record_message`."""
+        raises for a failing store. See :func:`promptweave.delivery.writes.record_message`."""
         start = perf_counter()
         stored = record_message(
             self.stores,
@@ -187,7 +187,7 @@ class Recorder:
         One delivered message (same bot and group, same ``message_id``, or without one the same
         text and ``time``) is recorded once: a second call stores and counts nothing, and a call
         answering a message :meth:`note_delivered` already reported stores the reply without
-        counting it again (:mod:`framework.store.deliveries`).
+        counting it again (:mod:`promptweave.store.deliveries`).
 
         :param message_id: the platform's id of the delivered message.
         :param answering: the user message it answers; the pair enters that user's session.
@@ -293,7 +293,7 @@ class Recorder:
         """Compress one user's session now if it is long enough and the cooldown allows."""
         # Loaded by the first compression, which runs after a delivery, never at start-up
         # (docs/performance.md).
-        from framework.conversation.summary import compress_session
+        from promptweave.conversation.summary import compress_session
 
         return compress_session(
             self.stores,

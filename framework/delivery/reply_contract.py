@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any
 
-from framework.delivery.records import ModelAnswer
-from framework.items import ReplyShape
+from promptweave.delivery.records import ModelAnswer
+from promptweave.items import ReplyShape
 
 __all__ = [
     "LEAK_RUN_CHARS",

@@ -19,17 +19,17 @@ from collections.abc import Callable, Hashable, Mapping
 
 import attrs
 
-from framework._fields import has_lone_surrogate
-from framework.config import Config
-from framework.conversation.images import IMAGE_WITHOUT_URL
-from framework.conversation.sequence import USER_MESSAGE_MAX_CHARS
-from framework.plugins.workers import DaemonExecutor
-from framework.prompt.sanitize import strip_lone_surrogates
-from framework.store.routing_state import QuoteCandidate
-from framework.store.sessions import SessionTurn, group_scope
-from framework.store.sqlite import STORE_ERRORS
-from framework.store.stores import Stores
-from framework.turn import ChatMessage
+from promptweave._fields import has_lone_surrogate
+from promptweave.config import Config
+from promptweave.conversation.images import IMAGE_WITHOUT_URL
+from promptweave.conversation.sequence import USER_MESSAGE_MAX_CHARS
+from promptweave.plugins.workers import DaemonExecutor
+from promptweave.prompt.sanitize import strip_lone_surrogates
+from promptweave.store.routing_state import QuoteCandidate
+from promptweave.store.sessions import SessionTurn, group_scope
+from promptweave.store.sqlite import STORE_ERRORS
+from promptweave.store.stores import Stores
+from promptweave.turn import ChatMessage
 
 __all__ = [
     "BackgroundRunner",

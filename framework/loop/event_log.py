@@ -28,14 +28,14 @@ from typing import Any
 
 import attrs
 
-from framework._convert import parse_json, structure
-from framework._fields import Text, platform_id
-from framework.conversation.summary import CompressionStatus
-from framework.delivery.writes import record_bot_reply
-from framework.errors import TurnFileError
-from framework.runtime import Promptweave
-from framework.store.sqlite import STORE_ERRORS
-from framework.turn import ChatMessage
+from promptweave._convert import parse_json, structure
+from promptweave._fields import Text, platform_id
+from promptweave.conversation.summary import CompressionStatus
+from promptweave.delivery.writes import record_bot_reply
+from promptweave.errors import TurnFileError
+from promptweave.runtime import Promptweave
+from promptweave.store.sqlite import STORE_ERRORS
+from promptweave.turn import ChatMessage
 
 __all__ = [
     "EventLog",

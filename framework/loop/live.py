@@ -30,20 +30,20 @@ from typing import Any
 
 import attrs
 
-from framework.decision import Decision, DeliveryStyle, TurnAction
-from framework.delivery.mention import MentionCooldown
-from framework.delivery.plan import PauseConfig, plan_delivery, plan_phrase
-from framework.delivery.records import DeliveryPlan, ModelAnswer, SendReceipt, Transport
-from framework.items import RouteHints, ToolContext
-from framework.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
-from framework.loop.tools import ToolRunner
-from framework.providers.records import ProviderSpec
-from framework.providers.request import asubmit_request, build_provider_request
-from framework.providers.tools import with_tool_round, with_tools
-from framework.runtime import Promptweave
-from framework.timing import elapsed_ms
-from framework.turn import SpeakTrigger, Turn
-from framework.turn_context.context import build_turn_context
+from promptweave.decision import Decision, DeliveryStyle, TurnAction
+from promptweave.delivery.mention import MentionCooldown
+from promptweave.delivery.plan import PauseConfig, plan_delivery, plan_phrase
+from promptweave.delivery.records import DeliveryPlan, ModelAnswer, SendReceipt, Transport
+from promptweave.items import RouteHints, ToolContext
+from promptweave.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
+from promptweave.loop.tools import ToolRunner
+from promptweave.providers.records import ProviderSpec
+from promptweave.providers.request import asubmit_request, build_provider_request
+from promptweave.providers.tools import with_tool_round, with_tools
+from promptweave.runtime import Promptweave
+from promptweave.timing import elapsed_ms
+from promptweave.turn import SpeakTrigger, Turn
+from promptweave.turn_context.context import build_turn_context
 
 __all__ = ["BotLoop"]
 
@@ -128,7 +128,7 @@ class _TurnRun:
 
 @attrs.define(eq=False)
 class BotLoop:
-    """Carries incoming events through a :class:`framework.Promptweave` to delivered bubbles.
+    """Carries incoming events through a :class:`promptweave.Promptweave` to delivered bubbles.
 
     :param runtime: the runtime (its stores, plugins and configuration).
     :param spec: the provider request format; ``[provider]`` by default.

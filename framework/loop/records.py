@@ -12,8 +12,8 @@ from typing import Any
 
 import attrs
 
-from framework.decision import Decision
-from framework.turn import ChatMessage
+from promptweave.decision import Decision
+from promptweave.turn import ChatMessage
 
 __all__ = ["SENDER_ROLES", "IncomingEvent", "OutcomeStatus", "TurnOutcome"]
 

@@ -1,6 +1,6 @@
 """Replaying a recorded chat through the live loop (``promptweave replay``, ``docs/replay.md``).
 
-A replay reads a chat log, carries every message through :class:`framework.BotLoop` in order with
+A replay reads a chat log, carries every message through :class:`promptweave.BotLoop` in order with
 the log's timestamps as the clock, and gives one record per incoming message and a summary. With
 the same log, configuration and seed it repeats exactly.
 
@@ -28,12 +28,12 @@ from zoneinfo import ZoneInfo
 
 import attrs
 
-from framework.errors import TurnFileError
-from framework.loop.event_log import MessageEvent, read_events
-from framework.loop.live import BotLoop
-from framework.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
-from framework.runtime import Promptweave
-from framework.turn import ChatMessage
+from promptweave.errors import TurnFileError
+from promptweave.loop.event_log import MessageEvent, read_events
+from promptweave.loop.live import BotLoop
+from promptweave.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
+from promptweave.runtime import Promptweave
+from promptweave.turn import ChatMessage
 
 __all__ = [
     "ReplayClock",

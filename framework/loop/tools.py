@@ -17,10 +17,10 @@ from typing import Any
 
 import attrs
 
-from framework.loop.records import IncomingEvent
-from framework.plugins.records import Tool, ToolCallContext
-from framework.providers.records import ToolCall, ToolSpec
-from framework.runtime import Promptweave
+from promptweave.loop.records import IncomingEvent
+from promptweave.plugins.records import Tool, ToolCallContext
+from promptweave.providers.records import ToolCall, ToolSpec
+from promptweave.runtime import Promptweave
 
 __all__ = ["TOOL_RESULT_CHARS", "ToolRunner", "tool_arguments"]
 

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import pluggy
 
-from framework.plugins.watchdog import (
+from promptweave.plugins.watchdog import (
     PluginFault,
     PluginHungError,
     Watchdog,

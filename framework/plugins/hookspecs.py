@@ -16,20 +16,20 @@ import pluggy
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from framework.config import Config
-    from framework.conversation.images import FetchedImage, ImageLimits
-    from framework.conversation.sequence import PromptMessage
-    from framework.decision import RouteContext
-    from framework.delivery.records import (
+    from promptweave.config import Config
+    from promptweave.conversation.images import FetchedImage, ImageLimits
+    from promptweave.conversation.sequence import PromptMessage
+    from promptweave.decision import RouteContext
+    from promptweave.delivery.records import (
         ModelAnswer,
         OutgoingMessage,
         Segment,
         SendReceipt,
         Transport,
     )
-    from framework.items import ReplyShape
-    from framework.loop.records import IncomingEvent
-    from framework.plugins.records import (
+    from promptweave.items import ReplyShape
+    from promptweave.loop.records import IncomingEvent
+    from promptweave.plugins.records import (
         DecisionRule,
         PhrasePool,
         Retriever,
@@ -37,10 +37,10 @@ if TYPE_CHECKING:
         SectionOverride,
         Tool,
     )
-    from framework.prompt.render_context import RenderContext
-    from framework.providers.records import ProviderRequest, SubmitResult
-    from framework.store.sessions import SessionTurn
-    from framework.turn import ChatMessage
+    from promptweave.prompt.render_context import RenderContext
+    from promptweave.providers.records import ProviderRequest, SubmitResult
+    from promptweave.store.sessions import SessionTurn
+    from promptweave.turn import ChatMessage
 
 __all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
 
@@ -63,7 +63,7 @@ def register_sections(register: Callable[[Section], None]) -> None:
     The built-in plugins register the fifteen documented sections in their canonical order.
 
     :param register: ``register(section)``; raises
-        :class:`framework.errors.DuplicateRegistrationError` when the id is taken and
+        :class:`promptweave.errors.DuplicateRegistrationError` when the id is taken and
         ``section.replace`` is false, naming both plugins.
     :returns: nothing; the return value is ignored.
     """
@@ -74,8 +74,8 @@ def register_retrievers(register: Callable[[Retriever], None]) -> None:
     """Contribute retrievers, each feeding items to one section.
 
     Runs once at start-up. Every turn, each retriever's ``retrieve`` receives a
-    :class:`framework.RetrievalQuery` and returns an iterable of items for the section it feeds, or
-    a :class:`framework.RetrievalResult`. The retrievers of a turn run concurrently (sync ones in
+    :class:`promptweave.RetrievalQuery` and returns an iterable of items for the section it feeds, or
+    a :class:`promptweave.RetrievalResult`. The retrievers of a turn run concurrently (sync ones in
     worker threads), each within its timeout; one that raises or times out is left out and traced.
     Retrievers registered with ``persistent=True`` are not called on a short social turn. The
     built-in plugin ``retrievers`` registers one retriever per section 4–10.
@@ -152,7 +152,7 @@ def override_section(
     :param group_id: the group's id.
     :param context: the turn's render context. When sections are only listed
         (``promptweave sections``), a preview context whose message is empty.
-    :returns: a :class:`framework.SectionOverride`, or ``None`` to leave the section as it is.
+    :returns: a :class:`promptweave.SectionOverride`, or ``None`` to leave the section as it is.
     """
 
 
@@ -183,7 +183,7 @@ def collect_turn_notes(context: RenderContext) -> Sequence[str] | str | None:
     """Contribute must-deliver notes for this turn (a first-time introduction, a voice-channel
     switch, an automatic-reset notice).
 
-    Runs once per turn, in :func:`framework.build_turn_context`, after the notes queued on
+    Runs once per turn, in :func:`promptweave.build_turn_context`, after the notes queued on
     ``runtime.conversations.notes`` were taken. Notes ride the current user message (its sidecar,
     or a trailing text part on a multimodal turn), never the system prompt, so the prompt cache
     keeps hitting. They are consumed by this one turn: nothing is replayed later unless the hook
@@ -202,7 +202,7 @@ def compress_turn_messages(
 
     Runs when the request's estimate reaches ``turn_context.threshold_tokens``, once per pass (at
     most ``turn_context.max_passes``; passes stop at the first one without progress). A row whose
-    content is rewritten must lose its sidecar (:func:`framework.rewrite_content`). The built-in
+    content is rewritten must lose its sidecar (:func:`promptweave.rewrite_content`). The built-in
     implementation (``trylast``) strips earlier images, then drops the oldest unprotected rows,
     then cuts the longest earlier row.
 
@@ -221,8 +221,8 @@ def fetch_image(url: str, limits: ImageLimits) -> FetchedImage | None:
     """Fetch an image a provider needs inline (``provider.inline_images``).
 
     Runs while a provider request is built, once per distinct image URL; only valid HTTP(S) URLs
-    (:func:`framework.is_vision_url`) are ever fetched. Raising
-    :class:`framework.ImageFetchError` (or any exception) degrades that image to ``[图片]``; the
+    (:func:`promptweave.is_vision_url`) are ever fetched. Raising
+    :class:`promptweave.ImageFetchError` (or any exception) degrades that image to ``[图片]``; the
     failure is traced in the request. The built-in implementation (``trylast``) reads ``http(s)``
     (and, called directly, ``data:``) URLs within the limits.
 
@@ -238,7 +238,7 @@ def fetch_image(url: str, limits: ImageLimits) -> FetchedImage | None:
 def submit_request(request: ProviderRequest, config: Config) -> SubmitResult | None:
     """Send a provider request and return the reply.
 
-    Runs in :func:`framework.submit_request` after the request was built. The built-in
+    Runs in :func:`promptweave.submit_request` after the request was built. The built-in
     implementation (``trylast``) sends nothing and returns an offline result, so assembling and
     inspecting turns never needs a network; the ``openai_compat`` contrib plugin sends to an
     OpenAI-compatible server, ``anthropic_messages`` to the Anthropic Messages API.
@@ -257,11 +257,11 @@ def submit_request_async(
 ) -> Awaitable[SubmitResult] | None:
     """Send a provider request from an event loop: return the coroutine that sends it.
 
-    Runs in :func:`framework.asubmit_request` (the live loop's path). An implementation decides
+    Runs in :func:`promptweave.asubmit_request` (the live loop's path). An implementation decides
     synchronously: it returns ``None`` at once for a request it does not handle (another format),
-    else the not-yet-awaited coroutine, which the caller awaits (a :class:`framework.SubmitResult`
+    else the not-yet-awaited coroutine, which the caller awaits (a :class:`promptweave.SubmitResult`
     returned directly is accepted too). When every implementation returns ``None``,
-    :func:`framework.asubmit_request` falls back to ``submit_request`` in a worker thread, so the
+    :func:`promptweave.asubmit_request` falls back to ``submit_request`` in a worker thread, so the
     offline default still answers. No built-in implements it; the ``openai_compat`` and
     ``anthropic_messages`` contrib plugins send on ``httpx.AsyncClient``, retrying rate limits,
     server errors, timeouts and broken connections.
@@ -286,7 +286,7 @@ def decide_with_model(context: RouteContext) -> str | None:
     Runs once per turn in the ``decide`` stage, only when ``[routing] model_decision = true`` and
     the turn passed the gates and the reply-necessity score, and only when no required tool intent
     already decided it. The answer must be one JSON object in the shape of
-    :data:`framework.MODEL_ANSWER_FORMAT`; it is validated strictly. An invalid answer
+    :data:`promptweave.MODEL_ANSWER_FORMAT`; it is validated strictly. An invalid answer
     falls back to the decide rules (reason ``invalid_model_response``), and so does a hook that
     raises (reason ``model_request_failed``). No built-in implements it.
 
@@ -306,9 +306,9 @@ def decide_with_model(context: RouteContext) -> str | None:
 
 @hookspec(firstresult=True)
 def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | None:
-    """Turn a platform's incoming message into a :class:`framework.ChatMessage`.
+    """Turn a platform's incoming message into a :class:`promptweave.ChatMessage`.
 
-    Runs when a bot calls :meth:`framework.Promptweave.parse_incoming`. The ``onebot`` contrib
+    Runs when a bot calls :meth:`promptweave.Promptweave.parse_incoming`. The ``onebot`` contrib
     plugin handles ``platform="onebot"`` (OneBot v11 events, CQ-code strings, segment arrays).
 
     Stops at first non-None result.
@@ -322,10 +322,10 @@ def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | No
 
 @hookspec(firstresult=True)
 def parse_event(platform: str, payload: Any, bot_id: str) -> IncomingEvent | None:
-    """Turn a platform's incoming event into a :class:`framework.IncomingEvent` for the live loop:
+    """Turn a platform's incoming event into a :class:`promptweave.IncomingEvent` for the live loop:
     the message, its group, the speaker's role, whether it is the bot's own message.
 
-    Runs when the live loop is handed a raw payload (:meth:`framework.BotLoop.handle_payload`,
+    Runs when the live loop is handed a raw payload (:meth:`promptweave.BotLoop.handle_payload`,
     ``promptweave replay``). The ``onebot`` contrib plugin handles ``platform="onebot"`` (OneBot
     v11 ``message`` and ``message_sent`` events).
 
@@ -353,7 +353,7 @@ def register_tools(register: Callable[[Tool], None]) -> None:
     registers ``roll_dice`` and ``upcoming_events``.
 
     :param register: ``register(tool)``; raises
-        :class:`framework.errors.DuplicateRegistrationError` when the name is taken, naming both
+        :class:`promptweave.errors.DuplicateRegistrationError` when the name is taken, naming both
         plugins.
     :returns: nothing; the return value is ignored.
     """
@@ -399,7 +399,7 @@ def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
     """Describe an image of the session history, only when a summary needs it.
 
     Images in history are stored as placeholders with their URL; this runs for each such URL
-    that is a valid HTTP(S) URL (:func:`framework.is_vision_url`; any other entry stays ``[图片]``)
+    that is a valid HTTP(S) URL (:func:`promptweave.is_vision_url`; any other entry stays ``[图片]``)
     while a session is being summarized, once per distinct URL of that compression. Never called
     while ``[session] describe_images`` is off (the session then keeps no image URL, and a URL
     stored before is not read). The built-in ``session_summary`` plugin is ``trylast`` and returns
@@ -428,7 +428,7 @@ def read_model_answer(
 
     Runs once per turn that went to the model, after the provider answered and before anything is
     sent. The built-in implementation (``trylast``) applies the contract section ``reply_shape``
-    states (:func:`framework.read_model_answer_default`, ``docs/delivery.md``): ``PASS`` alone
+    states (:func:`promptweave.read_model_answer_default`, ``docs/delivery.md``): ``PASS`` alone
     is silence; Markdown, code fences, JSON wrappers and stage directions are removed; one bubble a
     line, at most ``shape.max_bubbles``, each at most ``shape.max_chars``; the final ``[表情：…]``
     line is the sticker intent; an answer that repeats the prompt is not sent.
@@ -439,7 +439,7 @@ def read_model_answer(
     :param shape: this turn's reply shape.
     :param system_prompt: the instructions the model saw, for the leak guard.
     :param config: the deployment's settings (``[delivery] sticker``).
-    :returns: a :class:`framework.ModelAnswer`, or ``None`` to let the next implementation read it.
+    :returns: a :class:`promptweave.ModelAnswer`, or ``None`` to let the next implementation read it.
     """
 
 
@@ -460,7 +460,7 @@ def choose_sticker(
     :param bot_id: the bot's account id.
     :param group_id: the group's id; ``None`` for a private chat.
     :param config: the deployment's settings (``[delivery]``).
-    :returns: a :class:`framework.Segment` (a ``face``, or any kind the platform adapter knows),
+    :returns: a :class:`promptweave.Segment` (a ``face``, or any kind the platform adapter knows),
         or ``None``: the sticker is dropped when no implementation gives one.
     """
 
@@ -481,6 +481,6 @@ def send_message(message: OutgoingMessage, transport: Transport) -> Awaitable[Se
 
     :param message: the message: its segments, target and position in the plan.
     :param transport: the connection, with its ``platform`` name and async ``call_api``.
-    :returns: an awaitable of a :class:`framework.SendReceipt`, or ``None`` when this plugin does
+    :returns: an awaitable of a :class:`promptweave.SendReceipt`, or ``None`` when this plugin does
         not handle ``transport.platform``.
     """

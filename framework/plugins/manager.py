@@ -36,8 +36,8 @@ from typing import Any
 import attrs
 import pluggy
 
-from framework.errors import PluginImportError, PluginValidationError
-from framework.plugins import hookspecs
+from promptweave.errors import PluginImportError, PluginValidationError
+from promptweave.plugins import hookspecs
 
 __all__ = [
     "CONTRIB_PACKAGE",
@@ -51,25 +51,25 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "promptweave"
-CONTRIB_PACKAGE = "contrib"
+CONTRIB_PACKAGE = "promptweave.contrib"
 #: Modules of ``contrib`` that are not plugins: the example packages, and the Redis store, which
 #: ``[store] backend = "redis"`` selects.
 CONTRIB_NOT_PLUGINS = frozenset({"examples", "redis_store"})
 
 #: The built-in plugins, by dotted module name; each registers under its last name component.
 DEFAULT_PLUGINS: tuple[str, ...] = (
-    "builtin_plugins.persona_packs",
-    "builtin_plugins.static_sections",
-    "builtin_plugins.profile_sections",
-    "builtin_plugins.retrieval_sections",
-    "builtin_plugins.retrievers",
-    "builtin_plugins.turn_sections",
-    "builtin_plugins.overrides_file",
-    "builtin_plugins.request_defaults",
-    "builtin_plugins.routing_rules",
-    "builtin_plugins.phrase_pools",
-    "builtin_plugins.session_summary",
-    "builtin_plugins.delivery",
+    "promptweave.builtin_plugins.persona_packs",
+    "promptweave.builtin_plugins.static_sections",
+    "promptweave.builtin_plugins.profile_sections",
+    "promptweave.builtin_plugins.retrieval_sections",
+    "promptweave.builtin_plugins.retrievers",
+    "promptweave.builtin_plugins.turn_sections",
+    "promptweave.builtin_plugins.overrides_file",
+    "promptweave.builtin_plugins.request_defaults",
+    "promptweave.builtin_plugins.routing_rules",
+    "promptweave.builtin_plugins.phrase_pools",
+    "promptweave.builtin_plugins.session_summary",
+    "promptweave.builtin_plugins.delivery",
 )
 
 log = logging.getLogger("promptweave.plugins")

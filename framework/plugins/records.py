@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from framework._fields import str_tuple
+from promptweave._fields import str_tuple
 
 if TYPE_CHECKING:
-    from framework.prompt.render_context import RenderContext
+    from promptweave.prompt.render_context import RenderContext
 
 __all__ = [
     "DEFAULT_RULE_ORDER",
@@ -194,8 +194,8 @@ class DecisionRule:
     :param name: unique rule name, shown in the decision trace.
     :param stage: ``gate``, ``necessity`` or ``decide``.
     :param evaluate: ``evaluate(route_context)``; a ``gate`` rule returns a
-        :class:`framework.GateSkip` or ``None``, a ``necessity`` rule a :class:`framework.ScoreTerm`
-        or ``None``, a ``decide`` rule a :class:`framework.Decision` or ``None``.
+        :class:`promptweave.GateSkip` or ``None``, a ``necessity`` rule a :class:`promptweave.ScoreTerm`
+        or ``None``, a ``decide`` rule a :class:`promptweave.Decision` or ``None``.
     :param order: rules of one stage run in ascending order; the first match wins. ``None`` means
         100, or, with ``replace=True``, the order of the rule replaced. The built-in rules use
         1000 and above, so a plugin's rule runs before them unless it asks otherwise.
@@ -223,7 +223,7 @@ class PhrasePool:
 
     :param name: unique pool name.
     :param phrases: the phrases it always offers.
-    :param applies: ``applies(query) -> bool`` with a :class:`framework.PoolQuery`; ``None`` means
+    :param applies: ``applies(query) -> bool`` with a :class:`promptweave.PoolQuery`; ``None`` means
         the pool always applies.
     :param phrases_for: ``phrases_for(query)`` returns more phrases for this query, for pools
         whose phrases depend on the group (its own short phrases) or the moment.
@@ -267,7 +267,7 @@ class ToolCallContext:
         ``admin`` or ``member`` (``member`` when unknown; a private chat reports ``member``).
     :param text: the text of the message that asked.
     :param rng: the runtime's random source (seeded in a replay, so a dice roll repeats).
-    :param stores: the runtime's :class:`framework.Stores`, for tools that read what the bot
+    :param stores: the runtime's :class:`promptweave.Stores`, for tools that read what the bot
         knows (``None`` outside a runtime).
     """
 

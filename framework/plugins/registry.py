@@ -15,13 +15,13 @@ from typing import Any, Generic, TypeVar
 import attrs
 import pluggy
 
-from framework.errors import (
+from promptweave.errors import (
     DuplicateRegistrationError,
     PlacementError,
     PluginRegistrationError,
     PromptweaveError,
 )
-from framework.plugins.records import (
+from promptweave.plugins.records import (
     DecisionRule,
     PhrasePool,
     Retriever,
@@ -97,7 +97,7 @@ def _per_plugin(pm: pluggy.PluginManager, hook_name: str) -> Iterator[tuple[str,
 @attrs.frozen
 class _Contribution:
     """One plugin's contribution hook: what it raises reaches the caller as a
-    :class:`framework.errors.PluginRegistrationError` naming it (the project's own errors, such
+    :class:`promptweave.errors.PluginRegistrationError` naming it (the project's own errors, such
     as a duplicate id, as they are)."""
 
     plugin: str
@@ -150,7 +150,7 @@ def _collect_sections(pm: pluggy.PluginManager) -> list[Registered[Section]]:
         def register(section: Section, _plugin: str = plugin_name) -> None:
             if not isinstance(section, Section):
                 raise PluginRegistrationError(
-                    f"plugin {_plugin!r} registered {section!r}, which is not a framework.Section"
+                    f"plugin {_plugin!r} registered {section!r}, which is not a promptweave.Section"
                 )
             index = next(
                 (i for i, entry in enumerate(sections) if entry.item.id == section.id), None
@@ -271,7 +271,7 @@ def _collect_rules(pm: pluggy.PluginManager) -> dict[str, Registered[DecisionRul
         def register(rule: DecisionRule, _plugin: str = plugin_name) -> None:
             if not isinstance(rule, DecisionRule):
                 raise PluginRegistrationError(
-                    f"plugin {_plugin!r} registered {rule!r}, which is not a framework.DecisionRule"
+                    f"plugin {_plugin!r} registered {rule!r}, which is not a promptweave.DecisionRule"
                 )
             held = collected.get(rule.name)
             if held is None:

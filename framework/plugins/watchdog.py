@@ -16,7 +16,7 @@ A hook that reaches the network (``submit_request``, ``fetch_image``, ``summariz
 ``describe_image``) is bounded by :meth:`Watchdog.call` with its own budget; such a call is handed
 to a worker whoever made the plugin, since its own timeout is the plugin's to keep.
 
-Worker threads are daemon threads (:class:`framework.plugins.workers.DaemonExecutor`), so a
+Worker threads are daemon threads (:class:`promptweave.plugins.workers.DaemonExecutor`), so a
 plugin that never returns does not keep the process from exiting.
 """
 
@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 
 import attrs
 
-from framework.errors import PromptweaveError
-from framework.plugins.workers import DaemonExecutor
+from promptweave.errors import PromptweaveError
+from promptweave.plugins.workers import DaemonExecutor
 
 __all__ = [
     "NETWORK_BOUND_FACTOR",

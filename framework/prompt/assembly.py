@@ -5,7 +5,7 @@ override (per bot and group, never in a private chat) may replace, extend or dis
 is sanitized and capped; empty blocks and exact duplicates of an earlier one are skipped; the rest
 are joined with a blank line. A section whose ``render`` raises, returns something other than text, or
 hangs past the turn's deadline is left out and traced, unless the assembler is strict; so is an
-override that raises, returns something other than a :class:`framework.SectionOverride`, or hangs.
+override that raises, returns something other than a :class:`promptweave.SectionOverride`, or hangs.
 """
 
 from __future__ import annotations
@@ -18,22 +18,22 @@ from typing import Any
 import attrs
 import pluggy
 
-from framework.errors import ConfigError, SectionRenderError
-from framework.plugins.hook_calls import implementations, log_failure
-from framework.plugins.records import (
+from promptweave.errors import ConfigError, SectionRenderError
+from promptweave.plugins.hook_calls import implementations, log_failure
+from promptweave.plugins.records import (
     READS_CONTEXT,
     OverrideMode,
     Section,
     SectionOverride,
     Volatility,
 )
-from framework.plugins.registry import Registered
-from framework.plugins.watchdog import call_plugin, type_name
-from framework.prompt.overrides import MAX_OVERRIDE_CONTENT_CHARS
-from framework.prompt.render_context import RenderContext
-from framework.prompt.rendered import RenderedSection
-from framework.prompt.sanitize import BLOCK_MAX_CHARS, sanitize_block
-from framework.turn import Bot
+from promptweave.plugins.registry import Registered
+from promptweave.plugins.watchdog import call_plugin, type_name
+from promptweave.prompt.overrides import MAX_OVERRIDE_CONTENT_CHARS
+from promptweave.prompt.render_context import RenderContext
+from promptweave.prompt.rendered import RenderedSection
+from promptweave.prompt.sanitize import BLOCK_MAX_CHARS, sanitize_block
+from promptweave.turn import Bot
 
 __all__ = ["FINISHED_CACHE_ENTRIES", "STATIC_CACHE_ENTRIES", "SectionAssembler"]
 
@@ -86,7 +86,7 @@ class SectionAssembler:
     """Assembles the system prompt of a turn from the registered sections.
 
     :param pm: the plugin manager, for the ``override_section`` hook.
-    :param strict: raise :class:`framework.errors.SectionRenderError` when a section's ``render``
+    :param strict: raise :class:`promptweave.errors.SectionRenderError` when a section's ``render``
         raises (and let an ``override_section`` error propagate), instead of tracing it.
     """
 

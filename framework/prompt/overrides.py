@@ -7,7 +7,7 @@ Format (``docs/configuration.md``)::
     content = "【核心人格】…"
 
 Content is sanitized and capped at :data:`MAX_OVERRIDE_CONTENT_CHARS`. A malformed file raises
-:class:`framework.errors.ConfigError` naming the file and the bad key path.
+:class:`promptweave.errors.ConfigError` naming the file and the bad key path.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import attrs
 
-from framework._convert import load_toml, structure
-from framework.plugins.records import OverrideMode, SectionOverride
-from framework.prompt.sanitize import sanitize_block
+from promptweave._convert import load_toml, structure
+from promptweave.plugins.records import OverrideMode, SectionOverride
+from promptweave.prompt.sanitize import sanitize_block
 
 __all__ = ["MAX_OVERRIDE_CONTENT_CHARS", "OverridesFile", "load_overrides_file"]
 
@@ -51,7 +51,7 @@ class OverridesFile:
 
     @classmethod
     def from_file(cls, path: Path) -> OverridesFile:
-        """Parse ``path``; raise :class:`framework.errors.ConfigError` when it is malformed."""
+        """Parse ``path``; raise :class:`promptweave.errors.ConfigError` when it is malformed."""
         return structure(load_toml(path), cls, str(path))
 
     def covers(self, bot_id: str, group_id: str) -> bool:

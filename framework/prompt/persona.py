@@ -13,8 +13,8 @@ from pathlib import Path
 
 import attrs
 
-from framework._convert import load_toml, structure
-from framework._fields import FrozenMapping, str_tuple
+from promptweave._convert import load_toml, structure
+from promptweave._fields import FrozenMapping, str_tuple
 
 __all__ = [
     "GuardTexts",
@@ -126,7 +126,7 @@ class PersonaPack:
 
     @classmethod
     def from_file(cls, path: Path) -> PersonaPack:
-        """Load a pack; a malformed one raises :class:`framework.errors.ConfigError`."""
+        """Load a pack; a malformed one raises :class:`promptweave.errors.ConfigError`."""
         return structure(load_toml(path), cls, str(path))
 
     def format(self, template: str) -> str:

@@ -9,13 +9,13 @@ from typing import Any, TypeVar
 
 import attrs
 
-from framework.config import Config
-from framework.conversation.timeline import GroupTimeline
-from framework.decision import Decision
-from framework.items import ReplyShape, ToolContext, TurnPolicy
-from framework.prompt.persona import PersonaPack
-from framework.routing.memory import allows_persistent_memory
-from framework.turn import Turn
+from promptweave.config import Config
+from promptweave.conversation.timeline import GroupTimeline
+from promptweave.decision import Decision
+from promptweave.items import ReplyShape, ToolContext, TurnPolicy
+from promptweave.prompt.persona import PersonaPack
+from promptweave.routing.memory import allows_persistent_memory
+from promptweave.turn import Turn
 
 __all__ = ["RenderContext"]
 
@@ -39,7 +39,7 @@ class RenderContext:
     :param decision: the routing decision for this turn.
     :param allow_persistent_memory: whether this turn may show persistent memory, relationship
         notes, person facts and old topics; the decision's memory policy
-        (:func:`framework.allows_persistent_memory`) unless the caller said otherwise.
+        (:func:`promptweave.allows_persistent_memory`) unless the caller said otherwise.
     :param reply_shape: the resolved reply shape.
     :param turn_policy: the resolved turn policy.
     :param timeline: the group timeline of this turn (empty when none is shown).

@@ -7,9 +7,9 @@ from typing import Any
 
 import attrs
 
-from framework.conversation.sequence import PromptMessage
-from framework.decision import Decision
-from framework.prompt.render_context import RenderContext
+from promptweave.conversation.sequence import PromptMessage
+from promptweave.decision import Decision
+from promptweave.prompt.render_context import RenderContext
 
 __all__ = ["RenderedSection", "RenderedTurn", "SectionListing", "TurnTrace"]
 
@@ -81,7 +81,7 @@ class RenderedTurn:
     """The result of one turn: what the LLM receives, the decision, and why.
 
     :param trace: why the turn came out as it did; a :class:`TurnTrace` from
-        :meth:`framework.Promptweave.render`, built when first read.
+        :meth:`promptweave.Promptweave.render`, built when first read.
     :param context: the render context the sections saw (the turn completed from the store, the
         retrieved items), for the later stages of the turn such as the notes hook.
     """

@@ -1,7 +1,7 @@
 """Request bodies for OpenAI Chat Completions, OpenAI Responses and Anthropic Messages.
 
 Each builder takes the provider-neutral system prompt and messages and returns the exact JSON body
-plus the labels that let the prefix report name a section (see :mod:`framework.providers.prefix`).
+plus the labels that let the prefix report name a section (see :mod:`promptweave.providers.prefix`).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from framework.providers.prefix import TextLabels
-from framework.providers.wire import WireImage, WireMessage, WireSystem, WireText
+from promptweave.providers.prefix import TextLabels
+from promptweave.providers.wire import WireImage, WireMessage, WireSystem, WireText
 
 __all__ = [
     "MAX_CACHE_BREAKPOINTS",

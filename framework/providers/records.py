@@ -11,9 +11,9 @@ from typing import Any
 
 import attrs
 
-from framework.config import ProviderConfig
-from framework.conversation.images import ImageLimits
-from framework.providers.prefix import PrefixReport, TextLabels, canonical_json
+from promptweave.config import ProviderConfig
+from promptweave.conversation.images import ImageLimits
+from promptweave.providers.prefix import PrefixReport, TextLabels, canonical_json
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -72,7 +72,7 @@ class ProviderSpec:
     :param max_tokens: the reply's token limit.
     :param image_limits: size, type and timeout limits of fetched images.
     :param prompt_cache_key: send the conversation's ``prompt_cache_key`` (OpenAI formats only;
-        see :attr:`framework.TurnContext.prompt_cache_key`).
+        see :attr:`promptweave.TurnContext.prompt_cache_key`).
     """
 
     api: ProviderApi = attrs.field(converter=ProviderApi)
@@ -108,8 +108,8 @@ class ProviderRequest:
     :param segments: the body's text as labelled pieces (for the prefix report).
     :param prefix: the comparison with the conversation's previous request, when there was one.
     :param trace: images sent, inlined and degraded (with reasons), cache breakpoints, prefix;
-        the tools offered and the tool rounds, once :func:`framework.with_tools` or
-        :func:`framework.with_tool_round` added them.
+        the tools offered and the tool rounds, once :func:`promptweave.with_tools` or
+        :func:`promptweave.with_tool_round` added them.
     :param stage_durations_ms: milliseconds spent in ``request`` (the whole build) and, when
         images were fetched to be sent inline, within it ``request.images``. Timing is not part of
         the value: two requests that differ only here are equal.
@@ -218,8 +218,8 @@ class SubmitResult:
     :param raw: the provider's parsed response.
     :param tool_calls: the function calls the model asked for, in order.
     :param usage: the tokens the provider reported, when it reported any.
-    :param duration_ms: how long :func:`framework.submit_request` (or
-        :func:`framework.asubmit_request`) took, in milliseconds (set there; not part of
+    :param duration_ms: how long :func:`promptweave.submit_request` (or
+        :func:`promptweave.asubmit_request`) took, in milliseconds (set there; not part of
         equality).
     """
 

@@ -1,6 +1,6 @@
 """Provider requests from one turn context, and their submission (``docs/turn_context.md``).
 
-:func:`build_provider_request` turns a :class:`framework.TurnContext` into the exact body of an
+:func:`build_provider_request` turns a :class:`promptweave.TurnContext` into the exact body of an
 OpenAI Chat Completions, OpenAI Responses or Anthropic Messages request; :func:`submit_request`
 hands it to the ``submit_request`` hook and :func:`asubmit_request` to ``submit_request_async``
 (both offline by default).
@@ -16,31 +16,31 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from framework.conversation.images import FetchedImage, ImageLimits
-from framework.plugins.hook_calls import first_answer
-from framework.plugins.watchdog import NETWORK_BOUND_FACTOR
-from framework.providers.bodies import (
+from promptweave.conversation.images import FetchedImage, ImageLimits
+from promptweave.plugins.hook_calls import first_answer
+from promptweave.plugins.watchdog import NETWORK_BOUND_FACTOR
+from promptweave.providers.bodies import (
     anthropic_messages_body,
     openai_chat_body,
     openai_responses_body,
 )
-from framework.providers.prefix import (
+from promptweave.providers.prefix import (
     canonical_json,
     compare_request_prefix,
     labelled_segments,
 )
-from framework.providers.records import (
+from promptweave.providers.records import (
     ProviderApi,
     ProviderRequest,
     ProviderSpec,
     SubmitResult,
 )
-from framework.providers.wire import images_to_send, wire_messages, wire_system
-from framework.timing import elapsed_ms, stage_log
+from promptweave.providers.wire import images_to_send, wire_messages, wire_system
+from promptweave.timing import elapsed_ms, stage_log
 
 if TYPE_CHECKING:
-    from framework.runtime import Promptweave
-    from framework.turn_context.context import TurnContext
+    from promptweave.runtime import Promptweave
+    from promptweave.turn_context.context import TurnContext
 
 __all__ = ["asubmit_request", "build_provider_request", "submit_request"]
 
@@ -100,7 +100,7 @@ def build_provider_request(
 
     Images the provider needs inline are fetched through the ``fetch_image`` hook; a failed fetch
     becomes ``[图片]`` and is traced. The body is compared with the conversation's previous
-    request of the same API (:class:`framework.PrefixReport` in ``prefix`` and the trace).
+    request of the same API (:class:`promptweave.PrefixReport` in ``prefix`` and the trace).
 
     :param record_prefix: remember this body as the conversation's latest request.
     """
@@ -187,7 +187,7 @@ def submit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResu
 
     An implementation that raises, answers something other than a :class:`SubmitResult` or
     takes longer than ``[provider] timeout_s`` times
-    :data:`framework.plugins.watchdog.NETWORK_BOUND_FACTOR` gives an ``error`` result naming it
+    :data:`promptweave.plugins.watchdog.NETWORK_BOUND_FACTOR` gives an ``error`` result naming it
     rather than an exception, so one failed call never takes the bot down.
     """
     start = time.perf_counter()

@@ -2,7 +2,7 @@
 
 :func:`with_tools` offers tools on a built request; :func:`with_tool_round` appends the calls the
 model made and their results, so the model can continue. Both return a new
-:class:`framework.ProviderRequest` whose body is the previous body with the additions; nothing
+:class:`promptweave.ProviderRequest` whose body is the previous body with the additions; nothing
 already there is rewritten, so a tool round keeps the whole previous request as a byte-identical
 prefix (``docs/turn_context.md``, "Tools").
 
@@ -22,9 +22,9 @@ from typing import Any
 
 import attrs
 
-from framework.providers.bodies import EPHEMERAL, MAX_CACHE_BREAKPOINTS
-from framework.providers.prefix import compare_request_prefix, labelled_segments
-from framework.providers.records import ProviderRequest, ToolCall, ToolSpec
+from promptweave.providers.bodies import EPHEMERAL, MAX_CACHE_BREAKPOINTS
+from promptweave.providers.prefix import compare_request_prefix, labelled_segments
+from promptweave.providers.records import ProviderRequest, ToolCall, ToolSpec
 
 __all__ = ["with_tool_round", "with_tools"]
 

@@ -3,7 +3,7 @@
 Messages become ordered parts (text, image); images are resolved once here: by URL, inline (fetched
 through the ``fetch_image`` hook), or as ``[图片]`` for a text provider, a failed fetch or an entry
 that is not a valid HTTP(S) URL (which is never fetched nor sent, whoever put it there). Every
-message goes through :func:`framework.substitute_api_content`, so the sidecar field never reaches a
+message goes through :func:`promptweave.substitute_api_content`, so the sidecar field never reaches a
 provider.
 """
 
@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from framework.conversation.images import FetchedImage, is_vision_url, vision_image_urls
-from framework.conversation.sequence import PromptMessage
-from framework.prompt.text_rules import IMAGE_MARK
-from framework.turn_context.context import TurnContext
-from framework.turn_context.sidecar import substitute_api_content
+from promptweave.conversation.images import FetchedImage, is_vision_url, vision_image_urls
+from promptweave.conversation.sequence import PromptMessage
+from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.turn_context.context import TurnContext
+from promptweave.turn_context.sidecar import substitute_api_content
 
 __all__ = [
     "TIMELINE_IMAGES_TEXT",
@@ -88,7 +88,7 @@ def wire_system(context: TurnContext) -> WireSystem:
 
 def images_to_send(context: TurnContext, supports_images: bool) -> tuple[str, ...]:
     """Every image URL the request will carry, in order; none for a text provider. Only valid
-    HTTP(S) URLs (:func:`framework.is_vision_url`), each once."""
+    HTTP(S) URLs (:func:`promptweave.is_vision_url`), each once."""
     if not supports_images:
         return ()
     urls: list[str] = []

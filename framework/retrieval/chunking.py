@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from framework.store.retrieval import KnowledgeChunk, KnowledgeDocument
+from promptweave.store.retrieval import KnowledgeChunk, KnowledgeDocument
 
 __all__ = ["CHUNK_MAX_CHARS", "chunk_document", "markdown_title"]
 

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from framework.config import RetrievalConfig
-from framework.decision import Decision
-from framework.retrieval.scoring import normalize_query, query_terms
-from framework.routing.memory import allows_persistent_memory
-from framework.turn import Turn
+from promptweave.config import RetrievalConfig
+from promptweave.decision import Decision
+from promptweave.retrieval.scoring import normalize_query, query_terms
+from promptweave.routing.memory import allows_persistent_memory
+from promptweave.turn import Turn
 
 if TYPE_CHECKING:
-    from framework.store.stores import Stores
+    from promptweave.store.stores import Stores
 
 __all__ = ["RetrievalHit", "RetrievalQuery", "RetrievalResult", "SkipReason"]
 
@@ -80,7 +80,7 @@ class RetrievalQuery:
         allow_persistent_memory: bool | None = None,
     ) -> RetrievalQuery:
         """The query of ``turn``; ``allow_persistent_memory`` defaults to the decision's memory
-        policy (:func:`framework.allows_persistent_memory`)."""
+        policy (:func:`promptweave.allows_persistent_memory`)."""
         if allow_persistent_memory is None:
             allow_persistent_memory = allows_persistent_memory(decision)
         return cls(
@@ -98,7 +98,7 @@ class RetrievalQuery:
 
     @functools.cached_property
     def terms(self) -> tuple[str, ...]:
-        """The search terms of ``text`` (:func:`framework.query_terms`), computed once per turn
+        """The search terms of ``text`` (:func:`promptweave.query_terms`), computed once per turn
         however many retrievers ask."""
         return query_terms(self.text)
 

@@ -10,7 +10,7 @@ more than one thread.
 
 When every retriever of a turn runs inline (a sync function that says it does not block, or one
 skipped for the turn), :meth:`RetrievalRunner.run_inline` runs them one after the other on the
-caller's thread with no event loop at all: the synchronous :meth:`framework.Promptweave.render`
+caller's thread with no event loop at all: the synchronous :meth:`promptweave.Promptweave.render`
 takes that path, and awaits :meth:`RetrievalRunner.run` only when some retriever waits.
 """
 
@@ -28,10 +28,10 @@ from typing import Any
 
 import attrs
 
-from framework.plugins.records import Retriever
-from framework.plugins.registry import Registered
-from framework.plugins.workers import DaemonExecutor
-from framework.retrieval.query import RetrievalHit, RetrievalQuery, RetrievalResult, SkipReason
+from promptweave.plugins.records import Retriever
+from promptweave.plugins.registry import Registered
+from promptweave.plugins.workers import DaemonExecutor
+from promptweave.retrieval.query import RetrievalHit, RetrievalQuery, RetrievalResult, SkipReason
 
 __all__ = ["RetrievalOutcome", "RetrievalRunner", "RetrieverTrace"]
 

@@ -25,17 +25,17 @@ from typing import Any
 
 import attrs
 
-from framework._convert import parse_json, read_text, structure
-from framework._dates import shifted
-from framework._fields import Text, finite, has_lone_surrogate
-from framework.decision import Decision, TurnAction
-from framework.errors import TurnFileError
-from framework.items import RelationshipNote, RouteHints
-from framework.prompt.persona import PersonaPack
-from framework.runtime import Promptweave
-from framework.store.routing_state import REPLY_LOG_MAX, MemoryRoutingState, RoutingState
-from framework.store.stores import Stores
-from framework.turn import (
+from promptweave._convert import parse_json, read_text, structure
+from promptweave._dates import shifted
+from promptweave._fields import Text, finite, has_lone_surrogate
+from promptweave.decision import Decision, TurnAction
+from promptweave.errors import TurnFileError
+from promptweave.items import RelationshipNote, RouteHints
+from promptweave.prompt.persona import PersonaPack
+from promptweave.runtime import Promptweave
+from promptweave.store.routing_state import REPLY_LOG_MAX, MemoryRoutingState, RoutingState
+from promptweave.store.stores import Stores
+from promptweave.turn import (
     Bot,
     ChatMessage,
     HistoryEntry,
@@ -102,7 +102,7 @@ class CaseState:
     :param disabled: the bot is switched off in the group.
     :param last_quote_ago_s: a quote was delivered this many seconds ago.
     :param bot_replies: the bot delivered this many replies a moment ago, at most
-        :data:`framework.store.routing_state.REPLY_LOG_MAX` (the state keeps no more).
+        :data:`promptweave.store.routing_state.REPLY_LOG_MAX` (the state keeps no more).
     :param last_phrase: the group's last low-engagement phrase.
     """
 
@@ -292,7 +292,7 @@ def default_route_bot(persona: PersonaPack) -> Bot:
 
 
 def load_route_file(path: Path, *, bot: Bot | None = None) -> list[RouteCase]:
-    """Read a route file; a bad line raises :class:`framework.errors.TurnFileError` naming the
+    """Read a route file; a bad line raises :class:`promptweave.errors.TurnFileError` naming the
     file, the line and the key path.
 
     :param bot: the bot of compact lines that name none, until a defaults line says otherwise;

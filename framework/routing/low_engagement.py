@@ -14,13 +14,13 @@ from collections.abc import Sequence
 
 import attrs
 
-from framework.decision import LowEngagement, RouteContext
-from framework.plugins.hook_calls import log_failure
-from framework.plugins.records import PhrasePool
-from framework.plugins.registry import Registered
-from framework.plugins.watchdog import call_plugin
-from framework.routing.text_signals import is_gentle_phrase
-from framework.turn import Turn
+from promptweave.decision import LowEngagement, RouteContext
+from promptweave.plugins.hook_calls import log_failure
+from promptweave.plugins.records import PhrasePool
+from promptweave.plugins.registry import Registered
+from promptweave.plugins.watchdog import call_plugin
+from promptweave.routing.text_signals import is_gentle_phrase
+from promptweave.turn import Turn
 
 __all__ = ["PoolQuery", "emit_probability", "low_engagement_exit", "pick_phrase"]
 
@@ -32,7 +32,7 @@ POOL_PHRASES_MAX = 1000
 
 @attrs.frozen(kw_only=True)
 class PoolQuery:
-    """What a :class:`framework.PhrasePool` is asked with.
+    """What a :class:`promptweave.PhrasePool` is asked with.
 
     :param text: the focus text of the message.
     :param emotion: the message carries emotion words (``难绷``, ``破防``, ``麻了``, ``烦``…).

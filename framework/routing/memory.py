@@ -8,9 +8,9 @@ they keep the user's bounded history window. The retrieval stage asks
 
 from __future__ import annotations
 
-from framework.decision import Decision, MemoryPolicy, SocialAction, TurnAction
-from framework.routing.signals import MessageSignals
-from framework.turn import Turn
+from promptweave.decision import Decision, MemoryPolicy, SocialAction, TurnAction
+from promptweave.routing.signals import MessageSignals
+from promptweave.turn import Turn
 
 __all__ = [
     "PERSISTENT_MEMORY_SECTIONS",

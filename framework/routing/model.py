@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import attrs
 
-from framework._convert import parse_json, structure
-from framework.decision import Decision, DeliveryStyle, RouteContext, SocialAction, TurnAction
-from framework.errors import ConfigError, PromptweaveError
-from framework.turn import Turn
+from promptweave._convert import parse_json, structure
+from promptweave.decision import Decision, DeliveryStyle, RouteContext, SocialAction, TurnAction
+from promptweave.errors import ConfigError, PromptweaveError
+from promptweave.turn import Turn
 
 __all__ = [
     "MODEL_ANSWER_FORMAT",

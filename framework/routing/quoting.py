@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import attrs
 
-from framework.decision import Decision, DeliveryStyle, RouteContext
-from framework.store.routing_state import RoutingState
+from promptweave.decision import Decision, DeliveryStyle, RouteContext
+from promptweave.store.routing_state import RoutingState
 
 __all__ = ["Delivery", "quote_allowed", "resolve_delivery"]
 

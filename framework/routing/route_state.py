@@ -3,7 +3,7 @@
 A route asks the same group's small values several times: the recent-reply count, then the
 disabled, silence and cooldown gates, the quote throttle, the last phrase, the rhythm.
 :class:`RouteState` answers all of them from one :meth:`RoutingState.snapshot
-<framework.store.routing_state.RoutingState.snapshot>` taken at the first of those reads, and
+<promptweave.store.routing_state.RoutingState.snapshot>` taken at the first of those reads, and
 passes everything else to the store. It lives for one route only, so nothing outlives the turn
 that read it; a change written through it to the routed group drops the snapshot, and the next
 read goes to the store again.
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import attrs
 
-from framework.items import RhythmProfile
-from framework.store.routing_state import GroupMute, GroupSnapshot, QuoteCandidate, RoutingState
-from framework.turn import ChatMessage
+from promptweave.items import RhythmProfile
+from promptweave.store.routing_state import GroupMute, GroupSnapshot, QuoteCandidate, RoutingState
+from promptweave.turn import ChatMessage
 
 __all__ = ["RouteState"]
 

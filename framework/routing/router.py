@@ -1,7 +1,7 @@
 """The router: gates, then reply necessity, then the decide rules
 (``docs/design.md#the-routing-flow``).
 
-Every stage is made of :class:`framework.DecisionRule` contributions; this module only runs them
+Every stage is made of :class:`promptweave.DecisionRule` contributions; this module only runs them
 in order, applies what they ask of the routing state, and completes the decision with the memory
 policy, the low-engagement exit, the turn policy and the reply shape. A rule that raises or
 returns the wrong type is left out and noted in the decision; the turn goes on.
@@ -19,9 +19,9 @@ from typing import Any
 import attrs
 import pluggy
 
-from framework._dates import shifted
-from framework.config import Config
-from framework.decision import (
+from promptweave._dates import shifted
+from promptweave.config import Config
+from promptweave.decision import (
     Decision,
     GateSkip,
     NecessityScore,
@@ -30,23 +30,23 @@ from framework.decision import (
     SocialAction,
     TurnAction,
 )
-from framework.plugins.hook_calls import implementations, log_failure
-from framework.plugins.records import DecisionRule, RuleStage
-from framework.plugins.registry import Registered, Registries
-from framework.plugins.watchdog import call_plugin
-from framework.routing.low_engagement import low_engagement_exit
-from framework.routing.memory import memory_policy_for
-from framework.routing.model import ModelAnswerError, check_model_answer, parse_model_answer
-from framework.routing.route_state import RouteState
-from framework.routing.shape import (
+from promptweave.plugins.hook_calls import implementations, log_failure
+from promptweave.plugins.records import DecisionRule, RuleStage
+from promptweave.plugins.registry import Registered, Registries
+from promptweave.plugins.watchdog import call_plugin
+from promptweave.routing.low_engagement import low_engagement_exit
+from promptweave.routing.memory import memory_policy_for
+from promptweave.routing.model import ModelAnswerError, check_model_answer, parse_model_answer
+from promptweave.routing.route_state import RouteState
+from promptweave.routing.shape import (
     infer_scene,
     resolve_reply_shape,
     resolve_turn_policy,
     rhythm_for,
 )
-from framework.routing.signals import MessageSignals
-from framework.store.routing_state import QuoteCandidate, RoutingState
-from framework.turn import ChatMessage, Turn
+from promptweave.routing.signals import MessageSignals
+from promptweave.store.routing_state import QuoteCandidate, RoutingState
+from promptweave.turn import ChatMessage, Turn
 
 __all__ = ["DEFAULT_DECISION", "Router", "recent_bot_replies"]
 
@@ -129,7 +129,7 @@ def recent_bot_replies(turn: Turn, state: RoutingState, config: Config, now: dt.
 
 
 #: Quote candidates of recent messages, by message object: a group's recent messages are the same
-#: objects turn after turn (``framework.store.row_memo``), and each is a candidate every turn.
+#: objects turn after turn (``promptweave.store.row_memo``), and each is a candidate every turn.
 QUOTABLE_MEMO = 1024
 
 
@@ -222,7 +222,7 @@ class Router:
         share, for the reply shape when nothing closer is known.
     :param trusted: whether a plugin, by its registered name, ships with promptweave (the
         runtime's watchdog predicate): its rules are called directly, as the watchdog would call
-        them, without going through :func:`framework.plugins.watchdog.call_plugin` on every
+        them, without going through :func:`promptweave.plugins.watchdog.call_plugin` on every
         message. Any other plugin's rule is still called through it (bounded by the turn's
         deadline, named when it hangs). By default no plugin is.
     """
@@ -255,7 +255,7 @@ class Router:
     def route(self, turn: Turn, now: dt.datetime) -> Decision:
         """Decide what to do with ``turn``'s message at ``now``.
 
-        The rules see the routing state through a :class:`framework.routing.route_state.RouteState`:
+        The rules see the routing state through a :class:`promptweave.routing.route_state.RouteState`:
         the routed group's small values are read once for the whole route.
         """
         state = RouteState(store=self.state, bot_id=turn.bot.id, group_id=turn.group_id)

@@ -13,12 +13,12 @@ import math
 import random
 from collections.abc import Callable
 
-from framework.config import RoutingConfig
-from framework.decision import Decision, SocialAction, TurnAction
-from framework.items import ReplyShape, RhythmProfile, TurnPolicy
-from framework.routing.signals import MessageSignals
-from framework.store.routing_state import RoutingState
-from framework.turn import Turn
+from promptweave.config import RoutingConfig
+from promptweave.decision import Decision, SocialAction, TurnAction
+from promptweave.items import ReplyShape, RhythmProfile, TurnPolicy
+from promptweave.routing.signals import MessageSignals
+from promptweave.store.routing_state import RoutingState
+from promptweave.turn import Turn
 
 __all__ = [
     "CASUAL_SCENES",

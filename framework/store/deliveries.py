@@ -1,7 +1,7 @@
 """The delivery ledger: which delivered bot messages the runtime has already recorded.
 
-A bot may report one delivery through :meth:`framework.Promptweave.note_delivered`, through
-:meth:`framework.Promptweave.record_bot_reply`, or both, and may report it twice (a retry, an echo).
+A bot may report one delivery through :meth:`promptweave.Promptweave.note_delivered`, through
+:meth:`promptweave.Promptweave.record_bot_reply`, or both, and may report it twice (a retry, an echo).
 The ledger makes every report after the first a no-op, so the routing state counts the delivery
 once (recent bot replies, the engagement roll) and the stores hold it once.
 
@@ -30,7 +30,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from framework.turn import ChatMessage
+from promptweave.turn import ChatMessage
 
 __all__ = [
     "DELIVERY_LEDGER_MAX",

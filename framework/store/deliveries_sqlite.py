@@ -10,8 +10,8 @@ import datetime as dt
 
 import attrs
 
-from framework.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryState, settle_delivery
-from framework.store.sqlite import Migration, SQLiteDatabase
+from promptweave.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryState, settle_delivery
+from promptweave.store.sqlite import Migration, SQLiteDatabase
 
 __all__ = ["DELIVERY_MIGRATIONS", "SQLiteDeliveryLedger"]
 
@@ -40,7 +40,7 @@ DELIVERY_MIGRATIONS = (
 
 @attrs.define
 class SQLiteDeliveryLedger:
-    """:class:`framework.store.deliveries.DeliveryLedger` in table ``deliveries``.
+    """:class:`promptweave.store.deliveries.DeliveryLedger` in table ``deliveries``.
 
     The table is created on first use, so building a runtime never touches the file.
     """

@@ -3,8 +3,8 @@
 Every record carries its scope: ``bot_id`` and ``group_id`` (``""`` is the private-chat scope),
 plus ``user_id`` for what belongs to one person. Reads always name the whole scope, so no read can
 return another bot's or another group's data. Two implementations: the SQLite one
-(:mod:`framework.store.retrieval_sqlite`, FTS5 with the ``trigram`` tokenizer) and the in-memory
-one (:mod:`framework.store.retrieval_memory`). The file formats are in ``docs/retrieval.md``.
+(:mod:`promptweave.store.retrieval_sqlite`, FTS5 with the ``trigram`` tokenizer) and the in-memory
+one (:mod:`promptweave.store.retrieval_memory`). The file formats are in ``docs/retrieval.md``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
-from framework.items import LearningType, MemoryKind
+from promptweave.items import LearningType, MemoryKind
 
 __all__ = [
     "BehaviorRecord",

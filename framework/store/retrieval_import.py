@@ -14,10 +14,10 @@ from typing import Any
 
 import cattrs
 
-from framework._convert import TOO_DEEP, converter, format_exception, parse_json, shallow
-from framework.errors import PromptweaveError
-from framework.prompt.sanitize import strip_lone_surrogates
-from framework.store.retrieval import (
+from promptweave._convert import TOO_DEEP, converter, format_exception, parse_json, shallow
+from promptweave.errors import PromptweaveError
+from promptweave.prompt.sanitize import strip_lone_surrogates
+from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
     KnowledgeDocument,

@@ -15,9 +15,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
-from framework.retrieval.chunking import chunk_document
-from framework.retrieval.scoring import score_text, text_terms
-from framework.store.retrieval import (
+from promptweave.retrieval.chunking import chunk_document
+from promptweave.retrieval.scoring import score_text, text_terms
+from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
     KnowledgeChunk,
@@ -29,7 +29,7 @@ from framework.store.retrieval import (
     Scored,
     SummaryRecord,
 )
-from framework.store.retrieval_cache import ScopeCache
+from promptweave.store.retrieval_cache import ScopeCache
 
 __all__ = ["InMemoryRetrievalStore"]
 
@@ -130,7 +130,7 @@ def _touched(batch: RetrievalBatch) -> set[tuple[str, str, str]]:
 
 @attrs.define
 class InMemoryRetrievalStore:
-    """Retrieval data held in this process (see :class:`framework.RetrievalStore`).
+    """Retrieval data held in this process (see :class:`promptweave.RetrievalStore`).
 
     :param cache: what was derived by scope (:meth:`cached`), with the version it was built at.
     """
@@ -155,7 +155,7 @@ class InMemoryRetrievalStore:
         kinds: Collection[str],
     ) -> T:
         """``build()``, remembered for this scope until a write touches its data of ``kinds``
-        (named like the fields of :class:`framework.RetrievalBatch`)."""
+        (named like the fields of :class:`promptweave.RetrievalBatch`)."""
         versions = self._versions
         version = sum(versions.get((bot_id, group_id, kind), 0) for kind in kinds)
         return self.cache.get((bot_id, group_id), key, version, build)

@@ -1,7 +1,7 @@
 """The schema of component ``retrieval`` in the shared SQLite database.
 
 Memories and knowledge chunks have FTS5 indexes (``trigram`` tokenizer) over their terms
-(:func:`framework.retrieval.scoring.index_text`), kept in sync by triggers, and ``fts5vocab``
+(:func:`promptweave.retrieval.scoring.index_text`), kept in sync by triggers, and ``fts5vocab``
 tables giving each term's document count, so a search can match on the rarest terms.
 
 Version 2 puts the scope into the index: every ``(bot_id, group_id)`` gets a number in
@@ -16,7 +16,7 @@ caching a group's data can tell with one indexed read whether it is still curren
 
 from __future__ import annotations
 
-from framework.store.sqlite import Migration
+from promptweave.store.sqlite import Migration
 
 __all__ = ["MIGRATIONS", "SCOPE_ROWS", "VERSIONED_TABLES"]
 
@@ -25,7 +25,7 @@ __all__ = ["MIGRATIONS", "SCOPE_ROWS", "VERSIONED_TABLES"]
 SCOPE_ROWS = 2**32
 
 #: The tables whose changes ``retrieval_versions`` counts, with the kind of data each holds
-#: (named like the fields of :class:`framework.store.retrieval.RetrievalBatch`).
+#: (named like the fields of :class:`promptweave.store.retrieval.RetrievalBatch`).
 VERSIONED_TABLES = {
     "memories": "memories",
     "knowledge_chunks": "knowledge",

@@ -1,11 +1,11 @@
 """The SQLite retrieval store: component ``retrieval`` of the shared database.
 
 Memories and knowledge chunks are indexed in FTS5 tables with the ``trigram`` tokenizer, over
-their terms (``framework.retrieval.scoring.index_text``), kept in sync by triggers. A search asks
+their terms (``promptweave.retrieval.scoring.index_text``), kept in sync by triggers. A search asks
 FTS5 for the best candidates by ``bm25`` within the scope (a range of row ids, so FTS5 never looks
 at another scope's rows), matching the query's rarest terms by their document counts (kept in
 ``memory_terms`` and ``knowledge_terms``), then scores only those candidates
-(:func:`framework.retrieval.scoring.score_text`). Its cost is bounded whatever the size of the
+(:func:`promptweave.retrieval.scoring.score_text`). Its cost is bounded whatever the size of the
 store: the match leaves out the most common of those terms until the rest occur in at most
 :data:`RANKED_MATCHES` texts, and FTS5 ranks at most the newest :data:`RANKED_MATCHES` matches of
 the scope.
@@ -29,16 +29,16 @@ from typing import Any, ClassVar, TypeVar
 
 import attrs
 
-from framework.items import LearningType, MemoryKind
-from framework.retrieval.chunking import chunk_document
-from framework.retrieval.scoring import (
+from promptweave.items import LearningType, MemoryKind
+from promptweave.retrieval.chunking import chunk_document
+from promptweave.retrieval.scoring import (
     MAX_MATCH_TERMS,
     fts_query,
     index_text,
     index_token,
     score_counts,
 )
-from framework.store.retrieval import (
+from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
     KnowledgeChunk,
@@ -49,10 +49,10 @@ from framework.store.retrieval import (
     RhythmRecord,
     Scored,
 )
-from framework.store.retrieval_cache import ScopeCache
-from framework.store.retrieval_schema import MIGRATIONS, SCOPE_ROWS
-from framework.store.row_counts import row_counts
-from framework.store.sqlite import Connection, SQLiteDatabase
+from promptweave.store.retrieval_cache import ScopeCache
+from promptweave.store.retrieval_schema import MIGRATIONS, SCOPE_ROWS
+from promptweave.store.row_counts import row_counts
+from promptweave.store.sqlite import Connection, SQLiteDatabase
 
 __all__ = ["MIGRATIONS", "SQLiteRetrievalStore"]
 
@@ -139,7 +139,7 @@ def _rank(
 
 @attrs.define
 class SQLiteRetrievalStore:
-    """Retrieval data in the shared SQLite database (see :class:`framework.RetrievalStore`).
+    """Retrieval data in the shared SQLite database (see :class:`promptweave.RetrievalStore`).
 
     :param cache: what was read by scope, with the version it was read at.
     """
@@ -188,7 +188,7 @@ class SQLiteRetrievalStore:
     def _version(self, bot_id: str, group_id: str, kinds: Collection[str]) -> int:
         """How many changes the scope's data of ``kinds`` has seen (it only ever grows).
 
-        The connection keeps what it read (``framework.store.row_counts``) until another
+        The connection keeps what it read (``promptweave.store.row_counts``) until another
         connection commits to the file or this store writes (:meth:`write` forgets it all), so
         a scope read on every turn costs no query while nothing changes.
         """
@@ -218,7 +218,7 @@ class SQLiteRetrievalStore:
         kinds: Collection[str],
     ) -> T:
         """``build()``, remembered for this scope until its data of ``kinds`` (named like the
-        fields of :class:`framework.RetrievalBatch`: ``"expression_pairs"``, ``"strategies"``…)
+        fields of :class:`promptweave.RetrievalBatch`: ``"expression_pairs"``, ``"strategies"``…)
         changes, whoever writes it. ``build`` should read only that data of this scope."""
         version = self._version(bot_id, group_id, kinds)
         return self.cache.get((bot_id, group_id), key, version, build)

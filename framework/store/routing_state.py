@@ -5,8 +5,8 @@ keeps small pieces of state per group, behind a store interface so several bot p
 them. Every key is scoped by bot and group. What a list keeps is decided by the functions of this
 module (:func:`kept_messages_after`, :func:`candidates_after`), which every backend calls.
 :class:`MemoryRoutingState` keeps the state in this process;
-:class:`framework.store.routing_state_sqlite.SQLiteRoutingState` in the shared SQLite file, and
-``contrib.redis_store.RedisRoutingState`` in Redis.
+:class:`promptweave.store.routing_state_sqlite.SQLiteRoutingState` in the shared SQLite file, and
+``promptweave.contrib.redis_store.RedisRoutingState`` in Redis.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import TypeVar
 
 import attrs
 
-from framework.items import RhythmProfile
-from framework.turn import ChatMessage
+from promptweave.items import RhythmProfile
+from promptweave.turn import ChatMessage
 
 __all__ = [
     "CANDIDATE_TEXT_CHARS",

@@ -4,7 +4,7 @@ Several bot processes can share one file: every change is one short ``BEGIN IMME
 transaction, and every read is indexed by ``(bot_id, group_id)``. Nothing is cached between calls
 but each group's quote candidate rows, and its routing row with the times of its bot replies (what
 :meth:`SQLiteRoutingState.snapshot` reads), which a connection trusts only while no other
-connection has committed to the file (``framework.store.row_counts``) and brings up to date or
+connection has committed to the file (``promptweave.store.row_counts``) and brings up to date or
 drops on its own writes: what another process wrote is seen by the next call.
 """
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import attrs
 
-from framework._dates import from_timestamp
-from framework.items import RhythmProfile
-from framework.store.routing_state import (
+from promptweave._dates import from_timestamp
+from promptweave.items import RhythmProfile
+from promptweave.store.routing_state import (
     REPLY_LOG_MAX,
     GroupMute,
     GroupSnapshot,
@@ -29,10 +29,10 @@ from framework.store.routing_state import (
     candidates_after,
     kept_messages_after,
 )
-from framework.store.row_counts import row_counts
-from framework.store.row_memo import RowMemo
-from framework.store.sqlite import Connection, Migration, SQLiteDatabase
-from framework.turn import ChatMessage
+from promptweave.store.row_counts import row_counts
+from promptweave.store.row_memo import RowMemo
+from promptweave.store.sqlite import Connection, Migration, SQLiteDatabase
+from promptweave.turn import ChatMessage
 
 __all__ = ["ROUTING_MIGRATIONS", "SQLiteRoutingState"]
 
@@ -226,9 +226,9 @@ def _replace_rows(
 
 @attrs.define
 class SQLiteRoutingState(RoutingState):
-    """Routing state in a :class:`framework.store.sqlite.SQLiteDatabase`.
+    """Routing state in a :class:`promptweave.store.sqlite.SQLiteDatabase`.
 
-    :meth:`framework.store.stores.Stores.migrate` creates the tables when the stores open the
+    :meth:`promptweave.store.stores.Stores.migrate` creates the tables when the stores open the
     file; a routing state over a database that has not been through it creates them on first
     use.
     """
@@ -275,7 +275,7 @@ class SQLiteRoutingState(RoutingState):
     def snapshot(
         self, bot_id: str, group_id: str, *, replies_since: dt.datetime | None = None
     ) -> GroupSnapshot:
-        # What a group's row and reply times hold is kept per connection (framework.store.
+        # What a group's row and reply times hold is kept per connection (promptweave.store.
         # row_counts) until another connection commits or this one writes the group: a group that
         # keeps talking is routed without a query.
         connection = self.database.connection()
@@ -398,7 +398,7 @@ class SQLiteRoutingState(RoutingState):
         # deleting the dropped ones and inserting the added ones: in a group that keeps talking,
         # one of each. A call that changes nothing writes nothing. What it returns is what
         # candidates() would read now, so the router reads nothing back. The group's rows as
-        # this connection left them are kept (framework.store.row_counts), so a group that keeps
+        # this connection left them are kept (promptweave.store.row_counts), so a group that keeps
         # talking is not read again while no other connection writes.
         memo = row_counts(self.database, "routing_candidates")
         group = (bot_id, group_id)

@@ -10,7 +10,7 @@ another process's) has committed to the file since. The writer reads it inside i
 transaction, which holds the file's write lock, so no commit can come in between; any other
 commit drops every count, and the next append of a group counts it once (``COUNT(*)``).
 
-Counts are kept per :class:`framework.store.sqlite.SQLiteDatabase` object and per thread (each
+Counts are kept per :class:`promptweave.store.sqlite.SQLiteDatabase` object and per thread (each
 thread has its own connection), so every store over one database object shares them. They hold
 while the rows of the table are written through those stores only, as they are.
 
@@ -20,7 +20,7 @@ rows for trimming, the session store each user's newest rows, the routing state 
 quote candidate rows and its routing row, the retrieval store its change counters. A reader that
 keeps values outside a write transaction takes them as of its ``PRAGMA data_version`` read; any
 commit of another connection after it drops them on the next read. A rollback on the connection,
-of a whole transaction or of a part of one (``framework.store.sqlite.Connection.rollbacks``),
+of a whole transaction or of a part of one (``promptweave.store.sqlite.Connection.rollbacks``),
 drops them all: a store may have kept what it wrote in it.
 """
 
@@ -31,7 +31,7 @@ import weakref
 from collections.abc import Hashable
 from typing import Any
 
-from framework.store.sqlite import Connection, SQLiteDatabase
+from promptweave.store.sqlite import Connection, SQLiteDatabase
 
 __all__ = ["KEPT_GROUPS_MAX", "RowCounts", "row_counts"]
 

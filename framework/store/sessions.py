@@ -1,7 +1,7 @@
 """The conversational stores: group log, sessions, summaries, bot-reply context, feedback ledger.
 
-Each store is a :class:`typing.Protocol`; SQLite (:mod:`framework.store.sessions_sqlite`),
-in-memory (:mod:`framework.store.sessions_memory`) and Redis (``contrib.redis_store``)
+Each store is a :class:`typing.Protocol`; SQLite (:mod:`promptweave.store.sessions_sqlite`),
+in-memory (:mod:`promptweave.store.sessions_memory`) and Redis (``promptweave.contrib.redis_store``)
 implementations exist, and another engine can be added without touching the callers (``Writing a
 store backend`` in ``docs/store.md``). What a store keeps, when an entry expires and what a row
 becomes is decided by the functions of this module, which every backend calls. Every method takes
@@ -9,7 +9,7 @@ the time it acts at (``now``) from the caller, so expiry and cooldowns follow th
 injectable clock.
 
 Scopes are strings: a private chat is stored under the group id ``""`` (see :func:`group_scope`).
-Every method may raise :class:`framework.StoreUnavailableError`; the runtime turns that into
+Every method may raise :class:`promptweave.StoreUnavailableError`; the runtime turns that into
 a degraded turn (``docs/design.md``, degradation) and never lets it reach the bot.
 """
 
@@ -22,8 +22,8 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from framework.prompt.text_rules import IMAGE_MARK
-from framework.turn import ChatMessage
+from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.turn import ChatMessage
 
 __all__ = [
     "BOT_REPLY_MAX_ENTRIES",
@@ -104,7 +104,7 @@ class SessionTurn:
     :param message_id: the platform's message id, if known.
     :param reply_to: the id of the message this one replied to.
     :param images: the turn's images, one entry each: their URLs, described only when a summary
-        needs them, or :data:`framework.IMAGE_WITHOUT_URL` marks (``[session] describe_images``
+        needs them, or :data:`promptweave.IMAGE_WITHOUT_URL` marks (``[session] describe_images``
         off, or an image that came without a URL). Either way the turn reads ``[图片]``.
     :param usage: on a bot's answer, the token usage the provider reported for it
         (``prompt_tokens``, ``output_tokens``, ``cached_tokens``, ``cache_creation_tokens``; a

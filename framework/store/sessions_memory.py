@@ -17,7 +17,7 @@ from typing import ClassVar, TypeVar
 
 import attrs
 
-from framework.store.sessions import (
+from promptweave.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
     BOT_REPLY_TTL_S,
@@ -32,7 +32,7 @@ from framework.store.sessions import (
     newest_phrases,
     summary_row,
 )
-from framework.turn import ChatMessage
+from promptweave.turn import ChatMessage
 
 __all__ = [
     "MemoryBotReplyContext",
@@ -62,7 +62,7 @@ def _window(
 
 @attrs.define
 class MemoryGroupLog:
-    """:class:`framework.store.sessions.GroupLog` in memory.
+    """:class:`promptweave.store.sessions.GroupLog` in memory.
 
     :param max_per_group: messages kept per bot and group; the oldest go first, so a long-running
         bot does not grow without bound (default :data:`GROUP_LOG_MAX_PER_GROUP`, as on SQLite).
@@ -114,7 +114,7 @@ class MemoryGroupLog:
 
 @attrs.define
 class MemorySessionStore:
-    """:class:`framework.store.sessions.SessionStore` in memory."""
+    """:class:`promptweave.store.sessions.SessionStore` in memory."""
 
     _rows: dict[_UserScope, list[tuple[float, int, SessionTurn]]] = attrs.field(factory=dict)
     _compactions: dict[_UserScope, float] = attrs.field(factory=dict)
@@ -219,7 +219,7 @@ class MemorySessionStore:
 
 @attrs.define
 class MemorySummaryStore:
-    """:class:`framework.store.sessions.SummaryStore` in memory."""
+    """:class:`promptweave.store.sessions.SummaryStore` in memory."""
 
     #: Listing waits on nothing: old topics read it on the event loop.
     blocking_reads: ClassVar[bool] = False
@@ -248,7 +248,7 @@ class MemorySummaryStore:
 
 @attrs.define
 class MemoryBotReplyContext:
-    """:class:`framework.store.sessions.BotReplyContext` as an LRU with a TTL: a hit moves the
+    """:class:`promptweave.store.sessions.BotReplyContext` as an LRU with a TTL: a hit moves the
     entry to the newest end (without extending its expiry); an insert beyond ``max_entries``
     evicts the least recently used."""
 
@@ -294,7 +294,7 @@ class MemoryBotReplyContext:
 
 @attrs.define
 class MemoryFeedbackLedger:
-    """:class:`framework.store.sessions.FeedbackLedger` in memory."""
+    """:class:`promptweave.store.sessions.FeedbackLedger` in memory."""
 
     _phrases: dict[_Scope, list[tuple[str, str]]] = attrs.field(factory=dict)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)

@@ -1,12 +1,12 @@
 """The SQLite schema of component ``sessions`` (``docs/store.md``), as versioned migrations.
 
-A schema change is a new :class:`framework.store.sqlite.Migration` with the next version, never an
+A schema change is a new :class:`promptweave.store.sqlite.Migration` with the next version, never an
 edit of an applied one.
 """
 
 from __future__ import annotations
 
-from framework.store.sqlite import Migration
+from promptweave.store.sqlite import Migration
 
 __all__ = ["SESSION_MIGRATIONS"]
 

@@ -1,11 +1,11 @@
 """The SQLite implementations of the conversational stores (component ``sessions``).
 
-All tables live in the shared :class:`framework.store.sqlite.SQLiteDatabase`. Times are stored as
+All tables live in the shared :class:`promptweave.store.sqlite.SQLiteDatabase`. Times are stored as
 UTC epoch seconds plus the original UTC offset, so they sort correctly and read back as they were
 written. Every window read is an index range scan that stops after ``limit`` rows, so its cost does
 not grow with the table (``benchmarks/bench_store.py``); the group log's timeline reads are served
 from the group's newest rows as the connection last left them, while no other connection has
-committed (``framework.store.row_counts``). Schema: ``docs/store.md``.
+committed (``promptweave.store.row_counts``). Schema: ``docs/store.md``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any, ClassVar
 
 import attrs
 
-from framework._dates import from_timestamp
-from framework.store.row_counts import row_counts
-from framework.store.row_memo import RowMemo
-from framework.store.sessions import (
+from promptweave._dates import from_timestamp
+from promptweave.store.row_counts import row_counts
+from promptweave.store.row_memo import RowMemo
+from promptweave.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
     BOT_REPLY_TTL_S,
@@ -41,9 +41,9 @@ from framework.store.sessions import (
     newest_phrases,
     summary_row,
 )
-from framework.store.sessions_schema import SESSION_MIGRATIONS
-from framework.store.sqlite import Connection, SQLiteDatabase, StoreUnavailableError
-from framework.turn import ChatMessage
+from promptweave.store.sessions_schema import SESSION_MIGRATIONS
+from promptweave.store.sqlite import Connection, SQLiteDatabase, StoreUnavailableError
+from promptweave.turn import ChatMessage
 
 __all__ = [
     "GROUP_WINDOW_KEPT",
@@ -296,7 +296,7 @@ def _turn(values: tuple[Any, ...]) -> SessionTurn:
 
 @attrs.define
 class SQLiteGroupLog:
-    """:class:`framework.store.sessions.GroupLog` in table ``group_messages``.
+    """:class:`promptweave.store.sessions.GroupLog` in table ``group_messages``.
 
     :param max_per_group: messages kept per bot and group; the oldest go first (default
         :data:`GROUP_LOG_MAX_PER_GROUP`, as in memory).
@@ -345,7 +345,7 @@ class SQLiteGroupLog:
                 count += 1
             # Retention: once a group is full, each append deletes what it pushed out, the oldest
             # rows beyond the window, found from the old end of the window index. The count is
-            # known (framework.store.row_counts), so the window itself is never walked.
+            # known (promptweave.store.row_counts), so the window itself is never walked.
             excess = count - self.max_per_group
             kept = True
             oldest_key = ("oldest", *group)
@@ -472,7 +472,7 @@ class SQLiteGroupLog:
 
 @attrs.define
 class SQLiteSessionStore:
-    """:class:`framework.store.sessions.SessionStore` in tables ``session_turns`` and
+    """:class:`promptweave.store.sessions.SessionStore` in tables ``session_turns`` and
     ``session_compactions``."""
 
     database: SQLiteDatabase
@@ -536,7 +536,7 @@ class SQLiteSessionStore:
     ) -> list[SessionTurn]:
         # Every message routed reads its sender's window, and a user's rows change only when
         # the bot answers them: the connection keeps each user's newest rows
-        # (framework.store.row_counts) until another connection commits or this store writes
+        # (promptweave.store.row_counts) until another connection commits or this store writes
         # session rows, and reads the file only for a window they cannot answer.
         scope = (bot_id, group_id, user_id)
         try:
@@ -689,7 +689,7 @@ def _since(since: dt.datetime | None) -> float:
 
 @attrs.define
 class SQLiteSummaryStore:
-    """:class:`framework.store.sessions.SummaryStore` in table ``session_summaries``."""
+    """:class:`promptweave.store.sessions.SummaryStore` in table ``session_summaries``."""
 
     #: Listing is one indexed read with a limit: old topics read it on the event loop.
     blocking_reads: ClassVar[bool] = False
@@ -743,8 +743,8 @@ class SQLiteSummaryStore:
 
 @attrs.define
 class SQLiteBotReplyContext:
-    """:class:`framework.store.sessions.BotReplyContext` as table ``bot_reply_context``, an LRU
-    with a TTL like :class:`framework.store.sessions_memory.MemoryBotReplyContext`: rows carry
+    """:class:`promptweave.store.sessions.BotReplyContext` as table ``bot_reply_context``, an LRU
+    with a TTL like :class:`promptweave.store.sessions_memory.MemoryBotReplyContext`: rows carry
     their expiry, and ``seq`` orders them by use (a write, or a lookup that finds the row, gives it
     the highest ``seq`` without extending its expiry); beyond ``max_entries`` the least recently
     used are deleted.
@@ -808,7 +808,7 @@ class SQLiteBotReplyContext:
 
 @attrs.define
 class SQLiteFeedbackLedger:
-    """:class:`framework.store.sessions.FeedbackLedger` in table ``feedback_phrases``."""
+    """:class:`promptweave.store.sessions.FeedbackLedger` in table ``feedback_phrases``."""
 
     database: SQLiteDatabase
 

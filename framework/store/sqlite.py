@@ -28,8 +28,8 @@ from typing import NoReturn
 
 import attrs
 
-from framework._fields import one_of
-from framework.errors import PromptweaveError
+from promptweave._fields import one_of
+from promptweave.errors import PromptweaveError
 
 __all__ = [
     "STORE_ERRORS",
@@ -149,7 +149,7 @@ class SQLiteDatabase:
 
         Opened inside another transaction of this thread's connection, it is a part of that one:
         committed with the outer transaction, so several stores' writes take one commit
-        (:meth:`framework.store.stores.Stores.transaction`). A part is a ``SAVEPOINT``, released
+        (:meth:`promptweave.store.stores.Stores.transaction`). A part is a ``SAVEPOINT``, released
         on success and rolled back on error, its own writes alone, unless the outer transaction
         was opened with ``savepoints=False``: its parts then join it as they are, and a part that
         fails fails the whole transaction (two statements less a part).
@@ -226,7 +226,7 @@ class Connection(sqlite3.Connection):
     """A connection of :class:`SQLiteDatabase`: a :class:`sqlite3.Connection` that counts the
     transactions rolled back on it.
 
-    A store may keep what it wrote once its transaction is over (``framework.store.row_counts``);
+    A store may keep what it wrote once its transaction is over (``promptweave.store.row_counts``);
     when that transaction was a part of an outer one (:meth:`SQLiteDatabase.transaction`) that is
     then rolled back, what it kept is wrong, and the changed count tells.
     """

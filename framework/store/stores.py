@@ -10,27 +10,27 @@ from contextlib import AbstractContextManager
 
 import attrs
 
-from framework.config import Config
-from framework.errors import ConfigError
-from framework.store.deliveries import DeliveryLedger, MemoryDeliveryLedger
-from framework.store.retrieval import RetrievalStore, TopicSummarySource
-from framework.store.retrieval_memory import InMemoryRetrievalStore
-from framework.store.routing_state import MemoryRoutingState, RoutingState
-from framework.store.sessions import (
+from promptweave.config import Config
+from promptweave.errors import ConfigError
+from promptweave.store.deliveries import DeliveryLedger, MemoryDeliveryLedger
+from promptweave.store.retrieval import RetrievalStore, TopicSummarySource
+from promptweave.store.retrieval_memory import InMemoryRetrievalStore
+from promptweave.store.routing_state import MemoryRoutingState, RoutingState
+from promptweave.store.sessions import (
     BotReplyContext,
     FeedbackLedger,
     GroupLog,
     SessionStore,
     SummaryStore,
 )
-from framework.store.sessions_memory import (
+from promptweave.store.sessions_memory import (
     MemoryBotReplyContext,
     MemoryFeedbackLedger,
     MemoryGroupLog,
     MemorySessionStore,
     MemorySummaryStore,
 )
-from framework.store.sqlite import STORE_ERRORS, SQLiteDatabase
+from promptweave.store.sqlite import STORE_ERRORS, SQLiteDatabase
 
 __all__ = ["STORE_DISABLED", "Stores", "TopicSummaries"]
 
@@ -40,7 +40,7 @@ log = logging.getLogger("promptweave.store")
 STORE_DISABLED = "store_disabled"
 
 #: The module of ``[store] backend = "redis"``, imported by name only when configured.
-REDIS_STORE_MODULE = "contrib.redis_store"
+REDIS_STORE_MODULE = "promptweave.contrib.redis_store"
 
 
 @attrs.frozen
@@ -96,7 +96,7 @@ class Stores:
         over ``summaries`` and ``retrieval``.
     :param closers: called by :meth:`close` (the Redis backend closes its connection pool).
     :param deliveries: the deliveries already reported, so each counts once
-        (:mod:`framework.store.deliveries`); in this process unless a shared one is given.
+        (:mod:`promptweave.store.deliveries`); in this process unless a shared one is given.
     """
 
     database: SQLiteDatabase | None = None
@@ -146,8 +146,8 @@ class Stores:
 
         :raises StoreUnavailableError: the file cannot be migrated.
         """
-        from framework.store.routing_state_sqlite import ROUTING_MIGRATIONS
-        from framework.store.sessions_sqlite import SESSION_MIGRATIONS
+        from promptweave.store.routing_state_sqlite import ROUTING_MIGRATIONS
+        from promptweave.store.sessions_sqlite import SESSION_MIGRATIONS
 
         database.migrate((*SESSION_MIGRATIONS, *ROUTING_MIGRATIONS))
 
@@ -156,10 +156,10 @@ class Stores:
         """The SQLite stores over an already migrated ``database``."""
         # Imported here: a runtime on the in-memory or Redis backend (and ``promptweave render``
         # without a store file) never loads the SQLite backends (``docs/performance.md``).
-        from framework.store.deliveries_sqlite import SQLiteDeliveryLedger
-        from framework.store.retrieval_sqlite import SQLiteRetrievalStore
-        from framework.store.routing_state_sqlite import SQLiteRoutingState
-        from framework.store.sessions_sqlite import (
+        from promptweave.store.deliveries_sqlite import SQLiteDeliveryLedger
+        from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
+        from promptweave.store.routing_state_sqlite import SQLiteRoutingState
+        from promptweave.store.sessions_sqlite import (
             SQLiteBotReplyContext,
             SQLiteFeedbackLedger,
             SQLiteGroupLog,
@@ -202,7 +202,7 @@ class Stores:
         With the SQLite backend (the group log in :attr:`database`) this is one write
         transaction of this thread's connection: each store's write inside it is a part of it,
         and all are committed at the end, in one commit instead of one each
-        (:meth:`framework.store.sqlite.SQLiteDatabase.transaction`). A part is a ``SAVEPOINT``,
+        (:meth:`promptweave.store.sqlite.SQLiteDatabase.transaction`). A part is a ``SAVEPOINT``,
         so a failing one takes back its own writes alone; with ``savepoints=False`` the parts
         join it as they are (cheaper), and a part that fails fails the whole, which the caller
         must then let go out of it. With the other backends it does nothing and every write is
@@ -224,7 +224,7 @@ class Stores:
 
     def reading(self) -> AbstractContextManager[object]:
         """Make the reads of :attr:`database` inside it one read transaction of this thread's
-        connection (:meth:`framework.store.sqlite.SQLiteDatabase.reading`): they see the file as
+        connection (:meth:`promptweave.store.sqlite.SQLiteDatabase.reading`): they see the file as
         of one moment and cost less. Without a SQLite database it does nothing."""
         if self.database is None:
             return contextlib.nullcontext()
@@ -239,7 +239,7 @@ class Stores:
 
 
 def _redis_stores(config: Config) -> Stores:
-    """The Redis stores of :mod:`contrib.redis_store`, imported by name (``framework`` never
+    """The Redis stores of :mod:`promptweave.contrib.redis_store`, imported by name (``framework`` never
     imports ``contrib``); a missing ``redis`` client is a configuration error."""
     try:
         module = importlib.import_module(REDIS_STORE_MODULE)

@@ -1,12 +1,12 @@
 """The per-turn snapshot between an assembled turn and a provider request
 (``docs/design.md#turn-context``).
 
-:func:`build_turn_context` runs once per turn, after :meth:`framework.Promptweave.render`. It
+:func:`build_turn_context` runs once per turn, after :meth:`promptweave.Promptweave.render`. It
 decides which system prompt is active for the conversation (built once and reused byte for byte,
 rebuilt only after a compression or when a static section changed), takes the turn's notes, runs
 the preflight compression, and stamps the per-turn context on the current user message: as its
 sidecar, or as a trailing text part when the message carries images. What is then sent is fitted
-into ``[budget] chars`` (:mod:`framework.turn_context.request_budget`). The result,
+into ``[budget] chars`` (:mod:`promptweave.turn_context.request_budget`). The result,
 :class:`TurnContext`, is what the provider request builders read. See ``docs/turn_context.md``.
 """
 
@@ -22,32 +22,32 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from framework.conversation.images import vision_image_urls
-from framework.conversation.sequence import PromptMessage, format_user_turn
-from framework.conversation.state import (
+from promptweave.conversation.images import vision_image_urls
+from promptweave.conversation.sequence import PromptMessage, format_user_turn
+from promptweave.conversation.state import (
     ActiveSystemPrompt,
     conversation_key,
     prompt_cache_key,
 )
-from framework.plugins.hook_calls import implementations, log_failure
-from framework.plugins.records import Volatility
-from framework.plugins.watchdog import Deadline, PluginFault, call_plugin, record_fault, type_name
-from framework.prompt.render_context import RenderContext
-from framework.prompt.sanitize import sanitize_block, strip_lone_surrogates
-from framework.prompt.text_rules import IMAGE_MARK
-from framework.timing import elapsed_ms
-from framework.turn_context.preflight import (
+from promptweave.plugins.hook_calls import implementations, log_failure
+from promptweave.plugins.records import Volatility
+from promptweave.plugins.watchdog import Deadline, PluginFault, call_plugin, record_fault, type_name
+from promptweave.prompt.render_context import RenderContext
+from promptweave.prompt.sanitize import sanitize_block, strip_lone_surrogates
+from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.timing import elapsed_ms
+from promptweave.turn_context.preflight import (
     PreflightResult,
     default_compress_messages,
     reanchor_current_turn_user_idx,
     run_preflight,
 )
-from framework.turn_context.request_budget import TurnAdditions, TurnBudgetReport, fit_turn_budget
+from promptweave.turn_context.request_budget import TurnAdditions, TurnBudgetReport, fit_turn_budget
 
 if TYPE_CHECKING:
-    from framework.prompt.rendered import RenderedSection, RenderedTurn
-    from framework.runtime import Promptweave
-    from framework.turn import Turn
+    from promptweave.prompt.rendered import RenderedSection, RenderedTurn
+    from promptweave.runtime import Promptweave
+    from promptweave.turn import Turn
 
 __all__ = ["STABLE_VOLATILITIES", "TurnContext", "build_turn_context", "collect_turn_notes"]
 
@@ -63,9 +63,9 @@ SECTION_SEPARATOR = "\n\n"
 class TurnContext:
     """Everything one turn sends, fixed before the first request.
 
-    :param conversation_key: bot, group and speaker (:func:`framework.conversation_key`).
+    :param conversation_key: bot, group and speaker (:func:`promptweave.conversation_key`).
     :param prompt_cache_key: the key the OpenAI formats send so that one group's turns share a
-        prompt cache (:func:`framework.prompt_cache_key`); ``""`` sends none.
+        prompt cache (:func:`promptweave.prompt_cache_key`); ``""`` sends none.
     :param turn_id: ``<conversation key>:<task id>:<8 hex>``, unique per turn.
     :param task_id: the caller's task id, or a fresh one.
     :param user_message: the current user message's content, lone surrogates removed.

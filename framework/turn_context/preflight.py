@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from framework.conversation.sequence import PromptMessage
-from framework.prompt.text_rules import IMAGE_MARK
-from framework.turn_context.sidecar import rewrite_content, sent_text
+from promptweave.conversation.sequence import PromptMessage
+from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.turn_context.sidecar import rewrite_content, sent_text
 
 __all__ = [
     "USER_ORIGINATED_SOURCES",

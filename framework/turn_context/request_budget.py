@@ -1,8 +1,8 @@
 """The budget of what a turn actually sends (``docs/design.md#character-budget``: the budget covers
 the system prompt and the messages, and what is merged into the messages no longer escapes it).
 
-:meth:`framework.Promptweave.render` fits the rendered system prompt and the clean messages into
-``[budget] chars``. :func:`framework.build_turn_context` then sends more than that: the
+:meth:`promptweave.Promptweave.render` fits the rendered system prompt and the clean messages into
+``[budget] chars``. :func:`promptweave.build_turn_context` then sends more than that: the
 conversation's active system prompt (reused, so not always the one just rendered), earlier messages
 replayed with the sidecars and parts they were sent with, and, on the current user message, the
 recalled memory block, the turn sections (with ``turn_sections = "user"``) and the notes.
@@ -32,14 +32,14 @@ from typing import Any
 
 import attrs
 
-from framework.conversation.budget import (
+from promptweave.conversation.budget import (
     MIN_CURRENT_LENGTH,
     Measure,
     cut_current_text,
     cut_to_length,
 )
-from framework.conversation.sequence import PromptMessage
-from framework.turn_context.sidecar import sent_text, stamp_turn_context
+from promptweave.conversation.sequence import PromptMessage
+from promptweave.turn_context.sidecar import sent_text, stamp_turn_context
 
 __all__ = ["FittedTurn", "TurnAdditions", "TurnBudgetReport", "fit_turn_budget", "sent_length"]
 
@@ -61,7 +61,7 @@ class TurnAdditions:
     notes: tuple[str, ...] = ()
 
     def stamp(self, message: PromptMessage) -> tuple[PromptMessage, str]:
-        """``message`` carrying these additions (:func:`framework.turn_context.sidecar.stamp_turn_context`)."""
+        """``message`` carrying these additions (:func:`promptweave.turn_context.sidecar.stamp_turn_context`)."""
         plugin_context = SECTION_SEPARATOR.join([*self.turn_sections, *self.notes])
         return stamp_turn_context(message, self.memory_context, plugin_context)
 
@@ -165,7 +165,7 @@ def fit_turn_budget(
         additions are then not sent).
     :param system_prompt: the system prompt that will be sent.
     :param budget: ``[budget] chars``; 0 or less trims nothing.
-    :param measure: the runtime's measure (:meth:`framework.Promptweave.measure`).
+    :param measure: the runtime's measure (:meth:`promptweave.Promptweave.measure`).
     :param keep_tail: the injection line the current message's cut must keep.
     """
     fitter = _Fitter(

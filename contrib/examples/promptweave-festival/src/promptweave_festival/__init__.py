@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from framework import RenderContext, Section, SectionOverride, hookimpl
+from promptweave import RenderContext, Section, SectionOverride, hookimpl
 from promptweave_festival.festivals import FESTIVALS, WINDOW_DAYS, Festival, upcoming_festival
 
 __all__ = [
