@@ -77,8 +77,10 @@ def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
-        + ["--wheel-dir", str(root / "dist"), str(source)],
+        [
+            *(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"),
+            *("--wheel-dir", str(root / "dist"), str(source)),
+        ],
         check=True,
         capture_output=True,
         text=True,
