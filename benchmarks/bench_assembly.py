@@ -60,7 +60,6 @@ from promptweave import (
     Config,
     Decision,
     ExpressionPair,
-    GroupExpression,
     History,
     HistoryEntry,
     KnowledgeItem,
@@ -72,15 +71,13 @@ from promptweave import (
     ReplyShape,
     RhythmBaseline,
     Section,
-    SpeakTrigger,
-    ToolContext,
     TopicSummary,
     Turn,
-    TurnPolicy,
-    TurnRetrieved,
     hookimpl,
 )
 from promptweave.config import BudgetConfig, HistoryConfig, PluginsConfig, StoreConfig
+from promptweave.items import ToolContext, TurnPolicy
+from promptweave.turn import GroupExpression, SpeakTrigger, TurnRetrieved
 
 BUDGET_CHARS = 12000
 HISTORY_TURNS = 18

@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from promptweave import BotLoop, Config, OutcomeStatus, Promptweave, SubmitResult, hookimpl
+from promptweave import BotLoop, Config, Promptweave, SubmitResult, hookimpl
 from promptweave.config import DeliveryConfig, RoutingConfig, StoreConfig
+from promptweave.loop.records import OutcomeStatus
 
 BOT_ID = 10001
 CHATTER = (

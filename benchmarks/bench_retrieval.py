@@ -31,17 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from promptweave import (
-    Bot,
-    ChatMessage,
-    Config,
-    Decision,
-    Promptweave,
-    Retriever,
-    SpeakTrigger,
-    Turn,
-    hookimpl,
-)
+from promptweave import Bot, ChatMessage, Config, Decision, Promptweave, Retriever, Turn, hookimpl
 from promptweave.config import StoreConfig
 from promptweave.store.retrieval import (
     BehaviorRecord,
@@ -54,6 +44,7 @@ from promptweave.store.retrieval import (
     RhythmRecord,
     SummaryRecord,
 )
+from promptweave.turn import SpeakTrigger
 
 BOT, GROUP, USER = "10001", "20001", "30017"
 MEMBERS = ("30017", "30022", "30031", "30045", "30052")

@@ -28,10 +28,11 @@ from pathlib import Path
 
 import attrs
 
-from promptweave import Bot, ChatMessage, Config, Promptweave, SpeakTrigger, Stores, Turn
+from promptweave import Bot, ChatMessage, Config, Promptweave, Stores, Turn
 from promptweave.config import SessionConfig
 from promptweave.store.sessions_sqlite import SESSION_MIGRATIONS
 from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.turn import SpeakTrigger
 
 BOT = Bot(id="10001", name="小织", peer_bot_ids=("10002",))
 GROUPS = 200

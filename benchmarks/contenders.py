@@ -20,21 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from promptweave import (
-    TIMELINE_HEADER,
-    Config,
-    Decision,
-    InjectionDetector,
-    LearningType,
-    MemoryKind,
-    PersonaPack,
-    SpeakTrigger,
-    Turn,
-    TurnAction,
-    quote_user_text,
-    sanitize_block,
-    sanitize_literal,
-)
+from promptweave import Config, Decision, Turn, TurnAction, quote_user_text, sanitize_block
 from promptweave.builtin_plugins.profile_sections import (
     EXPRESSION_HEADER,
     MAX_PAIRS,
@@ -71,6 +57,12 @@ from promptweave.builtin_plugins.turn_sections import (
     TURN_POLICY_HEADER,
     WEEKDAYS,
 )
+from promptweave.conversation.timeline import TIMELINE_HEADER
+from promptweave.items import LearningType, MemoryKind
+from promptweave.prompt.persona import PersonaPack
+from promptweave.prompt.sanitize import sanitize_literal
+from promptweave.prompt.text_rules import InjectionDetector
+from promptweave.turn import SpeakTrigger
 
 __all__ = [
     "Assembled",

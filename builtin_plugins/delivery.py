@@ -52,7 +52,7 @@ def choose_sticker(intent: str, config: Config) -> Segment | None:
 
 @hookimpl(trylast=True)
 def send_message(message: OutgoingMessage, transport: Transport) -> Awaitable[SendReceipt] | None:
-    from promptweave import ONEBOT_V11
+    from promptweave.delivery.onebot import ONEBOT_V11
 
     if transport.platform != ONEBOT_V11:
         return None
@@ -60,7 +60,8 @@ def send_message(message: OutgoingMessage, transport: Transport) -> Awaitable[Se
 
 
 async def _send_onebot(message: OutgoingMessage, transport: Transport) -> SendReceipt:
-    from promptweave import SendReceipt, onebot_action
+    from promptweave import SendReceipt
+    from promptweave.delivery.onebot import onebot_action
 
     try:
         action, params = onebot_action(message)

@@ -7,7 +7,8 @@ called fifteen times for nothing.
 
 from __future__ import annotations
 
-from promptweave import OverridesFile, RenderContext, SectionOverride, hookimpl, load_overrides_file
+from promptweave import RenderContext, SectionOverride, hookimpl
+from promptweave.prompt.overrides import OverridesFile, load_overrides_file
 
 EXTRAS_KEY = "overrides_file"
 

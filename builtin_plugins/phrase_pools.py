@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from promptweave import PhrasePool, PoolQuery, hookimpl, is_gentle_phrase
+from promptweave import PhrasePool, PoolQuery, hookimpl
+from promptweave.routing.text_signals import is_gentle_phrase
 
 #: Soft, all-purpose acknowledgements.
 GENTLE_POOL = (

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from promptweave import (
     BehaviorStrategy,
     ExpressionPair,
-    LearningType,
     RenderContext,
     RhythmBaseline,
     Section,
     hookimpl,
     quote_user_text,
 )
+from promptweave.items import LearningType
 
 EXPRESSION_HEADER = "【群表达指导】"
 OBSERVED_HEADER = "【真人接话参考】"

@@ -20,10 +20,10 @@ from promptweave import (
     PromptMessage,
     ProviderRequest,
     SubmitResult,
-    default_compress_messages,
-    fetch_image_default,
     hookimpl,
 )
+from promptweave.conversation.images import fetch_image_default
+from promptweave.turn_context.preflight import default_compress_messages
 
 OFFLINE_DETAIL = (
     "offline: no provider client is enabled; the request was built but not sent "

@@ -24,14 +24,9 @@ from typing import TypeVar
 
 import attrs
 
-from promptweave import (
-    BehaviorRecord,
-    ExpressionPairRecord,
-    LearningType,
-    RetrievalStore,
-    score_text,
-    text_terms,
-)
+from promptweave.items import LearningType
+from promptweave.retrieval.scoring import score_text, text_terms
+from promptweave.store.retrieval import BehaviorRecord, ExpressionPairRecord, RetrievalStore
 
 __all__ = [
     "ExpressionIndex",

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from promptweave import (
     KnowledgeItem,
     MemoryItem,
-    MemoryKind,
     PersonFact,
     RelationshipNote,
     RenderContext,
@@ -21,6 +20,7 @@ from promptweave import (
     hookimpl,
     quote_user_text,
 )
+from promptweave.items import MemoryKind
 
 MEMORY_HEADERS = {
     MemoryKind.TEACHING: "【用户明确教导】",

@@ -22,13 +22,10 @@ import functools
 from collections.abc import Callable
 
 from promptweave import (
-    KNOWLEDGE_QUESTION_WORDS,
     BehaviorStrategy,
     ExpressionPair,
     KnowledgeItem,
-    LearningType,
     MemoryItem,
-    MemoryKind,
     PersonFact,
     RelationshipNote,
     RetrievalHit,
@@ -36,13 +33,8 @@ from promptweave import (
     RetrievalResult,
     Retriever,
     RhythmBaseline,
-    SkipReason,
     TopicSummary,
     hookimpl,
-    looks_like_knowledge_question,
-    reads_as_event,
-    score_text,
-    text_terms,
 )
 from promptweave.builtin_plugins.retrieval_indexes import (
     ExpressionIndex,
@@ -51,6 +43,14 @@ from promptweave.builtin_plugins.retrieval_indexes import (
     terms_of,
 )
 from promptweave.builtin_plugins.retrieval_sections import affinity_label
+from promptweave.items import LearningType, MemoryKind
+from promptweave.retrieval.policy import (
+    KNOWLEDGE_QUESTION_WORDS,
+    looks_like_knowledge_question,
+    reads_as_event,
+)
+from promptweave.retrieval.query import SkipReason
+from promptweave.retrieval.scoring import score_text, text_terms
 
 #: Session summaries begin with this mark; the old-topics section shows the text after it.
 SUMMARY_MARK = "【此前对话摘要】"

@@ -13,16 +13,15 @@ from collections.abc import Callable
 from promptweave import (
     Decision,
     DecisionRule,
-    DeliveryStyle,
     GateSkip,
     RouteContext,
-    RuleStage,
     ScoreTerm,
-    SocialAction,
     TurnAction,
     hookimpl,
-    quote_allowed,
 )
+from promptweave.decision import DeliveryStyle, SocialAction
+from promptweave.plugins.records import RuleStage
+from promptweave.routing.quoting import quote_allowed
 
 # -- stage gate: skip in silence ------------------------------------------------------------
 

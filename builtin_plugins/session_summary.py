@@ -18,7 +18,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from promptweave import IMAGE_MARK, InjectionDetector, SessionTurn, hookimpl
+from promptweave import SessionTurn, hookimpl
+from promptweave.prompt.text_rules import IMAGE_MARK, InjectionDetector
 
 CLAUSE_MAX_CHARS = 40
 CLAUSE_MIN_CHARS = 4

@@ -7,14 +7,8 @@ import logging
 from collections.abc import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from promptweave import (
-    TIMELINE_HEADER,
-    RenderContext,
-    Section,
-    TurnAction,
-    hookimpl,
-    quote_user_text,
-)
+from promptweave import RenderContext, Section, TurnAction, hookimpl, quote_user_text
+from promptweave.conversation.timeline import TIMELINE_HEADER
 
 log = logging.getLogger("promptweave")
 

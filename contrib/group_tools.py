@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from promptweave import MemoryKind, Tool, ToolCallContext, hookimpl, query_terms
+from promptweave import Tool, ToolCallContext, hookimpl
+from promptweave.items import MemoryKind
+from promptweave.retrieval.scoring import query_terms
 
 __all__ = ["EVENT_QUERY", "register_tools", "roll_dice", "upcoming_events"]
 

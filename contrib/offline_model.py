@@ -24,7 +24,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from promptweave import Config, ProviderApi, ProviderRequest, SubmitResult, ToolCall, hookimpl
+from promptweave import Config, ProviderApi, ProviderRequest, SubmitResult, hookimpl
+from promptweave.providers.records import ToolCall
 
 __all__ = ["LABEL", "MARK", "answer_request", "submit_request", "submit_request_async"]
 

@@ -1,10 +1,14 @@
 """promptweave: decide whether a chat bot answers, and weave exactly what the LLM receives.
 
-Plugin authors import everything they need from here::
+Plugin authors and bots import what they need from here::
 
     from promptweave import hookimpl, Section
 
-A name is imported the first time it is read, so ``import framework`` costs next to nothing and a
+These are the public names: what a plugin or a bot embedding promptweave needs, each documented in
+``docs/plugin_hooks.md#public-names`` or ``docs/architecture.md#the-public-face``. Everything else
+stays in the module that defines it, where the built-in plugins import it from.
+
+A name is imported the first time it is read, so ``import promptweave`` costs next to nothing and a
 program that uses a few names loads only the modules that define them (``docs/performance.md``).
 """
 
@@ -13,714 +17,201 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+#: Every public name and the module that defines it: the one list of the public face. It gives
+#: ``__all__`` and ``dir()``, and the module to import when a name is first read.
+_DEFINED_IN: dict[str, str] = {
+    # The marker, and the records the ``register_*`` and ``override_section`` hooks take.
+    "hookimpl": "promptweave.plugins.hookspecs",
+    "Section": "promptweave.plugins.records",
+    "Retriever": "promptweave.plugins.records",
+    "DecisionRule": "promptweave.plugins.records",
+    "PhrasePool": "promptweave.plugins.records",
+    "SectionOverride": "promptweave.plugins.records",
+    "Tool": "promptweave.plugins.records",
+    "ToolCallContext": "promptweave.plugins.records",
+    "PoolQuery": "promptweave.routing.low_engagement",
+    # What a section, a routing rule and a retriever receive and return.
+    "RenderContext": "promptweave.prompt.render_context",
+    "RouteContext": "promptweave.decision",
+    "Decision": "promptweave.decision",
+    "TurnAction": "promptweave.decision",
+    "GateSkip": "promptweave.decision",
+    "ScoreTerm": "promptweave.decision",
+    "RetrievalQuery": "promptweave.retrieval.query",
+    "RetrievalResult": "promptweave.retrieval.query",
+    "RetrievalHit": "promptweave.retrieval.query",
+    # The items retrievers build, which the sections of the data they feed read.
+    "MemoryItem": "promptweave.items",
+    "KnowledgeItem": "promptweave.items",
+    "RelationshipNote": "promptweave.items",
+    "PersonFact": "promptweave.items",
+    "TopicSummary": "promptweave.items",
+    "ExpressionPair": "promptweave.items",
+    "RhythmBaseline": "promptweave.items",
+    "BehaviorStrategy": "promptweave.items",
+    # A turn: what a section reads of the message, the bot and the reply's shape.
+    "Turn": "promptweave.turn",
+    "Bot": "promptweave.turn",
+    "ChatMessage": "promptweave.turn",
+    "HistoryEntry": "promptweave.turn",
+    "ReplyShape": "promptweave.items",
+    "IMAGE_WITHOUT_URL": "promptweave.conversation.images",
+    # The other records hooks receive and return.
+    "Config": "promptweave.config",
+    "IncomingEvent": "promptweave.loop.records",
+    "PromptMessage": "promptweave.conversation.sequence",
+    "ImageLimits": "promptweave.conversation.images",
+    "FetchedImage": "promptweave.conversation.images",
+    "ProviderRequest": "promptweave.providers.records",
+    "ProviderApi": "promptweave.providers.records",
+    "SubmitResult": "promptweave.providers.records",
+    "SessionTurn": "promptweave.store.sessions",
+    "ModelAnswer": "promptweave.delivery.records",
+    "Segment": "promptweave.delivery.records",
+    "OutgoingMessage": "promptweave.delivery.records",
+    "Transport": "promptweave.delivery.records",
+    "SendReceipt": "promptweave.delivery.records",
+    # Helpers for plugins: text safety, reading a provider's answer, the model's formats.
+    "sanitize_block": "promptweave.prompt.sanitize",
+    "quote_user_text": "promptweave.prompt.sanitize",
+    "neutralize_markers": "promptweave.prompt.sanitize",
+    "parse_answer": "promptweave.providers.answers",
+    "MODEL_ANSWER_FORMAT": "promptweave.routing.model",
+    "read_model_answer_default": "promptweave.delivery.reply_contract",
+    # Embedding a bot: the runtime, the live loop, the stores, a turn by hand.
+    "Promptweave": "promptweave.runtime",
+    "BotLoop": "promptweave.loop.live",
+    "TurnOutcome": "promptweave.loop.records",
+    "Stores": "promptweave.store.stores",
+    "RenderedTurn": "promptweave.prompt.rendered",
+    "load_turn_file": "promptweave.turn",
+    "History": "promptweave.turn",
+    "build_turn_context": "promptweave.turn_context.context",
+    "build_provider_request": "promptweave.providers.request",
+    "submit_request": "promptweave.providers.request",
+    "asubmit_request": "promptweave.providers.request",
+    # Errors.
+    "PromptweaveError": "promptweave.errors",
+    "ConfigError": "promptweave.errors",
+    "TurnFileError": "promptweave.errors",
+    "PluginImportError": "promptweave.errors",
+    "PluginRegistrationError": "promptweave.errors",
+    "PluginValidationError": "promptweave.errors",
+    "DuplicateRegistrationError": "promptweave.errors",
+    "PlacementError": "promptweave.errors",
+    "SectionRenderError": "promptweave.errors",
+    "StoreUnavailableError": "promptweave.store.sqlite",
+    "ImageFetchError": "promptweave.conversation.images",
+}
+
+# What type checkers and editors read for the same names; tests/test_public_face.py fails when
+# it and the table above differ.
 if TYPE_CHECKING:
-    from promptweave.config import BotConfig, Config, DeliveryConfig, LoopConfig
-    from promptweave.conversation.ambient import AMBIENT_HEADER, AmbientEntry
-    from promptweave.conversation.budget import BudgetReport, apply_budget
+    from promptweave.config import Config as Config
     from promptweave.conversation.images import (
-        IMAGE_WITHOUT_URL,
-        FetchedImage,
-        ImageFetchError,
-        ImageLimits,
-        fetch_image_default,
-        is_vision_url,
-        merge_image_urls,
-        vision_image_urls,
+        IMAGE_WITHOUT_URL as IMAGE_WITHOUT_URL,
+        FetchedImage as FetchedImage,
+        ImageFetchError as ImageFetchError,
+        ImageLimits as ImageLimits,
     )
-    from promptweave.conversation.sequence import PromptMessage, format_user_turn
-    from promptweave.conversation.state import (
-        ActiveSystemPrompt,
-        ConversationState,
-        InMemorySystemPromptStore,
-        InMemoryTurnTranscript,
-        NoteQueue,
-        SystemPromptStore,
-        TurnTranscript,
-        conversation_key,
-        prompt_cache_key,
-    )
-    from promptweave.conversation.summary import CompressionResult, CompressionStatus
-    from promptweave.conversation.timeline import (
-        TIMELINE_HEADER,
-        GroupTimeline,
-        build_group_timeline,
-        speaker_label,
-    )
+    from promptweave.conversation.sequence import PromptMessage as PromptMessage
     from promptweave.decision import (
-        Decision,
-        DeliveryStyle,
-        GateSkip,
-        LowEngagement,
-        MemoryPolicy,
-        NecessityScore,
-        RouteContext,
-        ScoreTerm,
-        SocialAction,
-        TurnAction,
+        Decision as Decision,
+        GateSkip as GateSkip,
+        RouteContext as RouteContext,
+        ScoreTerm as ScoreTerm,
+        TurnAction as TurnAction,
     )
-    from promptweave.delivery.onebot import (
-        ONEBOT_V11,
-        OneBotTransport,
-        cq_escape,
-        cq_unescape,
-        onebot_action,
-        onebot_segment,
-        onebot_segments,
-    )
-    from promptweave.delivery.plan import PauseConfig, plan_delivery, plan_phrase
     from promptweave.delivery.records import (
-        DeliveryPlan,
-        ModelAnswer,
-        OutgoingMessage,
-        Segment,
-        SendReceipt,
-        Transport,
+        ModelAnswer as ModelAnswer,
+        OutgoingMessage as OutgoingMessage,
+        Segment as Segment,
+        SendReceipt as SendReceipt,
+        Transport as Transport,
     )
     from promptweave.delivery.reply_contract import (
-        LEAK_RUN_CHARS,
-        QUOTABLE_HEADERS,
-        read_model_answer_default,
+        read_model_answer_default as read_model_answer_default,
     )
     from promptweave.errors import (
-        ConfigError,
-        DuplicateRegistrationError,
-        PlacementError,
-        PluginImportError,
-        PluginRegistrationError,
-        PluginValidationError,
-        PromptweaveError,
-        SectionRenderError,
-        TurnFileError,
+        ConfigError as ConfigError,
+        DuplicateRegistrationError as DuplicateRegistrationError,
+        PlacementError as PlacementError,
+        PluginImportError as PluginImportError,
+        PluginRegistrationError as PluginRegistrationError,
+        PluginValidationError as PluginValidationError,
+        PromptweaveError as PromptweaveError,
+        SectionRenderError as SectionRenderError,
+        TurnFileError as TurnFileError,
     )
     from promptweave.items import (
-        BehaviorStrategy,
-        ExpressionPair,
-        KnowledgeItem,
-        LearningType,
-        MemoryItem,
-        MemoryKind,
-        PersonFact,
-        RelationshipNote,
-        ReplyShape,
-        RhythmBaseline,
-        RhythmProfile,
-        RouteHints,
-        ToolContext,
-        TopicSummary,
-        TurnPolicy,
+        BehaviorStrategy as BehaviorStrategy,
+        ExpressionPair as ExpressionPair,
+        KnowledgeItem as KnowledgeItem,
+        MemoryItem as MemoryItem,
+        PersonFact as PersonFact,
+        RelationshipNote as RelationshipNote,
+        ReplyShape as ReplyShape,
+        RhythmBaseline as RhythmBaseline,
+        TopicSummary as TopicSummary,
     )
-    from promptweave.loop.live import BotLoop
-    from promptweave.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
-    from promptweave.plugins.hookspecs import hookimpl
+    from promptweave.loop.live import BotLoop as BotLoop
+    from promptweave.loop.records import IncomingEvent as IncomingEvent, TurnOutcome as TurnOutcome
+    from promptweave.plugins.hookspecs import hookimpl as hookimpl
     from promptweave.plugins.records import (
-        DecisionRule,
-        OverrideMode,
-        PhrasePool,
-        Retriever,
-        RuleStage,
-        Section,
-        SectionOverride,
-        Tool,
-        ToolCallContext,
-        Volatility,
+        DecisionRule as DecisionRule,
+        PhrasePool as PhrasePool,
+        Retriever as Retriever,
+        Section as Section,
+        SectionOverride as SectionOverride,
+        Tool as Tool,
+        ToolCallContext as ToolCallContext,
     )
-    from promptweave.prompt.overrides import OverridesFile, load_overrides_file
-    from promptweave.prompt.persona import PersonaPack
-    from promptweave.prompt.render_context import RenderContext
-    from promptweave.prompt.rendered import RenderedSection, RenderedTurn, SectionListing
+    from promptweave.prompt.render_context import RenderContext as RenderContext
+    from promptweave.prompt.rendered import RenderedTurn as RenderedTurn
     from promptweave.prompt.sanitize import (
-        HEADER_BRACKET_LOOKALIKES,
-        neutralize_markers,
-        quote_user_text,
-        sanitize_block,
-        sanitize_literal,
+        neutralize_markers as neutralize_markers,
+        quote_user_text as quote_user_text,
+        sanitize_block as sanitize_block,
     )
-    from promptweave.prompt.text_rules import (
-        IMAGE_MARK,
-        INJECTION_PATTERNS,
-        RECOGNITION_QUESTION_WORDS,
-        InjectionDetector,
-        first_chars,
-        is_recognition_question,
-    )
-    from promptweave.providers.answers import ProviderAnswer, parse_answer
-    from promptweave.providers.prefix import PrefixReport, compare_request_prefix
+    from promptweave.providers.answers import parse_answer as parse_answer
     from promptweave.providers.records import (
-        ProviderApi,
-        ProviderRequest,
-        ProviderSpec,
-        SubmitResult,
-        ToolCall,
-        ToolSpec,
-        Usage,
+        ProviderApi as ProviderApi,
+        ProviderRequest as ProviderRequest,
+        SubmitResult as SubmitResult,
     )
     from promptweave.providers.request import (
-        asubmit_request,
-        build_provider_request,
-        submit_request,
-    )
-    from promptweave.providers.tools import with_tool_round, with_tools
-    from promptweave.retrieval.policy import (
-        KNOWLEDGE_QUESTION_WORDS,
-        looks_like_knowledge_question,
-        reads_as_event,
+        asubmit_request as asubmit_request,
+        build_provider_request as build_provider_request,
+        submit_request as submit_request,
     )
     from promptweave.retrieval.query import (
-        RetrievalHit,
-        RetrievalQuery,
-        RetrievalResult,
-        SkipReason,
+        RetrievalHit as RetrievalHit,
+        RetrievalQuery as RetrievalQuery,
+        RetrievalResult as RetrievalResult,
     )
-    from promptweave.retrieval.runner import RetrievalOutcome, RetrieverTrace
-    from promptweave.retrieval.scoring import query_terms, score_text, text_terms
-    from promptweave.routing.low_engagement import PoolQuery
-    from promptweave.routing.memory import allows_persistent_memory
-    from promptweave.routing.model import MODEL_ANSWER_FORMAT
-    from promptweave.routing.quoting import Delivery, quote_allowed
-    from promptweave.routing.signals import MessageSignals
-    from promptweave.routing.text_signals import is_gentle_phrase
-    from promptweave.runtime import Promptweave
-    from promptweave.store.retrieval import (
-        BehaviorRecord,
-        ExpressionPairRecord,
-        KnowledgeDocument,
-        MemoryRecord,
-        PersonFactRecord,
-        RelationshipRecord,
-        RetrievalBatch,
-        RetrievalStore,
-        RhythmRecord,
-        SummaryRecord,
-        TopicSummarySource,
-    )
-    from promptweave.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn
-    from promptweave.store.sqlite import StoreUnavailableError
-    from promptweave.store.stores import Stores
+    from promptweave.routing.low_engagement import PoolQuery as PoolQuery
+    from promptweave.routing.model import MODEL_ANSWER_FORMAT as MODEL_ANSWER_FORMAT
+    from promptweave.runtime import Promptweave as Promptweave
+    from promptweave.store.sessions import SessionTurn as SessionTurn
+    from promptweave.store.sqlite import StoreUnavailableError as StoreUnavailableError
+    from promptweave.store.stores import Stores as Stores
     from promptweave.turn import (
-        Bot,
-        ChatMessage,
-        GroupExpression,
-        History,
-        HistoryEntry,
-        SpeakTrigger,
-        Turn,
-        TurnRetrieved,
-        load_turn_file,
+        Bot as Bot,
+        ChatMessage as ChatMessage,
+        History as History,
+        HistoryEntry as HistoryEntry,
+        Turn as Turn,
+        load_turn_file as load_turn_file,
     )
-    from promptweave.turn_context.context import (
-        TurnContext,
-        build_turn_context,
-        collect_turn_notes,
-    )
-    from promptweave.turn_context.preflight import (
-        PreflightResult,
-        compression_made_progress,
-        default_compress_messages,
-        estimate_messages_tokens_rough,
-        estimate_request_tokens,
-        is_user_originated,
-        reanchor_current_turn_user_idx,
-        run_preflight,
-        should_run_preflight_estimate,
-    )
-    from promptweave.turn_context.request_budget import TurnBudgetReport
-    from promptweave.turn_context.sidecar import (
-        append_notes_to_multimodal_content,
-        build_memory_context_block,
-        compose_user_api_content,
-        drop_stale_api_content,
-        extract_api_content_sidecar,
-        rewrite_content,
-        substitute_api_content,
-    )
+    from promptweave.turn_context.context import build_turn_context as build_turn_context
 
-#: The module that defines each public name, imported when the name is first read.
-_MODULES: dict[str, tuple[str, ...]] = {
-    "promptweave.config": (
-        "BotConfig",
-        "Config",
-        "DeliveryConfig",
-        "LoopConfig",
-    ),
-    "promptweave.conversation.ambient": (
-        "AMBIENT_HEADER",
-        "AmbientEntry",
-    ),
-    "promptweave.conversation.budget": (
-        "BudgetReport",
-        "apply_budget",
-    ),
-    "promptweave.conversation.images": (
-        "IMAGE_WITHOUT_URL",
-        "FetchedImage",
-        "ImageFetchError",
-        "ImageLimits",
-        "fetch_image_default",
-        "is_vision_url",
-        "merge_image_urls",
-        "vision_image_urls",
-    ),
-    "promptweave.conversation.sequence": (
-        "PromptMessage",
-        "format_user_turn",
-    ),
-    "promptweave.conversation.state": (
-        "ActiveSystemPrompt",
-        "ConversationState",
-        "InMemorySystemPromptStore",
-        "InMemoryTurnTranscript",
-        "NoteQueue",
-        "SystemPromptStore",
-        "TurnTranscript",
-        "conversation_key",
-        "prompt_cache_key",
-    ),
-    "promptweave.conversation.summary": (
-        "CompressionResult",
-        "CompressionStatus",
-    ),
-    "promptweave.conversation.timeline": (
-        "TIMELINE_HEADER",
-        "GroupTimeline",
-        "build_group_timeline",
-        "speaker_label",
-    ),
-    "promptweave.decision": (
-        "Decision",
-        "DeliveryStyle",
-        "GateSkip",
-        "LowEngagement",
-        "MemoryPolicy",
-        "NecessityScore",
-        "RouteContext",
-        "ScoreTerm",
-        "SocialAction",
-        "TurnAction",
-    ),
-    "promptweave.delivery.onebot": (
-        "ONEBOT_V11",
-        "OneBotTransport",
-        "cq_escape",
-        "cq_unescape",
-        "onebot_action",
-        "onebot_segment",
-        "onebot_segments",
-    ),
-    "promptweave.delivery.plan": (
-        "PauseConfig",
-        "plan_delivery",
-        "plan_phrase",
-    ),
-    "promptweave.delivery.records": (
-        "DeliveryPlan",
-        "ModelAnswer",
-        "OutgoingMessage",
-        "Segment",
-        "SendReceipt",
-        "Transport",
-    ),
-    "promptweave.delivery.reply_contract": (
-        "LEAK_RUN_CHARS",
-        "QUOTABLE_HEADERS",
-        "read_model_answer_default",
-    ),
-    "promptweave.errors": (
-        "ConfigError",
-        "DuplicateRegistrationError",
-        "PlacementError",
-        "PluginImportError",
-        "PluginRegistrationError",
-        "PluginValidationError",
-        "PromptweaveError",
-        "SectionRenderError",
-        "TurnFileError",
-    ),
-    "promptweave.items": (
-        "BehaviorStrategy",
-        "ExpressionPair",
-        "KnowledgeItem",
-        "LearningType",
-        "MemoryItem",
-        "MemoryKind",
-        "PersonFact",
-        "RelationshipNote",
-        "ReplyShape",
-        "RhythmBaseline",
-        "RhythmProfile",
-        "RouteHints",
-        "ToolContext",
-        "TopicSummary",
-        "TurnPolicy",
-    ),
-    "promptweave.loop.live": ("BotLoop",),
-    "promptweave.loop.records": (
-        "IncomingEvent",
-        "OutcomeStatus",
-        "TurnOutcome",
-    ),
-    "promptweave.plugins.hookspecs": ("hookimpl",),
-    "promptweave.plugins.records": (
-        "DecisionRule",
-        "OverrideMode",
-        "PhrasePool",
-        "Retriever",
-        "RuleStage",
-        "Section",
-        "SectionOverride",
-        "Tool",
-        "ToolCallContext",
-        "Volatility",
-    ),
-    "promptweave.prompt.overrides": (
-        "OverridesFile",
-        "load_overrides_file",
-    ),
-    "promptweave.prompt.persona": ("PersonaPack",),
-    "promptweave.prompt.render_context": ("RenderContext",),
-    "promptweave.prompt.rendered": (
-        "RenderedSection",
-        "RenderedTurn",
-        "SectionListing",
-    ),
-    "promptweave.prompt.sanitize": (
-        "HEADER_BRACKET_LOOKALIKES",
-        "neutralize_markers",
-        "quote_user_text",
-        "sanitize_block",
-        "sanitize_literal",
-    ),
-    "promptweave.prompt.text_rules": (
-        "IMAGE_MARK",
-        "INJECTION_PATTERNS",
-        "RECOGNITION_QUESTION_WORDS",
-        "InjectionDetector",
-        "first_chars",
-        "is_recognition_question",
-    ),
-    "promptweave.providers.answers": (
-        "ProviderAnswer",
-        "parse_answer",
-    ),
-    "promptweave.providers.prefix": (
-        "PrefixReport",
-        "compare_request_prefix",
-    ),
-    "promptweave.providers.records": (
-        "ProviderApi",
-        "ProviderRequest",
-        "ProviderSpec",
-        "SubmitResult",
-        "ToolCall",
-        "ToolSpec",
-        "Usage",
-    ),
-    "promptweave.providers.request": (
-        "asubmit_request",
-        "build_provider_request",
-        "submit_request",
-    ),
-    "promptweave.providers.tools": (
-        "with_tool_round",
-        "with_tools",
-    ),
-    "promptweave.retrieval.policy": (
-        "KNOWLEDGE_QUESTION_WORDS",
-        "looks_like_knowledge_question",
-        "reads_as_event",
-    ),
-    "promptweave.retrieval.query": (
-        "RetrievalHit",
-        "RetrievalQuery",
-        "RetrievalResult",
-        "SkipReason",
-    ),
-    "promptweave.retrieval.runner": (
-        "RetrievalOutcome",
-        "RetrieverTrace",
-    ),
-    "promptweave.retrieval.scoring": (
-        "query_terms",
-        "score_text",
-        "text_terms",
-    ),
-    "promptweave.routing.low_engagement": ("PoolQuery",),
-    "promptweave.routing.memory": ("allows_persistent_memory",),
-    "promptweave.routing.model": ("MODEL_ANSWER_FORMAT",),
-    "promptweave.routing.quoting": (
-        "Delivery",
-        "quote_allowed",
-    ),
-    "promptweave.routing.signals": ("MessageSignals",),
-    "promptweave.routing.text_signals": ("is_gentle_phrase",),
-    "promptweave.runtime": ("Promptweave",),
-    "promptweave.store.retrieval": (
-        "BehaviorRecord",
-        "ExpressionPairRecord",
-        "KnowledgeDocument",
-        "MemoryRecord",
-        "PersonFactRecord",
-        "RelationshipRecord",
-        "RetrievalBatch",
-        "RetrievalStore",
-        "RhythmRecord",
-        "SummaryRecord",
-        "TopicSummarySource",
-    ),
-    "promptweave.store.sessions": (
-        "SUMMARY_MARK",
-        "SessionSummary",
-        "SessionTurn",
-    ),
-    "promptweave.store.sqlite": ("StoreUnavailableError",),
-    "promptweave.store.stores": ("Stores",),
-    "promptweave.turn": (
-        "Bot",
-        "ChatMessage",
-        "GroupExpression",
-        "History",
-        "HistoryEntry",
-        "SpeakTrigger",
-        "Turn",
-        "TurnRetrieved",
-        "load_turn_file",
-    ),
-    "promptweave.turn_context.context": (
-        "TurnContext",
-        "build_turn_context",
-        "collect_turn_notes",
-    ),
-    "promptweave.turn_context.preflight": (
-        "PreflightResult",
-        "compression_made_progress",
-        "default_compress_messages",
-        "estimate_messages_tokens_rough",
-        "estimate_request_tokens",
-        "is_user_originated",
-        "reanchor_current_turn_user_idx",
-        "run_preflight",
-        "should_run_preflight_estimate",
-    ),
-    "promptweave.turn_context.request_budget": ("TurnBudgetReport",),
-    "promptweave.turn_context.sidecar": (
-        "append_notes_to_multimodal_content",
-        "build_memory_context_block",
-        "compose_user_api_content",
-        "drop_stale_api_content",
-        "extract_api_content_sidecar",
-        "rewrite_content",
-        "substitute_api_content",
-    ),
-}
-_DEFINED_IN = {name: module for module, names in _MODULES.items() for name in names}
-
-__all__ = [
-    "AMBIENT_HEADER",
-    "HEADER_BRACKET_LOOKALIKES",
-    "IMAGE_MARK",
-    "IMAGE_WITHOUT_URL",
-    "INJECTION_PATTERNS",
-    "KNOWLEDGE_QUESTION_WORDS",
-    "LEAK_RUN_CHARS",
-    "MODEL_ANSWER_FORMAT",
-    "ONEBOT_V11",
-    "QUOTABLE_HEADERS",
-    "RECOGNITION_QUESTION_WORDS",
-    "SUMMARY_MARK",
-    "TIMELINE_HEADER",
-    "ActiveSystemPrompt",
-    "AmbientEntry",
-    "BehaviorRecord",
-    "BehaviorStrategy",
-    "Bot",
-    "BotConfig",
-    "BotLoop",
-    "BudgetReport",
-    "ChatMessage",
-    "CompressionResult",
-    "CompressionStatus",
-    "Config",
-    "ConfigError",
-    "ConversationState",
-    "Decision",
-    "DecisionRule",
-    "Delivery",
-    "DeliveryConfig",
-    "DeliveryPlan",
-    "DeliveryStyle",
-    "DuplicateRegistrationError",
-    "ExpressionPair",
-    "ExpressionPairRecord",
-    "FetchedImage",
-    "GateSkip",
-    "GroupExpression",
-    "GroupTimeline",
-    "History",
-    "HistoryEntry",
-    "ImageFetchError",
-    "ImageLimits",
-    "InMemorySystemPromptStore",
-    "InMemoryTurnTranscript",
-    "IncomingEvent",
-    "InjectionDetector",
-    "KnowledgeDocument",
-    "KnowledgeItem",
-    "LearningType",
-    "LoopConfig",
-    "LowEngagement",
-    "MemoryItem",
-    "MemoryKind",
-    "MemoryPolicy",
-    "MemoryRecord",
-    "MessageSignals",
-    "ModelAnswer",
-    "NecessityScore",
-    "NoteQueue",
-    "OneBotTransport",
-    "OutcomeStatus",
-    "OutgoingMessage",
-    "OverrideMode",
-    "OverridesFile",
-    "PauseConfig",
-    "PersonFact",
-    "PersonFactRecord",
-    "PersonaPack",
-    "PhrasePool",
-    "PlacementError",
-    "PluginImportError",
-    "PluginRegistrationError",
-    "PluginValidationError",
-    "PoolQuery",
-    "PrefixReport",
-    "PreflightResult",
-    "PromptMessage",
-    "Promptweave",
-    "PromptweaveError",
-    "ProviderAnswer",
-    "ProviderApi",
-    "ProviderRequest",
-    "ProviderSpec",
-    "RelationshipNote",
-    "RelationshipRecord",
-    "RenderContext",
-    "RenderedSection",
-    "RenderedTurn",
-    "ReplyShape",
-    "RetrievalBatch",
-    "RetrievalHit",
-    "RetrievalOutcome",
-    "RetrievalQuery",
-    "RetrievalResult",
-    "RetrievalStore",
-    "Retriever",
-    "RetrieverTrace",
-    "RhythmBaseline",
-    "RhythmProfile",
-    "RhythmRecord",
-    "RouteContext",
-    "RouteHints",
-    "RuleStage",
-    "ScoreTerm",
-    "Section",
-    "SectionListing",
-    "SectionOverride",
-    "SectionRenderError",
-    "Segment",
-    "SendReceipt",
-    "SessionSummary",
-    "SessionTurn",
-    "SkipReason",
-    "SocialAction",
-    "SpeakTrigger",
-    "StoreUnavailableError",
-    "Stores",
-    "SubmitResult",
-    "SummaryRecord",
-    "SystemPromptStore",
-    "Tool",
-    "ToolCall",
-    "ToolCallContext",
-    "ToolContext",
-    "ToolSpec",
-    "TopicSummary",
-    "TopicSummarySource",
-    "Transport",
-    "Turn",
-    "TurnAction",
-    "TurnBudgetReport",
-    "TurnContext",
-    "TurnFileError",
-    "TurnOutcome",
-    "TurnPolicy",
-    "TurnRetrieved",
-    "TurnTranscript",
-    "Usage",
-    "Volatility",
-    "allows_persistent_memory",
-    "append_notes_to_multimodal_content",
-    "apply_budget",
-    "asubmit_request",
-    "build_group_timeline",
-    "build_memory_context_block",
-    "build_provider_request",
-    "build_turn_context",
-    "collect_turn_notes",
-    "compare_request_prefix",
-    "compose_user_api_content",
-    "compression_made_progress",
-    "conversation_key",
-    "cq_escape",
-    "cq_unescape",
-    "default_compress_messages",
-    "drop_stale_api_content",
-    "estimate_messages_tokens_rough",
-    "estimate_request_tokens",
-    "extract_api_content_sidecar",
-    "fetch_image_default",
-    "first_chars",
-    "format_user_turn",
-    "hookimpl",
-    "is_gentle_phrase",
-    "is_recognition_question",
-    "is_user_originated",
-    "is_vision_url",
-    "load_overrides_file",
-    "load_turn_file",
-    "looks_like_knowledge_question",
-    "merge_image_urls",
-    "neutralize_markers",
-    "onebot_action",
-    "onebot_segment",
-    "onebot_segments",
-    "parse_answer",
-    "plan_delivery",
-    "plan_phrase",
-    "prompt_cache_key",
-    "query_terms",
-    "quote_allowed",
-    "quote_user_text",
-    "read_model_answer_default",
-    "reads_as_event",
-    "reanchor_current_turn_user_idx",
-    "rewrite_content",
-    "run_preflight",
-    "sanitize_block",
-    "sanitize_literal",
-    "score_text",
-    "should_run_preflight_estimate",
-    "speaker_label",
-    "submit_request",
-    "substitute_api_content",
-    "text_terms",
-    "vision_image_urls",
-    "with_tool_round",
-    "with_tools",
-]
+__all__ = sorted(_DEFINED_IN)
 
 
 def __getattr__(name: str) -> Any:
     module = _DEFINED_IN.get(name)
     if module is None:
-        raise AttributeError(f"module 'framework' has no attribute {name!r}")
+        raise AttributeError(f"module 'promptweave' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # read once: later reads find it without this function
     return value

@@ -34,11 +34,9 @@ from promptweave import (
     Config,
     Decision,
     ExpressionPair,
-    GroupExpression,
     HistoryEntry,
     KnowledgeItem,
     MemoryItem,
-    MemoryPolicy,
     PersonFact,
     Promptweave,
     RelationshipNote,
@@ -48,12 +46,8 @@ from promptweave import (
     Section,
     SectionOverride,
     SessionTurn,
-    SpeakTrigger,
-    ToolContext,
     TopicSummary,
     Turn,
-    TurnPolicy,
-    TurnRetrieved,
     hookimpl,
     load_turn_file,
 )
@@ -65,6 +59,9 @@ from promptweave.config import (
     StoreConfig,
     TimelineConfig,
 )
+from promptweave.decision import MemoryPolicy
+from promptweave.items import ToolContext, TurnPolicy
+from promptweave.turn import GroupExpression, SpeakTrigger, TurnRetrieved
 
 __all__ = [
     "EXAMPLES",

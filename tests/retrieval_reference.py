@@ -18,37 +18,45 @@ import attrs
 from rapidfuzz import fuzz, process, utils
 
 from promptweave import (
-    KNOWLEDGE_QUESTION_WORDS,
-    BehaviorRecord,
     BehaviorStrategy,
     ExpressionPair,
-    ExpressionPairRecord,
     KnowledgeItem,
-    LearningType,
     MemoryItem,
-    MemoryKind,
-    MemoryRecord,
     PersonFact,
-    PersonFactRecord,
     RelationshipNote,
-    RelationshipRecord,
     RetrievalHit,
     RetrievalQuery,
     RetrievalResult,
     Retriever,
     RhythmBaseline,
-    RhythmRecord,
-    SkipReason,
     TopicSummary,
     hookimpl,
+)
+from promptweave.builtin_plugins.retrieval_sections import affinity_label
+from promptweave.items import LearningType, MemoryKind
+from promptweave.retrieval.policy import (
+    KNOWLEDGE_QUESTION_WORDS,
     looks_like_knowledge_question,
     reads_as_event,
+)
+from promptweave.retrieval.query import SkipReason
+from promptweave.retrieval.scoring import (
+    MAX_MATCH_TERMS,
+    fts_query,
+    index_token,
     score_text,
     text_terms,
 )
-from promptweave.builtin_plugins.retrieval_sections import affinity_label
-from promptweave.retrieval.scoring import MAX_MATCH_TERMS, fts_query, index_token
-from promptweave.store.retrieval import KnowledgeChunk, Scored
+from promptweave.store.retrieval import (
+    BehaviorRecord,
+    ExpressionPairRecord,
+    KnowledgeChunk,
+    MemoryRecord,
+    PersonFactRecord,
+    RelationshipRecord,
+    RhythmRecord,
+    Scored,
+)
 from promptweave.store.sqlite import SQLiteDatabase
 
 T = TypeVar("T")

@@ -30,9 +30,12 @@ from typing import Any, Protocol
 import attrs
 import pytest
 
-from promptweave import (
+from promptweave import ChatMessage, SessionTurn, Stores
+from promptweave.items import RhythmProfile
+from promptweave.retrieval.scoring import query_terms
+from promptweave.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryLedger, DeliveryState
+from promptweave.store.retrieval import (
     BehaviorRecord,
-    ChatMessage,
     ExpressionPairRecord,
     KnowledgeDocument,
     MemoryRecord,
@@ -40,15 +43,9 @@ from promptweave import (
     RelationshipRecord,
     RetrievalBatch,
     RetrievalStore,
-    RhythmProfile,
     RhythmRecord,
-    SessionSummary,
-    SessionTurn,
-    Stores,
     SummaryRecord,
-    query_terms,
 )
-from promptweave.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryLedger, DeliveryState
 from promptweave.store.routing_state import (
     CANDIDATE_TEXT_CHARS,
     GroupSnapshot,
@@ -65,6 +62,7 @@ from promptweave.store.sessions import (
     FeedbackLedger,
     GroupLog,
     SessionStore,
+    SessionSummary,
     SummaryStore,
     TurnKind,
 )

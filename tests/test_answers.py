@@ -11,7 +11,9 @@ import openai.types.chat
 import openai.types.responses
 import pytest
 
-from promptweave import ProviderAnswer, ProviderApi, ToolCall, Usage, parse_answer
+from promptweave import ProviderApi, parse_answer
+from promptweave.providers.answers import ProviderAnswer
+from promptweave.providers.records import ToolCall, Usage
 
 #: Chat Completions, a plain reply whose prompt was mostly served from the cache.
 CHAT_REPLY = {

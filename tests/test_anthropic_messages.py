@@ -12,10 +12,7 @@ from promptweave import (
     Config,
     Promptweave,
     ProviderApi,
-    ProviderSpec,
     SubmitResult,
-    ToolCall,
-    Usage,
     asubmit_request,
     build_provider_request,
     build_turn_context,
@@ -29,6 +26,7 @@ from promptweave.contrib.anthropic_messages import (
     RetryPolicy,
 )
 from promptweave.plugins.manager import available_contrib_plugins
+from promptweave.providers.records import ProviderSpec, ToolCall, Usage
 
 REPLY = {
     "id": "msg_01XFDUDYJgAACzvnptvVoYEL",

@@ -7,17 +7,10 @@ import re
 import attrs
 import pytest
 
-from promptweave import (
-    Config,
-    MemoryItem,
-    Promptweave,
-    Section,
-    SectionRenderError,
-    TurnRetrieved,
-    hookimpl,
-)
+from promptweave import Config, MemoryItem, Promptweave, Section, SectionRenderError, hookimpl
 from promptweave.config import StoreConfig
 from promptweave.testing import TEST_ENVIRON
+from promptweave.turn import TurnRetrieved
 
 
 class _Adds:

@@ -21,8 +21,7 @@ from assembly_support import (
     stream_digests,
     streams,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from promptweave import History, HistoryEntry
 from promptweave.store.sessions import SUMMARY_MARK

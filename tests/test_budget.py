@@ -5,19 +5,10 @@ from __future__ import annotations
 import attrs
 from base_support import BOT, GROUP, MessageFactory
 
-from promptweave import (
-    BudgetReport,
-    Config,
-    HistoryEntry,
-    PromptMessage,
-    Promptweave,
-    SpeakTrigger,
-    Stores,
-    Turn,
-    apply_budget,
-    hookimpl,
-)
+from promptweave import Config, HistoryEntry, PromptMessage, Promptweave, Stores, Turn, hookimpl
 from promptweave.config import BudgetConfig
+from promptweave.conversation.budget import BudgetReport, apply_budget
+from promptweave.turn import SpeakTrigger
 
 
 def runtime_with_budget(chars: int, *plugins: object) -> Promptweave:

@@ -9,17 +9,11 @@ import attrs
 import pytest
 from base_support import EXAMPLES, ROOT
 
-from promptweave import (
-    Config,
-    ConfigError,
-    PersonaPack,
-    Promptweave,
-    TurnFileError,
-    TurnRetrieved,
-    load_turn_file,
-)
+from promptweave import Config, ConfigError, Promptweave, TurnFileError, load_turn_file
 from promptweave.config import StoreConfig
+from promptweave.prompt.persona import PersonaPack
 from promptweave.testing import TEST_ENVIRON
+from promptweave.turn import TurnRetrieved
 
 DEFAULT_PACK = ROOT / "builtin_plugins" / "persona_packs" / "default.toml"
 

@@ -9,22 +9,25 @@ import pytest
 from support_turn_context import example_turn, make_runtime
 
 from promptweave import (
-    ActiveSystemPrompt,
     ConfigError,
+    PromptMessage,
+    ProviderApi,
+    build_provider_request,
+    build_turn_context,
+)
+from promptweave.config import Config
+from promptweave.conversation.state import (
+    MAX_QUEUED_NOTES,
+    ActiveSystemPrompt,
     ConversationState,
     InMemorySystemPromptStore,
     NoteQueue,
-    PromptMessage,
-    ProviderApi,
-    ProviderSpec,
     SystemPromptStore,
     TurnTranscript,
-    build_provider_request,
-    build_turn_context,
     conversation_key,
+    split_conversation_key,
 )
-from promptweave.config import Config
-from promptweave.conversation.state import MAX_QUEUED_NOTES, split_conversation_key
+from promptweave.providers.records import ProviderSpec
 
 
 def test_conversation_key_names_bot_group_and_speaker():

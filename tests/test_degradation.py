@@ -10,9 +10,10 @@ import attrs
 import pytest
 from base_support import BOT, GROUP, T0, MessageFactory
 
-from promptweave import ChatMessage, Config, HistoryEntry, Promptweave, SpeakTrigger, Stores, Turn
+from promptweave import ChatMessage, Config, HistoryEntry, Promptweave, Stores, Turn
 from promptweave.config import StoreConfig
 from promptweave.store.sqlite import StoreUnavailableError
+from promptweave.turn import SpeakTrigger
 
 
 def only_current(runtime: Promptweave, message: MessageFactory) -> dict[str, object]:

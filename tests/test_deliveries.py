@@ -10,7 +10,8 @@ import datetime as dt
 
 from base_support import BOT, GROUP, T0, MessageFactory
 
-from promptweave import ChatMessage, DeliveryStyle, Promptweave, Turn
+from promptweave import ChatMessage, Promptweave, Turn
+from promptweave.decision import DeliveryStyle
 from promptweave.routing.quoting import Delivery
 from promptweave.store.deliveries import answered_key, delivered_key
 

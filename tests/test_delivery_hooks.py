@@ -13,7 +13,6 @@ import promptweave
 from promptweave import (
     Config,
     ModelAnswer,
-    OneBotTransport,
     OutgoingMessage,
     Promptweave,
     ReplyShape,
@@ -22,6 +21,7 @@ from promptweave import (
     hookimpl,
 )
 from promptweave.config import DeliveryConfig
+from promptweave.delivery.onebot import OneBotTransport
 
 SHAPE = ReplyShape(max_bubbles=2, max_chars=18)
 

@@ -7,19 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from promptweave import (
-    Config,
-    ConfigError,
-    Decision,
-    DeliveryPlan,
-    DeliveryStyle,
-    ModelAnswer,
-    PauseConfig,
-    Segment,
-    plan_delivery,
-    plan_phrase,
-)
+from promptweave import Config, ConfigError, Decision, ModelAnswer, Segment
 from promptweave.config import DeliveryConfig
+from promptweave.decision import DeliveryStyle
+from promptweave.delivery.plan import PauseConfig, plan_delivery, plan_phrase
+from promptweave.delivery.records import DeliveryPlan
 
 BOT, GROUP, USER = "10001", "20001", "30017"
 PAUSE = PauseConfig(base_s=0.6, per_char_s=0.05, max_s=3.0)

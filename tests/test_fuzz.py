@@ -38,8 +38,6 @@ from promptweave import (
     ChatMessage,
     Config,
     ConfigError,
-    OverridesFile,
-    PersonaPack,
     Promptweave,
     PromptweaveError,
     Turn,
@@ -59,6 +57,8 @@ from promptweave.contrib.onebot import (
     unescape_cq,
 )
 from promptweave.loop.event_log import MessageIndex, scan_events, stream_events
+from promptweave.prompt.overrides import OverridesFile
+from promptweave.prompt.persona import PersonaPack
 from promptweave.routing.batch import decide_cases, load_route_file
 from promptweave.testing import TEST_ENVIRON
 

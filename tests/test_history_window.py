@@ -13,8 +13,7 @@ from typing import ClassVar, SupportsIndex, overload
 
 import attrs
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from promptweave import Bot, ChatMessage, History, HistoryEntry, Promptweave, Turn
 from promptweave.config import Config, StoreConfig

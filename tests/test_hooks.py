@@ -12,10 +12,10 @@ from promptweave import (
     DuplicateRegistrationError,
     PhrasePool,
     Retriever,
-    RuleStage,
     Section,
     hookimpl,
 )
+from promptweave.plugins.records import RuleStage
 
 
 class _Contributes:

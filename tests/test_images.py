@@ -9,15 +9,14 @@ import threading
 import pytest
 from support_turn_context import PNG_BYTES, PNG_DATA_URL
 
-from promptweave import (
-    ImageFetchError,
-    ImageLimits,
+from promptweave import ImageFetchError, ImageLimits
+from promptweave.conversation.images import (
     fetch_image_default,
     is_vision_url,
     merge_image_urls,
+    sniff_media_type,
     vision_image_urls,
 )
-from promptweave.conversation.images import sniff_media_type
 
 
 @pytest.fixture

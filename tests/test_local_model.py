@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from base_support import ROOT
 
-from promptweave import BotLoop, Config, OutcomeStatus, Promptweave, Stores
+from promptweave import BotLoop, Config, Promptweave, Stores
 from promptweave.config import DeliveryConfig, ProviderConfig, TurnContextConfig
+from promptweave.loop.records import OutcomeStatus
 from promptweave.loop.replay import ReplayClock, ReplayTransport, read_chat_log
 from promptweave.providers.records import ProviderSpec
 

@@ -16,17 +16,9 @@ from loop_support import (
     message,
 )
 
-from promptweave import (
-    BotLoop,
-    Config,
-    OutcomeStatus,
-    PhrasePool,
-    SubmitResult,
-    Tool,
-    hookimpl,
-)
+from promptweave import BotLoop, Config, PhrasePool, SubmitResult, Tool, hookimpl
 from promptweave.config import LoopConfig, RoutingConfig
-from promptweave.loop.records import IncomingEvent
+from promptweave.loop.records import IncomingEvent, OutcomeStatus
 
 EVERYONE = {"type": "object", "properties": {}}
 
@@ -372,7 +364,7 @@ def test_a_tool_turn_runs_the_models_call_and_feeds_the_result_back() -> None:
 
 
 def test_the_bot_identity_comes_from_config_then_framework_names_then_the_persona() -> None:
-    from promptweave import BotConfig
+    from promptweave.config import BotConfig
 
     config = Config(bots={BOT: BotConfig(name="阿织", aliases=("织织",))})
     loop, _ = make_loop(config=config)
@@ -386,7 +378,7 @@ def test_the_bot_identity_comes_from_config_then_framework_names_then_the_person
 
 
 def test_the_bot_record_is_made_once_until_the_config_changes() -> None:
-    from promptweave import BotConfig
+    from promptweave.config import BotConfig
 
     loop, _ = make_loop(config=Config(bots={BOT: BotConfig(name="阿织")}))
     runtime = loop.runtime

@@ -8,8 +8,9 @@ import asyncio
 import pytest
 from loop_support import RecordingTransport, event, make_loop
 
-from promptweave import Config, OutcomeStatus, Promptweave, SubmitResult
+from promptweave import Config, Promptweave, SubmitResult
 from promptweave.config import LoopConfig, RoutingConfig
+from promptweave.loop.records import OutcomeStatus
 
 ONE_AT_A_TIME = Config(
     routing=RoutingConfig(low_engagement=False),

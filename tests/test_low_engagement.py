@@ -8,21 +8,13 @@ import attrs
 import pytest
 from routing_support import make_runtime, make_turn
 
-from promptweave import (
-    Decision,
-    DecisionRule,
-    GroupExpression,
-    PhrasePool,
-    PoolQuery,
-    TurnAction,
-    TurnRetrieved,
-    hookimpl,
-    is_gentle_phrase,
-)
+from promptweave import Decision, DecisionRule, PhrasePool, PoolQuery, TurnAction, hookimpl
 from promptweave._convert import structure
 from promptweave.plugins.registry import Registered
 from promptweave.routing.low_engagement import emit_probability, pick_phrase
+from promptweave.routing.text_signals import is_gentle_phrase
 from promptweave.store.retrieval import ExpressionPairRecord, RetrievalBatch
+from promptweave.turn import GroupExpression, TurnRetrieved
 
 # Named and followed up: past the score, then passed by the rule (not addressed, low value).
 FOLLOW = {"trigger": "followup", "sender": "阿蒙"}

@@ -10,19 +10,19 @@ import pytest
 from base_support import BOT, GROUP, ROOT, T0, MessageFactory
 
 from promptweave import (
-    AMBIENT_HEADER,
     ChatMessage,
     Config,
     HistoryEntry,
-    PersonaPack,
     Promptweave,
     RenderedTurn,
     SessionTurn,
-    SpeakTrigger,
     Stores,
     Turn,
 )
+from promptweave.conversation.ambient import AMBIENT_HEADER
 from promptweave.conversation.sequence import HistoryRow, build_message_sequence
+from promptweave.prompt.persona import PersonaPack
+from promptweave.turn import SpeakTrigger
 
 DEFAULT_PACK = ROOT / "builtin_plugins" / "persona_packs" / "default.toml"
 

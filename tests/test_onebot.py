@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from promptweave import IMAGE_WITHOUT_URL, Config, IncomingEvent, Promptweave, Stores, is_vision_url
+from promptweave import IMAGE_WITHOUT_URL, Config, IncomingEvent, Promptweave, Stores
 from promptweave.contrib.onebot import (
     escape_cq,
     parse_cq_string,
@@ -14,6 +14,7 @@ from promptweave.contrib.onebot import (
     parse_message,
     unescape_cq,
 )
+from promptweave.conversation.images import is_vision_url
 from promptweave.errors import PluginImportError
 
 TIME = dt.datetime(2026, 11, 29, 4, 15, 48, tzinfo=dt.UTC)

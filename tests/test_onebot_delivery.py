@@ -7,19 +7,17 @@ from typing import Any
 
 import pytest
 
-from promptweave import (
+from promptweave import OutgoingMessage, Segment, Transport
+from promptweave.contrib.onebot import parse_cq_string
+from promptweave.delivery.onebot import (
     ONEBOT_V11,
     OneBotTransport,
-    OutgoingMessage,
-    Segment,
-    Transport,
     cq_escape,
     cq_unescape,
     onebot_action,
     onebot_segment,
     onebot_segments,
 )
-from promptweave.contrib.onebot import parse_cq_string
 
 
 def message(

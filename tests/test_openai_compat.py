@@ -12,7 +12,6 @@ from promptweave import (
     Config,
     Promptweave,
     ProviderApi,
-    ProviderSpec,
     SubmitResult,
     asubmit_request,
     build_provider_request,
@@ -21,6 +20,7 @@ from promptweave import (
 )
 from promptweave.config import PluginsConfig, ProviderConfig, StoreConfig
 from promptweave.contrib.openai_compat import DEFAULT_BASE_URL, OpenAICompatClient, RetryPolicy
+from promptweave.providers.records import ProviderSpec
 
 
 def _request(runtime, api=ProviderApi.OPENAI_CHAT):

@@ -7,15 +7,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from promptweave import (
-    Config,
-    ConfigError,
-    OverridesFile,
-    Promptweave,
-    SectionOverride,
-    hookimpl,
-)
+from promptweave import Config, ConfigError, Promptweave, SectionOverride, hookimpl
 from promptweave.config import StoreConfig
+from promptweave.prompt.overrides import OverridesFile
 from promptweave.testing import TEST_ENVIRON
 
 OVERRIDES = """

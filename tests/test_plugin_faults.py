@@ -31,9 +31,7 @@ from promptweave import (
     PromptMessage,
     Promptweave,
     ProviderApi,
-    ProviderSpec,
     Retriever,
-    RuleStage,
     Section,
     SectionOverride,
     Stores,
@@ -54,6 +52,8 @@ from promptweave.config import (
     TurnContextConfig,
 )
 from promptweave.conversation.state import conversation_key
+from promptweave.plugins.records import RuleStage
+from promptweave.providers.records import ProviderSpec
 from promptweave.testing import TEST_ENVIRON
 
 #: The deadline of the hang cases: short, so the matrix stays fast.

@@ -5,14 +5,9 @@ from __future__ import annotations
 import attrs
 from support_turn_context import example_turn, later, make_runtime
 
-from promptweave import (
-    ProviderApi,
-    ProviderSpec,
-    build_provider_request,
-    build_turn_context,
-    compare_request_prefix,
-)
-from promptweave.providers.prefix import canonical_json, labelled_segments
+from promptweave import ProviderApi, build_provider_request, build_turn_context
+from promptweave.providers.prefix import canonical_json, compare_request_prefix, labelled_segments
+from promptweave.providers.records import ProviderSpec
 
 
 def _request(runtime, turn, api=ProviderApi.OPENAI_CHAT, **kwargs):

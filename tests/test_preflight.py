@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from promptweave import (
-    PromptMessage,
+from promptweave import PromptMessage
+from promptweave.turn_context.preflight import (
     compression_made_progress,
     default_compress_messages,
     estimate_messages_tokens_rough,

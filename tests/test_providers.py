@@ -11,14 +11,13 @@ from support_turn_context import PNG_BYTES, PNG_DATA_URL, example_turn, make_run
 from promptweave import (
     ImageFetchError,
     ProviderApi,
-    ProviderSpec,
     build_provider_request,
     build_turn_context,
-    conversation_key,
     hookimpl,
-    prompt_cache_key,
 )
+from promptweave.conversation.state import conversation_key, prompt_cache_key
 from promptweave.providers.bodies import MAX_CACHE_BREAKPOINTS
+from promptweave.providers.records import ProviderSpec
 from promptweave.providers.wire import TIMELINE_IMAGES_TEXT
 
 CURRENT = "https://img.example.net/board.jpg"

@@ -10,7 +10,8 @@ import re
 import pytest
 from base_support import BOT, GROUP, T0, MessageFactory
 
-from promptweave import DeliveryStyle, Promptweave, Turn
+from promptweave import Promptweave, Turn
+from promptweave.decision import DeliveryStyle
 from promptweave.routing.quoting import Delivery
 
 LATER = T0 + dt.timedelta(seconds=5)

@@ -25,7 +25,6 @@ from promptweave import (
     ConfigError,
     Promptweave,
     SessionTurn,
-    SpeakTrigger,
     Stores,
     Turn,
     load_turn_file,
@@ -49,6 +48,7 @@ from promptweave.loop.event_log import import_events
 from promptweave.plugins.manager import available_contrib_plugins
 from promptweave.store.routing_state import MemoryRoutingState
 from promptweave.store.sqlite import StoreUnavailableError
+from promptweave.turn import SpeakTrigger
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LOG = EXAMPLES / "logs" / "lunch_chat.jsonl"

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from promptweave import (
-    LEAK_RUN_CHARS,
-    ModelAnswer,
-    Promptweave,
-    ReplyShape,
-    Turn,
-    read_model_answer_default,
-)
+from promptweave import ModelAnswer, Promptweave, ReplyShape, Turn, read_model_answer_default
+from promptweave.delivery.reply_contract import LEAK_RUN_CHARS
 
 BANTER = ReplyShape(max_bubbles=3, preferred_bubbles=2, min_chars=4, max_chars=18)
 SERIOUS = ReplyShape(max_bubbles=2, min_chars=8, max_chars=80, band="complete")

@@ -12,9 +12,8 @@ import pytest
 from retrieval_reference import ReferenceStore
 from test_retrieval_unchanged import SCOPES, _text, random_batch
 
-from promptweave import query_terms
 from promptweave.retrieval.chunking import chunk_document
-from promptweave.retrieval.scoring import index_text
+from promptweave.retrieval.scoring import index_text, query_terms
 from promptweave.store import retrieval_sqlite
 from promptweave.store.retrieval import KnowledgeDocument, MemoryRecord, RetrievalBatch
 from promptweave.store.retrieval_schema import MIGRATIONS, SCOPE_ROWS

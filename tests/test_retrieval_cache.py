@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from retrieval_support import BOT, GROUP, USER, make_turn
 
-from promptweave import Config, Promptweave, RetrievalBatch
+from promptweave import Config, Promptweave
 from promptweave.config import StoreConfig
 from promptweave.store.retrieval import (
     BehaviorRecord,
@@ -21,6 +21,7 @@ from promptweave.store.retrieval import (
     MemoryRecord,
     PersonFactRecord,
     RelationshipRecord,
+    RetrievalBatch,
     RhythmRecord,
     SummaryRecord,
 )

@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from rapidfuzz import fuzz, process, utils
 
-from promptweave import (
-    BehaviorRecord,
-    ExpressionPairRecord,
-    LearningType,
-    query_terms,
-    score_text,
-    text_terms,
-)
 from promptweave.builtin_plugins.retrieval_indexes import (
     ExpressionIndex,
     StrategyIndex,
     space_bound,
 )
-from promptweave.retrieval.scoring import index_text, index_token
+from promptweave.items import LearningType
+from promptweave.retrieval.scoring import (
+    index_text,
+    index_token,
+    query_terms,
+    score_text,
+    text_terms,
+)
+from promptweave.store.retrieval import BehaviorRecord, ExpressionPairRecord
 from promptweave.store.retrieval_sqlite import _score_indexed
 
 # Letters the query and the trigger never share, and what separates words once processed.

@@ -4,9 +4,9 @@ import attrs
 import pytest
 from retrieval_support import make_turn
 
-from promptweave import Config, Promptweave, looks_like_knowledge_question
+from promptweave import Config, Promptweave
 from promptweave.config import StoreConfig
-from promptweave.retrieval.policy import reads_as_event
+from promptweave.retrieval.policy import looks_like_knowledge_question, reads_as_event
 from promptweave.testing import TEST_ENVIRON
 
 

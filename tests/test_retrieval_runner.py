@@ -7,8 +7,9 @@ import time
 import pytest
 from retrieval_support import make_query
 
-from promptweave import MemoryItem, RetrievalHit, RetrievalResult, Retriever, SkipReason
+from promptweave import MemoryItem, RetrievalHit, RetrievalResult, Retriever
 from promptweave.plugins.registry import Registered
+from promptweave.retrieval.query import SkipReason
 from promptweave.retrieval.runner import RetrievalRunner
 
 QUESTION = "周六晚上桌游局还照常吗"

@@ -13,24 +13,22 @@ from promptweave import (
     ConfigError,
     KnowledgeItem,
     MemoryItem,
-    MemoryRecord,
     PersonFact,
     Promptweave,
-    RelationshipRecord,
     RenderContext,
-    RetrievalBatch,
     RetrievalResult,
     Retriever,
     Section,
-    TurnRetrieved,
     hookimpl,
     load_turn_file,
 )
 from promptweave.cli.main import cli
 from promptweave.config import PluginsConfig, StoreConfig
+from promptweave.store.retrieval import MemoryRecord, RelationshipRecord, RetrievalBatch
 from promptweave.store.retrieval_import import import_files
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.turn import TurnRetrieved
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 QUESTION = "@小织 周六晚上桌游局还照常吗？我记得上次说要换地方"

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from promptweave import MemoryRecord, RelationshipRecord, RetrievalBatch, query_terms
+from promptweave.retrieval.scoring import query_terms
 from promptweave.store import retrieval_sqlite
+from promptweave.store.retrieval import MemoryRecord, RelationshipRecord, RetrievalBatch
 from promptweave.store.retrieval_memory import InMemoryRetrievalStore
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase

@@ -19,19 +19,9 @@ from typing import Any
 import pytest
 from retrieval_reference import ReferenceRetrievers, ReferenceStore
 
-from promptweave import (
-    Bot,
-    ChatMessage,
-    Config,
-    Promptweave,
-    RetrievalBatch,
-    SpeakTrigger,
-    Stores,
-    Turn,
-    load_turn_file,
-    query_terms,
-)
+from promptweave import Bot, ChatMessage, Config, Promptweave, Stores, Turn, load_turn_file
 from promptweave.config import RetrievalConfig, StoreConfig
+from promptweave.retrieval.scoring import query_terms
 from promptweave.store import retrieval_sqlite
 from promptweave.store.retrieval import (
     BehaviorRecord,
@@ -40,6 +30,7 @@ from promptweave.store.retrieval import (
     MemoryRecord,
     PersonFactRecord,
     RelationshipRecord,
+    RetrievalBatch,
     RhythmRecord,
     SummaryRecord,
 )
@@ -47,6 +38,7 @@ from promptweave.store.retrieval_import import read_files
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase
 from promptweave.store.stores import TopicSummaries
+from promptweave.turn import SpeakTrigger
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 NO_AUTOLOAD = {"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"}

@@ -3,9 +3,10 @@ from __future__ import annotations
 import pytest
 from retrieval_support import BOT, GROUP, NOW, USER, make_query
 
-from promptweave import ChatMessage, Config, LearningType, Stores
+from promptweave import ChatMessage, Config, Stores
 from promptweave.builtin_plugins import retrievers
 from promptweave.config import RetrievalConfig
+from promptweave.items import LearningType
 from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,

@@ -8,13 +8,12 @@ from routing_support import make_runtime, make_turn
 from promptweave import (
     Decision,
     DecisionRule,
-    DeliveryStyle,
     DuplicateRegistrationError,
     GateSkip,
-    SocialAction,
     TurnAction,
     hookimpl,
 )
+from promptweave.decision import DeliveryStyle, SocialAction
 from promptweave.plugins.manager import build_plugin_manager
 from promptweave.plugins.registry import collect_registries
 

@@ -27,20 +27,21 @@ from promptweave import (
     Decision,
     DecisionRule,
     GateSkip,
-    MemoryPolicy,
     RouteContext,
-    RuleStage,
     ScoreTerm,
-    SocialAction,
     TurnAction,
     hookimpl,
 )
+from promptweave.decision import MemoryPolicy, SocialAction
 from promptweave.items import ReplyShape, RhythmProfile, TurnPolicy
 from promptweave.plugins import watchdog
-from promptweave.routing import router as router_module
-from promptweave.routing import shape
-from promptweave.routing import signals as signals_module
-from promptweave.routing import text_signals as ts
+from promptweave.plugins.records import RuleStage
+from promptweave.routing import (
+    router as router_module,
+    shape,
+    signals as signals_module,
+    text_signals as ts,
+)
 from promptweave.routing.memory import memory_policy_for
 from promptweave.routing.signals import MessageSignals, mention_ids
 from promptweave.store.routing_state import QuoteCandidate

@@ -7,7 +7,8 @@ import json
 import pytest
 from routing_support import make_runtime, make_turn
 
-from promptweave import DeliveryStyle, TurnAction, hookimpl
+from promptweave import TurnAction, hookimpl
+from promptweave.decision import DeliveryStyle
 from promptweave.routing.model import ModelAnswerError, parse_model_answer
 
 

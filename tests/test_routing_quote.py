@@ -6,7 +6,8 @@ import datetime as dt
 
 from routing_support import BASE_TIME, make_runtime, make_turn
 
-from promptweave import Decision, DeliveryStyle, TurnAction
+from promptweave import Decision, TurnAction
+from promptweave.decision import DeliveryStyle
 
 CONTEXT = [{"id": "c1", "text": "有人知道周末哪里有音乐节吗", "sender": "北风"}]
 

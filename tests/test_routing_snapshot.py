@@ -11,11 +11,12 @@ import attrs
 import pytest
 from base_support import sqlite_config
 
-from promptweave import Bot, ChatMessage, Promptweave, SpeakTrigger, Turn
+from promptweave import Bot, ChatMessage, Promptweave, Turn
 from promptweave.routing.route_state import RouteState
 from promptweave.store.routing_state import GroupMute, MemoryRoutingState, QuoteCandidate
 from promptweave.store.routing_state_sqlite import SQLiteRoutingState
 from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.turn import SpeakTrigger
 
 T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 BOT = Bot(id="10001", name="小织")

@@ -13,7 +13,8 @@ import datetime as dt
 import pytest
 from base_support import T0
 
-from promptweave import Bot, ChatMessage, Turn, build_turn_context, conversation_key
+from promptweave import Bot, ChatMessage, Turn, build_turn_context
+from promptweave.conversation.state import conversation_key
 from promptweave.store.deliveries import DeliveryState
 
 LOOKALIKES = [

@@ -21,16 +21,13 @@ from support_turn_context import PNG_BYTES, example_turn, make_runtime
 from promptweave import (
     FetchedImage,
     ProviderApi,
-    ProviderSpec,
-    ToolCall,
-    ToolSpec,
     build_provider_request,
     build_turn_context,
-    conversation_key,
     hookimpl,
-    with_tool_round,
-    with_tools,
 )
+from promptweave.conversation.state import conversation_key
+from promptweave.providers.records import ProviderSpec, ToolCall, ToolSpec
+from promptweave.providers.tools import with_tool_round, with_tools
 
 
 def _http_module(sdk: str) -> ModuleType:

@@ -14,18 +14,16 @@ from promptweave import (
     ChatMessage,
     Config,
     ExpressionPair,
-    GroupExpression,
     MemoryItem,
     Promptweave,
     RelationshipNote,
     RhythmBaseline,
-    SpeakTrigger,
-    ToolContext,
     Turn,
-    TurnRetrieved,
 )
 from promptweave.config import StoreConfig, TimelineConfig
+from promptweave.items import ToolContext
 from promptweave.testing import TEST_ENVIRON
+from promptweave.turn import GroupExpression, SpeakTrigger, TurnRetrieved
 
 HEADERS = {
     "injection_guard": "【安全约束】",

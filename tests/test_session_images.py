@@ -24,7 +24,6 @@ from promptweave import (
     ImageLimits,
     Promptweave,
     ProviderApi,
-    ProviderSpec,
     SessionTurn,
     Stores,
     Turn,
@@ -33,6 +32,7 @@ from promptweave import (
     hookimpl,
 )
 from promptweave.config import SessionConfig
+from promptweave.providers.records import ProviderSpec
 
 CAT = "https://img.example.net/cat-1.jpg"
 USER = "30022"

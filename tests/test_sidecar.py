@@ -6,8 +6,11 @@ import logging
 
 import pytest
 
-from promptweave import (
-    PromptMessage,
+from promptweave import PromptMessage
+from promptweave.turn_context.sidecar import (
+    MEMORY_CONTEXT_CLOSE,
+    MEMORY_CONTEXT_NOTE,
+    MEMORY_CONTEXT_OPEN,
     append_notes_to_multimodal_content,
     build_memory_context_block,
     compose_user_api_content,
@@ -15,11 +18,6 @@ from promptweave import (
     extract_api_content_sidecar,
     rewrite_content,
     substitute_api_content,
-)
-from promptweave.turn_context.sidecar import (
-    MEMORY_CONTEXT_CLOSE,
-    MEMORY_CONTEXT_NOTE,
-    MEMORY_CONTEXT_OPEN,
 )
 
 

@@ -3,7 +3,6 @@ part of the live loop, of delivery or of session compression (``docs/performance
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -25,8 +24,6 @@ def _isolated() -> dict[str, str]:
         "PROMPTWEAVE_CACHE_DIR": os.environ["PROMPTWEAVE_CACHE_DIR"],
     }
 
-
-FACADE = ROOT / "framework" / "__init__.py"
 
 #: Modules a turn render never needs: the live loop, delivery, session compression, image
 #: downloads, fuzzy matching, route files, the event log, and the name suggestions of errors.
@@ -120,18 +117,6 @@ def test_a_render_with_the_caches_filled_parses_no_metadata_and_loads_no_sqlite_
     assert "promptweave.runtime" in loaded
     assert sorted(m for m in loaded if m.partition(".")[0] in NOT_FOR_A_CACHED_RENDER) == []
     assert sorted(m for m in loaded if m in NOT_FOR_A_CACHED_RENDER) == []
-
-
-def test_the_facade_imports_for_type_checkers_what_it_loads_at_run_time() -> None:
-    typed: dict[str, set[str]] = {}
-    tree = ast.parse(FACADE.read_text(encoding="utf-8"))
-    guard = next(node for node in tree.body if isinstance(node, ast.If))
-    for node in guard.body:
-        assert isinstance(node, ast.ImportFrom) and node.module is not None
-        typed.setdefault(node.module, set()).update(alias.name for alias in node.names)
-    lazy = {module: set(names) for module, names in promptweave._MODULES.items()}
-    assert typed == lazy
-    assert sorted(promptweave.__all__) == sorted(promptweave._DEFINED_IN)
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

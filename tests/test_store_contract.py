@@ -27,9 +27,10 @@ from store_contract import (
     TestSummaryStore,
 )
 
-from promptweave import Config, RetrievalStore, Stores
+from promptweave import Config, Stores
 from promptweave.store.deliveries import MemoryDeliveryLedger
 from promptweave.store.deliveries_sqlite import SQLiteDeliveryLedger
+from promptweave.store.retrieval import RetrievalStore
 from promptweave.store.retrieval_memory import InMemoryRetrievalStore
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.routing_state import MemoryRoutingState

@@ -11,18 +11,11 @@ from pathlib import Path
 import attrs
 from base_support import BOT, GROUP, T0, Clock, sqlite_config
 
-from promptweave import (
-    IMAGE_WITHOUT_URL,
-    SUMMARY_MARK,
-    ChatMessage,
-    CompressionStatus,
-    Promptweave,
-    SessionTurn,
-    Turn,
-    hookimpl,
-)
+from promptweave import IMAGE_WITHOUT_URL, ChatMessage, Promptweave, SessionTurn, Turn, hookimpl
 from promptweave.config import SessionConfig
+from promptweave.conversation.summary import CompressionStatus
 from promptweave.delivery.writes import record_bot_reply
+from promptweave.store.sessions import SUMMARY_MARK
 
 TOPICS = [
     "最近在准备考研复试，好紧张",

@@ -7,8 +7,9 @@ import datetime as dt
 import attrs
 from base_support import BOT, GROUP, T0, MessageFactory
 
-from promptweave import ChatMessage, Promptweave, SpeakTrigger, Turn
+from promptweave import ChatMessage, Promptweave, Turn
 from promptweave.config import TimelineConfig
+from promptweave.turn import SpeakTrigger
 
 
 def timeline_of(runtime: Promptweave, current: ChatMessage, **turn: object) -> str:

@@ -16,15 +16,15 @@ from promptweave import (
     PromptMessage,
     Promptweave,
     ProviderApi,
-    ProviderSpec,
-    TurnContext,
     build_provider_request,
     build_turn_context,
-    conversation_key,
     hookimpl,
 )
 from promptweave.cli.main import cli
 from promptweave.config import BudgetConfig, StoreConfig, TurnContextConfig
+from promptweave.conversation.state import conversation_key
+from promptweave.providers.records import ProviderSpec
+from promptweave.turn_context.context import TurnContext
 from promptweave.turn_context.request_budget import (
     FittedTurn,
     TurnAdditions,

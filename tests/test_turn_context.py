@@ -11,13 +11,13 @@ from promptweave import (
     ChatMessage,
     PromptMessage,
     ProviderApi,
-    ProviderSpec,
     Turn,
     build_provider_request,
     build_turn_context,
-    conversation_key,
     hookimpl,
 )
+from promptweave.conversation.state import conversation_key
+from promptweave.providers.records import ProviderSpec
 
 
 def build(runtime, turn, **kwargs):

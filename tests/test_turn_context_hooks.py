@@ -15,7 +15,6 @@ from promptweave import (
     FetchedImage,
     PromptMessage,
     ProviderApi,
-    ProviderSpec,
     SubmitResult,
     asubmit_request,
     build_provider_request,
@@ -24,6 +23,7 @@ from promptweave import (
     submit_request,
 )
 from promptweave.plugins.manager import DEFAULT_PLUGINS
+from promptweave.providers.records import ProviderSpec
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugin_hooks.md"
 HOOKS = (

@@ -16,7 +16,6 @@ from promptweave import (
     FetchedImage,
     Promptweave,
     ProviderApi,
-    ProviderSpec,
     Turn,
     build_provider_request,
     build_turn_context,
@@ -24,6 +23,7 @@ from promptweave import (
 )
 from promptweave.config import ProviderConfig, StoreConfig
 from promptweave.contrib.onebot import parse_message
+from promptweave.providers.records import ProviderSpec
 from promptweave.providers.wire import TIMELINE_IMAGES_TEXT
 
 CAT = "https://img.example.net/cat-1.jpg"

@@ -27,8 +27,9 @@ from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, PrivateMessageEv
 from nonebot.plugin import PluginMetadata
 from pydantic import BaseModel
 
-from promptweave import BotLoop, Config, IncomingEvent, OneBotTransport, Promptweave, TurnOutcome
+from promptweave import BotLoop, Config, IncomingEvent, Promptweave, TurnOutcome
 from promptweave.contrib.onebot import parse_message
+from promptweave.delivery.onebot import OneBotTransport
 
 __all__ = ["PluginConfig", "incoming_event", "promptweave_loop"]
 
