@@ -10,7 +10,7 @@ benchmark checks that each produces promptweave's system prompt and messages byt
 it times anything.
 
 The sanitising contenders call promptweave's own sanitisers (``quote_user_text``,
-``sanitize_block``, ``sanitize_literal``, :class:`promptweave.InjectionDetector`), so what differs
+``sanitize_block``, ``sanitize_literal``, :class:`promptweave.prompt.text_rules.InjectionDetector`), so what differs
 between them is how the text is put together, not how it is cleaned.
 """
 

@@ -201,7 +201,7 @@ class StrategyIndex:
         self, learning_type: LearningType, terms: Sequence[str], limit: int
     ) -> list[tuple[float, BehaviorRecord]]:
         """The ``limit`` best strategies of ``learning_type``: by the score of their scene and
-        action against ``terms`` (:func:`promptweave.score_text`), then by support, then in the
+        action against ``terms`` (:func:`promptweave.retrieval.scoring.score_text`), then by support, then in the
         store's order."""
         ranked = self.kinds[learning_type]
         if not ranked.records:

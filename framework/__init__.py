@@ -78,7 +78,7 @@ _DEFINED_IN: dict[str, str] = {
     "parse_answer": "promptweave.providers.answers",
     "MODEL_ANSWER_FORMAT": "promptweave.routing.model",
     "read_model_answer_default": "promptweave.delivery.reply_contract",
-    # Embedding a bot: the runtime, the live loop, the stores, a turn by hand.
+    # Embedding a bot: the runtime, the live loop, the stores, a turn's request by hand.
     "Promptweave": "promptweave.runtime",
     "BotLoop": "promptweave.loop.live",
     "TurnOutcome": "promptweave.loop.records",
@@ -90,6 +90,9 @@ _DEFINED_IN: dict[str, str] = {
     "build_provider_request": "promptweave.providers.request",
     "submit_request": "promptweave.providers.request",
     "asubmit_request": "promptweave.providers.request",
+    "ToolSpec": "promptweave.providers.records",
+    "with_tools": "promptweave.providers.tools",
+    "with_tool_round": "promptweave.providers.tools",
     # Errors.
     "PromptweaveError": "promptweave.errors",
     "ConfigError": "promptweave.errors",
@@ -178,11 +181,16 @@ if TYPE_CHECKING:
         ProviderApi as ProviderApi,
         ProviderRequest as ProviderRequest,
         SubmitResult as SubmitResult,
+        ToolSpec as ToolSpec,
     )
     from promptweave.providers.request import (
         asubmit_request as asubmit_request,
         build_provider_request as build_provider_request,
         submit_request as submit_request,
+    )
+    from promptweave.providers.tools import (
+        with_tool_round as with_tool_round,
+        with_tools as with_tools,
     )
     from promptweave.retrieval.query import (
         RetrievalHit as RetrievalHit,

@@ -268,7 +268,7 @@ class RouteContext:
     :param now: the routing time (the message's time unless given).
     :param config: the deployment's settings; ``config.routing`` holds the routing defaults.
     :param signals: what the router read from the message once, for every rule
-        (:class:`promptweave.MessageSignals`).
+        (:class:`promptweave.routing.signals.MessageSignals`).
     :param state: the routing state of the deployment (cooldowns, quote candidates, …).
     :param candidates: the group's quotable recent messages, the current one included.
     :param recent_bot_replies: the bot's replies among the group's recent messages (0–6).

@@ -192,7 +192,7 @@ class TurnPolicy:
     :param reply_target: one of :data:`TURN_POLICY_REPLY_TARGETS`.
     :param seriousness: ``casual`` or ``serious``.
     :param social_action: one of :data:`TURN_POLICY_SOCIAL_ACTIONS` (the values of
-        :class:`promptweave.SocialAction`).
+        :class:`promptweave.decision.SocialAction`).
     """
 
     reply_target: str = attrs.field(default="fact", validator=one_of(*TURN_POLICY_REPLY_TARGETS))

@@ -363,7 +363,7 @@ class Promptweave:
         """Run every registered retriever for ``turn`` concurrently (``docs/retrieval.md``).
 
         :param allow_persistent_memory: ``None`` decides with
-            :func:`promptweave.allows_persistent_memory` of the decision.
+            :func:`promptweave.routing.memory.allows_persistent_memory` of the decision.
         :param deadline: the turn's deadline: no retriever waits past it (past it, each gets
             :data:`promptweave.plugins.watchdog.RERUN_GRACE_S`).
         """
@@ -485,7 +485,7 @@ class Promptweave:
             (routing updates the routing state, so a turn must be routed once); ``None`` routes
             it here.
         :param allow_persistent_memory: ``None`` decides with
-            :func:`promptweave.allows_persistent_memory` of the decision.
+            :func:`promptweave.routing.memory.allows_persistent_memory` of the decision.
         :param retrieve: ``False`` runs no retriever: the sections get only the items the turn
             carries (``Turn.retrieved``), for a caller that retrieved them itself or a replay.
         """

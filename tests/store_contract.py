@@ -7,7 +7,7 @@ test module imports them, and provides the fixtures they ask for:
     a :class:`StoreBackend` that builds the backend's conversational stores, routing state and
     delivery ledger (every contract class but the last two);
 ``retrieval_store``
-    a fresh, empty :class:`promptweave.RetrievalStore` (:class:`TestRetrievalStore`);
+    a fresh, empty :class:`promptweave.store.retrieval.RetrievalStore` (:class:`TestRetrievalStore`);
 ``shared_stores``
     a zero-argument callable, picklable so a spawned process can call it, that opens
     :class:`promptweave.Stores` on one shared storage (:class:`TestSharedStorage`, for backends that
@@ -793,7 +793,7 @@ def _sentence(rng: random.Random) -> str:
 
 
 class TestRetrievalStore:
-    """:class:`promptweave.RetrievalStore`: what the built-in retrievers search."""
+    """:class:`promptweave.store.retrieval.RetrievalStore`: what the built-in retrievers search."""
 
     def test_memory_search_ranks_by_score_within_the_scope(
         self, retrieval_store: RetrievalStore

@@ -126,3 +126,51 @@ def test_every_record_a_hook_passes_is_public() -> None:
     }
     assert named
     assert sorted(named - set(PUBLIC)) == []
+
+
+#: The docs pages, and the example plugin package written as a third party writes one.
+_PAGES = sorted([*(ROOT / "docs").glob("*.md"), ROOT / "README.md"])
+_EXAMPLE_PACKAGES = sorted((ROOT / "contrib" / "examples").glob("*/src/**/*.py"))
+_PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def _promptweave_imports(source: str) -> list[str]:
+    """Each import of ``source`` from promptweave: ``promptweave.x`` or ``promptweave:Name``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").partition(".")[0] == (
+            "promptweave"
+        ):
+            if node.module == "promptweave":
+                found.extend(f"promptweave:{alias.name}" for alias in node.names)
+            else:
+                found.append(str(node.module))
+        elif isinstance(node, ast.Import):
+            found.extend(a.name for a in node.names if a.name.partition(".")[0] == "promptweave")
+    return found
+
+
+def _not_public(imports: list[str]) -> list[str]:
+    return [
+        name
+        for name in imports
+        if not (name == "promptweave" or name.removeprefix("promptweave:") in PUBLIC)
+    ]
+
+
+def test_the_example_pages_and_packages_are_found() -> None:
+    assert any(_PYTHON_BLOCK.search(page.read_text(encoding="utf-8")) for page in _PAGES)
+    assert _EXAMPLE_PACKAGES
+
+
+@pytest.mark.parametrize("page", _PAGES, ids=[page.name for page in _PAGES])
+def test_the_examples_in_the_docs_import_public_names_only(page: Path) -> None:
+    for number, block in enumerate(_PYTHON_BLOCK.findall(page.read_text(encoding="utf-8")), 1):
+        assert _not_public(_promptweave_imports(block)) == [], f"python block {number}"
+
+
+@pytest.mark.parametrize(
+    "module", _EXAMPLE_PACKAGES, ids=[module.name for module in _EXAMPLE_PACKAGES]
+)
+def test_the_example_plugin_package_imports_public_names_only(module: Path) -> None:
+    assert _not_public(_promptweave_imports(module.read_text(encoding="utf-8"))) == []

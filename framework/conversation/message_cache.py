@@ -10,7 +10,7 @@ later turn, so a turn's cost follows the messages that are new to it, not the le
 It also keeps each conversation's history window from one turn to the next
 (:meth:`MessageCache.window_rows`), so a turn makes rows only of the entries new to it.
 
-The cache memoises the functions that define these forms (:func:`promptweave.format_user_turn` and
+The cache memoises the functions that define these forms (:func:`promptweave.conversation.sequence.format_user_turn` and
 the others), so it never changes what they produce; it is bound to one persona pack and the
 runtime replaces it when its pack changes. Every table is bounded: a full table is emptied and
 refilled, and a text longer than :data:`CACHED_TEXT_CHARS` is never kept.
@@ -221,7 +221,7 @@ class MessageCache:
     def user_turn(
         self, text: str, max_len: int, markers: tuple[str, ...] = USER_ROLE_MARKERS
     ) -> str:
-        """:func:`promptweave.format_user_turn` of ``text`` with this cache's pack; ``markers``
+        """:func:`promptweave.conversation.sequence.format_user_turn` of ``text`` with this cache's pack; ``markers``
         are the marks defused in the text (a summary row keeps its own)."""
         if len(text) > CACHED_TEXT_CHARS:
             return format_user_turn(self.persona, text, max_len=max_len, markers=markers)
@@ -411,7 +411,7 @@ class MessageCache:
 
     def history_message(self, row: HistoryRow, max_len: int) -> PromptMessage | None:
         """The message of one history row (``None`` when its text cleans to nothing): the user's
-        rows wrapped like :func:`promptweave.format_user_turn`, the bot's on one line."""
+        rows wrapped like :func:`promptweave.conversation.sequence.format_user_turn`, the bot's on one line."""
         slot = self._message_slots.get(id(row))
         if slot is not None and slot[0] is row and slot[1] == max_len:
             return slot[2]
@@ -441,7 +441,7 @@ class MessageCache:
         self, message: ChatMessage, bot: Bot, persona: PersonaPack, line_chars: int
     ) -> tuple[str, str]:
         """What the timeline shows of ``message``: the speaker label
-        (:func:`promptweave.speaker_label`) and the line's text
+        (:func:`promptweave.conversation.timeline.speaker_label`) and the line's text
         (:func:`promptweave.conversation.timeline.timeline_text`)."""
         slot = self._shown_slots.get(id(message))
         if slot is not None and slot[0] is message and slot[1] is bot and slot[2] == line_chars:

@@ -189,7 +189,7 @@ def _fit_newest_first(
     max_len: int,
     keep_tail: str,
 ) -> _Fitted:
-    """:func:`promptweave.apply_budget` in characters, taking messages from the newest back.
+    """:func:`promptweave.conversation.budget.apply_budget` in characters, taking messages from the newest back.
 
     The oldest messages go first, so what the budget keeps is the longest run of newest messages
     that fits (at least the newest one): reading back from the current message and stopping at

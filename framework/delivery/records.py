@@ -1,7 +1,7 @@
 """The records of the delivery stage: what the model answered, what goes out, what came back.
 
 The reply contract (:func:`promptweave.read_model_answer_default`) reads the model's text into a
-:class:`ModelAnswer`; :func:`promptweave.plan_delivery` turns it into a :class:`DeliveryPlan` of
+:class:`ModelAnswer`; :func:`promptweave.delivery.plan.plan_delivery` turns it into a :class:`DeliveryPlan` of
 platform-neutral :class:`OutgoingMessage` records; a ``send_message`` hook sends each one through a
 :class:`Transport` and answers with a :class:`SendReceipt` (``docs/delivery.md``).
 """
@@ -205,7 +205,7 @@ class Transport(Protocol):
     """Where messages go: a platform connection that can call the platform's API.
 
     A NoneBot ``Bot`` has exactly this ``call_api``; wrap it to give the platform its name
-    (:class:`promptweave.OneBotTransport` does for OneBot v11).
+    (:class:`promptweave.delivery.onebot.OneBotTransport` does for OneBot v11).
     """
 
     @property

@@ -202,7 +202,7 @@ def compress_turn_messages(
 
     Runs when the request's estimate reaches ``turn_context.threshold_tokens``, once per pass (at
     most ``turn_context.max_passes``; passes stop at the first one without progress). A row whose
-    content is rewritten must lose its sidecar (:func:`promptweave.rewrite_content`). The built-in
+    content is rewritten must lose its sidecar (:func:`promptweave.turn_context.sidecar.rewrite_content`). The built-in
     implementation (``trylast``) strips earlier images, then drops the oldest unprotected rows,
     then cuts the longest earlier row.
 
@@ -221,7 +221,7 @@ def fetch_image(url: str, limits: ImageLimits) -> FetchedImage | None:
     """Fetch an image a provider needs inline (``provider.inline_images``).
 
     Runs while a provider request is built, once per distinct image URL; only valid HTTP(S) URLs
-    (:func:`promptweave.is_vision_url`) are ever fetched. Raising
+    (:func:`promptweave.conversation.images.is_vision_url`) are ever fetched. Raising
     :class:`promptweave.ImageFetchError` (or any exception) degrades that image to ``[图片]``; the
     failure is traced in the request. The built-in implementation (``trylast``) reads ``http(s)``
     (and, called directly, ``data:``) URLs within the limits.
@@ -399,7 +399,7 @@ def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
     """Describe an image of the session history, only when a summary needs it.
 
     Images in history are stored as placeholders with their URL; this runs for each such URL
-    that is a valid HTTP(S) URL (:func:`promptweave.is_vision_url`; any other entry stays ``[图片]``)
+    that is a valid HTTP(S) URL (:func:`promptweave.conversation.images.is_vision_url`; any other entry stays ``[图片]``)
     while a session is being summarized, once per distinct URL of that compression. Never called
     while ``[session] describe_images`` is off (the session then keeps no image URL, and a URL
     stored before is not read). The built-in ``session_summary`` plugin is ``trylast`` and returns

@@ -39,7 +39,7 @@ class RenderContext:
     :param decision: the routing decision for this turn.
     :param allow_persistent_memory: whether this turn may show persistent memory, relationship
         notes, person facts and old topics; the decision's memory policy
-        (:func:`promptweave.allows_persistent_memory`) unless the caller said otherwise.
+        (:func:`promptweave.routing.memory.allows_persistent_memory`) unless the caller said otherwise.
     :param reply_shape: the resolved reply shape.
     :param turn_policy: the resolved turn policy.
     :param timeline: the group timeline of this turn (empty when none is shown).

@@ -72,7 +72,7 @@ class ProviderSpec:
     :param max_tokens: the reply's token limit.
     :param image_limits: size, type and timeout limits of fetched images.
     :param prompt_cache_key: send the conversation's ``prompt_cache_key`` (OpenAI formats only;
-        see :attr:`promptweave.TurnContext.prompt_cache_key`).
+        see :attr:`promptweave.turn_context.context.TurnContext.prompt_cache_key`).
     """
 
     api: ProviderApi = attrs.field(converter=ProviderApi)

@@ -1,6 +1,6 @@
 """Provider requests from one turn context, and their submission (``docs/turn_context.md``).
 
-:func:`build_provider_request` turns a :class:`promptweave.TurnContext` into the exact body of an
+:func:`build_provider_request` turns a :class:`promptweave.turn_context.context.TurnContext` into the exact body of an
 OpenAI Chat Completions, OpenAI Responses or Anthropic Messages request; :func:`submit_request`
 hands it to the ``submit_request`` hook and :func:`asubmit_request` to ``submit_request_async``
 (both offline by default).
@@ -100,7 +100,7 @@ def build_provider_request(
 
     Images the provider needs inline are fetched through the ``fetch_image`` hook; a failed fetch
     becomes ``[图片]`` and is traced. The body is compared with the conversation's previous
-    request of the same API (:class:`promptweave.PrefixReport` in ``prefix`` and the trace).
+    request of the same API (:class:`promptweave.providers.prefix.PrefixReport` in ``prefix`` and the trace).
 
     :param record_prefix: remember this body as the conversation's latest request.
     """

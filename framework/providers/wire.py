@@ -3,7 +3,7 @@
 Messages become ordered parts (text, image); images are resolved once here: by URL, inline (fetched
 through the ``fetch_image`` hook), or as ``[图片]`` for a text provider, a failed fetch or an entry
 that is not a valid HTTP(S) URL (which is never fetched nor sent, whoever put it there). Every
-message goes through :func:`promptweave.substitute_api_content`, so the sidecar field never reaches a
+message goes through :func:`promptweave.turn_context.sidecar.substitute_api_content`, so the sidecar field never reaches a
 provider.
 """
 
@@ -88,7 +88,7 @@ def wire_system(context: TurnContext) -> WireSystem:
 
 def images_to_send(context: TurnContext, supports_images: bool) -> tuple[str, ...]:
     """Every image URL the request will carry, in order; none for a text provider. Only valid
-    HTTP(S) URLs (:func:`promptweave.is_vision_url`), each once."""
+    HTTP(S) URLs (:func:`promptweave.conversation.images.is_vision_url`), each once."""
     if not supports_images:
         return ()
     urls: list[str] = []

@@ -80,7 +80,7 @@ class RetrievalQuery:
         allow_persistent_memory: bool | None = None,
     ) -> RetrievalQuery:
         """The query of ``turn``; ``allow_persistent_memory`` defaults to the decision's memory
-        policy (:func:`promptweave.allows_persistent_memory`)."""
+        policy (:func:`promptweave.routing.memory.allows_persistent_memory`)."""
         if allow_persistent_memory is None:
             allow_persistent_memory = allows_persistent_memory(decision)
         return cls(
@@ -98,7 +98,7 @@ class RetrievalQuery:
 
     @functools.cached_property
     def terms(self) -> tuple[str, ...]:
-        """The search terms of ``text`` (:func:`promptweave.query_terms`), computed once per turn
+        """The search terms of ``text`` (:func:`promptweave.retrieval.scoring.query_terms`), computed once per turn
         however many retrievers ask."""
         return query_terms(self.text)
 

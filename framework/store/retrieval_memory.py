@@ -130,7 +130,7 @@ def _touched(batch: RetrievalBatch) -> set[tuple[str, str, str]]:
 
 @attrs.define
 class InMemoryRetrievalStore:
-    """Retrieval data held in this process (see :class:`promptweave.RetrievalStore`).
+    """Retrieval data held in this process (see :class:`promptweave.store.retrieval.RetrievalStore`).
 
     :param cache: what was derived by scope (:meth:`cached`), with the version it was built at.
     """
@@ -155,7 +155,7 @@ class InMemoryRetrievalStore:
         kinds: Collection[str],
     ) -> T:
         """``build()``, remembered for this scope until a write touches its data of ``kinds``
-        (named like the fields of :class:`promptweave.RetrievalBatch`)."""
+        (named like the fields of :class:`promptweave.store.retrieval.RetrievalBatch`)."""
         versions = self._versions
         version = sum(versions.get((bot_id, group_id, kind), 0) for kind in kinds)
         return self.cache.get((bot_id, group_id), key, version, build)

@@ -139,7 +139,7 @@ def _rank(
 
 @attrs.define
 class SQLiteRetrievalStore:
-    """Retrieval data in the shared SQLite database (see :class:`promptweave.RetrievalStore`).
+    """Retrieval data in the shared SQLite database (see :class:`promptweave.store.retrieval.RetrievalStore`).
 
     :param cache: what was read by scope, with the version it was read at.
     """
@@ -218,7 +218,7 @@ class SQLiteRetrievalStore:
         kinds: Collection[str],
     ) -> T:
         """``build()``, remembered for this scope until its data of ``kinds`` (named like the
-        fields of :class:`promptweave.RetrievalBatch`: ``"expression_pairs"``, ``"strategies"``…)
+        fields of :class:`promptweave.store.retrieval.RetrievalBatch`: ``"expression_pairs"``, ``"strategies"``…)
         changes, whoever writes it. ``build`` should read only that data of this scope."""
         version = self._version(bot_id, group_id, kinds)
         return self.cache.get((bot_id, group_id), key, version, build)

@@ -63,9 +63,9 @@ SECTION_SEPARATOR = "\n\n"
 class TurnContext:
     """Everything one turn sends, fixed before the first request.
 
-    :param conversation_key: bot, group and speaker (:func:`promptweave.conversation_key`).
+    :param conversation_key: bot, group and speaker (:func:`promptweave.conversation.state.conversation_key`).
     :param prompt_cache_key: the key the OpenAI formats send so that one group's turns share a
-        prompt cache (:func:`promptweave.prompt_cache_key`); ``""`` sends none.
+        prompt cache (:func:`promptweave.conversation.state.prompt_cache_key`); ``""`` sends none.
     :param turn_id: ``<conversation key>:<task id>:<8 hex>``, unique per turn.
     :param task_id: the caller's task id, or a fresh one.
     :param user_message: the current user message's content, lone surrogates removed.
