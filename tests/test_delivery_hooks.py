@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -65,27 +66,37 @@ def send(runtime: Promptweave, message: OutgoingMessage, transport: Any) -> Send
     return asyncio.run(pending)
 
 
-def test_the_delivery_names_are_exported() -> None:
+def test_what_the_delivery_hooks_pass_is_public() -> None:
+    # The records a read_model_answer, choose_sticker or send_message plugin receives and returns,
+    # and the built-in reader it may call; planning and OneBot stay in their modules.
     for name in (
         "ModelAnswer",
+        "ReplyShape",
         "Segment",
         "OutgoingMessage",
-        "DeliveryPlan",
         "SendReceipt",
         "Transport",
-        "PauseConfig",
         "read_model_answer_default",
-        "plan_delivery",
-        "plan_phrase",
-        "onebot_segments",
-        "onebot_action",
-        "cq_escape",
-        "cq_unescape",
-        "OneBotTransport",
-        "ONEBOT_V11",
-        "DeliveryConfig",
     ):
         assert name in promptweave.__all__ and hasattr(promptweave, name), name
+
+
+def test_the_delivery_internals_are_found_in_their_modules() -> None:
+    for module, names in {
+        "promptweave.delivery.records": ("DeliveryPlan",),
+        "promptweave.delivery.plan": ("PauseConfig", "plan_delivery", "plan_phrase"),
+        "promptweave.delivery.onebot": (
+            "ONEBOT_V11",
+            "OneBotTransport",
+            "cq_escape",
+            "cq_unescape",
+            "onebot_action",
+            "onebot_segments",
+        ),
+        "promptweave.config": ("DeliveryConfig",),
+    }.items():
+        defining = importlib.import_module(module)
+        assert [name for name in names if name not in defining.__all__] == [], module
 
 
 def test_the_delivery_builtin_is_registered_like_the_others(
