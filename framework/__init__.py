@@ -14,38 +14,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from promptweave.compression.summary import CompressionResult, CompressionStatus
     from promptweave.config import BotConfig, Config, DeliveryConfig, LoopConfig
-    from promptweave.conversation.ambient import AMBIENT_HEADER, AmbientEntry
-    from promptweave.conversation.budget import BudgetReport, apply_budget
-    from promptweave.conversation.images import (
-        IMAGE_WITHOUT_URL,
-        FetchedImage,
-        ImageFetchError,
-        ImageLimits,
-        fetch_image_default,
-        is_vision_url,
-        merge_image_urls,
-        vision_image_urls,
-    )
-    from promptweave.conversation.sequence import PromptMessage, format_user_turn
-    from promptweave.conversation.state import (
-        ActiveSystemPrompt,
-        ConversationState,
-        InMemorySystemPromptStore,
-        InMemoryTurnTranscript,
-        NoteQueue,
-        SystemPromptStore,
-        TurnTranscript,
-        conversation_key,
-        prompt_cache_key,
-    )
-    from promptweave.conversation.summary import CompressionResult, CompressionStatus
-    from promptweave.conversation.timeline import (
-        TIMELINE_HEADER,
-        GroupTimeline,
-        build_group_timeline,
-        speaker_label,
-    )
     from promptweave.decision import (
         Decision,
         DeliveryStyle,
@@ -57,6 +27,7 @@ if TYPE_CHECKING:
         ScoreTerm,
         SocialAction,
         TurnAction,
+        allows_persistent_memory,
     )
     from promptweave.delivery.onebot import (
         ONEBOT_V11,
@@ -67,8 +38,7 @@ if TYPE_CHECKING:
         onebot_segment,
         onebot_segments,
     )
-    from promptweave.delivery.plan import PauseConfig, plan_delivery, plan_phrase
-    from promptweave.delivery.records import (
+    from promptweave.delivery.outgoing import (
         DeliveryPlan,
         ModelAnswer,
         OutgoingMessage,
@@ -76,6 +46,7 @@ if TYPE_CHECKING:
         SendReceipt,
         Transport,
     )
+    from promptweave.delivery.plan import PauseConfig, plan_delivery, plan_phrase
     from promptweave.delivery.reply_contract import (
         LEAK_RUN_CHARS,
         QUOTABLE_HEADERS,
@@ -109,10 +80,28 @@ if TYPE_CHECKING:
         TopicSummary,
         TurnPolicy,
     )
+    from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
     from promptweave.loop.live import BotLoop
-    from promptweave.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
-    from promptweave.plugins.hookspecs import hookimpl
-    from promptweave.plugins.records import (
+    from promptweave.messages.ambient import AMBIENT_HEADER, AmbientEntry
+    from promptweave.messages.images import (
+        IMAGE_WITHOUT_URL,
+        FetchedImage,
+        ImageFetchError,
+        ImageLimits,
+        fetch_image_default,
+        is_vision_url,
+        merge_image_urls,
+        vision_image_urls,
+    )
+    from promptweave.messages.sequence import PromptMessage, format_user_turn
+    from promptweave.messages.timeline import (
+        TIMELINE_HEADER,
+        GroupTimeline,
+        build_group_timeline,
+        speaker_label,
+    )
+    from promptweave.messages.trimming import BudgetReport, apply_budget
+    from promptweave.plugins.contributions import (
         DecisionRule,
         OverrideMode,
         PhrasePool,
@@ -124,28 +113,12 @@ if TYPE_CHECKING:
         ToolCallContext,
         Volatility,
     )
+    from promptweave.plugins.hookspecs import hookimpl
     from promptweave.prompt.overrides import OverridesFile, load_overrides_file
-    from promptweave.prompt.persona import PersonaPack
     from promptweave.prompt.render_context import RenderContext
     from promptweave.prompt.rendered import RenderedSection, RenderedTurn, SectionListing
-    from promptweave.prompt.sanitize import (
-        HEADER_BRACKET_LOOKALIKES,
-        neutralize_markers,
-        quote_user_text,
-        sanitize_block,
-        sanitize_literal,
-    )
-    from promptweave.prompt.text_rules import (
-        IMAGE_MARK,
-        INJECTION_PATTERNS,
-        RECOGNITION_QUESTION_WORDS,
-        InjectionDetector,
-        first_chars,
-        is_recognition_question,
-    )
     from promptweave.providers.answers import ProviderAnswer, parse_answer
-    from promptweave.providers.prefix import PrefixReport, compare_request_prefix
-    from promptweave.providers.records import (
+    from promptweave.providers.exchange import (
         ProviderApi,
         ProviderRequest,
         ProviderSpec,
@@ -154,6 +127,7 @@ if TYPE_CHECKING:
         ToolSpec,
         Usage,
     )
+    from promptweave.providers.prefix import PrefixReport, compare_request_prefix
     from promptweave.providers.request import (
         asubmit_request,
         build_provider_request,
@@ -172,13 +146,10 @@ if TYPE_CHECKING:
         SkipReason,
     )
     from promptweave.retrieval.runner import RetrievalOutcome, RetrieverTrace
-    from promptweave.retrieval.scoring import query_terms, score_text, text_terms
     from promptweave.routing.low_engagement import PoolQuery
-    from promptweave.routing.memory import allows_persistent_memory
     from promptweave.routing.model import MODEL_ANSWER_FORMAT
     from promptweave.routing.quoting import Delivery, quote_allowed
     from promptweave.routing.signals import MessageSignals
-    from promptweave.routing.text_signals import is_gentle_phrase
     from promptweave.runtime import Promptweave
     from promptweave.store.retrieval import (
         BehaviorRecord,
@@ -196,6 +167,24 @@ if TYPE_CHECKING:
     from promptweave.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn
     from promptweave.store.sqlite import StoreUnavailableError
     from promptweave.store.stores import Stores
+    from promptweave.text.persona import PersonaPack
+    from promptweave.text.routing_words import is_gentle_phrase
+    from promptweave.text.rules import (
+        IMAGE_MARK,
+        INJECTION_PATTERNS,
+        RECOGNITION_QUESTION_WORDS,
+        InjectionDetector,
+        first_chars,
+        is_recognition_question,
+    )
+    from promptweave.text.sanitize import (
+        HEADER_BRACKET_LOOKALIKES,
+        neutralize_markers,
+        quote_user_text,
+        sanitize_block,
+        sanitize_literal,
+    )
+    from promptweave.text.scoring import query_terms, score_text, text_terms
     from promptweave.turn import (
         Bot,
         ChatMessage,
@@ -211,6 +200,17 @@ if TYPE_CHECKING:
         TurnContext,
         build_turn_context,
         collect_turn_notes,
+    )
+    from promptweave.turn_context.conversation_state import (
+        ActiveSystemPrompt,
+        ConversationState,
+        InMemorySystemPromptStore,
+        InMemoryTurnTranscript,
+        NoteQueue,
+        SystemPromptStore,
+        TurnTranscript,
+        conversation_key,
+        prompt_cache_key,
     )
     from promptweave.turn_context.preflight import (
         PreflightResult,
@@ -242,15 +242,15 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "DeliveryConfig",
         "LoopConfig",
     ),
-    "promptweave.conversation.ambient": (
+    "promptweave.messages.ambient": (
         "AMBIENT_HEADER",
         "AmbientEntry",
     ),
-    "promptweave.conversation.budget": (
+    "promptweave.messages.trimming": (
         "BudgetReport",
         "apply_budget",
     ),
-    "promptweave.conversation.images": (
+    "promptweave.messages.images": (
         "IMAGE_WITHOUT_URL",
         "FetchedImage",
         "ImageFetchError",
@@ -260,11 +260,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "merge_image_urls",
         "vision_image_urls",
     ),
-    "promptweave.conversation.sequence": (
+    "promptweave.messages.sequence": (
         "PromptMessage",
         "format_user_turn",
     ),
-    "promptweave.conversation.state": (
+    "promptweave.turn_context.conversation_state": (
         "ActiveSystemPrompt",
         "ConversationState",
         "InMemorySystemPromptStore",
@@ -275,11 +275,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "conversation_key",
         "prompt_cache_key",
     ),
-    "promptweave.conversation.summary": (
+    "promptweave.compression.summary": (
         "CompressionResult",
         "CompressionStatus",
     ),
-    "promptweave.conversation.timeline": (
+    "promptweave.messages.timeline": (
         "TIMELINE_HEADER",
         "GroupTimeline",
         "build_group_timeline",
@@ -296,6 +296,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "ScoreTerm",
         "SocialAction",
         "TurnAction",
+        "allows_persistent_memory",
     ),
     "promptweave.delivery.onebot": (
         "ONEBOT_V11",
@@ -311,7 +312,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "plan_delivery",
         "plan_phrase",
     ),
-    "promptweave.delivery.records": (
+    "promptweave.delivery.outgoing": (
         "DeliveryPlan",
         "ModelAnswer",
         "OutgoingMessage",
@@ -353,13 +354,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "TurnPolicy",
     ),
     "promptweave.loop.live": ("BotLoop",),
-    "promptweave.loop.records": (
+    "promptweave.loop.events": (
         "IncomingEvent",
         "OutcomeStatus",
         "TurnOutcome",
     ),
     "promptweave.plugins.hookspecs": ("hookimpl",),
-    "promptweave.plugins.records": (
+    "promptweave.plugins.contributions": (
         "DecisionRule",
         "OverrideMode",
         "PhrasePool",
@@ -375,21 +376,21 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "OverridesFile",
         "load_overrides_file",
     ),
-    "promptweave.prompt.persona": ("PersonaPack",),
+    "promptweave.text.persona": ("PersonaPack",),
     "promptweave.prompt.render_context": ("RenderContext",),
     "promptweave.prompt.rendered": (
         "RenderedSection",
         "RenderedTurn",
         "SectionListing",
     ),
-    "promptweave.prompt.sanitize": (
+    "promptweave.text.sanitize": (
         "HEADER_BRACKET_LOOKALIKES",
         "neutralize_markers",
         "quote_user_text",
         "sanitize_block",
         "sanitize_literal",
     ),
-    "promptweave.prompt.text_rules": (
+    "promptweave.text.rules": (
         "IMAGE_MARK",
         "INJECTION_PATTERNS",
         "RECOGNITION_QUESTION_WORDS",
@@ -405,7 +406,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "PrefixReport",
         "compare_request_prefix",
     ),
-    "promptweave.providers.records": (
+    "promptweave.providers.exchange": (
         "ProviderApi",
         "ProviderRequest",
         "ProviderSpec",
@@ -438,20 +439,19 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "RetrievalOutcome",
         "RetrieverTrace",
     ),
-    "promptweave.retrieval.scoring": (
+    "promptweave.text.scoring": (
         "query_terms",
         "score_text",
         "text_terms",
     ),
     "promptweave.routing.low_engagement": ("PoolQuery",),
-    "promptweave.routing.memory": ("allows_persistent_memory",),
     "promptweave.routing.model": ("MODEL_ANSWER_FORMAT",),
     "promptweave.routing.quoting": (
         "Delivery",
         "quote_allowed",
     ),
     "promptweave.routing.signals": ("MessageSignals",),
-    "promptweave.routing.text_signals": ("is_gentle_phrase",),
+    "promptweave.text.routing_words": ("is_gentle_phrase",),
     "promptweave.runtime": ("Promptweave",),
     "promptweave.store.retrieval": (
         "BehaviorRecord",

@@ -32,7 +32,7 @@ from promptweave.items import (
     TopicSummary,
     TurnPolicy,
 )
-from promptweave.prompt.sanitize import strip_lone_surrogates
+from promptweave.text.sanitize import strip_lone_surrogates
 
 __all__ = [
     "Bot",

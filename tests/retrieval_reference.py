@@ -47,9 +47,9 @@ from promptweave import (
     text_terms,
 )
 from promptweave.builtin_plugins.retrieval_sections import affinity_label
-from promptweave.retrieval.scoring import MAX_MATCH_TERMS, fts_query, index_token
 from promptweave.store.retrieval import KnowledgeChunk, Scored
 from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.text.scoring import MAX_MATCH_TERMS, fts_query, index_token
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-import promptweave.conversation.message_cache as message_cache
+import promptweave.messages.message_cache as message_cache
 from promptweave import (
     Config,
     HistoryEntry,
@@ -23,8 +23,8 @@ from promptweave import (
     hookimpl,
 )
 from promptweave.config import BudgetConfig, HistoryConfig, SessionConfig, StoreConfig
-from promptweave.conversation.message_cache import MessageCache
-from promptweave.conversation.sequence import format_user_turn
+from promptweave.messages.message_cache import MessageCache
+from promptweave.messages.sequence import format_user_turn
 from promptweave.prompt.rendered import TurnTrace
 from promptweave.testing import TEST_ENVIRON
 

@@ -24,7 +24,7 @@ from promptweave import (
     conversation_key,
 )
 from promptweave.config import Config
-from promptweave.conversation.state import MAX_QUEUED_NOTES, split_conversation_key
+from promptweave.turn_context.conversation_state import MAX_QUEUED_NOTES, split_conversation_key
 
 
 def test_conversation_key_names_bot_group_and_speaker():

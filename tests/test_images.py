@@ -17,7 +17,7 @@ from promptweave import (
     merge_image_urls,
     vision_image_urls,
 )
-from promptweave.conversation.images import sniff_media_type
+from promptweave.messages.images import sniff_media_type
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from base_support import ROOT
 
 from promptweave import BotLoop, Config, OutcomeStatus, Promptweave, Stores
 from promptweave.config import DeliveryConfig, ProviderConfig, TurnContextConfig
-from promptweave.loop.replay import ReplayClock, ReplayTransport, read_chat_log
-from promptweave.providers.records import ProviderSpec
+from promptweave.providers.exchange import ProviderSpec
+from promptweave.replay.replayer import ReplayClock, ReplayTransport, read_chat_log
 
 CHAT = ROOT / "examples" / "replay" / "weekend_chat.onebot.jsonl"
 #: 栗子's late-night conversation with the bot: one conversation, turn after turn.

@@ -26,7 +26,7 @@ from promptweave import (
     hookimpl,
 )
 from promptweave.config import LoopConfig, RoutingConfig
-from promptweave.loop.records import IncomingEvent
+from promptweave.loop.events import IncomingEvent
 
 EVERYONE = {"type": "object", "properties": {}}
 
@@ -78,7 +78,7 @@ def test_addressed_question_is_answered_in_bubbles_and_recorded() -> None:
 
 
 def test_the_providers_usage_is_traced_and_kept_with_the_answer_in_the_session() -> None:
-    from promptweave.providers.records import Usage
+    from promptweave.providers.exchange import Usage
 
     usage = Usage(
         prompt_tokens=1800, output_tokens=20, cached_tokens=1536, cache_creation_tokens=None
@@ -344,7 +344,7 @@ class _Dice:
 
 
 def test_a_tool_turn_runs_the_models_call_and_feeds_the_result_back() -> None:
-    from promptweave.providers.records import ToolCall
+    from promptweave.providers.exchange import ToolCall
 
     dice = _Dice()
     loop, model = make_loop(

@@ -53,8 +53,8 @@ from promptweave.config import (
     StoreConfig,
     TurnContextConfig,
 )
-from promptweave.conversation.state import conversation_key
 from promptweave.testing import TEST_ENVIRON
+from promptweave.turn_context.conversation_state import conversation_key
 
 #: The deadline of the hang cases: short, so the matrix stays fast.
 DEADLINE_S = 0.2

@@ -45,8 +45,8 @@ from promptweave.contrib.redis_store import (
     connect,
     redis_stores,
 )
-from promptweave.loop.event_log import import_events
 from promptweave.plugins.manager import available_contrib_plugins
+from promptweave.replay.chat_log import import_events
 from promptweave.store.routing_state import MemoryRoutingState
 from promptweave.store.sqlite import StoreUnavailableError
 

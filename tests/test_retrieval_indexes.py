@@ -21,8 +21,8 @@ from promptweave.builtin_plugins.retrieval_indexes import (
     StrategyIndex,
     space_bound,
 )
-from promptweave.retrieval.scoring import index_text, index_token
 from promptweave.store.retrieval_sqlite import _score_indexed
+from promptweave.text.scoring import index_text, index_token
 
 # Letters the query and the trigger never share, and what separates words once processed.
 QUERY_LETTERS = "ab周六晚上桌游1"

@@ -40,10 +40,10 @@ from promptweave.plugins import watchdog
 from promptweave.routing import router as router_module
 from promptweave.routing import shape
 from promptweave.routing import signals as signals_module
-from promptweave.routing import text_signals as ts
-from promptweave.routing.memory import memory_policy_for
+from promptweave.routing.memory_policy import memory_policy_for
 from promptweave.routing.signals import MessageSignals, mention_ids
 from promptweave.store.routing_state import QuoteCandidate
+from promptweave.text import routing_words as ts
 
 DATA = Path(__file__).parent / "data"
 

@@ -22,7 +22,7 @@ from promptweave import (
     hookimpl,
 )
 from promptweave.config import SessionConfig
-from promptweave.delivery.writes import record_bot_reply
+from promptweave.delivery.store_writes import record_bot_reply
 
 TOPICS = [
     "最近在准备考研复试，好紧张",

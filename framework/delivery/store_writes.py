@@ -21,14 +21,14 @@ import attrs
 
 from promptweave._fields import has_lone_surrogate
 from promptweave.config import Config
-from promptweave.conversation.images import IMAGE_WITHOUT_URL
-from promptweave.conversation.sequence import USER_MESSAGE_MAX_CHARS
+from promptweave.messages.images import IMAGE_WITHOUT_URL
+from promptweave.messages.sequence import USER_MESSAGE_MAX_CHARS
 from promptweave.plugins.workers import DaemonExecutor
-from promptweave.prompt.sanitize import strip_lone_surrogates
 from promptweave.store.routing_state import QuoteCandidate
 from promptweave.store.sessions import SessionTurn, group_scope
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
+from promptweave.text.sanitize import strip_lone_surrogates
 from promptweave.turn import ChatMessage
 
 __all__ = [

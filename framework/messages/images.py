@@ -21,7 +21,7 @@ import attrs
 
 from promptweave.config import ProviderConfig
 from promptweave.errors import PromptweaveError
-from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.text.rules import IMAGE_MARK
 
 __all__ = [
     "IMAGE_WITHOUT_URL",

@@ -23,17 +23,17 @@ from typing import Any, NamedTuple, TypeVar
 
 import attrs
 
-from promptweave.conversation.ambient import AMBIENT_HEADER, AmbientEntry, snapshot_entry
-from promptweave.conversation.sequence import (
+from promptweave.messages.ambient import AMBIENT_HEADER, AmbientEntry, snapshot_entry
+from promptweave.messages.sequence import (
     USER_ROLE_MARKERS,
     HistoryRow,
     PromptMessage,
     format_assistant_turn,
     format_user_turn,
 )
-from promptweave.conversation.timeline import speaker_label, timeline_text
-from promptweave.prompt.persona import PersonaPack
+from promptweave.messages.timeline import speaker_label, timeline_text
 from promptweave.store.sessions import SUMMARY_MARK
+from promptweave.text.persona import PersonaPack
 from promptweave.turn import Bot, ChatMessage, History, HistoryEntry
 
 __all__ = [
@@ -106,7 +106,7 @@ def _with_summary(
 def turn_rows(
     entries: Sequence[HistoryEntry], limit: int, row: Callable[[HistoryEntry], HistoryRow]
 ) -> tuple[HistoryRow, ...]:
-    """:func:`promptweave.conversation.sequence.window_history` of a turn's own history, with rows
+    """:func:`promptweave.messages.sequence.window_history` of a turn's own history, with rows
     made for the window alone: the newest ``limit`` entries and, when they hold no summary, the
     newest older summary in front."""
     if limit <= 0:
@@ -139,7 +139,7 @@ class _Window(NamedTuple):
 
 @attrs.frozen
 class HistoryTexts:
-    """What :func:`promptweave.conversation.pipeline.carried_by_history` matches timeline messages
+    """What :func:`promptweave.messages.builder.carried_by_history` matches timeline messages
     against, for history rows without message ids: how many rows (summaries left out) hold each
     ``(role, stripped text)``, one fewer for ``excluded`` (the window's oldest row, when a
     summary took its place).
@@ -333,7 +333,7 @@ class MessageCache:
             yield index, message
 
     def history_texts(self, rows: tuple[HistoryRow, ...]) -> HistoryTexts | None:
-        """The texts of ``rows`` for :func:`promptweave.conversation.pipeline.carried_by_history`
+        """The texts of ``rows`` for :func:`promptweave.messages.builder.carried_by_history`
         when ``rows`` is a window :meth:`window_rows` returned, kept with it; else ``None``."""
         found = self._kept_of.get(id(rows))
         return found[1] if found is not None and found[0] is rows else None
@@ -442,7 +442,7 @@ class MessageCache:
     ) -> tuple[str, str]:
         """What the timeline shows of ``message``: the speaker label
         (:func:`promptweave.speaker_label`) and the line's text
-        (:func:`promptweave.conversation.timeline.timeline_text`)."""
+        (:func:`promptweave.messages.timeline.timeline_text`)."""
         slot = self._shown_slots.get(id(message))
         if slot is not None and slot[0] is message and slot[1] is bot and slot[2] == line_chars:
             return slot[3]

@@ -17,12 +17,12 @@ from typing import Any
 import attrs
 
 from promptweave.config import Config
-from promptweave.conversation.ambient import AMBIENT_HEADER, AmbientEntry, AmbientExcerpt
-from promptweave.conversation.images import vision_image_urls
-from promptweave.prompt.persona import PersonaPack
-from promptweave.prompt.sanitize import neutralize_markers, sanitize_block, sanitize_literal
-from promptweave.prompt.text_rules import IMAGE_MARK, InjectionDetector
+from promptweave.messages.ambient import AMBIENT_HEADER, AmbientEntry, AmbientExcerpt
+from promptweave.messages.images import vision_image_urls
 from promptweave.store.sessions import SUMMARY_MARK
+from promptweave.text.persona import PersonaPack
+from promptweave.text.rules import IMAGE_MARK, InjectionDetector
+from promptweave.text.sanitize import neutralize_markers, sanitize_block, sanitize_literal
 from promptweave.turn import HistoryEntry, Turn
 
 __all__ = [
@@ -128,7 +128,7 @@ def format_user_turn(
     injection; ``""`` when the text is empty.
 
     A copy of the pack's prefix inside ``text``, in any bracket that reads as ``【】``, is defused
-    (:func:`promptweave.prompt.sanitize.neutralize_markers`), so a user cannot fake a second message.
+    (:func:`promptweave.text.sanitize.neutralize_markers`), so a user cannot fake a second message.
 
     :param markers: more markers to defuse in ``text`` (:data:`USER_ROLE_MARKERS` for text a
         user wrote whole).

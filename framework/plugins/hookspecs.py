@@ -17,10 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from promptweave.config import Config
-    from promptweave.conversation.images import FetchedImage, ImageLimits
-    from promptweave.conversation.sequence import PromptMessage
     from promptweave.decision import RouteContext
-    from promptweave.delivery.records import (
+    from promptweave.delivery.outgoing import (
         ModelAnswer,
         OutgoingMessage,
         Segment,
@@ -28,8 +26,10 @@ if TYPE_CHECKING:
         Transport,
     )
     from promptweave.items import ReplyShape
-    from promptweave.loop.records import IncomingEvent
-    from promptweave.plugins.records import (
+    from promptweave.loop.events import IncomingEvent
+    from promptweave.messages.images import FetchedImage, ImageLimits
+    from promptweave.messages.sequence import PromptMessage
+    from promptweave.plugins.contributions import (
         DecisionRule,
         PhrasePool,
         Retriever,
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
         Tool,
     )
     from promptweave.prompt.render_context import RenderContext
-    from promptweave.providers.records import ProviderRequest, SubmitResult
+    from promptweave.providers.exchange import ProviderRequest, SubmitResult
     from promptweave.store.sessions import SessionTurn
     from promptweave.turn import ChatMessage
 

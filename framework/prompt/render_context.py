@@ -10,11 +10,10 @@ from typing import Any, TypeVar
 import attrs
 
 from promptweave.config import Config
-from promptweave.conversation.timeline import GroupTimeline
-from promptweave.decision import Decision
+from promptweave.decision import Decision, allows_persistent_memory
 from promptweave.items import ReplyShape, ToolContext, TurnPolicy
-from promptweave.prompt.persona import PersonaPack
-from promptweave.routing.memory import allows_persistent_memory
+from promptweave.messages.timeline import GroupTimeline
+from promptweave.text.persona import PersonaPack
 from promptweave.turn import Turn
 
 __all__ = ["RenderContext"]

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from promptweave.conversation.images import FetchedImage, is_vision_url, vision_image_urls
-from promptweave.conversation.sequence import PromptMessage
-from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.messages.images import FetchedImage, is_vision_url, vision_image_urls
+from promptweave.messages.sequence import PromptMessage
+from promptweave.text.rules import IMAGE_MARK
 from promptweave.turn_context.context import TurnContext
 from promptweave.turn_context.sidecar import substitute_api_content
 

@@ -13,7 +13,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-from promptweave.retrieval.scoring import normalize_query
+from promptweave.text.scoring import normalize_query
 
 __all__ = [
     "EVENT_WORDS",

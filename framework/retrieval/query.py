@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from promptweave.config import RetrievalConfig
-from promptweave.decision import Decision
-from promptweave.retrieval.scoring import normalize_query, query_terms
-from promptweave.routing.memory import allows_persistent_memory
+from promptweave.decision import Decision, allows_persistent_memory
+from promptweave.text.scoring import normalize_query, query_terms
 from promptweave.turn import Turn
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.text.rules import IMAGE_MARK
 from promptweave.turn import ChatMessage
 
 __all__ = [

@@ -22,20 +22,20 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from promptweave.conversation.images import vision_image_urls
-from promptweave.conversation.sequence import PromptMessage, format_user_turn
-from promptweave.conversation.state import (
+from promptweave.messages.images import vision_image_urls
+from promptweave.messages.sequence import PromptMessage, format_user_turn
+from promptweave.plugins.contributions import Volatility
+from promptweave.plugins.hook_calls import implementations, log_failure
+from promptweave.plugins.watchdog import Deadline, PluginFault, call_plugin, record_fault, type_name
+from promptweave.prompt.render_context import RenderContext
+from promptweave.text.rules import IMAGE_MARK
+from promptweave.text.sanitize import sanitize_block, strip_lone_surrogates
+from promptweave.timing import elapsed_ms
+from promptweave.turn_context.conversation_state import (
     ActiveSystemPrompt,
     conversation_key,
     prompt_cache_key,
 )
-from promptweave.plugins.hook_calls import implementations, log_failure
-from promptweave.plugins.records import Volatility
-from promptweave.plugins.watchdog import Deadline, PluginFault, call_plugin, record_fault, type_name
-from promptweave.prompt.render_context import RenderContext
-from promptweave.prompt.sanitize import sanitize_block, strip_lone_surrogates
-from promptweave.prompt.text_rules import IMAGE_MARK
-from promptweave.timing import elapsed_ms
 from promptweave.turn_context.preflight import (
     PreflightResult,
     default_compress_messages,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from promptweave.conversation.sequence import PromptMessage
+from promptweave.messages.sequence import PromptMessage
 
 __all__ = [
     "MEMORY_CONTEXT_CLOSE",
