@@ -32,7 +32,7 @@ def test_the_group_log_keeps_a_message_cut_at_the_content_cap(runtime):
         BOT.id, GROUP, until=T0 + dt.timedelta(minutes=1), limit=10
     )
     assert [len(m.text) for m in logged] == [cap, cap]
-    quoted = runtime.stores.bot_replies.lookup(GROUP, BOT.id, "r-huge", now=T0)
+    quoted = runtime.stores.bot_replies.lookup(BOT.id, GROUP, "r-huge", now=T0)
     assert quoted is not None and len(quoted) <= cap  # the context has a cap of its own
 
 

@@ -68,7 +68,7 @@ def test_addressed_question_is_answered_in_bubbles_and_recorded() -> None:
         (BOT, "在格子桌游吧", "9002"),
     ]
     stores = loop.runtime.stores
-    assert stores.bot_replies.lookup(GROUP, BOT, "9002", now=T0) == "在格子桌游吧"  # type: ignore[union-attr]
+    assert stores.bot_replies.lookup(BOT, GROUP, "9002", now=T0) == "在格子桌游吧"  # type: ignore[union-attr]
     session = stores.sessions.user_turns(BOT, GROUP, "30001", until=_later(60), limit=10)  # type: ignore[union-attr]
     assert [(row.role, row.content) for row in session] == [
         ("user", "小织 周末有什么活动吗？"),
@@ -319,7 +319,7 @@ def test_the_bots_own_message_is_recorded_not_answered() -> None:
     )
     outcome = _run(loop.handle(own, RecordingTransport()))
     assert outcome.status == OutcomeStatus.RECORDED and model.requests == []
-    assert loop.runtime.stores.bot_replies.lookup(GROUP, BOT, "6001", now=T0) == "我刚说的话"  # type: ignore[union-attr]
+    assert loop.runtime.stores.bot_replies.lookup(BOT, GROUP, "6001", now=T0) == "我刚说的话"  # type: ignore[union-attr]
 
 
 class _Dice:

@@ -208,7 +208,7 @@ def record_bot_reply(
         if group_id is not None and stores.group_log is not None:
             added += stores.group_log.append_group_message(bot_id, group_id, sent)
         if group_id is not None and message_id and stores.bot_replies is not None:
-            stores.bot_replies.remember(group_id, bot_id, message_id, text, now=time)
+            stores.bot_replies.remember(bot_id, group_id, message_id, text, now=time)
         if answering is not None:
             reply = SessionTurn(
                 bot_id=bot_id,

@@ -112,7 +112,7 @@ class SessionReader:
         if reply_to is None or context is None or self.turn.group_id is None:
             return None
         try:
-            found = context.lookup(self.turn.group_id, self.turn.bot.id, reply_to, now=self.now)
+            found = context.lookup(self.turn.bot.id, self.turn.group_id, reply_to, now=self.now)
         except STORE_ERRORS as exc:
             log.warning("bot-reply context lookup failed: %s", exc)
             return None
