@@ -5,5 +5,6 @@
 - :class:`RetrievalRunner` runs a turn's retrievers concurrently, each within its timeout.
 - Whether a turn may read persistent memory is the routing decision's memory policy
   (:func:`promptweave.allows_persistent_memory`); short social turns may not.
-- :mod:`promptweave.text.scoring` explains how the built-in search matches and scores text.
+- :mod:`promptweave.text.scoring` explains how the built-in search matches and scores text, and
+  :mod:`promptweave.store.retrieval_chunks` how knowledge documents are split.
 """
