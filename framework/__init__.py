@@ -85,15 +85,14 @@ if TYPE_CHECKING:
     from promptweave.messages.ambient import AMBIENT_HEADER, AmbientEntry
     from promptweave.messages.images import (
         IMAGE_WITHOUT_URL,
-        FetchedImage,
         ImageFetchError,
-        ImageLimits,
         fetch_image_default,
         is_vision_url,
         merge_image_urls,
         vision_image_urls,
     )
-    from promptweave.messages.sequence import PromptMessage, format_user_turn
+    from promptweave.messages.prompt_message import FetchedImage, ImageLimits, PromptMessage
+    from promptweave.messages.sequence import format_user_turn
     from promptweave.messages.timeline import (
         TIMELINE_HEADER,
         GroupTimeline,
@@ -252,18 +251,18 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "promptweave.messages.images": (
         "IMAGE_WITHOUT_URL",
-        "FetchedImage",
         "ImageFetchError",
-        "ImageLimits",
         "fetch_image_default",
         "is_vision_url",
         "merge_image_urls",
         "vision_image_urls",
     ),
-    "promptweave.messages.sequence": (
+    "promptweave.messages.prompt_message": (
+        "FetchedImage",
+        "ImageLimits",
         "PromptMessage",
-        "format_user_turn",
     ),
+    "promptweave.messages.sequence": ("format_user_turn",),
     "promptweave.turn_context.conversation_state": (
         "ActiveSystemPrompt",
         "ConversationState",

@@ -243,7 +243,7 @@ RUNTIME_RECEIVERS = frozenset(
 #: that runs (``docs/architecture.md``, "Dependency rules").
 HOOKSPEC_IMPORTS_ALLOWED = re.compile(
     r"promptweave\.(config|decision|items|turn|plugins\.contributions|prompt\.render_context|"
-    r"messages\.(images|sequence)|providers\.exchange|store\.sessions|delivery\.outgoing|"
+    r"messages\.prompt_message|providers\.exchange|store\.sessions|delivery\.outgoing|"
     r"loop\.events)$"
 )
 

@@ -15,10 +15,10 @@ import attrs
 from promptweave.messages.ambient import snapshot_from_timeline
 from promptweave.messages.images import vision_image_urls
 from promptweave.messages.message_cache import HistoryTexts, MessageCache
+from promptweave.messages.prompt_message import PromptMessage
 from promptweave.messages.sequence import (
     AmbientPart,
     HistoryRow,
-    PromptMessage,
     ambient_part,
     current_text,
 )

@@ -24,10 +24,10 @@ from typing import Any, NamedTuple, TypeVar
 import attrs
 
 from promptweave.messages.ambient import AMBIENT_HEADER, AmbientEntry, snapshot_entry
+from promptweave.messages.prompt_message import PromptMessage
 from promptweave.messages.sequence import (
     USER_ROLE_MARKERS,
     HistoryRow,
-    PromptMessage,
     format_assistant_turn,
     format_user_turn,
 )

@@ -19,6 +19,7 @@ import attrs
 from promptweave.config import Config
 from promptweave.messages.ambient import AMBIENT_HEADER, AmbientEntry, AmbientExcerpt
 from promptweave.messages.images import vision_image_urls
+from promptweave.messages.prompt_message import PromptMessage
 from promptweave.store.sessions import SUMMARY_MARK
 from promptweave.text.persona import PersonaPack
 from promptweave.text.rules import IMAGE_MARK, InjectionDetector
@@ -31,7 +32,6 @@ __all__ = [
     "AmbientPart",
     "HistoryRow",
     "MessageSequence",
-    "PromptMessage",
     "ambient_part",
     "build_message_sequence",
     "current_text",
@@ -41,33 +41,6 @@ __all__ = [
 ]
 
 USER_MESSAGE_MAX_CHARS = 4000
-
-
-@attrs.frozen(kw_only=True)
-class PromptMessage:
-    """One message of the request.
-
-    :param role: ``user`` or ``assistant``.
-    :param content: the text sent to the provider.
-    :param source: what it was built from: ``ambient``, ``summary``, ``history``, ``current``, or a
-        plugin's label.
-    :param images: image URLs the message carries, for providers that accept images.
-    :param api_content: the API-only sidecar: the exact text sent in place of ``content`` (clean
-        content plus per-turn context, see ``docs/turn_context.md``). It never reaches a provider
-        as a field; request builders substitute it.
-    :param parts: durable text parts sent after the content and images (notes of a multimodal
-        turn); unlike the sidecar they are part of the message and persisted with it.
-    :param source_token: identifies the ambient excerpt, so the injection snapshot can tell whether
-        it survived the budget (a user quoting ``【群环境摘录】`` does not count).
-    """
-
-    role: str
-    content: str
-    source: str = "history"
-    images: tuple[str, ...] = ()
-    api_content: str | None = None
-    parts: tuple[str, ...] = ()
-    source_token: str | None = None
 
 
 @attrs.frozen(kw_only=True)

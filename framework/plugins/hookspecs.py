@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     )
     from promptweave.items import ReplyShape
     from promptweave.loop.events import IncomingEvent
-    from promptweave.messages.images import FetchedImage, ImageLimits
-    from promptweave.messages.sequence import PromptMessage
+    from promptweave.messages.prompt_message import FetchedImage, ImageLimits, PromptMessage
     from promptweave.plugins.contributions import (
         DecisionRule,
         PhrasePool,

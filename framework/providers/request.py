@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from promptweave.messages.images import FetchedImage, ImageLimits
+from promptweave.messages.prompt_message import FetchedImage, ImageLimits
 from promptweave.plugins.hook_calls import first_answer
 from promptweave.plugins.watchdog import NETWORK_BOUND_FACTOR
 from promptweave.providers.bodies import (

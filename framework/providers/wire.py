@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from promptweave.messages.images import FetchedImage, is_vision_url, vision_image_urls
-from promptweave.messages.sequence import PromptMessage
+from promptweave.messages.images import is_vision_url, vision_image_urls
+from promptweave.messages.prompt_message import FetchedImage, PromptMessage
 from promptweave.text.rules import IMAGE_MARK
 from promptweave.turn_context.context import TurnContext
 from promptweave.turn_context.sidecar import substitute_api_content

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from promptweave.messages.images import vision_image_urls
-from promptweave.messages.sequence import PromptMessage, format_user_turn
+from promptweave.messages.prompt_message import PromptMessage
+from promptweave.messages.sequence import format_user_turn
 from promptweave.plugins.contributions import Volatility
 from promptweave.plugins.hook_calls import implementations, log_failure
 from promptweave.plugins.watchdog import Deadline, PluginFault, call_plugin, record_fault, type_name

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from promptweave.messages.sequence import PromptMessage
+from promptweave.messages.prompt_message import PromptMessage
 from promptweave.text.rules import IMAGE_MARK
 from promptweave.turn_context.sidecar import rewrite_content, sent_text
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from promptweave.messages.sequence import PromptMessage
+from promptweave.messages.prompt_message import PromptMessage
 from promptweave.messages.trimming import (
     MIN_CURRENT_LENGTH,
     Measure,
