@@ -317,6 +317,11 @@ def test_packages_import_only_down_the_layers() -> None:
     assert layer_violations(_core_imports(_graph())) == []
 
 
+def test_the_runtime_receivers_still_import_the_runtime() -> None:
+    # Once the turn pipeline drops an import of the runtime, its pair goes from the set too.
+    assert sorted(RUNTIME_RECEIVERS - set(_core_imports(_graph()))) == []
+
+
 def test_the_layer_check_sees_a_back_import() -> None:
     assert layer_violations([("promptweave.store.sessions", "promptweave.routing.router")]) == [
         "promptweave.store.sessions -> promptweave.routing.router"
