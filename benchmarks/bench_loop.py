@@ -33,7 +33,7 @@ from typing import Any
 
 from promptweave import BotLoop, Config, Promptweave, SubmitResult, hookimpl
 from promptweave.config import DeliveryConfig, RoutingConfig, StoreConfig
-from promptweave.loop.records import OutcomeStatus
+from promptweave.loop.events import OutcomeStatus
 
 BOT_ID = 10001
 CHATTER = (

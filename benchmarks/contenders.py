@@ -10,7 +10,7 @@ benchmark checks that each produces promptweave's system prompt and messages byt
 it times anything.
 
 The sanitising contenders call promptweave's own sanitisers (``quote_user_text``,
-``sanitize_block``, ``sanitize_literal``, :class:`promptweave.prompt.text_rules.InjectionDetector`), so what differs
+``sanitize_block``, ``sanitize_literal``, :class:`promptweave.text.rules.InjectionDetector`), so what differs
 between them is how the text is put together, not how it is cleaned.
 """
 
@@ -57,11 +57,11 @@ from promptweave.builtin_plugins.turn_sections import (
     TURN_POLICY_HEADER,
     WEEKDAYS,
 )
-from promptweave.conversation.timeline import TIMELINE_HEADER
 from promptweave.items import LearningType, MemoryKind
-from promptweave.prompt.persona import PersonaPack
-from promptweave.prompt.sanitize import sanitize_literal
-from promptweave.prompt.text_rules import InjectionDetector
+from promptweave.messages.timeline import TIMELINE_HEADER
+from promptweave.text.persona import PersonaPack
+from promptweave.text.rules import InjectionDetector
+from promptweave.text.sanitize import sanitize_literal
 from promptweave.turn import SpeakTrigger
 
 __all__ = [

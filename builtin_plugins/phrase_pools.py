@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from promptweave import PhrasePool, PoolQuery, hookimpl
-from promptweave.routing.text_signals import is_gentle_phrase
+from promptweave.text.routing_words import is_gentle_phrase
 
 #: Soft, all-purpose acknowledgements.
 GENTLE_POOL = (

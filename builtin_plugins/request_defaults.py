@@ -22,7 +22,7 @@ from promptweave import (
     SubmitResult,
     hookimpl,
 )
-from promptweave.conversation.images import fetch_image_default
+from promptweave.messages.images import fetch_image_default
 from promptweave.turn_context.preflight import default_compress_messages
 
 OFFLINE_DETAIL = (

@@ -25,8 +25,8 @@ from typing import TypeVar
 import attrs
 
 from promptweave.items import LearningType
-from promptweave.retrieval.scoring import score_text, text_terms
 from promptweave.store.retrieval import BehaviorRecord, ExpressionPairRecord, RetrievalStore
+from promptweave.text.scoring import score_text, text_terms
 
 __all__ = [
     "ExpressionIndex",
@@ -201,7 +201,7 @@ class StrategyIndex:
         self, learning_type: LearningType, terms: Sequence[str], limit: int
     ) -> list[tuple[float, BehaviorRecord]]:
         """The ``limit`` best strategies of ``learning_type``: by the score of their scene and
-        action against ``terms`` (:func:`promptweave.retrieval.scoring.score_text`), then by support, then in the
+        action against ``terms`` (:func:`promptweave.text.scoring.score_text`), then by support, then in the
         store's order."""
         ranked = self.kinds[learning_type]
         if not ranked.records:

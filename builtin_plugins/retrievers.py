@@ -50,7 +50,7 @@ from promptweave.retrieval.policy import (
     reads_as_event,
 )
 from promptweave.retrieval.query import SkipReason
-from promptweave.retrieval.scoring import score_text, text_terms
+from promptweave.text.scoring import score_text, text_terms
 
 #: Session summaries begin with this mark; the old-topics section shows the text after it.
 SUMMARY_MARK = "【此前对话摘要】"

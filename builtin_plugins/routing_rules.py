@@ -20,7 +20,7 @@ from promptweave import (
     hookimpl,
 )
 from promptweave.decision import DeliveryStyle, SocialAction
-from promptweave.plugins.records import RuleStage
+from promptweave.plugins.contributions import RuleStage
 from promptweave.routing.quoting import quote_allowed
 
 # -- stage gate: skip in silence ------------------------------------------------------------

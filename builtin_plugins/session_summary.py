@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from promptweave import SessionTurn, hookimpl
-from promptweave.prompt.text_rules import IMAGE_MARK, InjectionDetector
+from promptweave.text.rules import IMAGE_MARK, InjectionDetector
 
 CLAUSE_MAX_CHARS = 40
 CLAUSE_MIN_CHARS = 4

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from promptweave import RenderContext, Section, TurnAction, hookimpl, quote_user_text
-from promptweave.conversation.timeline import TIMELINE_HEADER
+from promptweave.messages.timeline import TIMELINE_HEADER
 
 log = logging.getLogger("promptweave")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from promptweave import Tool, ToolCallContext, hookimpl
 from promptweave.items import MemoryKind
-from promptweave.retrieval.scoring import query_terms
+from promptweave.text.scoring import query_terms
 
 __all__ = ["EVENT_QUERY", "register_tools", "roll_dice", "upcoming_events"]
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from promptweave import Config, ProviderApi, ProviderRequest, SubmitResult, hookimpl
-from promptweave.providers.records import ToolCall
+from promptweave.providers.exchange import ToolCall
 
 __all__ = ["LABEL", "MARK", "answer_request", "submit_request", "submit_request_async"]
 

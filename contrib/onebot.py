@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from promptweave import IMAGE_WITHOUT_URL, ChatMessage, IncomingEvent, hookimpl
-from promptweave.conversation.images import is_vision_url
+from promptweave.messages.images import is_vision_url
 
 __all__ = [
     "OneBotEvent",

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 _DEFINED_IN: dict[str, str] = {
     # The marker, and the records the ``register_*`` and ``override_section`` hooks take.
     "hookimpl": "promptweave.plugins.hookspecs",
-    "Section": "promptweave.plugins.records",
-    "Retriever": "promptweave.plugins.records",
-    "DecisionRule": "promptweave.plugins.records",
-    "PhrasePool": "promptweave.plugins.records",
-    "SectionOverride": "promptweave.plugins.records",
-    "Tool": "promptweave.plugins.records",
-    "ToolCallContext": "promptweave.plugins.records",
+    "Section": "promptweave.plugins.contributions",
+    "Retriever": "promptweave.plugins.contributions",
+    "DecisionRule": "promptweave.plugins.contributions",
+    "PhrasePool": "promptweave.plugins.contributions",
+    "SectionOverride": "promptweave.plugins.contributions",
+    "Tool": "promptweave.plugins.contributions",
+    "ToolCallContext": "promptweave.plugins.contributions",
     "PoolQuery": "promptweave.routing.low_engagement",
     # What a section, a routing rule and a retriever receive and return.
     "RenderContext": "promptweave.prompt.render_context",
@@ -55,33 +55,33 @@ _DEFINED_IN: dict[str, str] = {
     "ChatMessage": "promptweave.turn",
     "HistoryEntry": "promptweave.turn",
     "ReplyShape": "promptweave.items",
-    "IMAGE_WITHOUT_URL": "promptweave.conversation.images",
+    "IMAGE_WITHOUT_URL": "promptweave.messages.images",
     # The other records hooks receive and return.
     "Config": "promptweave.config",
-    "IncomingEvent": "promptweave.loop.records",
-    "PromptMessage": "promptweave.conversation.sequence",
-    "ImageLimits": "promptweave.conversation.images",
-    "FetchedImage": "promptweave.conversation.images",
-    "ProviderRequest": "promptweave.providers.records",
-    "ProviderApi": "promptweave.providers.records",
-    "SubmitResult": "promptweave.providers.records",
+    "IncomingEvent": "promptweave.loop.events",
+    "PromptMessage": "promptweave.messages.prompt_message",
+    "ImageLimits": "promptweave.messages.prompt_message",
+    "FetchedImage": "promptweave.messages.prompt_message",
+    "ProviderRequest": "promptweave.providers.exchange",
+    "ProviderApi": "promptweave.providers.exchange",
+    "SubmitResult": "promptweave.providers.exchange",
     "SessionTurn": "promptweave.store.sessions",
-    "ModelAnswer": "promptweave.delivery.records",
-    "Segment": "promptweave.delivery.records",
-    "OutgoingMessage": "promptweave.delivery.records",
-    "Transport": "promptweave.delivery.records",
-    "SendReceipt": "promptweave.delivery.records",
+    "ModelAnswer": "promptweave.delivery.outgoing",
+    "Segment": "promptweave.delivery.outgoing",
+    "OutgoingMessage": "promptweave.delivery.outgoing",
+    "Transport": "promptweave.delivery.outgoing",
+    "SendReceipt": "promptweave.delivery.outgoing",
     # Helpers for plugins: text safety, reading a provider's answer, the model's formats.
-    "sanitize_block": "promptweave.prompt.sanitize",
-    "quote_user_text": "promptweave.prompt.sanitize",
-    "neutralize_markers": "promptweave.prompt.sanitize",
+    "sanitize_block": "promptweave.text.sanitize",
+    "quote_user_text": "promptweave.text.sanitize",
+    "neutralize_markers": "promptweave.text.sanitize",
     "parse_answer": "promptweave.providers.answers",
     "MODEL_ANSWER_FORMAT": "promptweave.routing.model",
     "read_model_answer_default": "promptweave.delivery.reply_contract",
     # Embedding a bot: the runtime, the live loop, the stores, a turn's request by hand.
     "Promptweave": "promptweave.runtime",
     "BotLoop": "promptweave.loop.live",
-    "TurnOutcome": "promptweave.loop.records",
+    "TurnOutcome": "promptweave.loop.events",
     "Stores": "promptweave.store.stores",
     "RenderedTurn": "promptweave.prompt.rendered",
     "load_turn_file": "promptweave.turn",
@@ -90,7 +90,7 @@ _DEFINED_IN: dict[str, str] = {
     "build_provider_request": "promptweave.providers.request",
     "submit_request": "promptweave.providers.request",
     "asubmit_request": "promptweave.providers.request",
-    "ToolSpec": "promptweave.providers.records",
+    "ToolSpec": "promptweave.providers.exchange",
     "with_tools": "promptweave.providers.tools",
     "with_tool_round": "promptweave.providers.tools",
     # Errors.
@@ -104,20 +104,13 @@ _DEFINED_IN: dict[str, str] = {
     "PlacementError": "promptweave.errors",
     "SectionRenderError": "promptweave.errors",
     "StoreUnavailableError": "promptweave.store.sqlite",
-    "ImageFetchError": "promptweave.conversation.images",
+    "ImageFetchError": "promptweave.messages.images",
 }
 
 # What type checkers and editors read for the same names; tests/test_public_face.py fails when
 # it and the table above differ.
 if TYPE_CHECKING:
     from promptweave.config import Config as Config
-    from promptweave.conversation.images import (
-        IMAGE_WITHOUT_URL as IMAGE_WITHOUT_URL,
-        FetchedImage as FetchedImage,
-        ImageFetchError as ImageFetchError,
-        ImageLimits as ImageLimits,
-    )
-    from promptweave.conversation.sequence import PromptMessage as PromptMessage
     from promptweave.decision import (
         Decision as Decision,
         GateSkip as GateSkip,
@@ -125,7 +118,7 @@ if TYPE_CHECKING:
         ScoreTerm as ScoreTerm,
         TurnAction as TurnAction,
     )
-    from promptweave.delivery.records import (
+    from promptweave.delivery.outgoing import (
         ModelAnswer as ModelAnswer,
         OutgoingMessage as OutgoingMessage,
         Segment as Segment,
@@ -157,10 +150,18 @@ if TYPE_CHECKING:
         RhythmBaseline as RhythmBaseline,
         TopicSummary as TopicSummary,
     )
+    from promptweave.loop.events import IncomingEvent as IncomingEvent, TurnOutcome as TurnOutcome
     from promptweave.loop.live import BotLoop as BotLoop
-    from promptweave.loop.records import IncomingEvent as IncomingEvent, TurnOutcome as TurnOutcome
-    from promptweave.plugins.hookspecs import hookimpl as hookimpl
-    from promptweave.plugins.records import (
+    from promptweave.messages.images import (
+        IMAGE_WITHOUT_URL as IMAGE_WITHOUT_URL,
+        ImageFetchError as ImageFetchError,
+    )
+    from promptweave.messages.prompt_message import (
+        FetchedImage as FetchedImage,
+        ImageLimits as ImageLimits,
+        PromptMessage as PromptMessage,
+    )
+    from promptweave.plugins.contributions import (
         DecisionRule as DecisionRule,
         PhrasePool as PhrasePool,
         Retriever as Retriever,
@@ -169,15 +170,11 @@ if TYPE_CHECKING:
         Tool as Tool,
         ToolCallContext as ToolCallContext,
     )
+    from promptweave.plugins.hookspecs import hookimpl as hookimpl
     from promptweave.prompt.render_context import RenderContext as RenderContext
     from promptweave.prompt.rendered import RenderedTurn as RenderedTurn
-    from promptweave.prompt.sanitize import (
-        neutralize_markers as neutralize_markers,
-        quote_user_text as quote_user_text,
-        sanitize_block as sanitize_block,
-    )
     from promptweave.providers.answers import parse_answer as parse_answer
-    from promptweave.providers.records import (
+    from promptweave.providers.exchange import (
         ProviderApi as ProviderApi,
         ProviderRequest as ProviderRequest,
         SubmitResult as SubmitResult,
@@ -203,6 +200,11 @@ if TYPE_CHECKING:
     from promptweave.store.sessions import SessionTurn as SessionTurn
     from promptweave.store.sqlite import StoreUnavailableError as StoreUnavailableError
     from promptweave.store.stores import Stores as Stores
+    from promptweave.text.sanitize import (
+        neutralize_markers as neutralize_markers,
+        quote_user_text as quote_user_text,
+        sanitize_block as sanitize_block,
+    )
     from promptweave.turn import (
         Bot as Bot,
         ChatMessage as ChatMessage,

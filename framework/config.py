@@ -15,11 +15,11 @@ import attrs
 
 from promptweave._convert import load_toml, structure
 from promptweave._fields import FrozenMapping, finite_seconds, one_of, str_tuple
-from promptweave.store.sqlite import SYNCHRONOUS_LEVELS
 
 __all__ = [
     "CONFIG_ENV",
     "CONFIG_FILE_NAME",
+    "SYNCHRONOUS_LEVELS",
     "AmbientConfig",
     "BudgetConfig",
     "Config",
@@ -37,6 +37,8 @@ __all__ = [
 
 CONFIG_FILE_NAME = "promptweave.toml"
 CONFIG_ENV = "PROMPTWEAVE_CONFIG"
+#: SQLite's ``PRAGMA synchronous`` levels, weakest first (``docs/store.md``); the settings hold one.
+SYNCHRONOUS_LEVELS = ("off", "normal", "full", "extra")
 
 _positive = attrs.validators.ge(1)
 _non_negative = attrs.validators.ge(0)

@@ -39,6 +39,7 @@ __all__ = [
     "ScoreTerm",
     "SocialAction",
     "TurnAction",
+    "allows_persistent_memory",
 ]
 
 
@@ -296,3 +297,10 @@ class RouteContext:
     @property
     def group_id(self) -> str | None:
         return self.turn.group_id
+
+
+def allows_persistent_memory(decision: Decision) -> bool:
+    """Whether retrieval may read persistent memory, relationship notes, person facts and old
+    topics for this turn. Retrievers registered with ``persistent=True`` are skipped otherwise,
+    and the retrieval trace says ``skipped_short_social_turn``."""
+    return decision.memory_policy.read_persistent_memory

@@ -20,16 +20,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from promptweave.config import Config
-from promptweave.conversation.message_cache import MessageCache
-from promptweave.conversation.pipeline import TurnMessages, build_turn_messages, carried_by_history
-from promptweave.conversation.session import SessionReader, read_session
-from promptweave.conversation.state import ConversationState
-from promptweave.conversation.timeline import build_group_timeline
-from promptweave.decision import Decision
+from promptweave.decision import Decision, allows_persistent_memory
 from promptweave.delivery.recorder import Recorder
-from promptweave.delivery.writes import BackgroundRunner
+from promptweave.delivery.store_writes import BackgroundRunner
 from promptweave.errors import ConfigError
 from promptweave.items import ReplyShape, TurnPolicy
+from promptweave.messages.builder import TurnMessages, build_turn_messages, carried_by_history
+from promptweave.messages.message_cache import MessageCache
+from promptweave.messages.timeline import build_group_timeline
 from promptweave.plugins.hook_calls import implementations
 from promptweave.plugins.manager import PluginInfo, PluginManager, build_plugin_manager
 from promptweave.plugins.registry import Registries, collect_registries
@@ -42,21 +40,23 @@ from promptweave.plugins.watchdog import (
     type_name,
 )
 from promptweave.prompt.assembly import SectionAssembler
-from promptweave.prompt.persona import PersonaPack
 from promptweave.prompt.render_context import RenderContext
 from promptweave.prompt.rendered import RenderedSection, RenderedTurn, SectionListing, TurnTrace
 from promptweave.retrieval.query import RetrievalQuery
 from promptweave.retrieval.runner import RetrievalOutcome, RetrievalRunner
-from promptweave.routing.memory import PERSISTENT_MEMORY_SECTIONS, allows_persistent_memory
+from promptweave.routing.memory_policy import PERSISTENT_MEMORY_SECTIONS
 from promptweave.routing.quoting import Delivery
 from promptweave.routing.router import DEFAULT_DECISION, Router
+from promptweave.session.reader import SessionReader, read_session
 from promptweave.store.routing_state import MemoryRoutingState
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
+from promptweave.text.persona import PersonaPack
 from promptweave.turn import Bot, ChatMessage, HistoryEntry, Turn
+from promptweave.turn_context.conversation_state import ConversationState
 
 if TYPE_CHECKING:
-    from promptweave.conversation.summary import CompressionResult
+    from promptweave.compression.summary import CompressionResult
 
 __all__ = ["Promptweave"]
 
@@ -363,7 +363,7 @@ class Promptweave:
         """Run every registered retriever for ``turn`` concurrently (``docs/retrieval.md``).
 
         :param allow_persistent_memory: ``None`` decides with
-            :func:`promptweave.routing.memory.allows_persistent_memory` of the decision.
+            :func:`promptweave.decision.allows_persistent_memory` of the decision.
         :param deadline: the turn's deadline: no retriever waits past it (past it, each gets
             :data:`promptweave.plugins.watchdog.RERUN_GRACE_S`).
         """
@@ -485,7 +485,7 @@ class Promptweave:
             (routing updates the routing state, so a turn must be routed once); ``None`` routes
             it here.
         :param allow_persistent_memory: ``None`` decides with
-            :func:`promptweave.routing.memory.allows_persistent_memory` of the decision.
+            :func:`promptweave.decision.allows_persistent_memory` of the decision.
         :param retrieve: ``False`` runs no retriever: the sections get only the items the turn
             carries (``Turn.retrieved``), for a caller that retrieved them itself or a replay.
         """

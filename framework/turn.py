@@ -32,7 +32,7 @@ from promptweave.items import (
     TopicSummary,
     TurnPolicy,
 )
-from promptweave.prompt.sanitize import strip_lone_surrogates
+from promptweave.text.sanitize import strip_lone_surrogates
 
 __all__ = [
     "Bot",
@@ -124,7 +124,7 @@ class ChatMessage:
     :param addressed: ``True`` when the message is addressed to the bot (@, alias, reply to it).
     :param reply_to: the id of the message this one replies to.
     :param images: the images the message carries, one entry each: their URLs. Every entry shows
-        as ``[图片]``; only valid HTTP(S) URLs (:func:`promptweave.conversation.images.is_vision_url`) are ever sent to a
+        as ``[图片]``; only valid HTTP(S) URLs (:func:`promptweave.messages.images.is_vision_url`) are ever sent to a
         provider, so an image whose URL is unknown is :data:`promptweave.IMAGE_WITHOUT_URL`.
     :param mentions: account ids the message @-mentions (``"all"`` for @全体成员); routing also
         reads ``[CQ:at,qq=…]`` codes and ``at`` segments from ``raw``.

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from promptweave.loop.replay import summarize
+from promptweave.replay.replayer import summarize
 
 __all__ = [
     "CHROMIUM",
@@ -284,7 +284,7 @@ def screenshot(page: Path, png: Path, *, profile: Path, height: int = 1600) -> N
 
 
 def _main(arguments: Sequence[str]) -> None:
-    from promptweave.loop.report import render_report
+    from promptweave.replay.report import render_report
 
     target = Path(arguments[0])
     with tempfile.TemporaryDirectory() as scratch:

@@ -40,13 +40,6 @@ from promptweave.retrieval.policy import (
     reads_as_event,
 )
 from promptweave.retrieval.query import SkipReason
-from promptweave.retrieval.scoring import (
-    MAX_MATCH_TERMS,
-    fts_query,
-    index_token,
-    score_text,
-    text_terms,
-)
 from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
@@ -58,6 +51,13 @@ from promptweave.store.retrieval import (
     Scored,
 )
 from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.text.scoring import (
+    MAX_MATCH_TERMS,
+    fts_query,
+    index_token,
+    score_text,
+    text_terms,
+)
 
 T = TypeVar("T")
 

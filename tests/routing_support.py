@@ -7,8 +7,8 @@ from typing import Any
 
 from promptweave import Bot, Config, Promptweave, Turn
 from promptweave._convert import structure
+from promptweave.cli.route_batch import BASE_TIME, CompactCase, RouteDefaults
 from promptweave.config import RoutingConfig, StoreConfig
-from promptweave.routing.batch import BASE_TIME, CompactCase, RouteDefaults
 
 __all__ = ["BASE_TIME", "TEST_BOT", "make_runtime", "make_turn"]
 

@@ -32,7 +32,6 @@ import pytest
 
 from promptweave import ChatMessage, SessionTurn, Stores
 from promptweave.items import RhythmProfile
-from promptweave.retrieval.scoring import query_terms
 from promptweave.store.deliveries import DELIVERY_LEDGER_MAX, DeliveryLedger, DeliveryState
 from promptweave.store.retrieval import (
     BehaviorRecord,
@@ -66,6 +65,7 @@ from promptweave.store.sessions import (
     SummaryStore,
     TurnKind,
 )
+from promptweave.text.scoring import query_terms
 
 __all__ = [
     "StoreBackend",
@@ -475,66 +475,66 @@ class TestBotReplyContext:
     ) -> None:
         assert BOT_REPLY_TTL_S == 600
         context = store_backend.bot_replies()
-        context.remember(GROUP, BOT, "9309", "青柠说的那家米线可以试试", now=at(0))
-        assert context.lookup(GROUP, BOT, "9309", now=at(9.9)) == "青柠说的那家米线可以试试"
-        assert context.lookup(GROUP, BOT, "9309", now=at(10)) is None
-        assert context.lookup("20002", BOT, "9309", now=at(1)) is None
-        assert context.lookup(GROUP, "10002", "9309", now=at(1)) is None
+        context.remember(BOT, GROUP, "9309", "青柠说的那家米线可以试试", now=at(0))
+        assert context.lookup(BOT, GROUP, "9309", now=at(9.9)) == "青柠说的那家米线可以试试"
+        assert context.lookup(BOT, GROUP, "9309", now=at(10)) is None
+        assert context.lookup(BOT, "20002", "9309", now=at(1)) is None
+        assert context.lookup("10002", GROUP, "9309", now=at(1)) is None
 
     def test_keeps_512_entries_by_default(self, store_backend: StoreBackend) -> None:
         assert BOT_REPLY_MAX_ENTRIES == 512
         context = store_backend.bot_replies()
         for number in range(BOT_REPLY_MAX_ENTRIES + 1):
-            context.remember(GROUP, BOT, str(number), f"第{number}条", now=at(0))
-        assert context.lookup(GROUP, BOT, "0", now=at(1)) is None
-        assert context.lookup(GROUP, BOT, "1", now=at(1)) == "第1条"
+            context.remember(BOT, GROUP, str(number), f"第{number}条", now=at(0))
+        assert context.lookup(BOT, GROUP, "0", now=at(1)) is None
+        assert context.lookup(BOT, GROUP, "1", now=at(1)) == "第1条"
 
     def test_stores_the_stripped_text_cut_to_its_limit(self, store_backend: StoreBackend) -> None:
         context = store_backend.bot_replies()
-        context.remember(GROUP, BOT, "long", "  " + "长" * (BOT_REPLY_TEXT_CHARS + 9), now=at(0))
-        assert context.lookup(GROUP, BOT, "long", now=at(0)) == "长" * BOT_REPLY_TEXT_CHARS
+        context.remember(BOT, GROUP, "long", "  " + "长" * (BOT_REPLY_TEXT_CHARS + 9), now=at(0))
+        assert context.lookup(BOT, GROUP, "long", now=at(0)) == "长" * BOT_REPLY_TEXT_CHARS
 
     def test_ignores_blank_text_and_id(self, store_backend: StoreBackend) -> None:
         context = store_backend.bot_replies()
-        context.remember(GROUP, BOT, "", "有字", now=at(0))
-        context.remember(GROUP, BOT, "1", "   ", now=at(0))
-        assert context.lookup(GROUP, BOT, "1", now=at(0)) is None
-        assert context.lookup(GROUP, BOT, "", now=at(0)) is None
+        context.remember(BOT, GROUP, "", "有字", now=at(0))
+        context.remember(BOT, GROUP, "1", "   ", now=at(0))
+        assert context.lookup(BOT, GROUP, "1", now=at(0)) is None
+        assert context.lookup(BOT, GROUP, "", now=at(0)) is None
 
     def test_evicts_the_oldest_beyond_max_entries(self, store_backend: StoreBackend) -> None:
         context = store_backend.bot_replies(max_entries=3)
         for number in range(5):
-            context.remember(GROUP, BOT, str(number), f"第{number}条", now=at(0))
-        assert context.lookup(GROUP, BOT, "1", now=at(1)) is None
-        assert context.lookup(GROUP, BOT, "2", now=at(1)) == "第2条"
-        assert context.lookup(GROUP, BOT, "4", now=at(1)) == "第4条"
+            context.remember(BOT, GROUP, str(number), f"第{number}条", now=at(0))
+        assert context.lookup(BOT, GROUP, "1", now=at(1)) is None
+        assert context.lookup(BOT, GROUP, "2", now=at(1)) == "第2条"
+        assert context.lookup(BOT, GROUP, "4", now=at(1)) == "第4条"
 
     def test_a_lookup_refreshes_recency(self, store_backend: StoreBackend) -> None:
         context = store_backend.bot_replies(max_entries=2)
-        context.remember(GROUP, BOT, "a", "甲", now=at(0))
-        context.remember(GROUP, BOT, "b", "乙", now=at(0))
-        assert context.lookup(GROUP, BOT, "a", now=at(1)) == "甲"
-        context.remember(GROUP, BOT, "c", "丙", now=at(1))
-        assert context.lookup(GROUP, BOT, "a", now=at(1)) == "甲"
-        assert context.lookup(GROUP, BOT, "b", now=at(1)) is None
-        assert context.lookup(GROUP, BOT, "c", now=at(1)) == "丙"
+        context.remember(BOT, GROUP, "a", "甲", now=at(0))
+        context.remember(BOT, GROUP, "b", "乙", now=at(0))
+        assert context.lookup(BOT, GROUP, "a", now=at(1)) == "甲"
+        context.remember(BOT, GROUP, "c", "丙", now=at(1))
+        assert context.lookup(BOT, GROUP, "a", now=at(1)) == "甲"
+        assert context.lookup(BOT, GROUP, "b", now=at(1)) is None
+        assert context.lookup(BOT, GROUP, "c", now=at(1)) == "丙"
 
     def test_a_lookup_refreshes_recency_not_expiry(self, store_backend: StoreBackend) -> None:
         context = store_backend.bot_replies(max_entries=2)
-        context.remember(GROUP, BOT, "a", "甲", now=at(0))
-        context.remember(GROUP, BOT, "b", "乙", now=at(5))
-        assert context.lookup(GROUP, BOT, "a", now=at(9)) == "甲"
-        context.remember(GROUP, BOT, "c", "丙", now=at(9))
+        context.remember(BOT, GROUP, "a", "甲", now=at(0))
+        context.remember(BOT, GROUP, "b", "乙", now=at(5))
+        assert context.lookup(BOT, GROUP, "a", now=at(9)) == "甲"
+        context.remember(BOT, GROUP, "c", "丙", now=at(9))
         # "a" was used last, so "b" went; "a" still expires ten minutes after it was written.
-        assert context.lookup(GROUP, BOT, "b", now=at(9)) is None
-        assert context.lookup(GROUP, BOT, "a", now=at(10)) is None
-        assert context.lookup(GROUP, BOT, "c", now=at(10)) == "丙"
+        assert context.lookup(BOT, GROUP, "b", now=at(9)) is None
+        assert context.lookup(BOT, GROUP, "a", now=at(10)) is None
+        assert context.lookup(BOT, GROUP, "c", now=at(10)) == "丙"
 
     def test_a_given_ttl_is_kept(self, store_backend: StoreBackend) -> None:
         context = store_backend.bot_replies(ttl_s=60)
-        context.remember(GROUP, BOT, "a", "甲", now=at(0))
-        assert context.lookup(GROUP, BOT, "a", now=at(0.9)) == "甲"
-        assert context.lookup(GROUP, BOT, "a", now=at(1)) is None
+        context.remember(BOT, GROUP, "a", "甲", now=at(0))
+        assert context.lookup(BOT, GROUP, "a", now=at(0.9)) == "甲"
+        assert context.lookup(BOT, GROUP, "a", now=at(1)) is None
 
 
 # -- the feedback ledger -------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from promptweave import ProviderApi, parse_answer
 from promptweave.providers.answers import ProviderAnswer
-from promptweave.providers.records import ToolCall, Usage
+from promptweave.providers.exchange import ToolCall, Usage
 
 #: Chat Completions, a plain reply whose prompt was mostly served from the cache.
 CHAT_REPLY = {

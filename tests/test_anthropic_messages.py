@@ -26,7 +26,7 @@ from promptweave.contrib.anthropic_messages import (
     RetryPolicy,
 )
 from promptweave.plugins.manager import available_contrib_plugins
-from promptweave.providers.records import ProviderSpec, ToolCall, Usage
+from promptweave.providers.exchange import ProviderSpec, ToolCall, Usage
 
 REPLY = {
     "id": "msg_01XFDUDYJgAACzvnptvVoYEL",

@@ -11,14 +11,22 @@ from pathlib import Path
 import attrs
 import pytest
 
-import promptweave.conversation.message_cache as message_cache
-from promptweave import Config, HistoryEntry, Promptweave, RenderContext, Section, Turn, hookimpl
+import promptweave.messages.message_cache as message_cache
+from promptweave import (
+    Config,
+    HistoryEntry,
+    Promptweave,
+    RenderContext,
+    Section,
+    Turn,
+    hookimpl,
+)
 from promptweave.config import BudgetConfig, HistoryConfig, SessionConfig, StoreConfig
-from promptweave.conversation.message_cache import MessageCache
-from promptweave.conversation.sequence import format_user_turn
-from promptweave.prompt.persona import PersonaPack
+from promptweave.messages.message_cache import MessageCache
+from promptweave.messages.sequence import format_user_turn
 from promptweave.prompt.rendered import TurnTrace
 from promptweave.testing import TEST_ENVIRON
+from promptweave.text.persona import PersonaPack
 
 MEMORY = StoreConfig(backend="memory")
 

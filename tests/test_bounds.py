@@ -13,7 +13,7 @@ import pytest
 from base_support import BOT, GROUP, T0, Clock, redis_config, sqlite_config
 
 from promptweave import ChatMessage, MemoryItem, Promptweave
-from promptweave.loop.event_log import MessageIndex, read_events, scan_events, stream_events
+from promptweave.replay.chat_log import MessageIndex, read_events, scan_events, stream_events
 from promptweave.runtime import _merge
 from promptweave.store.sessions import TRIM_BATCH, GroupLog, SessionStore, SessionTurn
 from promptweave.testing import TEST_ENVIRON
@@ -32,7 +32,7 @@ def test_the_group_log_keeps_a_message_cut_at_the_content_cap(runtime):
         BOT.id, GROUP, until=T0 + dt.timedelta(minutes=1), limit=10
     )
     assert [len(m.text) for m in logged] == [cap, cap]
-    quoted = runtime.stores.bot_replies.lookup(GROUP, BOT.id, "r-huge", now=T0)
+    quoted = runtime.stores.bot_replies.lookup(BOT.id, GROUP, "r-huge", now=T0)
     assert quoted is not None and len(quoted) <= cap  # the context has a cap of its own
 
 

@@ -7,7 +7,7 @@ from base_support import BOT, GROUP, MessageFactory
 
 from promptweave import Config, HistoryEntry, PromptMessage, Promptweave, Stores, Turn, hookimpl
 from promptweave.config import BudgetConfig
-from promptweave.conversation.budget import BudgetReport, apply_budget
+from promptweave.messages.trimming import BudgetReport, apply_budget
 from promptweave.turn import SpeakTrigger
 
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from promptweave import Config
 from promptweave.cli.main import cli
 from promptweave.contrib.onebot import parse_cq_string, parse_event
-from promptweave.routing.text_signals import SHUT_UP_WORDS, SPAM_WORDS, VENT_ENDINGS
+from promptweave.text.routing_words import SHUT_UP_WORDS, SPAM_WORDS, VENT_ENDINGS
 
 REPLAY = ROOT / "examples" / "replay"
 DUMP = REPLAY / "weekend_chat.onebot.jsonl"

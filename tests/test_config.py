@@ -11,8 +11,8 @@ from base_support import EXAMPLES, ROOT
 
 from promptweave import Config, ConfigError, Promptweave, TurnFileError, load_turn_file
 from promptweave.config import StoreConfig
-from promptweave.prompt.persona import PersonaPack
 from promptweave.testing import TEST_ENVIRON
+from promptweave.text.persona import PersonaPack
 from promptweave.turn import TurnRetrieved
 
 DEFAULT_PACK = ROOT / "builtin_plugins" / "persona_packs" / "default.toml"

@@ -16,7 +16,8 @@ from promptweave import (
     build_turn_context,
 )
 from promptweave.config import Config
-from promptweave.conversation.state import (
+from promptweave.providers.exchange import ProviderSpec
+from promptweave.turn_context.conversation_state import (
     MAX_QUEUED_NOTES,
     ActiveSystemPrompt,
     ConversationState,
@@ -27,7 +28,6 @@ from promptweave.conversation.state import (
     conversation_key,
     split_conversation_key,
 )
-from promptweave.providers.records import ProviderSpec
 
 
 def test_conversation_key_names_bot_group_and_speaker():

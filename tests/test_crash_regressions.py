@@ -15,10 +15,10 @@ from promptweave import Bot, ChatMessage, Config, ConfigError, Promptweave, Turn
 from promptweave._convert import MAX_JSON_DEPTH
 from promptweave._dates import EARLIEST, LATEST, from_timestamp, shifted
 from promptweave.cli.main import cli
+from promptweave.cli.route_batch import CaseState, load_route_file
 from promptweave.config import RoutingConfig, StoreConfig
 from promptweave.contrib.onebot import parse_event
-from promptweave.loop.event_log import MessageIndex, scan_events
-from promptweave.routing.batch import CaseState, load_route_file
+from promptweave.replay.chat_log import MessageIndex, scan_events
 from promptweave.routing.model import ModelAnswerError, parse_model_answer
 from promptweave.store.retrieval_import import RetrievalImportError, read_files
 from promptweave.testing import TEST_ENVIRON

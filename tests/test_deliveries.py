@@ -62,7 +62,7 @@ def test_note_delivered_then_record_bot_reply_counts_one_reply(
     # The reply is still stored in full.
     assert [m.text for m in bot_messages(runtime)] == ["在的"]
     assert runtime.stores.bot_replies is not None
-    assert runtime.stores.bot_replies.lookup(GROUP, BOT.id, "r1", now=LATER) == "在的"
+    assert runtime.stores.bot_replies.lookup(BOT.id, GROUP, "r1", now=LATER) == "在的"
 
 
 def test_record_bot_reply_then_note_delivered_counts_one_reply(

@@ -83,7 +83,7 @@ def test_what_the_delivery_hooks_pass_is_public() -> None:
 
 def test_the_delivery_internals_are_found_in_their_modules() -> None:
     for module, names in {
-        "promptweave.delivery.records": ("DeliveryPlan",),
+        "promptweave.delivery.outgoing": ("DeliveryPlan",),
         "promptweave.delivery.plan": ("PauseConfig", "plan_delivery", "plan_phrase"),
         "promptweave.delivery.onebot": (
             "ONEBOT_V11",

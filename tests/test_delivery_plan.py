@@ -10,8 +10,8 @@ import pytest
 from promptweave import Config, ConfigError, Decision, ModelAnswer, Segment
 from promptweave.config import DeliveryConfig
 from promptweave.decision import DeliveryStyle
+from promptweave.delivery.outgoing import DeliveryPlan
 from promptweave.delivery.plan import PauseConfig, plan_delivery, plan_phrase
-from promptweave.delivery.records import DeliveryPlan
 
 BOT, GROUP, USER = "10001", "20001", "30017"
 PAUSE = PauseConfig(base_s=0.6, per_char_s=0.05, max_s=3.0)

@@ -48,6 +48,7 @@ from promptweave import (
 )
 from promptweave._convert import structure
 from promptweave.cli.main import cli
+from promptweave.cli.route_batch import decide_cases, load_route_file
 from promptweave.config import PluginsConfig, StoreConfig
 from promptweave.contrib.onebot import (
     escape_cq,
@@ -56,11 +57,10 @@ from promptweave.contrib.onebot import (
     parse_message,
     unescape_cq,
 )
-from promptweave.loop.event_log import MessageIndex, scan_events, stream_events
 from promptweave.prompt.overrides import OverridesFile
-from promptweave.prompt.persona import PersonaPack
-from promptweave.routing.batch import decide_cases, load_route_file
+from promptweave.replay.chat_log import MessageIndex, scan_events, stream_events
 from promptweave.testing import TEST_ENVIRON
+from promptweave.text.persona import PersonaPack
 
 TURN = load_turn_file(EXAMPLES / "at_question.json")
 _names = itertools.count()

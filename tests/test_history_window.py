@@ -17,13 +17,13 @@ from hypothesis import given, settings, strategies as st
 
 from promptweave import Bot, ChatMessage, History, HistoryEntry, Promptweave, Turn
 from promptweave.config import Config, StoreConfig
-from promptweave.conversation.message_cache import (
+from promptweave.messages.message_cache import (
     TEXT_CHANGES,
     WINDOW_NEW_ENTRIES,
     MessageCache,
     turn_rows,
 )
-from promptweave.conversation.sequence import HistoryRow
+from promptweave.messages.sequence import HistoryRow
 from promptweave.store.sessions import SUMMARY_MARK
 from promptweave.testing import TEST_ENVIRON
 

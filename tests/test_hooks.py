@@ -15,7 +15,7 @@ from promptweave import (
     Section,
     hookimpl,
 )
-from promptweave.plugins.records import RuleStage
+from promptweave.plugins.contributions import RuleStage
 
 
 class _Contributes:

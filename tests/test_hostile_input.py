@@ -8,8 +8,8 @@ import json
 import pytest
 
 from promptweave import Bot, ChatMessage, Config, Promptweave, Turn, TurnFileError
+from promptweave.cli.route_batch import load_route_file
 from promptweave.config import StoreConfig
-from promptweave.routing.batch import load_route_file
 from promptweave.store.retrieval_import import read_files
 from promptweave.testing import TEST_ENVIRON
 from promptweave.turn_context.preflight import run_preflight, should_run_preflight_estimate

@@ -10,7 +10,7 @@ import pytest
 from support_turn_context import PNG_BYTES, PNG_DATA_URL
 
 from promptweave import ImageFetchError, ImageLimits
-from promptweave.conversation.images import (
+from promptweave.messages.images import (
     fetch_image_default,
     is_vision_url,
     merge_image_urls,

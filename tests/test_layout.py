@@ -1,4 +1,4 @@
-"""The layout of ``framework``: stage packages and one-way imports.
+"""The layout of ``framework``: stage packages in layers, one-way imports, a stable public face.
 
 ``docs/architecture.md`` describes the rules these tests hold the tree to.
 """
@@ -15,21 +15,162 @@ import promptweave
 
 FRAMEWORK = Path(promptweave.__file__).parent
 
+
+#: The layers of ``promptweave``, bottom first (``docs/architecture.md``, "Layers"): each entry
+#: names the packages (or top modules) of one layer. A module imports only from its own layer or
+#: lower ones, and two packages of one layer never import each other both ways.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_fields", "_convert", "_dates", "errors", "timing"),
+    ("text",),
+    ("items", "turn", "config"),
+    ("store",),
+    ("messages",),
+    ("decision",),
+    ("plugins",),
+    ("session",),
+    ("routing",),
+    ("retrieval",),
+    ("prompt",),
+    ("turn_context",),
+    ("providers",),
+    ("compression",),
+    ("delivery",),
+    ("runtime", "loop"),
+    ("replay",),
+    ("cli", "testing", "__main__", "__init__"),
+)
+
+#: The one exception to the package layers: a stage's records modules, what the plugin contract
+#: carries, sit in the records layer of :mod:`promptweave.decision`, below the plugin machinery and
+#: every stage that runs (``docs/architecture.md``, "Layers").
+RECORDS_MODULES = frozenset(
+    {
+        "promptweave.routing.signals",
+        "promptweave.prompt.render_context",
+        "promptweave.providers.exchange",
+        "promptweave.providers.prefix",
+        "promptweave.delivery.outgoing",
+        "promptweave.loop.events",
+        "promptweave.plugins.contributions",
+    }
+)
+
+#: Back-imports of the runtime from stage functions that still receive it whole: the turn pipeline
+#: (issue 20, "One turn pipeline") hands them the parts they use instead, and this set goes empty.
+RUNTIME_RECEIVERS = frozenset(
+    {
+        ("promptweave.turn_context.context", "promptweave.runtime"),
+        ("promptweave.providers.request", "promptweave.runtime"),
+    }
+)
+
 #: The modules the plugin contract may import for its annotations: records only, never a stage
 #: that runs (``docs/architecture.md``, "Dependency rules").
 HOOKSPEC_IMPORTS_ALLOWED = re.compile(
-    r"promptweave\.(config|decision|items|turn|plugins\.records|prompt\.render_context|"
-    r"conversation\.(images|sequence)|providers\.records|store\.sessions|delivery\.records|loop\.records)$"
+    r"promptweave\.(config|decision|items|turn|plugins\.contributions|prompt\.render_context|"
+    r"messages\.prompt_message|providers\.exchange|store\.sessions|delivery\.outgoing|"
+    r"loop\.events)$"
 )
 
 
 #: The plugin packages inside ``promptweave``: plugins, not the core the layout rules are about.
 PLUGIN_PACKAGES = ("promptweave.builtin_plugins", "promptweave.contrib")
 
+_LAYER_OF = {name: index for index, names in enumerate(LAYERS) for name in names}
+_RECORDS_LAYER = _LAYER_OF["decision"]
+
 
 def _graph() -> grimp.ImportGraph:
     # grimp reads every import statement, those under ``if TYPE_CHECKING:`` included.
     return grimp.build_graph("promptweave", cache_dir=None)
+
+
+def _package(module: str) -> str:
+    """The package (or top module) of ``promptweave`` that ``module`` belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _layer(module: str) -> int:
+    if module in RECORDS_MODULES:
+        return _RECORDS_LAYER
+    return _LAYER_OF[_package(module)]
+
+
+def _core_imports(graph: grimp.ImportGraph) -> list[tuple[str, str]]:
+    """Every import between two modules of the core, the plugin packages left out."""
+    return sorted(
+        (importer, imported)
+        for importer in graph.modules
+        if not importer.startswith(PLUGIN_PACKAGES)
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if not imported.startswith(PLUGIN_PACKAGES)
+    )
+
+
+def layer_violations(imports: list[tuple[str, str]]) -> list[str]:
+    """The imports that break the layers: upward, or both ways between packages of one layer."""
+    between = {
+        (_package(a), _package(b))
+        for a, b in imports
+        if _package(a) != _package(b) and _layer(a) == _layer(b)
+    }
+    found = []
+    for importer, imported in imports:
+        if (importer, imported) in RUNTIME_RECEIVERS:
+            continue
+        upward = _layer(importer) < _layer(imported)
+        both_ways = (
+            _package(importer) != _package(imported)
+            and _layer(importer) == _layer(imported)
+            and (_package(imported), _package(importer)) in between
+        )
+        if upward or both_ways:
+            found.append(f"{importer} -> {imported}")
+    return found
+
+
+def test_every_package_has_a_layer() -> None:
+    graph = _graph()
+    core = {m for m in graph.modules if not m.startswith(PLUGIN_PACKAGES)}
+    assert sorted({_package(m) for m in core} - set(_LAYER_OF)) == []
+    assert sorted(RECORDS_MODULES - core) == []
+
+
+def test_packages_import_only_down_the_layers() -> None:
+    # Annotation imports count: a type named under ``if TYPE_CHECKING:`` ties the layers as well.
+    assert layer_violations(_core_imports(_graph())) == []
+
+
+def test_the_runtime_receivers_still_import_the_runtime() -> None:
+    # Once the turn pipeline drops an import of the runtime, its pair goes from the set too.
+    assert sorted(RUNTIME_RECEIVERS - set(_core_imports(_graph()))) == []
+
+
+def test_the_layer_check_sees_a_back_import() -> None:
+    assert layer_violations([("promptweave.store.sessions", "promptweave.routing.router")]) == [
+        "promptweave.store.sessions -> promptweave.routing.router"
+    ]
+    assert layer_violations(
+        [
+            ("promptweave.runtime", "promptweave.loop.live"),
+            ("promptweave.loop.live", "promptweave.runtime"),
+        ]
+    ) == [
+        "promptweave.runtime -> promptweave.loop.live",
+        "promptweave.loop.live -> promptweave.runtime",
+    ]
+
+
+def test_records_modules_import_only_records_and_below() -> None:
+    graph = _graph()
+    upward = sorted(
+        f"{module} -> {imported}"
+        for module in RECORDS_MODULES
+        for imported in graph.find_modules_directly_imported_by(module)
+        if _layer(imported) > _RECORDS_LAYER
+    )
+    assert upward == []
 
 
 def test_no_import_circle_among_framework_modules() -> None:
@@ -52,11 +193,6 @@ def test_no_framework_module_imports_the_facade() -> None:
 def test_hookspecs_depend_on_records_alone() -> None:
     imported = _graph().find_modules_directly_imported_by("promptweave.plugins.hookspecs")
     assert sorted(m for m in imported if not HOOKSPEC_IMPORTS_ALLOWED.match(m)) == []
-
-
-def test_top_of_framework_keeps_to_the_shared_modules() -> None:
-    top = sorted(p.stem for p in FRAMEWORK.glob("*.py") if p.stem != "__init__")
-    assert len(top) <= 12, top
 
 
 def test_package_inits_hold_a_docstring_only() -> None:

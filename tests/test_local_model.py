@@ -20,9 +20,9 @@ from base_support import ROOT
 
 from promptweave import BotLoop, Config, Promptweave, Stores
 from promptweave.config import DeliveryConfig, ProviderConfig, TurnContextConfig
-from promptweave.loop.records import OutcomeStatus
-from promptweave.loop.replay import ReplayClock, ReplayTransport, read_chat_log
-from promptweave.providers.records import ProviderSpec
+from promptweave.loop.events import OutcomeStatus
+from promptweave.providers.exchange import ProviderSpec
+from promptweave.replay.replayer import ReplayClock, ReplayTransport, read_chat_log
 
 CHAT = ROOT / "examples" / "replay" / "weekend_chat.onebot.jsonl"
 #: 栗子's late-night conversation with the bot: one conversation, turn after turn.

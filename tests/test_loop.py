@@ -18,7 +18,7 @@ from loop_support import (
 
 from promptweave import BotLoop, Config, PhrasePool, SubmitResult, Tool, hookimpl
 from promptweave.config import LoopConfig, RoutingConfig
-from promptweave.loop.records import IncomingEvent, OutcomeStatus
+from promptweave.loop.events import IncomingEvent, OutcomeStatus
 
 EVERYONE = {"type": "object", "properties": {}}
 
@@ -60,7 +60,7 @@ def test_addressed_question_is_answered_in_bubbles_and_recorded() -> None:
         (BOT, "在格子桌游吧", "9002"),
     ]
     stores = loop.runtime.stores
-    assert stores.bot_replies.lookup(GROUP, BOT, "9002", now=T0) == "在格子桌游吧"  # type: ignore[union-attr]
+    assert stores.bot_replies.lookup(BOT, GROUP, "9002", now=T0) == "在格子桌游吧"  # type: ignore[union-attr]
     session = stores.sessions.user_turns(BOT, GROUP, "30001", until=_later(60), limit=10)  # type: ignore[union-attr]
     assert [(row.role, row.content) for row in session] == [
         ("user", "小织 周末有什么活动吗？"),
@@ -70,7 +70,7 @@ def test_addressed_question_is_answered_in_bubbles_and_recorded() -> None:
 
 
 def test_the_providers_usage_is_traced_and_kept_with_the_answer_in_the_session() -> None:
-    from promptweave.providers.records import Usage
+    from promptweave.providers.exchange import Usage
 
     usage = Usage(
         prompt_tokens=1800, output_tokens=20, cached_tokens=1536, cache_creation_tokens=None
@@ -311,7 +311,7 @@ def test_the_bots_own_message_is_recorded_not_answered() -> None:
     )
     outcome = _run(loop.handle(own, RecordingTransport()))
     assert outcome.status == OutcomeStatus.RECORDED and model.requests == []
-    assert loop.runtime.stores.bot_replies.lookup(GROUP, BOT, "6001", now=T0) == "我刚说的话"  # type: ignore[union-attr]
+    assert loop.runtime.stores.bot_replies.lookup(BOT, GROUP, "6001", now=T0) == "我刚说的话"  # type: ignore[union-attr]
 
 
 class _Dice:
@@ -336,7 +336,7 @@ class _Dice:
 
 
 def test_a_tool_turn_runs_the_models_call_and_feeds_the_result_back() -> None:
-    from promptweave.providers.records import ToolCall
+    from promptweave.providers.exchange import ToolCall
 
     dice = _Dice()
     loop, model = make_loop(

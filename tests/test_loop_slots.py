@@ -10,7 +10,7 @@ from loop_support import RecordingTransport, event, make_loop
 
 from promptweave import Config, Promptweave, SubmitResult
 from promptweave.config import LoopConfig, RoutingConfig
-from promptweave.loop.records import OutcomeStatus
+from promptweave.loop.events import OutcomeStatus
 
 ONE_AT_A_TIME = Config(
     routing=RoutingConfig(low_engagement=False),

@@ -20,7 +20,7 @@ from promptweave import (
     hookimpl,
 )
 from promptweave.loop.tools import ToolRunner
-from promptweave.providers.records import ToolCall
+from promptweave.providers.exchange import ToolCall
 
 EVERYONE = {"type": "object", "properties": {}}
 

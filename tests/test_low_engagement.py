@@ -12,8 +12,8 @@ from promptweave import Decision, DecisionRule, PhrasePool, PoolQuery, TurnActio
 from promptweave._convert import structure
 from promptweave.plugins.registry import Registered
 from promptweave.routing.low_engagement import emit_probability, pick_phrase
-from promptweave.routing.text_signals import is_gentle_phrase
 from promptweave.store.retrieval import ExpressionPairRecord, RetrievalBatch
+from promptweave.text.routing_words import is_gentle_phrase
 from promptweave.turn import GroupExpression, TurnRetrieved
 
 # Named and followed up: past the score, then passed by the rule (not addressed, low value).

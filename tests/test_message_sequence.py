@@ -19,9 +19,9 @@ from promptweave import (
     Stores,
     Turn,
 )
-from promptweave.conversation.ambient import AMBIENT_HEADER
-from promptweave.conversation.sequence import HistoryRow, build_message_sequence
-from promptweave.prompt.persona import PersonaPack
+from promptweave.messages.ambient import AMBIENT_HEADER
+from promptweave.messages.sequence import HistoryRow, build_message_sequence
+from promptweave.text.persona import PersonaPack
 from promptweave.turn import SpeakTrigger
 
 DEFAULT_PACK = ROOT / "builtin_plugins" / "persona_packs" / "default.toml"
@@ -100,7 +100,7 @@ def test_ambient_excerpt_falls_back_to_no_turn_the_history_already_sends(
 
 
 def test_ambient_fallback_keeps_the_latest_pair_the_history_does_not_send() -> None:
-    from promptweave.conversation.ambient import select_ambient_turns
+    from promptweave.messages.ambient import select_ambient_turns
 
     own = [
         SessionTurn(
@@ -211,7 +211,7 @@ def test_history_is_newest_18_turns_oldest_first(
 
 
 def test_summary_row_is_kept_at_the_front_when_it_would_slide_out() -> None:
-    from promptweave.conversation.sequence import HistoryRow, window_history
+    from promptweave.messages.sequence import HistoryRow, window_history
 
     rows = [HistoryRow(role="user", content="【此前对话摘要】\n聊过考研", summary=True)] + [
         HistoryRow(role="user" if i % 2 == 0 else "assistant", content=f"第{i}条")

@@ -16,7 +16,7 @@ from onebot_events import SELF_ID, at, group_message_json, parse, preprocess, re
 
 from promptweave import BotLoop, Config, PhrasePool, Promptweave, Stores, SubmitResult, hookimpl
 from promptweave.config import DeliveryConfig, LoopConfig, RoutingConfig
-from promptweave.providers.records import ToolCall
+from promptweave.providers.exchange import ToolCall
 
 GROUP_A, GROUP_B = 20001, 20002
 

@@ -14,8 +14,8 @@ from promptweave.contrib.onebot import (
     parse_message,
     unescape_cq,
 )
-from promptweave.conversation.images import is_vision_url
 from promptweave.errors import PluginImportError
+from promptweave.messages.images import is_vision_url
 
 TIME = dt.datetime(2026, 11, 29, 4, 15, 48, tzinfo=dt.UTC)
 

@@ -20,7 +20,7 @@ from promptweave import (
 )
 from promptweave.config import PluginsConfig, ProviderConfig, StoreConfig
 from promptweave.contrib.openai_compat import DEFAULT_BASE_URL, OpenAICompatClient, RetryPolicy
-from promptweave.providers.records import ProviderSpec
+from promptweave.providers.exchange import ProviderSpec
 
 
 def _request(runtime, api=ProviderApi.OPENAI_CHAT):

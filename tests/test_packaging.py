@@ -140,4 +140,4 @@ def test_a_bot_folder_with_its_own_contrib_and_framework_keeps_the_plugin(tmp_pa
     first, second = done.stdout.splitlines()[-2:]
     assert first.startswith("promptweave.contrib.nonebot ")
     assert first.endswith(" the bot the bot")
-    assert second == "promptweave.plugins.records promptweave"
+    assert second == "promptweave.plugins.contributions promptweave"

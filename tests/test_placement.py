@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from promptweave import DuplicateRegistrationError, PlacementError, Section, hookimpl
-from promptweave.plugins.records import Volatility
+from promptweave.plugins.contributions import Volatility
 from promptweave.plugins.registry import Registered, order_sections
 
 BUILTIN_ORDER = [

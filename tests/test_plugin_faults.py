@@ -51,10 +51,10 @@ from promptweave.config import (
     StoreConfig,
     TurnContextConfig,
 )
-from promptweave.conversation.state import conversation_key
-from promptweave.plugins.records import RuleStage
-from promptweave.providers.records import ProviderSpec
+from promptweave.plugins.contributions import RuleStage
+from promptweave.providers.exchange import ProviderSpec
 from promptweave.testing import TEST_ENVIRON
+from promptweave.turn_context.conversation_state import conversation_key
 
 #: The deadline of the hang cases: short, so the matrix stays fast.
 DEADLINE_S = 0.2

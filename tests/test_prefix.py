@@ -6,8 +6,8 @@ import attrs
 from support_turn_context import example_turn, later, make_runtime
 
 from promptweave import ProviderApi, build_provider_request, build_turn_context
+from promptweave.providers.exchange import ProviderSpec
 from promptweave.providers.prefix import canonical_json, compare_request_prefix, labelled_segments
-from promptweave.providers.records import ProviderSpec
 
 
 def _request(runtime, turn, api=ProviderApi.OPENAI_CHAT, **kwargs):

@@ -24,7 +24,7 @@ from promptweave.config import ProviderConfig
 from promptweave.contrib._provider_http import Attempt, RetryPolicy, retry_after_s
 from promptweave.contrib.anthropic_messages import AnthropicMessagesClient
 from promptweave.contrib.openai_compat import OpenAICompatClient
-from promptweave.providers.records import ProviderSpec, ToolCall, Usage
+from promptweave.providers.exchange import ProviderSpec, ToolCall, Usage
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 CHAT_OK = {

@@ -15,10 +15,10 @@ from promptweave import (
     build_turn_context,
     hookimpl,
 )
-from promptweave.conversation.state import conversation_key, prompt_cache_key
 from promptweave.providers.bodies import MAX_CACHE_BREAKPOINTS
-from promptweave.providers.records import ProviderSpec
+from promptweave.providers.exchange import ProviderSpec
 from promptweave.providers.wire import TIMELINE_IMAGES_TEXT
+from promptweave.turn_context.conversation_state import conversation_key, prompt_cache_key
 
 CURRENT = "https://img.example.net/board.jpg"
 QUOTED = "https://img.example.net/map.jpg"

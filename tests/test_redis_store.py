@@ -44,8 +44,8 @@ from promptweave.contrib.redis_store import (
     connect,
     redis_stores,
 )
-from promptweave.loop.event_log import import_events
 from promptweave.plugins.manager import available_contrib_plugins
+from promptweave.replay.chat_log import import_events
 from promptweave.store.routing_state import MemoryRoutingState
 from promptweave.store.sqlite import StoreUnavailableError
 from promptweave.turn import SpeakTrigger
@@ -142,11 +142,11 @@ def test_the_bot_reply_maximum_counts_per_bot_and_group(redis_namespace: RedisNa
     context = redis_stores(Config(), redis_namespace).bot_replies
     assert context is not None
     context.max_entries = 2  # type: ignore[attr-defined]
-    context.remember("20001", "10001", "a", "甲", now=T0)
+    context.remember("10001", "20001", "a", "甲", now=T0)
     for number in range(3):
-        context.remember("20002", "10001", str(number), "别的群", now=T0)
-    assert context.lookup("20001", "10001", "a", now=T0) == "甲"
-    assert context.lookup("20002", "10001", "0", now=T0) is None
+        context.remember("10001", "20002", str(number), "别的群", now=T0)
+    assert context.lookup("10001", "20001", "a", now=T0) == "甲"
+    assert context.lookup("10001", "20002", "0", now=T0) is None
 
 
 # -- sharing ------------------------------------------------------------------------------------
@@ -367,11 +367,11 @@ def test_turns_degrade_while_redis_is_cut_off_and_recover_after(
 def test_a_lookup_without_refresh_changes_nothing(redis_namespace: RedisNamespace) -> None:
     writer = RedisBotReplyContext(redis_namespace, ttl_s=60, max_entries=2)
     reader = attrs.evolve(writer, refresh_on_lookup=False)
-    writer.remember("20001", "10001", "a", "甲", now=T0)
-    writer.remember("20001", "10001", "b", "乙", now=T0)
-    assert reader.lookup("20001", "10001", "a", now=T0) == "甲"
-    writer.remember("20001", "10001", "c", "丙", now=T0)  # "a" was not refreshed: it goes
-    assert writer.lookup("20001", "10001", "a", now=T0) is None
+    writer.remember("10001", "20001", "a", "甲", now=T0)
+    writer.remember("10001", "20001", "b", "乙", now=T0)
+    assert reader.lookup("10001", "20001", "a", now=T0) == "甲"
+    writer.remember("10001", "20001", "c", "丙", now=T0)  # "a" was not refreshed: it goes
+    assert writer.lookup("10001", "20001", "a", now=T0) is None
     late = T0 + dt.timedelta(minutes=5)
-    assert reader.lookup("20001", "10001", "b", now=late) is None  # expired, but left in place
-    assert writer.lookup("20001", "10001", "b", now=T0) == "乙"
+    assert reader.lookup("10001", "20001", "b", now=late) is None  # expired, but left in place
+    assert writer.lookup("10001", "20001", "b", now=T0) == "乙"

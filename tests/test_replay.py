@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from promptweave import BotLoop, Config, Promptweave, Stores
 from promptweave.cli.main import cli
 from promptweave.config import TurnContextConfig
-from promptweave.loop.replay import ReplayClock, ReplayTransport, read_chat_log
-from promptweave.providers.records import ProviderSpec
+from promptweave.providers.exchange import ProviderSpec
+from promptweave.replay.replayer import ReplayClock, ReplayTransport, read_chat_log
 
 CHAT = ROOT / "examples" / "replay" / "weekend_chat.onebot.jsonl"
 CHAT_CONFIG = ROOT / "examples" / "replay" / "promptweave.toml"

@@ -30,8 +30,8 @@ from report_support import (
     summarize,
 )
 
-from promptweave.loop.report import ReportInputError, render_report
-from promptweave.loop.report_charts import BAR_WIDTH
+from promptweave.replay.report import ReportInputError, render_report
+from promptweave.replay.report_charts import BAR_WIDTH
 
 # Markup, an entity, both quotes, and a placeholder of the page template.
 HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>&amp;\"' $timeline"

@@ -12,13 +12,13 @@ import pytest
 from retrieval_reference import ReferenceStore
 from test_retrieval_unchanged import SCOPES, _text, random_batch
 
-from promptweave.retrieval.chunking import chunk_document
-from promptweave.retrieval.scoring import index_text, query_terms
 from promptweave.store import retrieval_sqlite
 from promptweave.store.retrieval import KnowledgeDocument, MemoryRecord, RetrievalBatch
+from promptweave.store.retrieval_chunks import chunk_document
 from promptweave.store.retrieval_schema import MIGRATIONS, SCOPE_ROWS
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.text.scoring import index_text, query_terms
 
 
 def memory(text, group="g1", bot="b1"):

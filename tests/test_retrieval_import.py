@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from promptweave.cli.main import cli
-from promptweave.retrieval.chunking import chunk_document
 from promptweave.store.retrieval import KnowledgeDocument
+from promptweave.store.retrieval_chunks import chunk_document
 from promptweave.store.retrieval_import import RetrievalImportError, import_files, read_files
 from promptweave.store.retrieval_memory import InMemoryRetrievalStore
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore

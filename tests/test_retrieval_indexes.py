@@ -13,15 +13,15 @@ from promptweave.builtin_plugins.retrieval_indexes import (
     space_bound,
 )
 from promptweave.items import LearningType
-from promptweave.retrieval.scoring import (
+from promptweave.store.retrieval import BehaviorRecord, ExpressionPairRecord
+from promptweave.store.retrieval_sqlite import _score_indexed
+from promptweave.text.scoring import (
     index_text,
     index_token,
     query_terms,
     score_text,
     text_terms,
 )
-from promptweave.store.retrieval import BehaviorRecord, ExpressionPairRecord
-from promptweave.store.retrieval_sqlite import _score_indexed
 
 # Letters the query and the trigger never share, and what separates words once processed.
 QUERY_LETTERS = "ab周六晚上桌游1"

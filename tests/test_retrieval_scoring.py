@@ -5,8 +5,8 @@ import sqlite3
 
 import pytest
 
-from promptweave.retrieval import scoring
-from promptweave.retrieval.scoring import (
+from promptweave.text import scoring
+from promptweave.text.scoring import (
     MAX_QUERY_TERMS,
     fts_query,
     index_text,
@@ -63,7 +63,7 @@ def test_fts_query_escapes_double_quotes():
 
 
 def test_query_text_drops_cq_codes_and_bot_mentions_but_keeps_glued_questions():
-    from promptweave.retrieval.scoring import normalize_query
+    from promptweave.text.scoring import normalize_query
 
     assert normalize_query("@小织今晚的桌游局几点开始？", ("小织",)) == "今晚的桌游局几点开始？"
     assert normalize_query("[CQ:image,file=a.jpg,url=https://x] @阿蒙 这是啥") == "这是啥"

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from promptweave.retrieval.scoring import query_terms
 from promptweave.store import retrieval_sqlite
 from promptweave.store.retrieval import MemoryRecord, RelationshipRecord, RetrievalBatch
 from promptweave.store.retrieval_memory import InMemoryRetrievalStore
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.text.scoring import query_terms
 
 
 def memory(text: str, kind: str = "group_memory", **fields: object) -> MemoryRecord:

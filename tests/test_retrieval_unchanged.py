@@ -21,7 +21,6 @@ from retrieval_reference import ReferenceRetrievers, ReferenceStore
 
 from promptweave import Bot, ChatMessage, Config, Promptweave, Stores, Turn, load_turn_file
 from promptweave.config import RetrievalConfig, StoreConfig
-from promptweave.retrieval.scoring import query_terms
 from promptweave.store import retrieval_sqlite
 from promptweave.store.retrieval import (
     BehaviorRecord,
@@ -38,6 +37,7 @@ from promptweave.store.retrieval_import import read_files
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase
 from promptweave.store.stores import TopicSummaries
+from promptweave.text.scoring import query_terms
 from promptweave.turn import SpeakTrigger
 
 EXAMPLES = Path(__file__).parent.parent / "examples"

@@ -9,7 +9,7 @@ import pytest
 from routing_support import BASE_TIME, TEST_BOT, make_runtime, make_turn
 
 from promptweave import ChatMessage, Turn
-from promptweave.routing import text_signals as ts
+from promptweave.text import routing_words as ts
 from promptweave.turn import SpeakTrigger
 
 #: Adverts and scams as they are posted in groups; every one must read as spam.

@@ -11,7 +11,7 @@ from routing_support import TEST_BOT, make_runtime
 
 from promptweave import TurnFileError
 from promptweave.cli.main import cli
-from promptweave.routing.batch import confusion_table, decide_cases, load_route_file
+from promptweave.cli.route_batch import confusion_table, decide_cases, load_route_file
 
 EVAL = Path(__file__).parent / "data" / "routing_eval.jsonl"
 EXAMPLES = Path(__file__).parent.parent / "examples" / "turns"
@@ -173,7 +173,7 @@ def test_a_compact_line_without_any_bot_or_a_crowded_defaults_line_is_an_error(t
 
 
 def test_cli_route_names_the_default_bot_after_the_persona_pack():
-    from promptweave.routing.batch import default_route_bot
+    from promptweave.cli.route_batch import default_route_bot
 
     bot = default_route_bot(make_runtime().persona)
     assert bot.name == make_runtime().persona.persona.name

@@ -35,16 +35,16 @@ from promptweave import (
 from promptweave.decision import MemoryPolicy, SocialAction
 from promptweave.items import ReplyShape, RhythmProfile, TurnPolicy
 from promptweave.plugins import watchdog
-from promptweave.plugins.records import RuleStage
+from promptweave.plugins.contributions import RuleStage
 from promptweave.routing import (
     router as router_module,
     shape,
     signals as signals_module,
-    text_signals as ts,
 )
-from promptweave.routing.memory import memory_policy_for
+from promptweave.routing.memory_policy import memory_policy_for
 from promptweave.routing.signals import MessageSignals, mention_ids
 from promptweave.store.routing_state import QuoteCandidate
+from promptweave.text import routing_words as ts
 
 DATA = Path(__file__).parent / "data"
 

@@ -10,9 +10,8 @@ from routing_support import make_runtime, make_turn
 
 from promptweave import Decision, ReplyShape, TurnAction
 from promptweave.config import RoutingConfig
-from promptweave.decision import SocialAction
+from promptweave.decision import SocialAction, allows_persistent_memory
 from promptweave.items import RhythmProfile, TurnPolicy
-from promptweave.routing.memory import allows_persistent_memory
 from promptweave.routing.shape import resolve_reply_shape, resolve_turn_policy
 from promptweave.routing.signals import MessageSignals
 

@@ -12,7 +12,7 @@ import pytest
 from base_support import sqlite_config
 
 from promptweave import Bot, ChatMessage, Promptweave, Turn
-from promptweave.routing.route_state import RouteState
+from promptweave.routing.group_snapshot import RouteState
 from promptweave.store.routing_state import GroupMute, MemoryRoutingState, QuoteCandidate
 from promptweave.store.routing_state_sqlite import SQLiteRoutingState
 from promptweave.store.sqlite import SQLiteDatabase

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from promptweave.routing import text_signals as ts
+from promptweave.text import routing_words as ts
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ import pytest
 from base_support import T0
 
 from promptweave import Bot, ChatMessage, Turn, build_turn_context
-from promptweave.conversation.state import conversation_key
 from promptweave.store.deliveries import DeliveryState
+from promptweave.turn_context.conversation_state import conversation_key
 
 LOOKALIKES = [
     (("1", "2:3"), ("1:2", "3")),
@@ -51,7 +51,7 @@ def test_lookalike_scopes_share_no_state_on_any_backend(runtime, one, other):
             )
             assert [m.text for m in logged] == [f"{bot}/{group}", f"答{bot}/{group}"]
             assert runtime.stores.routing.last_phrase(bot, group) == f"词{bot}/{group}"
-            quoted = runtime.stores.bot_replies.lookup(group, bot, "r1", now=T0)
+            quoted = runtime.stores.bot_replies.lookup(bot, group, "r1", now=T0)
             assert quoted == f"答{bot}/{group}"
         # One message id delivered in each scope: each is a first delivery.
         state = runtime.stores.deliveries.record_delivery(

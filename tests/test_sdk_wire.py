@@ -25,9 +25,9 @@ from promptweave import (
     build_turn_context,
     hookimpl,
 )
-from promptweave.conversation.state import conversation_key
-from promptweave.providers.records import ProviderSpec, ToolCall, ToolSpec
+from promptweave.providers.exchange import ProviderSpec, ToolCall, ToolSpec
 from promptweave.providers.tools import with_tool_round, with_tools
+from promptweave.turn_context.conversation_state import conversation_key
 
 
 def _http_module(sdk: str) -> ModuleType:

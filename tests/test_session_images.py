@@ -32,7 +32,7 @@ from promptweave import (
     hookimpl,
 )
 from promptweave.config import SessionConfig
-from promptweave.providers.records import ProviderSpec
+from promptweave.providers.exchange import ProviderSpec
 
 CAT = "https://img.example.net/cat-1.jpg"
 USER = "30022"

@@ -30,12 +30,12 @@ def _isolated() -> dict[str, str]:
 NOT_FOR_RENDER = (
     "promptweave.loop.live",
     "promptweave.loop.tools",
-    "promptweave.loop.event_log",
+    "promptweave.replay.chat_log",
     "promptweave.delivery.onebot",
     "promptweave.delivery.plan",
     "promptweave.delivery.reply_contract",
-    "promptweave.conversation.summary",
-    "promptweave.routing.batch",
+    "promptweave.compression.summary",
+    "promptweave.cli.route_batch",
     "urllib.request",
     "http.client",
     "rapidfuzz",
@@ -97,7 +97,7 @@ def test_importing_the_facade_loads_no_stage_of_a_turn() -> None:
 
 def test_a_name_read_from_the_facade_loads_its_module_alone() -> None:
     loaded = _modules_after("from promptweave import quote_user_text")
-    assert "promptweave.prompt.sanitize" in loaded
+    assert "promptweave.text.sanitize" in loaded
     assert "promptweave.runtime" not in loaded
 
 

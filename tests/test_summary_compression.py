@@ -12,9 +12,9 @@ import attrs
 from base_support import BOT, GROUP, T0, Clock, sqlite_config
 
 from promptweave import IMAGE_WITHOUT_URL, ChatMessage, Promptweave, SessionTurn, Turn, hookimpl
+from promptweave.compression.summary import CompressionStatus
 from promptweave.config import SessionConfig
-from promptweave.conversation.summary import CompressionStatus
-from promptweave.delivery.writes import record_bot_reply
+from promptweave.delivery.store_writes import record_bot_reply
 from promptweave.store.sessions import SUMMARY_MARK
 
 TOPICS = [

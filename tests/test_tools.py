@@ -9,8 +9,8 @@ from support_turn_context import example_turn, make_runtime
 
 from promptweave import ProviderApi, build_provider_request, build_turn_context
 from promptweave.providers.bodies import MAX_CACHE_BREAKPOINTS
+from promptweave.providers.exchange import ProviderSpec, ToolCall, ToolSpec
 from promptweave.providers.prefix import canonical_json
-from promptweave.providers.records import ProviderSpec, ToolCall, ToolSpec
 from promptweave.providers.tools import with_tool_round, with_tools
 
 WEATHER = ToolSpec(

@@ -22,9 +22,9 @@ from promptweave import (
 )
 from promptweave.cli.main import cli
 from promptweave.config import BudgetConfig, StoreConfig, TurnContextConfig
-from promptweave.conversation.state import conversation_key
-from promptweave.providers.records import ProviderSpec
+from promptweave.providers.exchange import ProviderSpec
 from promptweave.turn_context.context import TurnContext
+from promptweave.turn_context.conversation_state import conversation_key
 from promptweave.turn_context.request_budget import (
     FittedTurn,
     TurnAdditions,

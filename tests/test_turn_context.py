@@ -16,8 +16,8 @@ from promptweave import (
     build_turn_context,
     hookimpl,
 )
-from promptweave.conversation.state import conversation_key
-from promptweave.providers.records import ProviderSpec
+from promptweave.providers.exchange import ProviderSpec
+from promptweave.turn_context.conversation_state import conversation_key
 
 
 def build(runtime, turn, **kwargs):

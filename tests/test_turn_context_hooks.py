@@ -23,7 +23,7 @@ from promptweave import (
     submit_request,
 )
 from promptweave.plugins.manager import DEFAULT_PLUGINS
-from promptweave.providers.records import ProviderSpec
+from promptweave.providers.exchange import ProviderSpec
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugin_hooks.md"
 HOOKS = (

@@ -23,7 +23,7 @@ from promptweave import (
 )
 from promptweave.config import ProviderConfig, StoreConfig
 from promptweave.contrib.onebot import parse_message
-from promptweave.providers.records import ProviderSpec
+from promptweave.providers.exchange import ProviderSpec
 from promptweave.providers.wire import TIMELINE_IMAGES_TEXT
 
 CAT = "https://img.example.net/cat-1.jpg"

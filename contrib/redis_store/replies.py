@@ -128,7 +128,7 @@ class RedisBotReplyContext:
         self._remember = self.namespace.script(_REMEMBER)
         self._lookup = self.namespace.script(_LOOKUP)
 
-    def _keys(self, group_id: str, bot_id: str) -> list[str]:
+    def _keys(self, bot_id: str, group_id: str) -> list[str]:
         key = self.namespace.key
         return [
             key(bot_id, group_id, "replies"),
@@ -138,7 +138,7 @@ class RedisBotReplyContext:
         ]
 
     def remember(
-        self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
+        self, bot_id: str, group_id: str, message_id: str, text: str, *, now: dt.datetime
     ) -> None:
         entry = bot_reply_entry(
             message_id, text, now=now, ttl_s=self.ttl_s, text_chars=self.text_chars
@@ -148,16 +148,16 @@ class RedisBotReplyContext:
         text, expires = entry
         with self.namespace.reached():
             self._remember(
-                keys=self._keys(group_id, bot_id),
+                keys=self._keys(bot_id, group_id),
                 args=[message_id, text, repr(expires), self.max_entries],
             )
 
     def lookup(
-        self, group_id: str, bot_id: str, message_id: str, *, now: dt.datetime
+        self, bot_id: str, group_id: str, message_id: str, *, now: dt.datetime
     ) -> str | None:
         with self.namespace.reached():
             text = self._lookup(
-                keys=self._keys(group_id, bot_id),
+                keys=self._keys(bot_id, group_id),
                 args=[message_id, repr(now.timestamp()), "1" if self.refresh_on_lookup else "0"],
             )
         return None if text is None else str(text)

@@ -154,7 +154,7 @@ def store_import(
     require_file(events_file)
     # The event log brings the live loop's recording and session compression: only this command
     # needs them, so the others do not load them (docs/performance.md).
-    from promptweave.loop.event_log import MessageIndex, scan_events, stream_events
+    from promptweave.replay.chat_log import MessageIndex, scan_events, stream_events
 
     path = _store_path(store_path, config_path)
     load_config(config_path)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import attrs
 
-from promptweave.loop.event_log import LoggedReply, MessageEvent, read_events
-from promptweave.routing.batch import CaseState, RouteCase, load_route_file
+from promptweave.cli.route_batch import CaseState, RouteCase, load_route_file
+from promptweave.replay.chat_log import LoggedReply, MessageEvent, read_events
 from promptweave.turn import Bot, ChatMessage, HistoryEntry, Turn
 
 __all__ = ["is_event_log", "load_route_input"]

@@ -20,15 +20,15 @@ from promptweave.cli.common import (
 )
 from promptweave.cli.problems import PassRefused, Problem, input_error, require_file
 from promptweave.cli.text_blocks import echo_text
-from promptweave.conversation.state import conversation_key
 from promptweave.decision import Decision, TurnAction
 from promptweave.errors import TurnFileError
+from promptweave.providers.exchange import ProviderRequest, ProviderSpec
 from promptweave.providers.prefix import canonical_json
-from promptweave.providers.records import ProviderRequest, ProviderSpec
 from promptweave.providers.request import build_provider_request
 from promptweave.runtime import Promptweave
 from promptweave.turn import Turn, load_turn_file
 from promptweave.turn_context.context import TurnContext, build_turn_context
+from promptweave.turn_context.conversation_state import conversation_key
 
 __all__ = ["REQUEST_FORMATS", "render"]
 

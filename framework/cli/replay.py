@@ -23,8 +23,14 @@ from promptweave.cli.problems import Problem, config_error, input_error, require
 from promptweave.config import Config
 from promptweave.errors import PromptweaveError, TurnFileError
 from promptweave.loop.live import BotLoop
-from promptweave.loop.replay import ReplayClock, ReplayLog, read_chat_log, replay_events, summarize
-from promptweave.providers.records import ProviderSpec
+from promptweave.providers.exchange import ProviderSpec
+from promptweave.replay.replayer import (
+    ReplayClock,
+    ReplayLog,
+    read_chat_log,
+    replay_events,
+    summarize,
+)
 from promptweave.runtime import Promptweave
 from promptweave.store.retrieval_import import AUTO_KIND, RetrievalImportError, read_files
 
@@ -312,7 +318,7 @@ async def _no_pause(_seconds: float) -> None:
 
 
 def _write_report(path: Path, records: Sequence[Mapping[str, Any]], log_file: Path) -> None:
-    from promptweave.loop.report import render_report
+    from promptweave.replay.report import render_report
 
     try:
         path.write_text(

@@ -10,6 +10,7 @@ import click
 from promptweave.cli.common import build_runtime, config_option
 from promptweave.cli.event_cases import load_route_input
 from promptweave.cli.problems import input_error, require_file
+from promptweave.cli.route_batch import CaseResult, confusion_table, decide_cases, default_route_bot
 from promptweave.cli.style import (
     ACTION_COLOURS,
     STATUS_COLOURS,
@@ -19,7 +20,6 @@ from promptweave.cli.style import (
     pad,
 )
 from promptweave.errors import TurnFileError
-from promptweave.routing.batch import CaseResult, confusion_table, decide_cases, default_route_bot
 
 __all__ = ["echo_rows", "route"]
 

@@ -16,7 +16,7 @@ from promptweave.cli.common import StoreSource
 from promptweave.cli.problems import configured_file_problem, report_lines
 from promptweave.cli.style import ACTION_COLOURS, coloured, heading, status
 from promptweave.prompt.rendered import RenderedTurn
-from promptweave.providers.records import ProviderRequest
+from promptweave.providers.exchange import ProviderRequest
 from promptweave.turn_context.context import TurnContext
 
 __all__ = ["echo_text"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from promptweave.delivery.records import OutgoingMessage, Segment
+from promptweave.delivery.outgoing import OutgoingMessage, Segment
 
 __all__ = [
     "ONEBOT_V11",

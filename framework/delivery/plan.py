@@ -16,7 +16,7 @@ import attrs
 
 from promptweave.config import Config, DeliveryConfig
 from promptweave.decision import Decision, DeliveryStyle
-from promptweave.delivery.records import DeliveryPlan, ModelAnswer, OutgoingMessage, Segment
+from promptweave.delivery.outgoing import DeliveryPlan, ModelAnswer, OutgoingMessage, Segment
 
 __all__ = ["PauseConfig", "plan_delivery", "plan_phrase"]
 

@@ -19,7 +19,7 @@ import attrs
 from promptweave._dates import shifted
 from promptweave.config import Config
 from promptweave.decision import Decision, DeliveryStyle
-from promptweave.delivery.writes import (
+from promptweave.delivery.store_writes import (
     BackgroundRunner,
     record_bot_reply,
     record_message,
@@ -27,17 +27,17 @@ from promptweave.delivery.writes import (
 )
 from promptweave.plugins.manager import PluginManager
 from promptweave.plugins.watchdog import Watchdog
-from promptweave.prompt.persona import PersonaPack
 from promptweave.routing.quoting import Delivery, resolve_delivery
 from promptweave.store.deliveries import DeliveryState, answered_key, delivered_key
 from promptweave.store.sessions import group_scope
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
+from promptweave.text.persona import PersonaPack
 from promptweave.timing import elapsed_ms, stage_log
 from promptweave.turn import ChatMessage, Turn
 
 if TYPE_CHECKING:
-    from promptweave.conversation.summary import CompressionResult
+    from promptweave.compression.summary import CompressionResult
 
 __all__ = ["Recorder"]
 
@@ -144,7 +144,7 @@ class Recorder:
     def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
         """Store an incoming group message (the group timeline reads it), its text cut at
         ``[session] max_content_chars``, and make it one of the group's quote candidates; never
-        raises for a failing store. See :func:`promptweave.delivery.writes.record_message`."""
+        raises for a failing store. See :func:`promptweave.delivery.store_writes.record_message`."""
         start = perf_counter()
         stored = record_message(
             self.stores,
@@ -293,7 +293,7 @@ class Recorder:
         """Compress one user's session now if it is long enough and the cooldown allows."""
         # Loaded by the first compression, which runs after a delivery, never at start-up
         # (docs/performance.md).
-        from promptweave.conversation.summary import compress_session
+        from promptweave.compression.summary import compress_session
 
         return compress_session(
             self.stores,

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any
 
-from promptweave.delivery.records import ModelAnswer
+from promptweave.delivery.outgoing import ModelAnswer
 from promptweave.items import ReplyShape
 
 __all__ = [

@@ -1,2 +1,2 @@
-"""The live loop: incoming events carried through the whole turn to delivered bubbles, and the
-replay of recorded chats (``docs/bot.md``)."""
+"""The live loop: incoming events carried through the whole turn to delivered bubbles
+(``docs/bot.md``). Replaying recorded chats through it is :mod:`promptweave.replay`."""

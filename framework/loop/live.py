@@ -32,12 +32,12 @@ import attrs
 
 from promptweave.decision import Decision, DeliveryStyle, TurnAction
 from promptweave.delivery.mention import MentionCooldown
+from promptweave.delivery.outgoing import DeliveryPlan, ModelAnswer, SendReceipt, Transport
 from promptweave.delivery.plan import PauseConfig, plan_delivery, plan_phrase
-from promptweave.delivery.records import DeliveryPlan, ModelAnswer, SendReceipt, Transport
 from promptweave.items import RouteHints, ToolContext
-from promptweave.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
+from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
 from promptweave.loop.tools import ToolRunner
-from promptweave.providers.records import ProviderSpec
+from promptweave.providers.exchange import ProviderSpec
 from promptweave.providers.request import asubmit_request, build_provider_request
 from promptweave.providers.tools import with_tool_round, with_tools
 from promptweave.runtime import Promptweave

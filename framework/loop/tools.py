@@ -17,9 +17,9 @@ from typing import Any
 
 import attrs
 
-from promptweave.loop.records import IncomingEvent
-from promptweave.plugins.records import Tool, ToolCallContext
-from promptweave.providers.records import ToolCall, ToolSpec
+from promptweave.loop.events import IncomingEvent
+from promptweave.plugins.contributions import Tool, ToolCallContext
+from promptweave.providers.exchange import ToolCall, ToolSpec
 from promptweave.runtime import Promptweave
 
 __all__ = ["TOOL_RESULT_CHARS", "ToolRunner", "tool_arguments"]

@@ -17,10 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from promptweave.config import Config
-    from promptweave.conversation.images import FetchedImage, ImageLimits
-    from promptweave.conversation.sequence import PromptMessage
     from promptweave.decision import RouteContext
-    from promptweave.delivery.records import (
+    from promptweave.delivery.outgoing import (
         ModelAnswer,
         OutgoingMessage,
         Segment,
@@ -28,8 +26,9 @@ if TYPE_CHECKING:
         Transport,
     )
     from promptweave.items import ReplyShape
-    from promptweave.loop.records import IncomingEvent
-    from promptweave.plugins.records import (
+    from promptweave.loop.events import IncomingEvent
+    from promptweave.messages.prompt_message import FetchedImage, ImageLimits, PromptMessage
+    from promptweave.plugins.contributions import (
         DecisionRule,
         PhrasePool,
         Retriever,
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
         Tool,
     )
     from promptweave.prompt.render_context import RenderContext
-    from promptweave.providers.records import ProviderRequest, SubmitResult
+    from promptweave.providers.exchange import ProviderRequest, SubmitResult
     from promptweave.store.sessions import SessionTurn
     from promptweave.turn import ChatMessage
 
@@ -221,7 +220,7 @@ def fetch_image(url: str, limits: ImageLimits) -> FetchedImage | None:
     """Fetch an image a provider needs inline (``provider.inline_images``).
 
     Runs while a provider request is built, once per distinct image URL; only valid HTTP(S) URLs
-    (:func:`promptweave.conversation.images.is_vision_url`) are ever fetched. Raising
+    (:func:`promptweave.messages.images.is_vision_url`) are ever fetched. Raising
     :class:`promptweave.ImageFetchError` (or any exception) degrades that image to ``[图片]``; the
     failure is traced in the request. The built-in implementation (``trylast``) reads ``http(s)``
     (and, called directly, ``data:``) URLs within the limits.
@@ -399,7 +398,7 @@ def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
     """Describe an image of the session history, only when a summary needs it.
 
     Images in history are stored as placeholders with their URL; this runs for each such URL
-    that is a valid HTTP(S) URL (:func:`promptweave.conversation.images.is_vision_url`; any other entry stays ``[图片]``)
+    that is a valid HTTP(S) URL (:func:`promptweave.messages.images.is_vision_url`; any other entry stays ``[图片]``)
     while a session is being summarized, once per distinct URL of that compression. Never called
     while ``[session] describe_images`` is off (the session then keeps no image URL, and a URL
     stored before is not read). The built-in ``session_summary`` plugin is ``trylast`` and returns

@@ -21,7 +21,7 @@ from promptweave.errors import (
     PluginRegistrationError,
     PromptweaveError,
 )
-from promptweave.plugins.records import (
+from promptweave.plugins.contributions import (
     DecisionRule,
     PhrasePool,
     Retriever,

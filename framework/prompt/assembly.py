@@ -19,20 +19,20 @@ import attrs
 import pluggy
 
 from promptweave.errors import ConfigError, SectionRenderError
-from promptweave.plugins.hook_calls import implementations, log_failure
-from promptweave.plugins.records import (
+from promptweave.plugins.contributions import (
     READS_CONTEXT,
     OverrideMode,
     Section,
     SectionOverride,
     Volatility,
 )
+from promptweave.plugins.hook_calls import implementations, log_failure
 from promptweave.plugins.registry import Registered
 from promptweave.plugins.watchdog import call_plugin, type_name
 from promptweave.prompt.overrides import MAX_OVERRIDE_CONTENT_CHARS
 from promptweave.prompt.render_context import RenderContext
 from promptweave.prompt.rendered import RenderedSection
-from promptweave.prompt.sanitize import BLOCK_MAX_CHARS, sanitize_block
+from promptweave.text.sanitize import BLOCK_MAX_CHARS, sanitize_block
 from promptweave.turn import Bot
 
 __all__ = ["FINISHED_CACHE_ENTRIES", "STATIC_CACHE_ENTRIES", "SectionAssembler"]

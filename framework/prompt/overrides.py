@@ -19,8 +19,8 @@ from pathlib import Path
 import attrs
 
 from promptweave._convert import load_toml, structure
-from promptweave.plugins.records import OverrideMode, SectionOverride
-from promptweave.prompt.sanitize import sanitize_block
+from promptweave.plugins.contributions import OverrideMode, SectionOverride
+from promptweave.text.sanitize import sanitize_block
 
 __all__ = ["MAX_OVERRIDE_CONTENT_CHARS", "OverridesFile", "load_overrides_file"]
 

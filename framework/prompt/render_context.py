@@ -10,11 +10,10 @@ from typing import Any, TypeVar
 import attrs
 
 from promptweave.config import Config
-from promptweave.conversation.timeline import GroupTimeline
-from promptweave.decision import Decision
+from promptweave.decision import Decision, allows_persistent_memory
 from promptweave.items import ReplyShape, ToolContext, TurnPolicy
-from promptweave.prompt.persona import PersonaPack
-from promptweave.routing.memory import allows_persistent_memory
+from promptweave.messages.timeline import GroupTimeline
+from promptweave.text.persona import PersonaPack
 from promptweave.turn import Turn
 
 __all__ = ["RenderContext"]
@@ -39,7 +38,7 @@ class RenderContext:
     :param decision: the routing decision for this turn.
     :param allow_persistent_memory: whether this turn may show persistent memory, relationship
         notes, person facts and old topics; the decision's memory policy
-        (:func:`promptweave.routing.memory.allows_persistent_memory`) unless the caller said otherwise.
+        (:func:`promptweave.decision.allows_persistent_memory`) unless the caller said otherwise.
     :param reply_shape: the resolved reply shape.
     :param turn_policy: the resolved turn policy.
     :param timeline: the group timeline of this turn (empty when none is shown).

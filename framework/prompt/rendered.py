@@ -7,8 +7,8 @@ from typing import Any
 
 import attrs
 
-from promptweave.conversation.sequence import PromptMessage
 from promptweave.decision import Decision
+from promptweave.messages.prompt_message import PromptMessage
 from promptweave.prompt.render_context import RenderContext
 
 __all__ = ["RenderedSection", "RenderedTurn", "SectionListing", "TurnTrace"]

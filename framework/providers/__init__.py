@@ -1,7 +1,7 @@
 """Provider requests: the exact body of an OpenAI Chat Completions, OpenAI Responses or Anthropic
 Messages request from one turn context, and its submission (``docs/turn_context.md``).
 
-The records are in :mod:`promptweave.providers.records`, the bodies in
+The records are in :mod:`promptweave.providers.exchange`, the bodies in
 :mod:`promptweave.providers.bodies` and :mod:`promptweave.providers.wire`, the prefix report in
 :mod:`promptweave.providers.prefix`, building and submitting in
 :mod:`promptweave.providers.request`, function tools (offering them, feeding back a round of calls

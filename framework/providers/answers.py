@@ -12,8 +12,8 @@ from typing import Any
 
 import attrs
 
+from promptweave.providers.exchange import ToolCall, Usage
 from promptweave.providers.prefix import canonical_json
-from promptweave.providers.records import ToolCall, Usage
 
 __all__ = [
     "ProviderAnswer",

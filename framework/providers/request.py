@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from promptweave.conversation.images import FetchedImage, ImageLimits
+from promptweave.messages.prompt_message import FetchedImage, ImageLimits
 from promptweave.plugins.hook_calls import first_answer
 from promptweave.plugins.watchdog import NETWORK_BOUND_FACTOR
 from promptweave.providers.bodies import (
@@ -24,16 +24,16 @@ from promptweave.providers.bodies import (
     openai_chat_body,
     openai_responses_body,
 )
-from promptweave.providers.prefix import (
-    canonical_json,
-    compare_request_prefix,
-    labelled_segments,
-)
-from promptweave.providers.records import (
+from promptweave.providers.exchange import (
     ProviderApi,
     ProviderRequest,
     ProviderSpec,
     SubmitResult,
+)
+from promptweave.providers.prefix import (
+    canonical_json,
+    compare_request_prefix,
+    labelled_segments,
 )
 from promptweave.providers.wire import images_to_send, wire_messages, wire_system
 from promptweave.timing import elapsed_ms, stage_log

@@ -23,8 +23,8 @@ from typing import Any
 import attrs
 
 from promptweave.providers.bodies import EPHEMERAL, MAX_CACHE_BREAKPOINTS
+from promptweave.providers.exchange import ProviderRequest, ToolCall, ToolSpec
 from promptweave.providers.prefix import compare_request_prefix, labelled_segments
-from promptweave.providers.records import ProviderRequest, ToolCall, ToolSpec
 
 __all__ = ["with_tool_round", "with_tools"]
 

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from promptweave.conversation.images import FetchedImage, is_vision_url, vision_image_urls
-from promptweave.conversation.sequence import PromptMessage
-from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.messages.images import is_vision_url, vision_image_urls
+from promptweave.messages.prompt_message import FetchedImage, PromptMessage
+from promptweave.text.rules import IMAGE_MARK
 from promptweave.turn_context.context import TurnContext
 from promptweave.turn_context.sidecar import substitute_api_content
 
@@ -88,7 +88,7 @@ def wire_system(context: TurnContext) -> WireSystem:
 
 def images_to_send(context: TurnContext, supports_images: bool) -> tuple[str, ...]:
     """Every image URL the request will carry, in order; none for a text provider. Only valid
-    HTTP(S) URLs (:func:`promptweave.conversation.images.is_vision_url`), each once."""
+    HTTP(S) URLs (:func:`promptweave.messages.images.is_vision_url`), each once."""
     if not supports_images:
         return ()
     urls: list[str] = []

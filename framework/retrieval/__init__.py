@@ -4,6 +4,7 @@
   :class:`RetrievalResult` (``docs/retrieval.md``, "Writing a retriever").
 - :class:`RetrievalRunner` runs a turn's retrievers concurrently, each within its timeout.
 - Whether a turn may read persistent memory is the routing decision's memory policy
-  (:func:`promptweave.routing.memory.allows_persistent_memory`); short social turns may not.
-- :mod:`promptweave.retrieval.scoring` explains how the built-in search matches and scores text.
+  (:func:`promptweave.decision.allows_persistent_memory`); short social turns may not.
+- :mod:`promptweave.text.scoring` explains how the built-in search matches and scores text, and
+  :mod:`promptweave.store.retrieval_chunks` how knowledge documents are split.
 """

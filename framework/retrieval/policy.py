@@ -1,7 +1,7 @@
 """Which retrieval a turn deserves: knowledge questions and event-like lines.
 
 Whether a turn may read persistent memory at all is the routing decision's memory policy
-(:func:`promptweave.routing.memory.allows_persistent_memory`).
+(:func:`promptweave.decision.allows_persistent_memory`).
 
 The word lists are data (tuples of strings), so a deployment can read them and the routing rules
 can share them.
@@ -13,7 +13,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-from promptweave.retrieval.scoring import normalize_query
+from promptweave.text.scoring import normalize_query
 
 __all__ = [
     "EVENT_WORDS",

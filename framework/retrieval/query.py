@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from promptweave.config import RetrievalConfig
-from promptweave.decision import Decision
-from promptweave.retrieval.scoring import normalize_query, query_terms
-from promptweave.routing.memory import allows_persistent_memory
+from promptweave.decision import Decision, allows_persistent_memory
+from promptweave.text.scoring import normalize_query, query_terms
 from promptweave.turn import Turn
 
 if TYPE_CHECKING:
@@ -80,7 +79,7 @@ class RetrievalQuery:
         allow_persistent_memory: bool | None = None,
     ) -> RetrievalQuery:
         """The query of ``turn``; ``allow_persistent_memory`` defaults to the decision's memory
-        policy (:func:`promptweave.routing.memory.allows_persistent_memory`)."""
+        policy (:func:`promptweave.decision.allows_persistent_memory`)."""
         if allow_persistent_memory is None:
             allow_persistent_memory = allows_persistent_memory(decision)
         return cls(
@@ -98,7 +97,7 @@ class RetrievalQuery:
 
     @functools.cached_property
     def terms(self) -> tuple[str, ...]:
-        """The search terms of ``text`` (:func:`promptweave.retrieval.scoring.query_terms`), computed once per turn
+        """The search terms of ``text`` (:func:`promptweave.text.scoring.query_terms`), computed once per turn
         however many retrievers ask."""
         return query_terms(self.text)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from promptweave.plugins.records import Retriever
+from promptweave.plugins.contributions import Retriever
 from promptweave.plugins.registry import Registered
 from promptweave.plugins.workers import DaemonExecutor
 from promptweave.retrieval.query import RetrievalHit, RetrievalQuery, RetrievalResult, SkipReason

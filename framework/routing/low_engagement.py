@@ -15,11 +15,11 @@ from collections.abc import Sequence
 import attrs
 
 from promptweave.decision import LowEngagement, RouteContext
+from promptweave.plugins.contributions import PhrasePool
 from promptweave.plugins.hook_calls import log_failure
-from promptweave.plugins.records import PhrasePool
 from promptweave.plugins.registry import Registered
 from promptweave.plugins.watchdog import call_plugin
-from promptweave.routing.text_signals import is_gentle_phrase
+from promptweave.text.routing_words import is_gentle_phrase
 from promptweave.turn import Turn
 
 __all__ = ["PoolQuery", "emit_probability", "low_engagement_exit", "pick_phrase"]

@@ -30,14 +30,14 @@ from promptweave.decision import (
     SocialAction,
     TurnAction,
 )
+from promptweave.plugins.contributions import DecisionRule, RuleStage
 from promptweave.plugins.hook_calls import implementations, log_failure
-from promptweave.plugins.records import DecisionRule, RuleStage
 from promptweave.plugins.registry import Registered, Registries
 from promptweave.plugins.watchdog import call_plugin
+from promptweave.routing.group_snapshot import RouteState
 from promptweave.routing.low_engagement import low_engagement_exit
-from promptweave.routing.memory import memory_policy_for
+from promptweave.routing.memory_policy import memory_policy_for
 from promptweave.routing.model import ModelAnswerError, check_model_answer, parse_model_answer
-from promptweave.routing.route_state import RouteState
 from promptweave.routing.shape import (
     infer_scene,
     resolve_reply_shape,
@@ -255,7 +255,7 @@ class Router:
     def route(self, turn: Turn, now: dt.datetime) -> Decision:
         """Decide what to do with ``turn``'s message at ``now``.
 
-        The rules see the routing state through a :class:`promptweave.routing.route_state.RouteState`:
+        The rules see the routing state through a :class:`promptweave.routing.group_snapshot.RouteState`:
         the routed group's small values are read once for the whole route.
         """
         state = RouteState(store=self.state, bot_id=turn.bot.id, group_id=turn.group_id)

@@ -14,8 +14,8 @@ import attrs
 
 from promptweave._dates import shifted
 from promptweave.config import RoutingConfig
-from promptweave.routing import text_signals as ts
 from promptweave.store.routing_state import QuoteCandidate, RoutingState
+from promptweave.text import routing_words as ts
 from promptweave.turn import ChatMessage, SpeakTrigger, Turn
 
 __all__ = ["MessageSignals", "mention_ids", "raw_reply_id"]
@@ -102,7 +102,7 @@ class MessageSignals:
     :param back_and_forth: the sender and the bot were just talking.
     :param reply_to_candidate: replies to one of the group's quote candidates.
     :param missing_object: an addressed request or question whose object is nowhere
-        (:func:`promptweave.routing.text_signals.is_bare_request`, ``is_deictic_question``, no
+        (:func:`promptweave.text.routing_words.is_bare_request`, ``is_deictic_question``, no
         reply, image or recent message to refer to): the bot should ask back.
     :param affinity: the relationship affinity with the sender, when known.
     """
@@ -213,7 +213,7 @@ class MessageSignals:
 
 
 def _face_only(message: ChatMessage, self_names: tuple[str, ...]) -> bool:
-    """:func:`promptweave.routing.text_signals.is_face_only` of the message, its raw form read only
+    """:func:`promptweave.text.routing_words.is_face_only` of the message, its raw form read only
     when it can change the answer: a focus text is trimmed, so a non-empty one holds a character
     that answers without the raw form (a face or emoji says yes, any other character no)."""
     text = ts.focus_text(message.text, self_names, keep_cq=True)

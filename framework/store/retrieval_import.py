@@ -16,7 +16,6 @@ import cattrs
 
 from promptweave._convert import TOO_DEEP, converter, format_exception, parse_json, shallow
 from promptweave.errors import PromptweaveError
-from promptweave.prompt.sanitize import strip_lone_surrogates
 from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
@@ -29,6 +28,7 @@ from promptweave.store.retrieval import (
     RhythmRecord,
     SummaryRecord,
 )
+from promptweave.text.sanitize import strip_lone_surrogates
 
 __all__ = [
     "AUTO_KIND",

@@ -15,8 +15,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
-from promptweave.retrieval.chunking import chunk_document
-from promptweave.retrieval.scoring import score_text, text_terms
 from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
@@ -30,6 +28,8 @@ from promptweave.store.retrieval import (
     SummaryRecord,
 )
 from promptweave.store.retrieval_cache import ScopeCache
+from promptweave.store.retrieval_chunks import chunk_document
+from promptweave.text.scoring import score_text, text_terms
 
 __all__ = ["InMemoryRetrievalStore"]
 

@@ -1,7 +1,7 @@
 """The schema of component ``retrieval`` in the shared SQLite database.
 
 Memories and knowledge chunks have FTS5 indexes (``trigram`` tokenizer) over their terms
-(:func:`promptweave.retrieval.scoring.index_text`), kept in sync by triggers, and ``fts5vocab``
+(:func:`promptweave.text.scoring.index_text`), kept in sync by triggers, and ``fts5vocab``
 tables giving each term's document count, so a search can match on the rarest terms.
 
 Version 2 puts the scope into the index: every ``(bot_id, group_id)`` gets a number in

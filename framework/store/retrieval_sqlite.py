@@ -1,11 +1,11 @@
 """The SQLite retrieval store: component ``retrieval`` of the shared database.
 
 Memories and knowledge chunks are indexed in FTS5 tables with the ``trigram`` tokenizer, over
-their terms (``promptweave.retrieval.scoring.index_text``), kept in sync by triggers. A search asks
+their terms (``promptweave.text.scoring.index_text``), kept in sync by triggers. A search asks
 FTS5 for the best candidates by ``bm25`` within the scope (a range of row ids, so FTS5 never looks
 at another scope's rows), matching the query's rarest terms by their document counts (kept in
 ``memory_terms`` and ``knowledge_terms``), then scores only those candidates
-(:func:`promptweave.retrieval.scoring.score_text`). Its cost is bounded whatever the size of the
+(:func:`promptweave.text.scoring.score_text`). Its cost is bounded whatever the size of the
 store: the match leaves out the most common of those terms until the rest occur in at most
 :data:`RANKED_MATCHES` texts, and FTS5 ranks at most the newest :data:`RANKED_MATCHES` matches of
 the scope.
@@ -30,14 +30,6 @@ from typing import Any, ClassVar, TypeVar
 import attrs
 
 from promptweave.items import LearningType, MemoryKind
-from promptweave.retrieval.chunking import chunk_document
-from promptweave.retrieval.scoring import (
-    MAX_MATCH_TERMS,
-    fts_query,
-    index_text,
-    index_token,
-    score_counts,
-)
 from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
@@ -50,9 +42,17 @@ from promptweave.store.retrieval import (
     Scored,
 )
 from promptweave.store.retrieval_cache import ScopeCache
+from promptweave.store.retrieval_chunks import chunk_document
 from promptweave.store.retrieval_schema import MIGRATIONS, SCOPE_ROWS
 from promptweave.store.row_counts import row_counts
 from promptweave.store.sqlite import Connection, SQLiteDatabase
+from promptweave.text.scoring import (
+    MAX_MATCH_TERMS,
+    fts_query,
+    index_text,
+    index_token,
+    score_counts,
+)
 
 __all__ = ["MIGRATIONS", "SQLiteRetrievalStore"]
 

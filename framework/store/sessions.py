@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.text.rules import IMAGE_MARK
 from promptweave.turn import ChatMessage
 
 __all__ = [
@@ -325,12 +325,12 @@ class BotReplyContext(Protocol):
     """
 
     def remember(
-        self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
+        self, bot_id: str, group_id: str, message_id: str, text: str, *, now: dt.datetime
     ) -> None:
         """Record the text of a delivered message (blank text or id is ignored)."""
 
     def lookup(
-        self, group_id: str, bot_id: str, message_id: str, *, now: dt.datetime
+        self, bot_id: str, group_id: str, message_id: str, *, now: dt.datetime
     ) -> str | None:
         """The text of a delivered message, or ``None`` when unknown or expired."""
 

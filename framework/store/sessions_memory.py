@@ -261,7 +261,7 @@ class MemoryBotReplyContext:
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def remember(
-        self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
+        self, bot_id: str, group_id: str, message_id: str, text: str, *, now: dt.datetime
     ) -> None:
         entry = bot_reply_entry(
             message_id, text, now=now, ttl_s=self.ttl_s, text_chars=self.text_chars
@@ -277,7 +277,7 @@ class MemoryBotReplyContext:
                 self._entries.popitem(last=False)
 
     def lookup(
-        self, group_id: str, bot_id: str, message_id: str, *, now: dt.datetime
+        self, bot_id: str, group_id: str, message_id: str, *, now: dt.datetime
     ) -> str | None:
         key = (group_id, bot_id, message_id)
         with self._lock:

@@ -760,7 +760,7 @@ class SQLiteBotReplyContext:
     refresh_on_lookup: bool = True
 
     def remember(
-        self, group_id: str, bot_id: str, message_id: str, text: str, *, now: dt.datetime
+        self, bot_id: str, group_id: str, message_id: str, text: str, *, now: dt.datetime
     ) -> None:
         entry = bot_reply_entry(
             message_id, text, now=now, ttl_s=self.ttl_s, text_chars=self.text_chars
@@ -784,7 +784,7 @@ class SQLiteBotReplyContext:
             )
 
     def lookup(
-        self, group_id: str, bot_id: str, message_id: str, *, now: dt.datetime
+        self, bot_id: str, group_id: str, message_id: str, *, now: dt.datetime
     ) -> str | None:
         rows = _read(
             self.database,

@@ -29,11 +29,11 @@ from typing import NoReturn
 import attrs
 
 from promptweave._fields import one_of
+from promptweave.config import SYNCHRONOUS_LEVELS
 from promptweave.errors import PromptweaveError
 
 __all__ = [
     "STORE_ERRORS",
-    "SYNCHRONOUS_LEVELS",
     "Connection",
     "Migration",
     "SQLiteDatabase",
@@ -43,8 +43,6 @@ __all__ = [
 log = logging.getLogger("promptweave.store")
 
 BUSY_TIMEOUT_MS = 10_000
-#: SQLite's ``PRAGMA synchronous`` levels, weakest first (``docs/store.md``).
-SYNCHRONOUS_LEVELS = ("off", "normal", "full", "extra")
 #: WAL pages after which a commit checkpoints the log into the database file (SQLite's default is
 #: 1000, about 4 MB). Each checkpoint syncs both files; a bot writes a short transaction of about
 #: eight pages per message, so with the default it stalls on a sync every hundred messages or so.
@@ -93,7 +91,7 @@ class SQLiteDatabase:
     :param path: the database file; ``":memory:"`` is refused because every thread would see
         another database (use the in-memory stores instead).
     :param synchronous: the ``PRAGMA synchronous`` level of every connection, one of
-        :data:`SYNCHRONOUS_LEVELS`: what a committed write survives (``docs/store.md``).
+        :data:`promptweave.config.SYNCHRONOUS_LEVELS`: what a committed write survives (``docs/store.md``).
     """
 
     path: Path = attrs.field(converter=Path)

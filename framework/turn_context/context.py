@@ -22,20 +22,21 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from promptweave.conversation.images import vision_image_urls
-from promptweave.conversation.sequence import PromptMessage, format_user_turn
-from promptweave.conversation.state import (
+from promptweave.messages.images import vision_image_urls
+from promptweave.messages.prompt_message import PromptMessage
+from promptweave.messages.sequence import format_user_turn
+from promptweave.plugins.contributions import Volatility
+from promptweave.plugins.hook_calls import implementations, log_failure
+from promptweave.plugins.watchdog import Deadline, PluginFault, call_plugin, record_fault, type_name
+from promptweave.prompt.render_context import RenderContext
+from promptweave.text.rules import IMAGE_MARK
+from promptweave.text.sanitize import sanitize_block, strip_lone_surrogates
+from promptweave.timing import elapsed_ms
+from promptweave.turn_context.conversation_state import (
     ActiveSystemPrompt,
     conversation_key,
     prompt_cache_key,
 )
-from promptweave.plugins.hook_calls import implementations, log_failure
-from promptweave.plugins.records import Volatility
-from promptweave.plugins.watchdog import Deadline, PluginFault, call_plugin, record_fault, type_name
-from promptweave.prompt.render_context import RenderContext
-from promptweave.prompt.sanitize import sanitize_block, strip_lone_surrogates
-from promptweave.prompt.text_rules import IMAGE_MARK
-from promptweave.timing import elapsed_ms
 from promptweave.turn_context.preflight import (
     PreflightResult,
     default_compress_messages,
@@ -63,9 +64,9 @@ SECTION_SEPARATOR = "\n\n"
 class TurnContext:
     """Everything one turn sends, fixed before the first request.
 
-    :param conversation_key: bot, group and speaker (:func:`promptweave.conversation.state.conversation_key`).
+    :param conversation_key: bot, group and speaker (:func:`promptweave.turn_context.conversation_state.conversation_key`).
     :param prompt_cache_key: the key the OpenAI formats send so that one group's turns share a
-        prompt cache (:func:`promptweave.conversation.state.prompt_cache_key`); ``""`` sends none.
+        prompt cache (:func:`promptweave.turn_context.conversation_state.prompt_cache_key`); ``""`` sends none.
     :param turn_id: ``<conversation key>:<task id>:<8 hex>``, unique per turn.
     :param task_id: the caller's task id, or a fresh one.
     :param user_message: the current user message's content, lone surrogates removed.

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from promptweave.conversation.sequence import PromptMessage
-from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.messages.prompt_message import PromptMessage
+from promptweave.text.rules import IMAGE_MARK
 from promptweave.turn_context.sidecar import rewrite_content, sent_text
 
 __all__ = [

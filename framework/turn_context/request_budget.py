@@ -32,13 +32,13 @@ from typing import Any
 
 import attrs
 
-from promptweave.conversation.budget import (
+from promptweave.messages.prompt_message import PromptMessage
+from promptweave.messages.trimming import (
     MIN_CURRENT_LENGTH,
     Measure,
     cut_current_text,
     cut_to_length,
 )
-from promptweave.conversation.sequence import PromptMessage
 from promptweave.turn_context.sidecar import sent_text, stamp_turn_context
 
 __all__ = ["FittedTurn", "TurnAdditions", "TurnBudgetReport", "fit_turn_budget", "sent_length"]

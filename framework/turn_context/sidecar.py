@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from promptweave.conversation.sequence import PromptMessage
+from promptweave.messages.prompt_message import PromptMessage
 
 __all__ = [
     "MEMORY_CONTEXT_CLOSE",

@@ -3,7 +3,7 @@
 Short social turns (greetings, nicknames, teasing, a short sigh: at most 24 characters with no
 question or request) read no persistent memory, relationship notes, person facts or old topics;
 they keep the user's bounded history window. The retrieval stage asks
-:func:`allows_persistent_memory`.
+:func:`promptweave.decision.allows_persistent_memory`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from promptweave.turn import Turn
 __all__ = [
     "PERSISTENT_MEMORY_SECTIONS",
     "SHORT_SOCIAL_ACTIONS",
-    "allows_persistent_memory",
     "memory_policy_for",
 ]
 
@@ -52,10 +51,3 @@ def memory_policy_for(decision: Decision, signals: MessageSignals, turn: Turn) -
         signals.back_and_forth or bool(turn.history and turn.history[-1].role == "assistant")
     )
     return _SHORT_SOCIAL_IN_EXCHANGE if in_exchange else _SHORT_SOCIAL
-
-
-def allows_persistent_memory(decision: Decision) -> bool:
-    """Whether retrieval may read persistent memory, relationship notes, person facts and old
-    topics for this turn. Retrievers registered with ``persistent=True`` are skipped otherwise,
-    and the retrieval trace says ``skipped_short_social_turn``."""
-    return decision.memory_policy.read_persistent_memory

@@ -30,8 +30,8 @@ import attrs
 
 from promptweave._convert import parse_json, structure
 from promptweave._fields import Text, platform_id
-from promptweave.conversation.summary import CompressionStatus
-from promptweave.delivery.writes import record_bot_reply
+from promptweave.compression.summary import CompressionStatus
+from promptweave.delivery.store_writes import record_bot_reply
 from promptweave.errors import TurnFileError
 from promptweave.runtime import Promptweave
 from promptweave.store.sqlite import STORE_ERRORS

@@ -17,17 +17,13 @@ import binascii
 import urllib.parse
 from collections.abc import Iterable
 
-import attrs
-
-from promptweave.config import ProviderConfig
 from promptweave.errors import PromptweaveError
-from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.messages.prompt_message import FetchedImage, ImageLimits
+from promptweave.text.rules import IMAGE_MARK
 
 __all__ = [
     "IMAGE_WITHOUT_URL",
-    "FetchedImage",
     "ImageFetchError",
-    "ImageLimits",
     "fetch_image_default",
     "is_vision_url",
     "merge_image_urls",
@@ -52,43 +48,6 @@ USER_AGENT = "promptweave-image-fetcher"
 
 class ImageFetchError(PromptweaveError):
     """An image could not be fetched within the limits; the message says why."""
-
-
-@attrs.frozen(kw_only=True)
-class ImageLimits:
-    """What an image fetch may return.
-
-    :param max_bytes: the largest image accepted.
-    :param media_types: the accepted media types (checked against the bytes, not the headers).
-    :param timeout_s: the download timeout.
-    """
-
-    max_bytes: int = 5 * 1024 * 1024
-    media_types: tuple[str, ...] = ("image/jpeg", "image/png", "image/gif", "image/webp")
-    timeout_s: float = 20.0
-
-    @classmethod
-    def from_config(cls, config: ProviderConfig) -> ImageLimits:
-        return cls(
-            max_bytes=config.image_max_bytes,
-            media_types=config.image_types,
-            timeout_s=config.timeout_s,
-        )
-
-
-@attrs.frozen(kw_only=True)
-class FetchedImage:
-    """An image ready to be sent inline."""
-
-    url: str
-    media_type: str
-    data: bytes = attrs.field(repr=lambda data: f"<{len(data)} bytes>")
-
-    def base64(self) -> str:
-        return base64.b64encode(self.data).decode("ascii")
-
-    def data_url(self) -> str:
-        return f"data:{self.media_type};base64,{self.base64()}"
 
 
 def sniff_media_type(data: bytes) -> str | None:

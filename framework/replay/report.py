@@ -4,7 +4,7 @@
 :func:`render_report` takes the records exactly as the JSONL lines of ``--format jsonl`` decode:
 one ``message`` object per incoming message, then the ``summary`` object. The page loads nothing:
 its style, its one small script (the status filter) and its charts (inline SVG, drawn by
-:mod:`promptweave.loop.report_charts`) are all inside it. The chat is hostile input, so every string
+:mod:`promptweave.replay.report_charts`) are all inside it. The chat is hostile input, so every string
 taken from a record is escaped; a field of the wrong type is shown as absent rather than failing
 the whole report.
 """
@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from promptweave.errors import PromptweaveError
-from promptweave.loop.report_charts import (
+from promptweave.replay.report_charts import (
     MESSAGE_KINDS,
     BarPart,
     ReusePoint,
@@ -29,7 +29,7 @@ from promptweave.loop.report_charts import (
     part_colour,
     prefix_reuse_svg,
 )
-from promptweave.loop.report_page import PAGE_TEMPLATE, summary_html
+from promptweave.replay.report_page import PAGE_TEMPLATE, summary_html
 
 __all__ = ["ReportInputError", "render_report"]
 

@@ -3,7 +3,7 @@
 They are data, kept here in one place so a deployment can read, test and extend them: the
 prompt-injection patterns (Chinese and English) that add the "ignore instructions above" line to a
 user message, and the recognition questions that keep history images away from the current image.
-Whether a turn is a short social remark is routing's call (``promptweave.routing.text_signals``).
+Whether a turn is a short social remark is routing's call (``promptweave.text.routing_words``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from promptweave.prompt.sanitize import sanitize_literal
+from promptweave.text.sanitize import sanitize_literal
 
 __all__ = [
     "IMAGE_MARK",

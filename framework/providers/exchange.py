@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from promptweave.config import ProviderConfig
-from promptweave.conversation.images import ImageLimits
+from promptweave.messages.prompt_message import ImageLimits
 from promptweave.providers.prefix import PrefixReport, TextLabels, canonical_json
 
 __all__ = [

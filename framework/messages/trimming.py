@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from promptweave.conversation.sequence import PromptMessage
+from promptweave.messages.prompt_message import PromptMessage
 
 __all__ = [
     "MIN_CURRENT_LENGTH",

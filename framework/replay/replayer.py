@@ -29,9 +29,9 @@ from zoneinfo import ZoneInfo
 import attrs
 
 from promptweave.errors import TurnFileError
-from promptweave.loop.event_log import MessageEvent, read_events
+from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
 from promptweave.loop.live import BotLoop
-from promptweave.loop.records import IncomingEvent, OutcomeStatus, TurnOutcome
+from promptweave.replay.chat_log import MessageEvent, read_events
 from promptweave.runtime import Promptweave
 from promptweave.turn import ChatMessage
 

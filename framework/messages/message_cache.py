@@ -10,7 +10,7 @@ later turn, so a turn's cost follows the messages that are new to it, not the le
 It also keeps each conversation's history window from one turn to the next
 (:meth:`MessageCache.window_rows`), so a turn makes rows only of the entries new to it.
 
-The cache memoises the functions that define these forms (:func:`promptweave.conversation.sequence.format_user_turn` and
+The cache memoises the functions that define these forms (:func:`promptweave.messages.sequence.format_user_turn` and
 the others), so it never changes what they produce; it is bound to one persona pack and the
 runtime replaces it when its pack changes. Every table is bounded: a full table is emptied and
 refilled, and a text longer than :data:`CACHED_TEXT_CHARS` is never kept.
@@ -23,17 +23,17 @@ from typing import Any, NamedTuple, TypeVar
 
 import attrs
 
-from promptweave.conversation.ambient import AMBIENT_HEADER, AmbientEntry, snapshot_entry
-from promptweave.conversation.sequence import (
+from promptweave.messages.ambient import AMBIENT_HEADER, AmbientEntry, snapshot_entry
+from promptweave.messages.prompt_message import PromptMessage
+from promptweave.messages.sequence import (
     USER_ROLE_MARKERS,
     HistoryRow,
-    PromptMessage,
     format_assistant_turn,
     format_user_turn,
 )
-from promptweave.conversation.timeline import speaker_label, timeline_text
-from promptweave.prompt.persona import PersonaPack
+from promptweave.messages.timeline import speaker_label, timeline_text
 from promptweave.store.sessions import SUMMARY_MARK
+from promptweave.text.persona import PersonaPack
 from promptweave.turn import Bot, ChatMessage, History, HistoryEntry
 
 __all__ = [
@@ -106,7 +106,7 @@ def _with_summary(
 def turn_rows(
     entries: Sequence[HistoryEntry], limit: int, row: Callable[[HistoryEntry], HistoryRow]
 ) -> tuple[HistoryRow, ...]:
-    """:func:`promptweave.conversation.sequence.window_history` of a turn's own history, with rows
+    """:func:`promptweave.messages.sequence.window_history` of a turn's own history, with rows
     made for the window alone: the newest ``limit`` entries and, when they hold no summary, the
     newest older summary in front."""
     if limit <= 0:
@@ -139,7 +139,7 @@ class _Window(NamedTuple):
 
 @attrs.frozen
 class HistoryTexts:
-    """What :func:`promptweave.conversation.pipeline.carried_by_history` matches timeline messages
+    """What :func:`promptweave.messages.builder.carried_by_history` matches timeline messages
     against, for history rows without message ids: how many rows (summaries left out) hold each
     ``(role, stripped text)``, one fewer for ``excluded`` (the window's oldest row, when a
     summary took its place).
@@ -221,7 +221,7 @@ class MessageCache:
     def user_turn(
         self, text: str, max_len: int, markers: tuple[str, ...] = USER_ROLE_MARKERS
     ) -> str:
-        """:func:`promptweave.conversation.sequence.format_user_turn` of ``text`` with this cache's pack; ``markers``
+        """:func:`promptweave.messages.sequence.format_user_turn` of ``text`` with this cache's pack; ``markers``
         are the marks defused in the text (a summary row keeps its own)."""
         if len(text) > CACHED_TEXT_CHARS:
             return format_user_turn(self.persona, text, max_len=max_len, markers=markers)
@@ -333,7 +333,7 @@ class MessageCache:
             yield index, message
 
     def history_texts(self, rows: tuple[HistoryRow, ...]) -> HistoryTexts | None:
-        """The texts of ``rows`` for :func:`promptweave.conversation.pipeline.carried_by_history`
+        """The texts of ``rows`` for :func:`promptweave.messages.builder.carried_by_history`
         when ``rows`` is a window :meth:`window_rows` returned, kept with it; else ``None``."""
         found = self._kept_of.get(id(rows))
         return found[1] if found is not None and found[0] is rows else None
@@ -411,7 +411,7 @@ class MessageCache:
 
     def history_message(self, row: HistoryRow, max_len: int) -> PromptMessage | None:
         """The message of one history row (``None`` when its text cleans to nothing): the user's
-        rows wrapped like :func:`promptweave.conversation.sequence.format_user_turn`, the bot's on one line."""
+        rows wrapped like :func:`promptweave.messages.sequence.format_user_turn`, the bot's on one line."""
         slot = self._message_slots.get(id(row))
         if slot is not None and slot[0] is row and slot[1] == max_len:
             return slot[2]
@@ -441,8 +441,8 @@ class MessageCache:
         self, message: ChatMessage, bot: Bot, persona: PersonaPack, line_chars: int
     ) -> tuple[str, str]:
         """What the timeline shows of ``message``: the speaker label
-        (:func:`promptweave.conversation.timeline.speaker_label`) and the line's text
-        (:func:`promptweave.conversation.timeline.timeline_text`)."""
+        (:func:`promptweave.messages.timeline.speaker_label`) and the line's text
+        (:func:`promptweave.messages.timeline.timeline_text`)."""
         slot = self._shown_slots.get(id(message))
         if slot is not None and slot[0] is message and slot[1] is bot and slot[2] == line_chars:
             return slot[3]

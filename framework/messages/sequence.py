@@ -17,12 +17,13 @@ from typing import Any
 import attrs
 
 from promptweave.config import Config
-from promptweave.conversation.ambient import AMBIENT_HEADER, AmbientEntry, AmbientExcerpt
-from promptweave.conversation.images import vision_image_urls
-from promptweave.prompt.persona import PersonaPack
-from promptweave.prompt.sanitize import neutralize_markers, sanitize_block, sanitize_literal
-from promptweave.prompt.text_rules import IMAGE_MARK, InjectionDetector
+from promptweave.messages.ambient import AMBIENT_HEADER, AmbientEntry, AmbientExcerpt
+from promptweave.messages.images import vision_image_urls
+from promptweave.messages.prompt_message import PromptMessage
 from promptweave.store.sessions import SUMMARY_MARK
+from promptweave.text.persona import PersonaPack
+from promptweave.text.rules import IMAGE_MARK, InjectionDetector
+from promptweave.text.sanitize import neutralize_markers, sanitize_block, sanitize_literal
 from promptweave.turn import HistoryEntry, Turn
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "AmbientPart",
     "HistoryRow",
     "MessageSequence",
-    "PromptMessage",
     "ambient_part",
     "build_message_sequence",
     "current_text",
@@ -41,33 +41,6 @@ __all__ = [
 ]
 
 USER_MESSAGE_MAX_CHARS = 4000
-
-
-@attrs.frozen(kw_only=True)
-class PromptMessage:
-    """One message of the request.
-
-    :param role: ``user`` or ``assistant``.
-    :param content: the text sent to the provider.
-    :param source: what it was built from: ``ambient``, ``summary``, ``history``, ``current``, or a
-        plugin's label.
-    :param images: image URLs the message carries, for providers that accept images.
-    :param api_content: the API-only sidecar: the exact text sent in place of ``content`` (clean
-        content plus per-turn context, see ``docs/turn_context.md``). It never reaches a provider
-        as a field; request builders substitute it.
-    :param parts: durable text parts sent after the content and images (notes of a multimodal
-        turn); unlike the sidecar they are part of the message and persisted with it.
-    :param source_token: identifies the ambient excerpt, so the injection snapshot can tell whether
-        it survived the budget (a user quoting ``【群环境摘录】`` does not count).
-    """
-
-    role: str
-    content: str
-    source: str = "history"
-    images: tuple[str, ...] = ()
-    api_content: str | None = None
-    parts: tuple[str, ...] = ()
-    source_token: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -128,7 +101,7 @@ def format_user_turn(
     injection; ``""`` when the text is empty.
 
     A copy of the pack's prefix inside ``text``, in any bracket that reads as ``【】``, is defused
-    (:func:`promptweave.prompt.sanitize.neutralize_markers`), so a user cannot fake a second message.
+    (:func:`promptweave.text.sanitize.neutralize_markers`), so a user cannot fake a second message.
 
     :param markers: more markers to defuse in ``text`` (:data:`USER_ROLE_MARKERS` for text a
         user wrote whole).

@@ -17,19 +17,19 @@ import attrs
 
 from promptweave._dates import shifted
 from promptweave.config import Config
-from promptweave.conversation.ambient import (
+from promptweave.messages.ambient import (
     AmbientExcerpt,
     render_ambient_excerpt,
     select_ambient_turns,
 )
-from promptweave.conversation.message_cache import MessageCache, turn_rows
-from promptweave.conversation.sequence import HistoryRow
-from promptweave.conversation.timeline import timeline_limit
-from promptweave.prompt.persona import PersonaPack
+from promptweave.messages.message_cache import MessageCache, turn_rows
+from promptweave.messages.sequence import HistoryRow
+from promptweave.messages.timeline import timeline_limit
 from promptweave.routing.signals import raw_reply_id
 from promptweave.store.sessions import SessionTurn, group_scope
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
+from promptweave.text.persona import PersonaPack
 from promptweave.turn import ChatMessage, Turn
 
 __all__ = ["SessionReader", "read_session"]
@@ -112,7 +112,7 @@ class SessionReader:
         if reply_to is None or context is None or self.turn.group_id is None:
             return None
         try:
-            found = context.lookup(self.turn.group_id, self.turn.bot.id, reply_to, now=self.now)
+            found = context.lookup(self.turn.bot.id, self.turn.group_id, reply_to, now=self.now)
         except STORE_ERRORS as exc:
             log.warning("bot-reply context lookup failed: %s", exc)
             return None

@@ -12,10 +12,10 @@ from typing import Protocol
 import attrs
 
 from promptweave.config import TimelineConfig
-from promptweave.conversation.images import is_vision_url, vision_image_urls
-from promptweave.prompt.persona import PersonaPack
-from promptweave.prompt.sanitize import quote_user_text
-from promptweave.prompt.text_rules import IMAGE_MARK, is_recognition_question
+from promptweave.messages.images import is_vision_url, vision_image_urls
+from promptweave.text.persona import PersonaPack
+from promptweave.text.rules import IMAGE_MARK, is_recognition_question
+from promptweave.text.sanitize import quote_user_text
 from promptweave.turn import Bot, ChatMessage, SpeakTrigger, Turn
 
 __all__ = [
@@ -101,7 +101,7 @@ def timeline_line(message: ChatMessage, speaker: str, tail: str, line_chars: int
 
 class TimelineMemo(Protocol):
     """Where the timeline finds what it shows of a message when that is kept between turns
-    (:class:`promptweave.conversation.message_cache.MessageCache`)."""
+    (:class:`promptweave.messages.message_cache.MessageCache`)."""
 
     def shown(
         self, message: ChatMessage, bot: Bot, persona: PersonaPack, line_chars: int

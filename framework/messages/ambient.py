@@ -18,11 +18,11 @@ from typing import Any
 import attrs
 
 from promptweave.config import AmbientConfig
-from promptweave.conversation.timeline import GroupTimeline
-from promptweave.prompt.persona import PersonaPack
-from promptweave.prompt.sanitize import quote_user_text
-from promptweave.prompt.text_rules import IMAGE_MARK
+from promptweave.messages.timeline import GroupTimeline
 from promptweave.store.sessions import SessionTurn
+from promptweave.text.persona import PersonaPack
+from promptweave.text.rules import IMAGE_MARK
+from promptweave.text.sanitize import quote_user_text
 from promptweave.turn import ChatMessage
 
 __all__ = [

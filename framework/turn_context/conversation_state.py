@@ -20,7 +20,7 @@ from urllib.parse import quote, unquote
 
 import attrs
 
-from promptweave.conversation.sequence import PromptMessage
+from promptweave.messages.prompt_message import PromptMessage
 from promptweave.turn import Turn
 
 __all__ = [

@@ -1,6 +1,6 @@
 """One turn's message side: the sequence, the budget and the injection snapshot.
 
-:class:`promptweave.Promptweave` calls :func:`promptweave.conversation.session.read_session` before the
+:class:`promptweave.Promptweave` calls :func:`promptweave.session.reader.read_session` before the
 sections render (the timeline and the quoted bot text come from the store) and
 :func:`build_turn_messages` after (the budget needs the finished system prompt).
 """
@@ -8,37 +8,66 @@ sections render (the timeline and the quoted bot text come from the store) and
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from promptweave.conversation.ambient import snapshot_from_timeline
-from promptweave.conversation.budget import (
+from promptweave.messages.ambient import snapshot_from_timeline
+from promptweave.messages.images import vision_image_urls
+from promptweave.messages.message_cache import HistoryTexts, MessageCache
+from promptweave.messages.prompt_message import PromptMessage
+from promptweave.messages.sequence import (
+    AmbientPart,
+    HistoryRow,
+    ambient_part,
+    current_text,
+)
+from promptweave.messages.timeline import GroupTimeline
+from promptweave.messages.trimming import (
     MIN_CURRENT_LENGTH,
     BudgetReport,
     Measure,
     apply_budget,
     cut_current_text,
 )
-from promptweave.conversation.images import vision_image_urls
-from promptweave.conversation.message_cache import HistoryTexts, MessageCache
-from promptweave.conversation.sequence import (
-    AmbientPart,
-    HistoryRow,
-    PromptMessage,
-    ambient_part,
-    current_text,
-)
-from promptweave.conversation.session import SessionReader
-from promptweave.conversation.timeline import GroupTimeline
 from promptweave.store.sessions import group_scope
 from promptweave.turn import ChatMessage, Turn
 
+if TYPE_CHECKING:
+    from promptweave.config import Config
+    from promptweave.messages.ambient import AmbientExcerpt
+    from promptweave.text.persona import PersonaPack
+
 __all__ = [
+    "SessionInputs",
     "TurnMessages",
     "build_turn_messages",
     "carried_by_history",
 ]
+
+
+class SessionInputs(Protocol):
+    """What the messages are built from, as the session read left it
+    (:class:`promptweave.session.reader.SessionReader`). The messages sit below the session read in
+    the layers (``docs/architecture.md``, "Layers"), so they name what they use rather than the
+    reader.
+    """
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def persona(self) -> PersonaPack: ...
+
+    @property
+    def degraded(self) -> str | None: ...
+
+    @property
+    def sources(self) -> dict[str, str]: ...
+
+    def history(self) -> tuple[HistoryRow, ...]: ...
+
+    def ambient(self) -> tuple[AmbientExcerpt | None, dict[str, Any]]: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -63,7 +92,7 @@ class _Fitted:
 
 
 def build_turn_messages(
-    reader: SessionReader,
+    reader: SessionInputs,
     turn: Turn,
     timeline: GroupTimeline,
     system_prompt: str,
@@ -189,7 +218,7 @@ def _fit_newest_first(
     max_len: int,
     keep_tail: str,
 ) -> _Fitted:
-    """:func:`promptweave.conversation.budget.apply_budget` in characters, taking messages from the newest back.
+    """:func:`promptweave.messages.trimming.apply_budget` in characters, taking messages from the newest back.
 
     The oldest messages go first, so what the budget keeps is the longest run of newest messages
     that fits (at least the newest one): reading back from the current message and stopping at
@@ -257,7 +286,7 @@ def carried_by_history(
     message id when the row has one, else by speaker and text: the user's own lines and the bot's.
 
     :param kept: the texts of ``history`` when its window was kept between turns
-        (:meth:`promptweave.conversation.message_cache.MessageCache.history_texts`): its rows carry
+        (:meth:`promptweave.messages.message_cache.MessageCache.history_texts`): its rows carry
         no message ids, and the texts need not be gathered again.
     """
     ids: set[str] = set()

@@ -21,14 +21,14 @@ import attrs
 
 from promptweave._fields import has_lone_surrogate
 from promptweave.config import Config
-from promptweave.conversation.images import IMAGE_WITHOUT_URL
-from promptweave.conversation.sequence import USER_MESSAGE_MAX_CHARS
+from promptweave.messages.images import IMAGE_WITHOUT_URL
+from promptweave.messages.sequence import USER_MESSAGE_MAX_CHARS
 from promptweave.plugins.workers import DaemonExecutor
-from promptweave.prompt.sanitize import strip_lone_surrogates
 from promptweave.store.routing_state import QuoteCandidate
 from promptweave.store.sessions import SessionTurn, group_scope
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
+from promptweave.text.sanitize import strip_lone_surrogates
 from promptweave.turn import ChatMessage
 
 __all__ = [
@@ -208,7 +208,7 @@ def record_bot_reply(
         if group_id is not None and stores.group_log is not None:
             added += stores.group_log.append_group_message(bot_id, group_id, sent)
         if group_id is not None and message_id and stores.bot_replies is not None:
-            stores.bot_replies.remember(group_id, bot_id, message_id, text, now=time)
+            stores.bot_replies.remember(bot_id, group_id, message_id, text, now=time)
         if answering is not None:
             reply = SessionTurn(
                 bot_id=bot_id,

@@ -2,7 +2,7 @@
 and script, and the header drawn from the replay's summary record.
 
 The template is a :class:`string.Template` so the style sheet and script keep their braces;
-:func:`promptweave.loop.report.render_report` fills it with escaped HTML only.
+:func:`promptweave.replay.report.render_report` fills it with escaped HTML only.
 """
 
 from __future__ import annotations

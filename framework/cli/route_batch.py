@@ -31,10 +31,10 @@ from promptweave._fields import Text, finite, has_lone_surrogate
 from promptweave.decision import Decision, TurnAction
 from promptweave.errors import TurnFileError
 from promptweave.items import RelationshipNote, RouteHints
-from promptweave.prompt.persona import PersonaPack
 from promptweave.runtime import Promptweave
 from promptweave.store.routing_state import REPLY_LOG_MAX, MemoryRoutingState, RoutingState
 from promptweave.store.stores import Stores
+from promptweave.text.persona import PersonaPack
 from promptweave.turn import (
     Bot,
     ChatMessage,

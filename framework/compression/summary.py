@@ -22,14 +22,14 @@ from typing import Any
 import attrs
 
 from promptweave.config import Config
-from promptweave.conversation.images import is_vision_url
+from promptweave.messages.images import is_vision_url
 from promptweave.plugins.hook_calls import first_answer
 from promptweave.plugins.manager import PluginManager
 from promptweave.plugins.watchdog import NETWORK_BOUND_FACTOR, Watchdog
-from promptweave.prompt.sanitize import sanitize_block
-from promptweave.prompt.text_rules import IMAGE_MARK
 from promptweave.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind
 from promptweave.store.stores import Stores
+from promptweave.text.rules import IMAGE_MARK
+from promptweave.text.sanitize import sanitize_block
 from promptweave.timing import elapsed_ms, stage_log
 
 __all__ = ["CompressionResult", "CompressionStatus", "clean_summary", "compress_session"]
