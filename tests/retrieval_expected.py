@@ -3,18 +3,19 @@
 ``tests/data/retrieval_expected.json`` holds what the retrieval returned, when it was recorded,
 for the inputs built here: the example turns over the example data, and randomised stores and
 turns from a small shared vocabulary (many shared terms, duplicate triggers, equal supports and
-equally long texts, so ties are everywhere). It was first written by the code that the earlier
-retrieval (every expression pair and strategy compared on every turn, the scope filtered after
-the full-text match, nothing cached) rendered byte for byte the same, so the cached, bounded
-retrieval is still checked against what the earlier one found; the tests that read it are
-``test_retrieval_unchanged.py`` and ``test_retrieval_bounds.py``.
+equally long texts, so ties are everywhere). It was first recorded while the tests still
+compared the retrieval with a copy of the earlier one (every expression pair and strategy
+compared on every turn, the scope filtered after the full-text match, nothing cached), and both
+gave exactly these outputs: so the cached, bounded retrieval is still checked against what the
+earlier one found. The tests that read it are ``test_retrieval_unchanged.py`` and
+``test_retrieval_bounds.py``.
 
 Small outputs are recorded in full (a change reads as a diff); long ones as the digest of their
 canonical JSON, one per retriever, so a failure still names what changed. Each case also records
 the digest of its generated store, so a change to the generators here fails as "the inputs
-changed" rather than as a retrieval that finds otherwise. ``python tests/regenerate.py``
-rewrites the file (with every other recorded expectation; only ever on purpose: when a change of
-what the retrieval finds is intended, reviewed with ``git diff``).
+changed" rather than as a retrieval that finds otherwise. ``python tests/regenerate.py retrieval``
+rewrites the file (only ever on purpose: when a change of what the retrieval finds is intended,
+reviewed with ``git diff``).
 """
 
 from __future__ import annotations
@@ -61,20 +62,31 @@ from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase
 
 __all__ = [
+    "BACKENDS",
+    "EXAMPLES",
     "EXPECTED",
+    "READS_SEED",
     "RENDER_COLUMNS",
+    "RENDER_SEEDS",
     "RETRIEVAL_CONFIGS",
     "RETRIEVERS",
     "SCOPES",
     "SEARCH_COLUMNS",
+    "SEARCH_SEEDS",
     "USERS",
+    "VERSION_1_SEED",
     "comparable",
     "digest",
     "example_batch",
+    "example_renders",
+    "example_runtime",
+    "example_turns",
     "expected",
     "random_batch",
     "random_text",
     "random_turn",
+    "randomised_case",
+    "reads_store",
     "record",
     "recorded_text",
     "render_form",
@@ -83,7 +95,8 @@ __all__ = [
     "scope_reads",
     "search_queries",
     "search_row",
-    "write",
+    "sqlite_search_case",
+    "version_1_case",
     "write_version_1",
 ]
 
@@ -246,7 +259,7 @@ RETRIEVAL_CONFIGS = {
     ),
     "no_minimum": RetrievalConfig(expression_min_similarity=0.0, expression_pairs=5),
 }
-#: The seeds of the recorded cases: randomised renders, SQLite searches, reads by scope, and
+#: The random seed of each recorded case: randomised renders, SQLite searches, reads by scope, and
 #: searches of a database written by schema version 1.
 RENDER_SEEDS = (1, 2, 3)
 SEARCH_SEEDS = (4, 5, 6)
@@ -268,7 +281,8 @@ def digest(value: Any) -> str:
 
 
 def comparable(value: Any) -> Any:
-    """A rendered turn without what differs between any two runs: times taken, plugin names."""
+    """A rendered turn without what the retrieval does not decide: the times taken, and which
+    plugin gave each section and retriever."""
     if isinstance(value, dict):
         return {
             key: comparable(item)
@@ -286,6 +300,7 @@ def example_batch() -> RetrievalBatch:
 
 
 def example_turns() -> dict[str, Turn]:
+    """The example turn files (``examples/turns``), by file name."""
     return {path.name: load_turn_file(path) for path in sorted((EXAMPLES / "turns").glob("*.json"))}
 
 
@@ -521,11 +536,6 @@ def record() -> dict[str, Any]:
 def recorded_text() -> str:
     """The text of ``tests/data/retrieval_expected.json`` as the code now records it."""
     return json.dumps(record(), ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-
-
-def write() -> None:
-    """Rewrite ``tests/data/retrieval_expected.json`` from the code as it is now."""
-    EXPECTED.write_text(recorded_text(), encoding="utf-8")
 
 
 def expected() -> dict[str, Any]:
