@@ -30,21 +30,10 @@ from typing import Any
 
 import cattrs
 
-from promptweave import (
-    Bot,
-    ChatMessage,
-    Config,
-    Promptweave,
-    RetrievalBatch,
-    SpeakTrigger,
-    Stores,
-    Turn,
-    load_turn_file,
-    query_terms,
-)
+from promptweave import Bot, ChatMessage, Config, Promptweave, Stores, Turn, load_turn_file
 from promptweave.config import RetrievalConfig, StoreConfig
 from promptweave.retrieval.chunking import chunk_document
-from promptweave.retrieval.scoring import index_text
+from promptweave.retrieval.scoring import index_text, query_terms
 from promptweave.store import retrieval_sqlite
 from promptweave.store.retrieval import (
     BehaviorRecord,
@@ -53,6 +42,7 @@ from promptweave.store.retrieval import (
     MemoryRecord,
     PersonFactRecord,
     RelationshipRecord,
+    RetrievalBatch,
     RhythmRecord,
     SummaryRecord,
 )
@@ -60,6 +50,7 @@ from promptweave.store.retrieval_import import read_files
 from promptweave.store.retrieval_schema import MIGRATIONS
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.turn import SpeakTrigger
 
 __all__ = [
     "BACKENDS",

@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 from retrieval_expected import SCOPES, expected, random_batch, version_1_case
 
-from promptweave import query_terms
+from promptweave.retrieval.scoring import query_terms
 from promptweave.store import retrieval_sqlite
 from promptweave.store.retrieval import KnowledgeDocument, MemoryRecord, RetrievalBatch
 from promptweave.store.retrieval_schema import SCOPE_ROWS

@@ -34,8 +34,8 @@ from retrieval_expected import (
     sqlite_search_case,
 )
 
-from promptweave import RetrievalBatch, load_turn_file
-from promptweave.store.retrieval import MemoryRecord
+from promptweave import load_turn_file
+from promptweave.store.retrieval import MemoryRecord, RetrievalBatch
 
 EXPECTED = expected()
 STORE_TURN = EXAMPLES / "turns" / "at_question_store.json"
