@@ -10,7 +10,7 @@ breaks, forged ``【…】`` headers, injection phrases, runaway lengths.
 Each stream of turns runs on one runtime, turn after turn, so that whatever assembly reuses from
 one turn to the next is exercised warm. ``tests/data/assembly_golden.json`` holds the digests of
 what the implementation before the incremental assembly rendered for the corpus, and the full
-output of the example turns; ``python tests/assembly_support.py`` rewrites it (only ever on
+output of the example turns; ``python tests/regenerate.py assembly`` rewrites it (only ever on
 purpose: when a change of assembly output is intended).
 """
 
@@ -20,7 +20,7 @@ import datetime as dt
 import hashlib
 import json
 import random
-import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,7 @@ __all__ = [
     "digest",
     "example_outputs",
     "golden_form",
+    "golden_text",
     "make_stream",
     "streams",
 ]
@@ -554,19 +555,11 @@ def example_outputs() -> dict[str, dict[str, Any]]:
     return outputs
 
 
-def _write_golden() -> None:
-    import tempfile
-
+def golden_text() -> str:
+    """The text of ``tests/data/assembly_golden.json`` as the code now renders the corpus."""
     with tempfile.TemporaryDirectory() as scratch:
         golden = {
             "examples": {name: golden_form(out) for name, out in example_outputs().items()},
             "streams": {s.name: stream_digests(s, Path(scratch)) for s in streams()},
         }
-    GOLDEN.write_text(
-        json.dumps(golden, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8"
-    )
-    print(f"wrote {GOLDEN}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    _write_golden()
+    return json.dumps(golden, ensure_ascii=False, indent=1, sort_keys=True) + "\n"

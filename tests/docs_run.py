@@ -33,7 +33,8 @@ To regenerate the expected output of the blocks whose output changed::
     python -m tests.docs_run --update docs/cli.md      # or no page: every page
 
 The updater keeps each ``…`` that still matches and writes the new output around it; review the
-change with ``git diff``.
+change with ``git diff``. ``python tests/regenerate.py`` runs the updater on every page, with the
+other recorded expectations of the tests.
 """
 
 from __future__ import annotations

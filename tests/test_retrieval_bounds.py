@@ -9,16 +9,14 @@ import random
 import sqlite3
 
 import pytest
-from retrieval_reference import ReferenceStore
-from test_retrieval_unchanged import SCOPES, _text, random_batch
+from retrieval_expected import SCOPES, expected, random_batch, version_1_case
 
 from promptweave.store import retrieval_sqlite
 from promptweave.store.retrieval import KnowledgeDocument, MemoryRecord, RetrievalBatch
-from promptweave.store.retrieval_chunks import chunk_document
-from promptweave.store.retrieval_schema import MIGRATIONS, SCOPE_ROWS
+from promptweave.store.retrieval_schema import SCOPE_ROWS
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase
-from promptweave.text.scoring import index_text, query_terms
+from promptweave.text.scoring import query_terms
 
 
 def memory(text, group="g1", bot="b1"):
@@ -115,62 +113,14 @@ def test_knowledge_is_bounded_the_same_way(store, monkeypatch):
     assert sorted(hit.record.source for hit in hits) == ["d3", "d4", "d5"]
 
 
-def _write_version_1(database: SQLiteDatabase, batch: RetrievalBatch) -> None:
-    """Write memories and knowledge as schema version 1 did: one sequence of row ids for all
-    scopes."""
-    database.migrate(MIGRATIONS[:1])
-    with database.transaction() as db:
-        db.executemany(
-            "INSERT OR IGNORE INTO memories (bot_id, group_id, kind, text, terms)"
-            " VALUES (?, ?, ?, ?, ?)",
-            [
-                (m.bot_id, m.group_id, m.kind.value, m.text, index_text(m.text))
-                for m in batch.memories
-            ],
-        )
-        for document in batch.knowledge:
-            db.execute(
-                "DELETE FROM knowledge_chunks WHERE bot_id = ? AND group_id = ? AND source = ?",
-                (document.bot_id, document.group_id, document.source),
-            )
-            db.executemany(
-                "INSERT INTO knowledge_chunks (bot_id, group_id, source, chunk_index, title,"
-                " text, title_terms, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (c.bot_id, c.group_id, c.source, c.index, c.title, c.text,
-                     index_text(c.title), index_text(c.text))
-                    for c in chunk_document(document)
-                ],
-            )  # fmt: skip
-
-
 def test_a_version_1_database_moves_to_scoped_row_ids_and_searches_as_before(tmp_path):
-    rng = random.Random(12)
-    path = tmp_path / "old.sqlite3"
-    batch = random_batch(rng)
-    _write_version_1(SQLiteDatabase(path), batch)
-    reference = ReferenceStore(SQLiteDatabase(path))
-    queries = [
-        (*rng.choice(SCOPES), query_terms(_text(rng, 1, 10)), rng.choice((3, 12)))
-        for _ in range(80)
-    ]
-    before = [
-        (
-            reference.search_memories(bot, group, terms, limit=limit),
-            reference.search_knowledge(bot, group, terms, limit=limit),
-        )
-        for bot, group, terms, limit in queries
-    ]
+    # What the store finds after the move is recorded, and was, when recorded, what the earlier
+    # code found searching the same database before the move.
+    found = version_1_case(tmp_path)
+    assert found == expected()["version_1_searches"]
+    assert sum(int(row.split()[0]) + int(row.split()[1]) for row in found["found"]) > 300
+    path = tmp_path / "version-1.sqlite3"
     store = SQLiteRetrievalStore(SQLiteDatabase(path))
-    after = [
-        (
-            store.search_memories(bot, group, terms, limit=limit),
-            store.search_knowledge(bot, group, terms, limit=limit),
-        )
-        for bot, group, terms, limit in queries
-    ]
-    assert after == before
-    assert sum(len(memories) + len(chunks) for memories, chunks in after) > 300
     connection = sqlite3.connect(path)
     for table in ("memories", "knowledge_chunks"):
         scopes = connection.execute(
