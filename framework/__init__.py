@@ -107,7 +107,7 @@ _DEFINED_IN: dict[str, str] = {
     "ImageFetchError": "promptweave.messages.images",
 }
 
-# What type checkers and editors read for the same names; tests/test_public_face.py fails when
+# What type checkers and editors read for the same names; tests/project/test_public_face.py fails when
 # it and the table above differ.
 if TYPE_CHECKING:
     from promptweave.config import Config as Config

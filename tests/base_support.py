@@ -18,6 +18,8 @@ from promptweave.config import StoreConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "turns"
+#: The tests' data files: recorded expectations and hand-written inputs.
+DATA = ROOT / "tests" / "data"
 CST = dt.timezone(dt.timedelta(hours=8))
 SHANGHAI = CST
 T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=SHANGHAI)

@@ -6,7 +6,7 @@ own that is deleted afterwards. Without the variable they are skipped, and the r
 line per skip reason; with ``PROMPTWEAVE_REQUIRE_REDIS=1`` (CI) a missing or unreachable server
 fails them, and any skipped test fails the run.
 
-The fuzz properties (``tests/test_fuzz.py``) run under a Hypothesis profile: ``default``, a few
+The fuzz properties (``tests/turn/test_fuzz.py``) run under a Hypothesis profile: ``default``, a few
 examples each in a fixed order, so the ordinary run stays fast and repeats itself; ``ci``
 (``pytest --hypothesis-profile=ci``, what ``.ci/run`` uses), many more and new ones each run.
 Neither keeps a database of examples on disk: a failure prints the example and the
@@ -204,7 +204,7 @@ def message() -> MessageFactory:
     return build
 
 
-# -- NoneBot2: the promptweave.contrib.nonebot plugin under nonebug (tests/test_nonebot.py) ---------------------
+# -- NoneBot2: the promptweave.contrib.nonebot plugin under nonebug (tests/nonebot/test_nonebot.py) ---------------------
 
 
 def pytest_configure(config: pytest.Config) -> None:

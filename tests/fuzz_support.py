@@ -1,4 +1,4 @@
-"""Hypothesis strategies for the fuzz properties (``tests/test_fuzz.py``): the files and events a
+"""Hypothesis strategies for the fuzz properties (``tests/turn/test_fuzz.py``): the files and events a
 bot reads.
 
 Each kind of input comes three ways: *valid* (every field within its rules, every text hostile:

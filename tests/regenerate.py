@@ -8,7 +8,7 @@ From the checkout, with the development install of the README::
 
 Each one is rewritten from the code as it is now, so run it only when a change of output is
 intended, and review what it wrote with ``git diff``. On a clean tree it changes nothing (for
-the two data files, ``tests/test_regenerate.py`` checks it; for the docs, ``test_docs_run.py``
+the two data files, ``tests/turn/test_regenerate.py`` checks it; for the docs, ``test_docs_run.py``
 fails whenever an update would change a page). ``--check`` exits with 1 when something would
 change.
 

@@ -13,7 +13,7 @@ test module imports them, and provides the fixtures they ask for:
     :class:`promptweave.Stores` on one shared storage (:class:`TestSharedStorage`, for backends that
     several processes share).
 
-``tests/test_store_contract.py`` runs them on the in-memory, SQLite and Redis backends; ``Writing a
+``tests/store/test_store_contract.py`` runs them on the in-memory, SQLite and Redis backends; ``Writing a
 store backend`` in ``docs/store.md`` shows how a third-party backend runs them. This module
 imports only ``promptweave``, attrs and pytest, so it can be copied into another package's tests.
 """

@@ -8,12 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from base_support import ROOT
 from click.testing import CliRunner
 
 from promptweave.cli.main import cli
 from promptweave.cli.problems import Problem, parse_problem, report_lines
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 AT_QUESTION = EXAMPLES / "turns" / "at_question.json"
 
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from base_support import DATA, ROOT
 from click.testing import CliRunner
 
 from promptweave import Bot
 from promptweave.cli.event_cases import is_event_log, load_route_input
 from promptweave.cli.main import cli
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 LOG = EXAMPLES / "logs" / "lunch_chat.jsonl"
 BOT = Bot(id="10001", name="小织", aliases=("织织",))
 
@@ -73,7 +73,7 @@ def test_store_import_refuses_a_reply_text_that_is_not_a_string(tmp_path):
 
 def test_the_store_event_log_is_recognised_and_a_route_file_is_not():
     assert is_event_log(LOG)
-    assert not is_event_log(Path(__file__).parent / "data" / "routing_eval.jsonl")
+    assert not is_event_log(DATA / "routing_eval.jsonl")
 
 
 def test_route_decides_every_message_event_of_an_event_log():

@@ -6,11 +6,12 @@ import json
 import sqlite3
 from pathlib import Path
 
+from base_support import ROOT
 from click.testing import CliRunner
 
 from promptweave.cli.main import cli
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 LOG = EXAMPLES / "logs" / "lunch_chat.jsonl"
 TURN = EXAMPLES / "turns" / "from_store.json"
 

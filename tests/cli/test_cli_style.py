@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
+from base_support import DATA, ROOT
 from click.testing import CliRunner
 
 from promptweave.cli.main import cli
 from promptweave.cli.style import display_width, pad, resolve_colour
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-EVAL = Path(__file__).resolve().parent / "data" / "routing_eval.jsonl"
+EXAMPLES = ROOT / "examples"
+EVAL = DATA / "routing_eval.jsonl"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

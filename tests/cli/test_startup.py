@@ -16,12 +16,11 @@ import attrs
 import cattrs
 import cattrs.gen
 import pytest
+from base_support import ROOT
 
 # First, as the command does: importing the startup module alone would leave the collector paused.
 import promptweave.cli.main  # noqa: F401
 from promptweave.cli.startup import CodeCache, _cache_file, _with_constant, _without_salt
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from base_support import ROOT
 from websockets.asyncio.client import ClientConnection, connect
 
 from promptweave import Config, Stores
 
-ROOT = Path(__file__).resolve().parent.parent
 SELF_ID = 10001
 GROUP = 20001
 ANSWER = "周六晚上七点桌游局\n在格子桌游吧"

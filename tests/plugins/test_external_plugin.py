@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from base_support import ROOT
 
 from promptweave import Bot, ChatMessage, Config, Promptweave, RenderContext, Turn
 from promptweave.config import StoreConfig
 from promptweave.testing import TEST_ENVIRON
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = ROOT
 EXAMPLE = REPO / "contrib" / "examples" / "promptweave-festival"
 AT_QUESTION = REPO / "examples" / "turns" / "at_question.json"
 

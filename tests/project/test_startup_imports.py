@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from base_support import ROOT
 
 import promptweave
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _isolated() -> dict[str, str]:

@@ -1,6 +1,6 @@
 """A section that declares what it reads (``Section.reads``) renders again only when that changes,
 and what was kept from it is dropped when anything else it is made from changes: the persona pack,
-the overrides file (``tests/test_assembly_reuse.py``, for a static section and one that declares
+the overrides file (``tests/prompt/test_assembly_reuse.py``, for a static section and one that declares
 what it reads), the plugins, the settings (``docs/sections.md#what-a-section-reads``)."""
 
 from __future__ import annotations

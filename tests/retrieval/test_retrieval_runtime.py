@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
+from base_support import ROOT
 from click.testing import CliRunner
 from retrieval_support import BOT, GROUP, USER, make_turn
 
@@ -30,7 +30,7 @@ from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase
 from promptweave.turn import TurnRetrieved
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 QUESTION = "@小织 周六晚上桌游局还照常吗？我记得上次说要换地方"
 NO_AUTOLOAD = {"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"}
 

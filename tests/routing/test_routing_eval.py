@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from base_support import DATA, ROOT
 from click.testing import CliRunner
 from routing_support import TEST_BOT, make_runtime
 
@@ -13,8 +14,8 @@ from promptweave import TurnFileError
 from promptweave.cli.main import cli
 from promptweave.cli.route_batch import confusion_table, decide_cases, load_route_file
 
-EVAL = Path(__file__).parent / "data" / "routing_eval.jsonl"
-EXAMPLES = Path(__file__).parent.parent / "examples" / "turns"
+EVAL = DATA / "routing_eval.jsonl"
+EXAMPLES = ROOT / "examples" / "turns"
 
 
 @pytest.fixture(autouse=True)

@@ -14,11 +14,11 @@ import re
 import threading
 import unicodedata
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+from base_support import DATA
 from routing_support import BASE_TIME, make_runtime, make_turn
 
 from promptweave import (
@@ -46,7 +46,7 @@ from promptweave.routing.signals import MessageSignals, mention_ids
 from promptweave.store.routing_state import QuoteCandidate
 from promptweave.text import routing_words as ts
 
-DATA = Path(__file__).parent / "data"
+DATA = DATA
 
 
 class Gate:

@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from base_support import ROOT
 
 from promptweave import Config, Promptweave
 from promptweave.config import StoreConfig
 from promptweave.store.sqlite import SQLiteDatabase
 from promptweave.testing import TEST_ENVIRON
 
-ROOT = Path(__file__).resolve().parent.parent
 WRITERS = 4
 ROUNDS = 2
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from base_support import BOT, GROUP, T0, MessageFactory, redis_config
+from base_support import BOT, GROUP, ROOT, T0, MessageFactory, redis_config
 from click.testing import CliRunner
 from redis.crc import key_slot
 from redis_support import Outage, closed_port
@@ -50,7 +50,7 @@ from promptweave.store.routing_state import MemoryRoutingState
 from promptweave.store.sqlite import StoreUnavailableError
 from promptweave.turn import SpeakTrigger
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 LOG = EXAMPLES / "logs" / "lunch_chat.jsonl"
 TURN = EXAMPLES / "turns" / "from_store.json"
 CST = dt.timezone(dt.timedelta(hours=8))

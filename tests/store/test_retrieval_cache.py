@@ -7,9 +7,9 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from base_support import ROOT
 from retrieval_support import BOT, GROUP, USER, make_turn
 
 from promptweave import Config, Promptweave
@@ -30,7 +30,6 @@ from promptweave.store.retrieval_memory import InMemoryRetrievalStore
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase
 
-ROOT = Path(__file__).parent.parent
 NO_AUTOLOAD = {"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from base_support import ROOT
 from click.testing import CliRunner
 
 from promptweave.cli.main import cli
@@ -14,7 +15,7 @@ from promptweave.store.retrieval_memory import InMemoryRetrievalStore
 from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
 from promptweave.store.sqlite import SQLiteDatabase
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 
 
 def write(path: Path, text: str) -> Path:

@@ -3,7 +3,7 @@
 
 SQLite keeps each id in a column of its own and Redis percent-encodes each part of a key, so what
 they stored before stays valid as it is; the conversation key of the turn-context state encodes
-its parts the same way (``tests/test_conversation_state.py``).
+its parts the same way (``tests/turn_context/test_conversation_state.py``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from base_support import ROOT
 from support_turn_context import PNG_BYTES, example_turn, make_runtime
 
 from promptweave import (
@@ -25,7 +26,7 @@ from promptweave import (
 from promptweave.plugins.manager import DEFAULT_PLUGINS
 from promptweave.providers.exchange import ProviderSpec
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugin_hooks.md"
+DOCS = ROOT / "docs" / "plugin_hooks.md"
 HOOKS = (
     "collect_turn_notes",
     "compress_turn_messages",
