@@ -30,16 +30,12 @@ from promptweave.delivery.recorder import Recorder
 from promptweave.delivery.writes import BackgroundRunner
 from promptweave.errors import ConfigError
 from promptweave.items import ReplyShape, TurnPolicy
-from promptweave.plugins.hook_calls import implementations
 from promptweave.plugins.manager import PluginInfo, PluginManager, build_plugin_manager
 from promptweave.plugins.registry import Registries, collect_registries
 from promptweave.plugins.watchdog import (
     Deadline,
     PluginFault,
     Watchdog,
-    call_plugin,
-    record_fault,
-    type_name,
 )
 from promptweave.prompt.assembly import SectionAssembler
 from promptweave.prompt.persona import PersonaPack
@@ -115,7 +111,8 @@ class Promptweave:
     )
     assembler: SectionAssembler = attrs.field(
         default=attrs.Factory(
-            lambda self: SectionAssembler(pm=self.plugins.pm, strict=self.strict), takes_self=True
+            lambda self: SectionAssembler(hooks=self.plugins.hooks, strict=self.strict),
+            takes_self=True,
         )
     )
     _loops: threading.local = attrs.field(factory=threading.local, init=False, repr=False)
@@ -161,7 +158,7 @@ class Promptweave:
             config=self.config,
             state=self.stores.routing,
             rng=self.rng,
-            model_hook=self.plugins.pm.hook.decide_with_model,
+            model_hook=self.plugins.hooks.decide_with_model,
             learned_replies=self._learned_replies,
             rhythm_share=self._rhythm_share,
             trusted=self._ships_with_promptweave,
@@ -669,56 +666,17 @@ class Promptweave:
         return cache
 
     def _budget_measure(self) -> Callable[[str], int]:
-        """:meth:`measure`, or :func:`len` itself when no plugin measures text (then the budget
+        """The ``measure_text`` hook, or :func:`len` itself when no plugin measures text (then the budget
         can stop building messages at the first that does not fit)."""
-        if not self.plugins.pm.hook.measure_text.get_hookimpls():
+        if not self.plugins.hooks.implemented("measure_text"):
             return len
-        return self.measure
+        return self.plugins.hooks.measure_text
 
     def _persistent_sections(self) -> frozenset[str]:
         """The sections of persistent memory: the built-in four and whatever a persistent
         retriever feeds."""
         retrievers = self.registries.retrievers.values()
         return PERSISTENT_MEMORY_SECTIONS | {e.item.feeds for e in retrievers if e.item.persistent}
-
-    def measure(self, text: str) -> int:
-        """The length of ``text`` for the budget: the ``measure_text`` hook, else characters.
-
-        An implementation that raises, hangs or answers anything but a whole number of at least
-        0 is passed over (named in the turn's ``plugin_faults``), and characters count instead.
-        """
-        hook = self.plugins.pm.hook.measure_text
-        if not hook.get_hookimpls():
-            return len(text)  # no plugin measures: skip a hook call per message
-        for implementation in implementations(hook):
-            where = "hook measure_text"
-            try:
-                measured = call_plugin(implementation.plugin, where, implementation, text=text)
-            except Exception as exc:
-                record_fault(
-                    PluginFault(
-                        plugin=implementation.plugin,
-                        where=where,
-                        kind="raised",
-                        detail=f"{type(exc).__name__}: {exc}",
-                    )
-                )
-                return len(text)
-            if measured is None:
-                continue
-            if isinstance(measured, bool) or not isinstance(measured, int) or measured < 0:
-                record_fault(
-                    PluginFault(
-                        plugin=implementation.plugin,
-                        where=where,
-                        kind="wrong_type",
-                        detail=f"returned {type_name(measured)} {measured!r:.40}, expected an "
-                        "int of at least 0",
-                    )
-                )
-                return len(text)
-            return measured
-        return len(text)
 
     def close(self) -> None:
         """Finish the background work, release the retrieval and stage worker threads and close
@@ -848,46 +806,6 @@ class Promptweave:
         :returns: ``True`` when everything finished within ``timeout`` seconds.
         """
         return self.background.wait(timeout)
-
-    def parse_incoming(self, platform: str, payload: Any, bot_id: str) -> ChatMessage:
-        """Turn a platform's incoming message into a :class:`ChatMessage` through the
-        ``parse_incoming`` hook (enable the ``contrib`` plugin ``onebot`` for OneBot v11).
-
-        :raises ValueError: no loaded plugin handles ``platform``, or the payload is not a valid
-            message (the plugin's own ``ValueError``); or the plugin failed otherwise: raised
-            another error, answered something other than a ``ChatMessage``, or took longer than
-            the turn's deadline (the message names the plugin).
-        """
-        for implementation in implementations(self.plugins.pm.hook.parse_incoming):
-            plugin = implementation.plugin
-            try:
-                message = self.watchdog.call(
-                    plugin,
-                    "hook parse_incoming",
-                    implementation,
-                    platform=platform,
-                    payload=payload,
-                    bot_id=bot_id,
-                )
-            except ValueError:
-                raise  # the documented answer to a payload that is not a message
-            except Exception as exc:
-                raise ValueError(
-                    f"plugin {plugin!r} could not parse a {platform!r} message: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            if message is None:
-                continue
-            if not isinstance(message, ChatMessage):
-                raise ValueError(
-                    f"plugin {plugin!r} parsed a {platform!r} message into "
-                    f"{type_name(message)}, not a ChatMessage"
-                )
-            return message
-        raise ValueError(
-            f"no plugin parses messages of platform {platform!r}; "
-            "enable one (contrib plugin 'onebot' handles 'onebot')"
-        )
 
 
 def _merge(

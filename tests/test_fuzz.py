@@ -137,7 +137,7 @@ def test_a_onebot_event_parses_or_is_a_value_error_and_its_message_renders(event
     except ValueError:
         return
     try:
-        message = shared.parse_incoming("onebot", event, parsed.bot_id)
+        message = shared.plugins.hooks.parse_message("onebot", event, parsed.bot_id)
     except ValueError:
         return  # a value a Turn refuses (a blank group id, an id that is not text)
     try:

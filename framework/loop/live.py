@@ -172,9 +172,7 @@ class BotLoop:
         outcome naming the problem.
         """
         try:
-            event = self.runtime.plugins.pm.hook.parse_event(
-                platform=platform, payload=payload, bot_id=bot_id
-            )
+            event = self.runtime.plugins.hooks.parse_event(platform, payload, bot_id)
         except Exception as exc:
             log.warning("rejected a %s event: %s", platform, exc)
             return _rejected(f"{type(exc).__name__}: {exc}")
@@ -499,8 +497,8 @@ class BotLoop:
         self, text: str, shape: Any, system_prompt: str, trace: dict[str, Any]
     ) -> ModelAnswer:
         try:
-            answer = self.runtime.plugins.pm.hook.read_model_answer(
-                text=text, shape=shape, system_prompt=system_prompt, config=self.runtime.config
+            answer = self.runtime.plugins.hooks.read_model_answer(
+                text, shape, system_prompt, self.runtime.config
             )
         except Exception as exc:
             log.warning("read_model_answer failed: %s", exc)
@@ -522,11 +520,8 @@ class BotLoop:
         if not answer.sticker:
             return None
         try:
-            return self.runtime.plugins.pm.hook.choose_sticker(
-                intent=answer.sticker,
-                bot_id=event.bot_id,
-                group_id=event.group_id,
-                config=self.runtime.config,
+            return self.runtime.plugins.hooks.choose_sticker(
+                answer.sticker, event.bot_id, event.group_id, self.runtime.config
             )
         except Exception as exc:
             log.warning("choose_sticker failed, the sticker is dropped: %s", exc)
@@ -585,9 +580,7 @@ class BotLoop:
 
     async def _send(self, message: Any, transport: Transport) -> SendReceipt:
         try:
-            pending = self.runtime.plugins.pm.hook.send_message(
-                message=message, transport=transport
-            )
+            pending = self.runtime.plugins.hooks.send_message(message, transport)
             if pending is None:
                 return SendReceipt(
                     ok=False, detail=f"no plugin sends to platform {transport.platform!r}"

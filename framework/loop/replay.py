@@ -117,9 +117,7 @@ def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None
             continue
         receiver = bot_id or str(data.get("self_id", ""))
         try:
-            parsed = runtime.plugins.pm.hook.parse_event(
-                platform="onebot", payload=data, bot_id=receiver
-            )
+            parsed = runtime.plugins.hooks.parse_event("onebot", data, receiver)
         except (ValueError, TypeError) as exc:
             raise TurnFileError(where, [str(exc)]) from None
         if parsed is None:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from promptweave.conversation.images import FetchedImage, ImageLimits
-from promptweave.plugins.hook_calls import first_answer
 from promptweave.plugins.watchdog import NETWORK_BOUND_FACTOR
 from promptweave.providers.bodies import (
     anthropic_messages_body,
@@ -60,14 +59,11 @@ def _fetch_all(
     fetched: dict[str, FetchedImage | None] = {}
     failures: list[dict[str, str]] = []
     for url in urls:
-        image, fault = first_answer(
-            runtime.plugins.pm.hook.fetch_image,
-            "hook fetch_image",
-            FetchedImage,
+        image, fault = runtime.plugins.hooks.fetch_image(
+            url,
+            limits,
             watchdog=runtime.watchdog,
             seconds=runtime.config.provider.timeout_s * NETWORK_BOUND_FACTOR,
-            url=url,
-            limits=limits,
         )
         reason = "no fetch_image implementation returned an image"
         if image is not None and (
@@ -191,14 +187,11 @@ def submit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResu
     rather than an exception, so one failed call never takes the bot down.
     """
     start = time.perf_counter()
-    result, fault = first_answer(
-        runtime.plugins.pm.hook.submit_request,
-        "hook submit_request",
-        SubmitResult,
+    result, fault = runtime.plugins.hooks.submit_request(
+        request,
+        runtime.config,
         watchdog=runtime.watchdog,
         seconds=runtime.config.provider.timeout_s * NETWORK_BOUND_FACTOR,
-        request=request,
-        config=runtime.config,
     )
     if fault is not None:
         log.error("submit_request failed: %s", fault.describe())
@@ -223,15 +216,13 @@ async def asubmit_request(runtime: Promptweave, request: ProviderRequest) -> Sub
     logged ``error`` result, never an exception; cancelling the caller cancels the request.
     """
     start = time.perf_counter()
-    hook = runtime.plugins.pm.hook
+    hooks = runtime.plugins.hooks
     name = "submit_request_async"
     try:
-        pending = hook.submit_request_async(request=request, config=runtime.config)
+        pending = hooks.submit_request_async(request, runtime.config)
         if pending is None:
             name = "submit_request"
-            answer = await asyncio.to_thread(
-                hook.submit_request, request=request, config=runtime.config
-            )
+            answer = await asyncio.to_thread(hooks.submit_request_in_full, request, runtime.config)
         elif inspect.isawaitable(pending):
             answer = await pending
         else:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from promptweave.decision import LowEngagement, RouteContext
-from promptweave.plugins.hook_calls import log_failure
+from promptweave.plugins.door import log_failure
 from promptweave.plugins.records import PhrasePool
 from promptweave.plugins.registry import Registered
 from promptweave.plugins.watchdog import call_plugin

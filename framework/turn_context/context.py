@@ -13,7 +13,6 @@ into ``[budget] chars`` (:mod:`promptweave.turn_context.request_budget`). The re
 from __future__ import annotations
 
 import hashlib
-import itertools
 import logging
 import time
 import uuid
@@ -29,9 +28,8 @@ from promptweave.conversation.state import (
     conversation_key,
     prompt_cache_key,
 )
-from promptweave.plugins.hook_calls import implementations, log_failure
 from promptweave.plugins.records import Volatility
-from promptweave.plugins.watchdog import Deadline, PluginFault, call_plugin, record_fault, type_name
+from promptweave.plugins.watchdog import Deadline
 from promptweave.prompt.render_context import RenderContext
 from promptweave.prompt.sanitize import sanitize_block, strip_lone_surrogates
 from promptweave.prompt.text_rules import IMAGE_MARK
@@ -165,10 +163,6 @@ def _system_text(active: ActiveSystemPrompt, turn_pieces: Sequence[tuple[str, st
     return SECTION_SEPARATOR.join(t for t in (active.text, *(text for _, text in turn_pieces)) if t)
 
 
-#: The most notes one ``collect_turn_notes`` implementation adds to a turn; the rest are not read.
-NOTES_PER_PLUGIN_MAX = 32
-
-
 def collect_turn_notes(
     runtime: Promptweave, context: RenderContext, key: str, deadline: Deadline | None = None
 ) -> tuple[tuple[str, ...], list[dict[str, str]]]:
@@ -177,14 +171,15 @@ def collect_turn_notes(
     Each note is sanitized like a section block, cut at ``turn_context.note_max_chars``; blank
     notes and exact repeats are dropped. A hook implementation that raises, hangs past the
     turn's deadline or returns something other than a string or strings is left out; at most
-    :data:`NOTES_PER_PLUGIN_MAX` notes of one implementation are read.
+    :data:`promptweave.plugins.door.NOTES_PER_PLUGIN_MAX` notes of one implementation are read.
 
     :param deadline: the turn's deadline (a fresh one of the runtime by default).
     :returns: the notes, and one ``{"plugin", "error"}`` entry per failed implementation.
     """
     raw: list[str] = list(runtime.conversations.notes.pop(key))
     found, failures = runtime.watchdog.run(
-        lambda: _plugin_notes(runtime, context), deadline or runtime.watchdog.deadline()
+        lambda: runtime.plugins.hooks.collect_turn_notes(context),
+        deadline or runtime.watchdog.deadline(),
     )
     raw.extend(found)
     limit = runtime.config.turn_context.note_max_chars
@@ -195,39 +190,6 @@ def collect_turn_notes(
         if cleaned and cleaned not in notes:
             notes.append(cleaned)
     return tuple(notes), failures
-
-
-def _plugin_notes(
-    runtime: Promptweave, context: RenderContext
-) -> tuple[list[str], list[dict[str, str]]]:
-    notes: list[str] = []
-    failures: list[dict[str, str]] = []
-    for implementation in implementations(runtime.plugins.pm.hook.collect_turn_notes):
-        plugin = implementation.plugin
-        try:
-            found: Any = call_plugin(
-                plugin, "hook collect_turn_notes", implementation, context=context
-            )
-        except Exception as exc:
-            log_failure(log, exc, "collect_turn_notes of plugin %r raised", plugin)
-            failures.append({"plugin": plugin, "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        if found is None:
-            continue
-        if isinstance(found, str):
-            found = [found]
-        try:
-            given = list(itertools.islice(iter(found), NOTES_PER_PLUGIN_MAX))
-        except Exception as exc:
-            given = [exc]
-        wrong = next((note for note in given if not isinstance(note, str)), None)
-        if wrong is not None:
-            error = f"returned {type_name(found)} holding {type_name(wrong)}, expected strings"
-            log.error("collect_turn_notes of plugin %r %s", plugin, error)
-            failures.append({"plugin": plugin, "error": error})
-            continue
-        notes.extend(given)
-    return notes, failures
 
 
 def _current_message(
@@ -268,36 +230,9 @@ def _plugin_compression(
     one raises, hangs or answers anything but a list of messages (then the built-in pass runs,
     and the fault is in the trace)."""
     settings = runtime.config.turn_context
-    where = "hook compress_turn_messages"
-    for implementation in implementations(runtime.plugins.pm.hook.compress_turn_messages):
-        plugin = implementation.plugin
-        try:
-            found = call_plugin(
-                plugin,
-                where,
-                implementation,
-                messages=tuple(rows),
-                pass_number=pass_number,
-                protect_first=settings.protect_first,
-                protect_last=settings.protect_last,
-            )
-        except Exception as exc:
-            log_failure(log, exc, "compress_turn_messages of plugin %r raised", plugin)
-            detail = f"{type(exc).__name__}: {exc}"
-            record_fault(PluginFault(plugin=plugin, where=where, kind="raised", detail=detail))
-            return None
-        if found is None:
-            continue
-        if (
-            isinstance(found, Sequence)
-            and not isinstance(found, str | bytes)
-            and all(isinstance(row, PromptMessage) for row in found)
-        ):
-            return found
-        detail = f"returned {type_name(found)}, expected a sequence of PromptMessage"
-        record_fault(PluginFault(plugin=plugin, where=where, kind="wrong_type", detail=detail))
-        return None
-    return None
+    return runtime.plugins.hooks.compress_turn_messages(
+        tuple(rows), pass_number, settings.protect_first, settings.protect_last
+    )
 
 
 def build_turn_context(
@@ -422,7 +357,7 @@ def build_turn_context(
             _system_text(active, turn_pieces),
             additions,
             runtime.config.budget.chars,
-            runtime.measure,
+            runtime.plugins.hooks.measure_text,
             keep_tail=runtime.persona.format(runtime.persona.user_turn.injection_suffix),
         ),
         deadline,
