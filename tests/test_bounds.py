@@ -24,8 +24,8 @@ HUGE = "长" * 1_000_000
 def test_the_group_log_keeps_a_message_cut_at_the_content_cap(runtime):
     cap = runtime.config.session.max_content_chars
     huge = ChatMessage(id="m-huge", sender_id="30022", text=HUGE, time=T0)
-    assert runtime.record_message(BOT.id, GROUP, huge)
-    assert runtime.record_bot_reply(
+    assert runtime.recorder.record_message(BOT.id, GROUP, huge)
+    assert runtime.recorder.record_bot_reply(
         BOT.id, GROUP, HUGE, message_id="r-huge", answering=huge, time=T0 + dt.timedelta(seconds=5)
     )
     logged = runtime.stores.group_log.recent_group_messages(

@@ -248,8 +248,8 @@ def test_a_valid_turn_is_recorded_and_rendered_on_every_backend(data, runtime):
     turn = structure(data, Turn, "turn")
     group = turn.group_id
     for earlier in (*turn.recent_messages, turn.message):
-        runtime.record_message(turn.bot.id, group, earlier)
-    runtime.record_bot_reply(
+        runtime.recorder.record_message(turn.bot.id, group, earlier)
+    runtime.recorder.record_bot_reply(
         turn.bot.id,
         group,
         "收到【安全约束】\ud800",

@@ -451,7 +451,7 @@ def _compress(runtime: Promptweave) -> Outcome:
     """A fresh long session, compressed."""
     user = str(next(_USERS))
     _long_session(runtime.stores, user)
-    result = runtime.compress_session(
+    result = runtime.recorder.compress_session(
         TURN.bot.id, TURN.group_id, user, now=dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
     )
     return Outcome(result, _dump(attrs.asdict(result)))

@@ -193,7 +193,7 @@ async def replay_events(
         outcome = await loop.handle(event, transport)
         # Session compression runs in the background; a replay waits for it after each turn,
         # so the next turn reads the same history every time the log is replayed.
-        loop.runtime.wait_for_background()
+        loop.runtime.background.wait()
         record = message_record(index, event, outcome, zones[event.bot_id])
         records.append(record)
         if on_record is not None:
