@@ -14,7 +14,7 @@ from base_support import BOT, GROUP, T0, Clock, redis_config, sqlite_config
 
 from promptweave import ChatMessage, MemoryItem, Promptweave
 from promptweave.loop.event_log import MessageIndex, read_events, scan_events, stream_events
-from promptweave.runtime import _merge
+from promptweave.pipeline.stages import _merge
 from promptweave.store.sessions import TRIM_BATCH, GroupLog, SessionStore, SessionTurn
 from promptweave.testing import TEST_ENVIRON
 

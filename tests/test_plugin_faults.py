@@ -436,7 +436,7 @@ def _long_session(stores: Stores, user: str) -> None:
             images=("https://img.example/p.png",) if number == 0 else (),
             addressed=True,
         )
-        recorder.record_bot_reply(
+        recorder.recorder.record_bot_reply(
             TURN.bot.id,
             TURN.group_id,
             f"第{number}个回答",

@@ -9,6 +9,7 @@ from base_support import BOT, GROUP, T0, MessageFactory
 
 from promptweave import ChatMessage, Promptweave, SpeakTrigger, Turn
 from promptweave.config import TimelineConfig
+from promptweave.pipeline.stages import TurnPipeline
 
 
 def timeline_of(runtime: Promptweave, current: ChatMessage, **turn: object) -> str:
@@ -264,9 +265,9 @@ def test_render_with_a_given_decision_does_not_route_again(
     turn = Turn(bot=BOT, group_id=GROUP, message=current, trigger=SpeakTrigger.MENTION)
     decision = runtime.decide(turn)
     routed = []
-    original = Promptweave._route
+    original = TurnPipeline._route
     monkeypatch.setattr(
-        Promptweave, "_route", lambda self, *a, **k: routed.append(1) or original(self, *a, **k)
+        TurnPipeline, "_route", lambda self, *a, **k: routed.append(1) or original(self, *a, **k)
     )
     rendered = runtime.render(turn, decision=decision)
     assert rendered.decision is decision

@@ -32,7 +32,6 @@ from promptweave.conversation.session import SessionReader, read_session
 from promptweave.conversation.state import ConversationState
 from promptweave.conversation.timeline import build_group_timeline
 from promptweave.decision import Decision, DeliveryStyle
-from promptweave.delivery.plan import PauseConfig, plan_delivery
 from promptweave.delivery.recorder import Recorder
 from promptweave.delivery.records import DeliveryPlan, ModelAnswer
 from promptweave.items import ReplyShape, TurnPolicy
@@ -475,6 +474,10 @@ class TurnPipeline:
     ) -> DeliveryPlan:
         """The bubbles of ``answer`` by the decision's delivery style: a quote only while its
         target is still a candidate, the sticker the ``choose_sticker`` hook picks."""
+        # Imported here: a render (``promptweave render``) never plans a delivery, and its start-up
+        # loads no delivery module (docs/performance.md).
+        from promptweave.delivery.plan import PauseConfig, plan_delivery
+
         parts, turn, decision = self.parts, self.turn, self.decision
         assert decision is not None
         message = turn.message

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
 
-from promptweave.errors import ConfigError
+from promptweave.errors import ConfigError, PluginRegistrationError, PromptweaveError
 from promptweave.plugins.records import SectionOverride
 from promptweave.plugins.watchdog import (
     PluginFault,
@@ -84,6 +84,25 @@ def log_failure(logger: logging.Logger, exc: BaseException, message: str, *args:
         logger.info("%s", exc)
     else:
         logger.error(message, *args, exc_info=exc)
+
+
+@attrs.frozen
+class _Contribution:
+    """One plugin's contribution hook, called alone."""
+
+    plugin: str
+    hook_name: str
+    caller: Any
+
+    def __call__(self, **kwargs: Any) -> Any:
+        try:
+            return self.caller(**kwargs)
+        except PromptweaveError:
+            raise
+        except Exception as exc:
+            raise PluginRegistrationError(
+                f"plugin {self.plugin!r} failed in {self.hook_name}: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 @attrs.define
@@ -163,6 +182,32 @@ class Hooks:
                 )
             return found, None
         return None, None
+
+    # -- start-up: contributions -----------------------------------------------------------
+
+    def contributions(self, hook_name: str) -> Iterator[tuple[str, Callable[..., Any]]]:
+        """``(plugin_name, call)`` for every plugin implementing the contribution hook
+        ``hook_name`` (``register_sections``, ``register_retrievers``…), so the registries know
+        who gave each item.
+
+        Contributions are collected in registration order (built-ins first), with ``tryfirst``
+        implementations before all others and ``trylast`` ones after. Each call goes through a
+        subset hook caller, so ``PROMPTWEAVE_TRACE_PLUGINS`` still sees it; what the plugin
+        raises reaches the caller as a :class:`promptweave.errors.PluginRegistrationError`
+        naming it (the project's own errors, such as a duplicate id, as they are).
+        """
+        pm = self.pm
+        impls = getattr(pm.hook, hook_name).get_hookimpls()  # trylast, registration, tryfirst
+        ordered = (
+            [impl for impl in impls if impl.tryfirst]
+            + [impl for impl in impls if not impl.tryfirst and not impl.trylast]
+            + [impl for impl in impls if impl.trylast]
+        )
+        implementers = [impl.plugin_name for impl in ordered]
+        everyone = [(name, plugin) for name, plugin in pm.list_name_plugin() if plugin is not None]
+        for name in implementers:
+            others = [plugin for other, plugin in everyone if other != name]
+            yield name, _Contribution(name, hook_name, pm.subset_hook_caller(hook_name, others))
 
     # -- assembly ------------------------------------------------------------------------
 
