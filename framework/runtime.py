@@ -1,7 +1,8 @@
-"""The runtime: route a turn, render its sections, apply overrides, assemble the request.
+"""The runtime: where the parts of a turn are built and held.
 
 :class:`Promptweave` is built once (``Promptweave.from_config``) and then used for every turn; it
-holds no conversational state.
+holds no conversational state. A turn runs through a :class:`promptweave.pipeline.stages.TurnPipeline`
+built from the runtime's parts (:meth:`Promptweave.pipeline`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ import datetime as dt
 import logging
 import random
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -30,10 +30,7 @@ from promptweave.pipeline.stages import TurnParts, TurnPipeline, render_context_
 from promptweave.plugins.door import Hooks
 from promptweave.plugins.manager import PluginInfo, PluginManager, build_plugin_manager
 from promptweave.plugins.registry import Registries, collect_registries
-from promptweave.plugins.watchdog import (
-    Deadline,
-    Watchdog,
-)
+from promptweave.plugins.watchdog import Deadline, Watchdog
 from promptweave.prompt.assembly import SectionAssembler
 from promptweave.prompt.persona import PersonaPack
 from promptweave.prompt.render_context import RenderContext
@@ -43,9 +40,6 @@ from promptweave.routing.router import Router
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
 from promptweave.turn import Bot, ChatMessage, Turn
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["Promptweave"]
 
@@ -66,18 +60,16 @@ def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _ms(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000, 3)
-
-
 @attrs.define
 class Promptweave:
     """Routes and assembles turns with the loaded plugins.
 
     It is built from parts, each usable and testable alone: the :attr:`stores`, the
     :attr:`router` (gates, reply necessity, decide rules), the :attr:`retrieval_runner`, the
-    :attr:`assembler` (sections, overrides, sanitising) and the :attr:`recorder` (what the bot
-    saw and delivered).
+    :attr:`assembler` (sections, overrides, sanitising), the :attr:`recorder` (what the bot saw
+    and delivered: ``runtime.recorder.record_message(...)``), the :attr:`background` work
+    (``runtime.background.wait()``) and :attr:`hooks`, the door to the hooks. Each turn runs
+    through a :meth:`pipeline` built from them.
 
     :param strict: raise :class:`promptweave.errors.SectionRenderError` when a section's ``render``
         raises, instead of leaving the section out and tracing the error.
