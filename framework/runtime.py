@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import random
 import threading
@@ -117,6 +118,9 @@ class Promptweave:
     #: The door to the hooks (the plugin manager's :attr:`PluginManager.hooks`).
     hooks: Hooks = attrs.field(init=False)
     _message_cache: MessageCache | None = attrs.field(default=None, init=False, repr=False)
+    _parts: tuple[tuple[int, ...], TurnParts] | None = attrs.field(
+        default=None, init=False, repr=False
+    )
     _bots: dict[tuple[str, tuple[str, ...]], tuple[Config, PersonaPack, Bot]] = attrs.field(
         factory=dict, init=False, repr=False
     )
@@ -195,7 +199,28 @@ class Promptweave:
 
     def parts(self) -> TurnParts:
         """The parts a turn's stages use, as this runtime holds them now."""
-        return TurnParts(
+        held = (
+            self.config,
+            self.persona,
+            self.registries,
+            self.stores,
+            self.router,
+            self.retrieval_runner,
+            self.assembler,
+            self.recorder,
+            self.watchdog,
+            self.hooks,
+            self.conversations,
+            self.clock,
+        )
+        # The same parts turn after turn, unless one was replaced (a plugin added, the settings
+        # or persona pack swapped): the live loop asks on every message. The ids cannot be
+        # reused meanwhile, since the kept parts hold the objects.
+        key = tuple(map(id, held))
+        kept = self._parts
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        parts = TurnParts(
             config=self.config,
             persona=self.persona,
             registries=self.registries,
@@ -209,8 +234,12 @@ class Promptweave:
             conversations=self.conversations,
             message_cache=self.message_cache,
             clock=self.clock,
-            event_loop=self._event_loop,
+            # Through a weak reference: the kept parts must not keep the runtime alive, whose
+            # collection closes its event loops.
+            event_loop=functools.partial(_thread_event_loop, weakref.ref(self)),
         )
+        self._parts = (key, parts)
+        return parts
 
     def pipeline(self, turn: Turn, now: dt.datetime | None = None) -> TurnPipeline:
         """The pipeline that carries ``turn`` through the stages (``docs/architecture.md``);
@@ -329,18 +358,6 @@ class Promptweave:
         return await self.pipeline(turn, now).retrieve(
             turn, decision, allow_persistent_memory, deadline
         )
-
-    def _event_loop(self) -> asyncio.AbstractEventLoop:
-        """This thread's event loop for retrievers that wait under :meth:`render`: one per
-        thread, reused turn after turn (a new loop per turn would cost more than assembling the
-        turn)."""
-        loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
-        if loop is None or loop.is_closed():
-            loop = self._loops.loop = asyncio.new_event_loop()
-            # A runtime dropped without close() closes its loops when it is collected, not
-            # the garbage collector in whatever order it frees the loop's sockets.
-            weakref.finalize(self, loop.close)
-        return loop
 
     # -- render ------------------------------------------------------------------------------
 
@@ -477,6 +494,23 @@ class Promptweave:
         self.registries = collect_registries(self.plugins.pm)
         self.router = self._build_router()
         self.assembler.forget_static()
+
+
+def _thread_event_loop(owner: weakref.ref[Promptweave]) -> asyncio.AbstractEventLoop:
+    """The runtime's event loop of this thread, for retrievers that wait under
+    :meth:`Promptweave.render`: one per thread, reused turn after turn (a new loop per turn would
+    cost more than assembling the turn)."""
+    runtime = owner()
+    if runtime is None:
+        raise RuntimeError("the runtime of this turn is gone")
+    loops = runtime._loops
+    loop: asyncio.AbstractEventLoop | None = getattr(loops, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = loops.loop = asyncio.new_event_loop()
+        # A runtime dropped without close() closes its loops when it is collected, not the
+        # garbage collector in whatever order it frees the loop's sockets.
+        weakref.finalize(runtime, loop.close)
+    return loop
 
 
 def _pack_path(config: Config, registries: Registries) -> Path:
