@@ -210,7 +210,7 @@ def append_throughput(path: Path, count: int) -> dict[str, float]:
             text=LINES[number % 8],
             time=base + dt.timedelta(seconds=number),
         )
-        runtime.record_message(BOT.id, "29999", message)
+        runtime.recorder.record_message(BOT.id, "29999", message)
     messages_per_s = count / (time.perf_counter() - start)
     start = time.perf_counter()
     for number in range(count):
@@ -220,7 +220,7 @@ def append_throughput(path: Path, count: int) -> dict[str, float]:
             text=LINES[number % 8],
             time=base + dt.timedelta(seconds=number),
         )
-        runtime.record_bot_reply(
+        runtime.recorder.record_bot_reply(
             BOT.id,
             "29999",
             "收到",

@@ -1,7 +1,8 @@
 """Contrib plugin ``onebot``: OneBot v11 messages as promptweave :class:`promptweave.ChatMessage`.
 
-Enable it by name (``[plugins] contrib = ["onebot"]``) and call
-``runtime.parse_incoming("onebot", event, bot_id)``, or use the functions directly::
+Enable it by name (``[plugins] contrib = ["onebot"]``): it implements the ``parse_event`` hook,
+which the live loop calls, and ``runtime.plugins.hooks.parse_message("onebot", event, bot_id)``
+gives the event's message alone. Or use the functions directly::
 
     from promptweave.contrib.onebot import parse_event, parse_message
 
@@ -209,15 +210,6 @@ def _event_time(value: object) -> dt.datetime:
         return dt.datetime.fromtimestamp(float(value), dt.UTC)
     except (ValueError, OverflowError, OSError) as exc:
         raise ValueError(f"OneBot event time {value!r} is not a valid Unix timestamp") from exc
-
-
-@hookimpl
-def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | None:
-    if platform != "onebot":
-        return None
-    if not isinstance(payload, Mapping):
-        raise ValueError("the onebot plugin parses OneBot v11 event objects")
-    return parse_event(payload, bot_id).message
 
 
 @hookimpl(specname="parse_event")

@@ -1,62 +1,46 @@
-"""The runtime: route a turn, render its sections, apply overrides, assemble the request.
+"""The runtime: where the parts of a turn are built and held.
 
 :class:`Promptweave` is built once (``Promptweave.from_config``) and then used for every turn; it
-holds no conversational state.
+holds no conversational state. A turn runs through a :class:`promptweave.pipeline.stages.TurnPipeline`
+built from the runtime's parts (:meth:`Promptweave.pipeline`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import random
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from promptweave.config import Config
-from promptweave.decision import Decision, allows_persistent_memory
+from promptweave.decision import Decision
 from promptweave.delivery.recorder import Recorder
 from promptweave.delivery.store_writes import BackgroundRunner
 from promptweave.errors import ConfigError
-from promptweave.items import ReplyShape, TurnPolicy
-from promptweave.messages.builder import TurnMessages, build_turn_messages, carried_by_history
 from promptweave.messages.message_cache import MessageCache
-from promptweave.messages.timeline import build_group_timeline
-from promptweave.plugins.hook_calls import implementations
+from promptweave.pipeline.stages import TurnParts, TurnPipeline, render_context_for
+from promptweave.plugins.door import Hooks
 from promptweave.plugins.manager import PluginInfo, PluginManager, build_plugin_manager
 from promptweave.plugins.registry import Registries, collect_registries
-from promptweave.plugins.watchdog import (
-    Deadline,
-    PluginFault,
-    Watchdog,
-    call_plugin,
-    record_fault,
-    type_name,
-)
+from promptweave.plugins.watchdog import Deadline, Watchdog
 from promptweave.prompt.assembly import SectionAssembler
 from promptweave.prompt.render_context import RenderContext
-from promptweave.prompt.rendered import RenderedSection, RenderedTurn, SectionListing, TurnTrace
-from promptweave.retrieval.query import RetrievalQuery
+from promptweave.prompt.rendered import RenderedSection, RenderedTurn, SectionListing
 from promptweave.retrieval.runner import RetrievalOutcome, RetrievalRunner
-from promptweave.routing.memory_policy import PERSISTENT_MEMORY_SECTIONS
-from promptweave.routing.quoting import Delivery
-from promptweave.routing.router import DEFAULT_DECISION, Router
-from promptweave.session.reader import SessionReader, read_session
-from promptweave.store.routing_state import MemoryRoutingState
+from promptweave.routing.router import Router
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
 from promptweave.text.persona import PersonaPack
-from promptweave.turn import Bot, ChatMessage, HistoryEntry, Turn
+from promptweave.turn import Bot, ChatMessage, Turn
 from promptweave.turn_context.conversation_state import ConversationState
-
-if TYPE_CHECKING:
-    from promptweave.compression.summary import CompressionResult
 
 __all__ = ["Promptweave"]
 
@@ -77,18 +61,16 @@ def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _ms(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000, 3)
-
-
 @attrs.define
 class Promptweave:
     """Routes and assembles turns with the loaded plugins.
 
     It is built from parts, each usable and testable alone: the :attr:`stores`, the
     :attr:`router` (gates, reply necessity, decide rules), the :attr:`retrieval_runner`, the
-    :attr:`assembler` (sections, overrides, sanitising) and the :attr:`recorder` (what the bot
-    saw and delivered).
+    :attr:`assembler` (sections, overrides, sanitising), the :attr:`recorder` (what the bot saw
+    and delivered: ``runtime.recorder.record_message(...)``), the :attr:`background` work
+    (``runtime.background.wait()``) and :attr:`hooks`, the door to the hooks. Each turn runs
+    through a :meth:`pipeline` built from them.
 
     :param strict: raise :class:`promptweave.errors.SectionRenderError` when a section's ``render``
         raises, instead of leaving the section out and tracing the error.
@@ -115,7 +97,8 @@ class Promptweave:
     )
     assembler: SectionAssembler = attrs.field(
         default=attrs.Factory(
-            lambda self: SectionAssembler(pm=self.plugins.pm, strict=self.strict), takes_self=True
+            lambda self: SectionAssembler(hooks=self.plugins.hooks, strict=self.strict),
+            takes_self=True,
         )
     )
     _loops: threading.local = attrs.field(factory=threading.local, init=False, repr=False)
@@ -132,12 +115,18 @@ class Promptweave:
     )
     router: Router = attrs.field(init=False)
     recorder: Recorder = attrs.field(init=False)
+    #: The door to the hooks (the plugin manager's :attr:`PluginManager.hooks`).
+    hooks: Hooks = attrs.field(init=False)
     _message_cache: MessageCache | None = attrs.field(default=None, init=False, repr=False)
+    _parts: tuple[tuple[int, ...], TurnParts] | None = attrs.field(
+        default=None, init=False, repr=False
+    )
     _bots: dict[tuple[str, tuple[str, ...]], tuple[Config, PersonaPack, Bot]] = attrs.field(
         factory=dict, init=False, repr=False
     )
 
     def __attrs_post_init__(self) -> None:
+        self.hooks = self.plugins.hooks
         self.router = self._build_router()
         self.recorder = Recorder(
             config=self.config,
@@ -161,7 +150,7 @@ class Promptweave:
             config=self.config,
             state=self.stores.routing,
             rng=self.rng,
-            model_hook=self.plugins.pm.hook.decide_with_model,
+            model_hook=self.plugins.hooks.decide_with_model,
             learned_replies=self._learned_replies,
             rhythm_share=self._rhythm_share,
             trusted=self._ships_with_promptweave,
@@ -206,7 +195,56 @@ class Promptweave:
             clock=clock or _utc_now,
         )
 
-    # -- routing ---------------------------------------------------------------------------
+    # -- one turn ----------------------------------------------------------------------------
+
+    def parts(self) -> TurnParts:
+        """The parts a turn's stages use, as this runtime holds them now."""
+        held = (
+            self.config,
+            self.persona,
+            self.registries,
+            self.stores,
+            self.router,
+            self.retrieval_runner,
+            self.assembler,
+            self.recorder,
+            self.watchdog,
+            self.hooks,
+            self.conversations,
+            self.clock,
+        )
+        # The same parts turn after turn, unless one was replaced (a plugin added, the settings
+        # or persona pack swapped): the live loop asks on every message. The ids cannot be
+        # reused meanwhile, since the kept parts hold the objects.
+        key = tuple(map(id, held))
+        kept = self._parts
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        parts = TurnParts(
+            config=self.config,
+            persona=self.persona,
+            registries=self.registries,
+            stores=self.stores,
+            router=self.router,
+            retrieval_runner=self.retrieval_runner,
+            assembler=self.assembler,
+            recorder=self.recorder,
+            watchdog=self.watchdog,
+            hooks=self.hooks,
+            conversations=self.conversations,
+            message_cache=self.message_cache,
+            clock=self.clock,
+            # Through a weak reference: the kept parts must not keep the runtime alive, whose
+            # collection closes its event loops.
+            event_loop=functools.partial(_thread_event_loop, weakref.ref(self)),
+        )
+        self._parts = (key, parts)
+        return parts
+
+    def pipeline(self, turn: Turn, now: dt.datetime | None = None) -> TurnPipeline:
+        """The pipeline that carries ``turn`` through the stages (``docs/architecture.md``);
+        ``now`` defaults to the message's time."""
+        return TurnPipeline(parts=self.parts(), turn=turn, now=now)
 
     def decide(self, turn: Turn, now: dt.datetime | None = None) -> Decision:
         """Route the turn: gates, reply necessity, then the decide rules (``docs/routing.md``).
@@ -215,44 +253,11 @@ class Promptweave:
         the quoted bot text) is read from the store first, exactly as :meth:`render` does, so a
         decision made here is the one ``render(turn, decision=...)`` would make. Routing updates
         the routing state (quote candidates, kept messages, silences, the last canned phrase), so
-        replaying the same events with the same seeded ``rng`` gives the same decisions.
+        replaying the same events with the same seeded ``rng`` gives the same decisions. A bot
+        that goes on to render the turn keeps its :meth:`pipeline` instead, which reads the
+        session once for both.
         """
-        # The route's reads see the store as of one moment (one read transaction in SQLite),
-        # unless the route may wait for a model's answer: no read is held open that long.
-        with self.stores.reading():
-            reader, completed = self._read_session(turn, now)
-            if not self.config.routing.model_decision:
-                return self._routed(_with_stored_history(completed, reader), now)
-        return self._routed(_with_stored_history(completed, reader), now)
-
-    def _routed(self, turn: Turn, now: dt.datetime | None) -> Decision:
-        deadline = self.watchdog.deadline()
-        decision = self._route(turn, now, deadline)
-        return _with_fault_notes(decision, deadline.faults)
-
-    def _read_session(self, turn: Turn, now: dt.datetime | None) -> tuple[SessionReader, Turn]:
-        return read_session(
-            self.stores,
-            self.config,
-            self.persona,
-            turn,
-            now or turn.message.time,
-            self.message_cache,
-        )
-
-    def _route(self, turn: Turn, now: dt.datetime | None, deadline: Deadline) -> Decision:
-        router = self.router
-        at = now or turn.message.time
-        try:
-            return self.watchdog.run(lambda: router.route(turn, at), deadline)
-        except STORE_ERRORS as exc:
-            # A failing routing store must not cost the bot its turn: route on a scratch state
-            # (no cooldowns or quote history known) and say so in the trace.
-            log.warning("routing state unavailable, routing without it: %s", exc)
-            scratch = attrs.evolve(router, state=MemoryRoutingState())
-            decision = self.watchdog.run(lambda: scratch.route(turn, at), deadline)
-            note = f"routing_state_unavailable: {exc}"
-            return attrs.evolve(decision, notes=(*decision.notes, note))
+        return self.pipeline(turn, now).decide()
 
     def _rhythm_share(self, bot_id: str, group_id: str) -> float | None:
         try:
@@ -312,36 +317,19 @@ class Promptweave:
         hidden_in_timeline: Callable[[ChatMessage], bool] | None = None,
         allow_persistent_memory: bool | None = None,
     ) -> RenderContext:
-        """The render context of ``turn``; ``now`` defaults to the message's time, and
-        ``allow_persistent_memory`` to the decision's memory policy.
-
-        The reply shape and turn policy are the turn's own when it gives them, else the decision's.
-        Messages kept during a cooldown join the timeline, so they are not lost; messages for
-        which ``hidden_in_timeline`` is true are left out of it (the message sequence carries
-        them).
-        """
-        decision = decision or DEFAULT_DECISION
-        if allow_persistent_memory is None:
-            allow_persistent_memory = allows_persistent_memory(decision)
-        timeline_messages = _with_kept(turn, decision)
-        return RenderContext(
-            turn=turn,
+        """The render context of ``turn``:
+        :func:`promptweave.pipeline.stages.render_context_for` with this runtime's persona pack,
+        settings and message cache."""
+        return render_context_for(
+            turn,
             persona=self.persona,
             config=self.config,
-            now=now or turn.message.time,
+            message_cache=self.message_cache,
+            now=now,
             decision=decision,
+            retrieved=retrieved,
+            hidden_in_timeline=hidden_in_timeline,
             allow_persistent_memory=allow_persistent_memory,
-            reply_shape=turn.reply_shape or decision.reply_shape or ReplyShape(),
-            turn_policy=turn.turn_policy or decision.turn_policy or TurnPolicy(),
-            timeline=build_group_timeline(
-                turn,
-                self.persona,
-                self.config.timeline,
-                timeline_messages,
-                hidden_in_timeline,
-                memo=self.message_cache,
-            ),
-            retrieved=dict(turn.retrieved_items()) if retrieved is None else retrieved,
         )
 
     def assemble(self, context: RenderContext) -> tuple[tuple[RenderedSection, ...], str]:
@@ -367,69 +355,11 @@ class Promptweave:
         :param deadline: the turn's deadline: no retriever waits past it (past it, each gets
             :data:`promptweave.plugins.watchdog.RERUN_GRACE_S`).
         """
-        query, budget = self._retrieval_query(
-            turn, decision, now, allow_persistent_memory, deadline
-        )
-        return await self.retrieval_runner.run(
-            tuple(self.registries.retrievers.values()),
-            query,
-            self.config.retrieval.timeouts,
-            budget_s=budget,
+        return await self.pipeline(turn, now).retrieve(
+            turn, decision, allow_persistent_memory, deadline
         )
 
-    def _retrieval_query(
-        self,
-        turn: Turn,
-        decision: Decision,
-        now: dt.datetime | None,
-        allow_persistent_memory: bool | None,
-        deadline: Deadline | None,
-    ) -> tuple[RetrievalQuery, float | None]:
-        """The query of the turn's retrievers, and what is left of its deadline for them."""
-        query = RetrievalQuery.for_turn(
-            turn,
-            decision=decision,
-            limits=self.config.retrieval,
-            stores=self.stores,
-            now=now,
-            allow_persistent_memory=allow_persistent_memory,
-        )
-        budget = None
-        if deadline is not None and deadline.seconds > 0:
-            budget = max(deadline.remaining(), self.watchdog.grace_s)
-        return query, budget
-
-    def _retrieve_here(
-        self,
-        turn: Turn,
-        decision: Decision,
-        now: dt.datetime | None,
-        allow_persistent_memory: bool | None,
-        deadline: Deadline,
-    ) -> RetrievalOutcome:
-        """:meth:`retrieve` for :meth:`render`, on a thread with no running event loop: the
-        retrievers run right here when none of them waits (``docs/retrieval.md#one-turn``),
-        else on this thread's event loop."""
-        query, budget = self._retrieval_query(
-            turn, decision, now, allow_persistent_memory, deadline
-        )
-        retrievers = tuple(self.registries.retrievers.values())
-        timeouts = self.config.retrieval.timeouts
-        runner = self.retrieval_runner
-        found = runner.run_inline(retrievers, query, timeouts, budget_s=budget)
-        if found is not None:
-            return found
-        # One event loop per thread, reused turn after turn: a new loop per turn would cost
-        # more than assembling the turn.
-        loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
-        if loop is None or loop.is_closed():
-            loop = self._loops.loop = asyncio.new_event_loop()
-            # A runtime dropped without close() closes its loops when it is collected, not
-            # the garbage collector in whatever order it frees the loop's sockets.
-            weakref.finalize(self, loop.close)
-        return loop.run_until_complete(runner.run(retrievers, query, timeouts, budget_s=budget))
-
-    # -- one turn ----------------------------------------------------------------------------
+    # -- render ------------------------------------------------------------------------------
 
     def render(
         self,
@@ -459,14 +389,8 @@ class Promptweave:
                     "Promptweave.render() cannot run inside a running event loop; "
                     "use 'await Promptweave.arender(turn)' instead"
                 )
-        deadline = self.watchdog.deadline()
-        reader, turn, decision, durations = self._begin(turn, now, decision, deadline)
-        retrieval = None
-        if retrieve:
-            retrieval = self._retrieve_here(turn, decision, now, allow_persistent_memory, deadline)
-            durations.update(retrieval.durations())
-        return self._finish(
-            reader, turn, decision, retrieval, now, durations, deadline, allow_persistent_memory
+        return self.pipeline(turn, now).render(
+            decision=decision, retrieve=retrieve, allow_persistent_memory=allow_persistent_memory
         )
 
     async def arender(
@@ -489,175 +413,9 @@ class Promptweave:
         :param retrieve: ``False`` runs no retriever: the sections get only the items the turn
             carries (``Turn.retrieved``), for a caller that retrieved them itself or a replay.
         """
-        deadline = self.watchdog.deadline()
-        reader, turn, decision, durations = self._begin(turn, now, decision, deadline)
-        retrieval = None
-        if retrieve:
-            retrieval = await self.retrieve(
-                turn,
-                decision=decision,
-                now=now,
-                allow_persistent_memory=allow_persistent_memory,
-                deadline=deadline,
-            )
-            durations.update(retrieval.durations())
-        return self._finish(
-            reader, turn, decision, retrieval, now, durations, deadline, allow_persistent_memory
+        return await self.pipeline(turn, now).arender(
+            decision=decision, retrieve=retrieve, allow_persistent_memory=allow_persistent_memory
         )
-
-    def _begin(
-        self, turn: Turn, now: dt.datetime | None, decision: Decision | None, deadline: Deadline
-    ) -> tuple[SessionReader, Turn, Decision, dict[str, float]]:
-        """Read the session, then route the turn unless it comes with its decision."""
-        durations: dict[str, float] = {}
-        start = time.perf_counter()
-        # The stored group log and bot replies fill the turn first, so routing, retrieval and
-        # the timeline all see the same recent group messages.
-        reader, turn = self._read_session(turn, now)
-        durations["session"] = _ms(start)
-
-        start = time.perf_counter()
-        if decision is None:
-            decision = self._route(_with_stored_history(turn, reader), now, deadline)
-            decision = _with_fault_notes(decision, deadline.faults)
-        durations["route"] = _ms(start)
-        return reader, turn, decision, durations
-
-    def _finish(
-        self,
-        reader: SessionReader,
-        turn: Turn,
-        decision: Decision,
-        retrieval: RetrievalOutcome | None,
-        now: dt.datetime | None,
-        durations: dict[str, float],
-        deadline: Deadline,
-        allow_persistent_memory: bool | None = None,
-    ) -> RenderedTurn:
-        """Assemble the sections and the message sequence within the turn's deadline, and write
-        the trace."""
-        return self.watchdog.run(
-            lambda: self._assemble_turn(
-                reader, turn, decision, retrieval, now, durations, deadline, allow_persistent_memory
-            ),
-            deadline,
-        )
-
-    def _assemble_turn(
-        self,
-        reader: SessionReader,
-        turn: Turn,
-        decision: Decision,
-        retrieval: RetrievalOutcome | None,
-        now: dt.datetime | None,
-        durations: dict[str, float],
-        deadline: Deadline,
-        allow_persistent_memory: bool | None,
-    ) -> RenderedTurn:
-        start = time.perf_counter()
-        if retrieval is not None:
-            allow_persistent_memory = retrieval.query.allow_persistent_memory
-        elif allow_persistent_memory is None:
-            allow_persistent_memory = allows_persistent_memory(decision)
-        given = dict(turn.retrieved_items())
-        withheld: list[str] = []
-        if not allow_persistent_memory:
-            # A short social turn shows no persistent memory, relationship, person facts or old
-            # topics (docs/design.md#short-social-turns), not even items the turn brought along.
-            persistent = self._persistent_sections()
-            withheld = [
-                section for section, items in given.items() if section in persistent and items
-            ]
-            given = {
-                section: items for section, items in given.items() if section not in persistent
-            }
-        history = reader.history()
-        context = self.context_for(
-            turn,
-            now=now,
-            decision=decision,
-            retrieved=given if retrieval is None else _merge(given, retrieval.items),
-            hidden_in_timeline=carried_by_history(
-                history, turn, self.message_cache.history_texts(history)
-            ),
-            allow_persistent_memory=allow_persistent_memory,
-        )
-        sections, system_prompt = self.assemble(context)
-        durations["sections"] = _ms(start)
-
-        start = time.perf_counter()
-        built = build_turn_messages(
-            reader,
-            turn,
-            context.timeline,
-            system_prompt,
-            self._budget_measure(),
-            include_ambient_excerpt=decision.memory_policy.include_ambient_excerpt,
-            cache=self.message_cache,
-        )
-        durations["messages"] = _ms(start)
-        # The faults are those of this turn so far: read now, not when the trace is first read.
-        faults = deadline.trace()
-        return RenderedTurn(
-            sections=sections,
-            system_prompt=system_prompt,
-            messages=built.messages,
-            decision=decision,
-            trace=TurnTrace(
-                lambda: self._trace(decision, sections, retrieval, withheld, context, built, faults)
-            ),
-            stage_durations_ms=durations,
-            vision_images=built.vision_images,
-            context=context,
-        )
-
-    def _trace(
-        self,
-        decision: Decision,
-        sections: Sequence[RenderedSection],
-        retrieval: RetrievalOutcome | None,
-        withheld: list[str],
-        context: RenderContext,
-        built: TurnMessages,
-        faults: Any,
-    ) -> dict[str, Any]:
-        """The trace of one turn (``docs/cli.md``), built when it is first read."""
-        return {
-            "decision": decision.trace(),
-            "route": decision.details(),
-            "sections": [
-                {
-                    "id": s.id,
-                    "plugin": s.plugin,
-                    "status": s.status,
-                    "chars": s.chars,
-                    **({"override": s.override} if s.override else {}),
-                    **({"error": s.error} if s.error else {}),
-                }
-                for s in sections
-            ],
-            "section_warnings": list(self.registries.section_warnings),
-            "retrieval": {
-                # retrieve=False: the sections got the turn's own items only
-                **(
-                    {
-                        "skipped": True,
-                        "query": None,
-                        "allow_persistent_memory": None,
-                        "sections": {},
-                    }
-                    if retrieval is None
-                    else retrieval.trace()
-                ),
-                "turn_items_withheld": withheld,
-            },
-            "timeline": {
-                "lines": len(context.timeline.messages),
-                "hidden_in_history": context.timeline.hidden,
-            },
-            **built.trace(),
-            "plugin_faults": faults,
-        }
 
     @property
     def message_cache(self) -> MessageCache:
@@ -667,58 +425,6 @@ class Promptweave:
         if cache is None or cache.persona is not self.persona:
             cache = self._message_cache = MessageCache(persona=self.persona)
         return cache
-
-    def _budget_measure(self) -> Callable[[str], int]:
-        """:meth:`measure`, or :func:`len` itself when no plugin measures text (then the budget
-        can stop building messages at the first that does not fit)."""
-        if not self.plugins.pm.hook.measure_text.get_hookimpls():
-            return len
-        return self.measure
-
-    def _persistent_sections(self) -> frozenset[str]:
-        """The sections of persistent memory: the built-in four and whatever a persistent
-        retriever feeds."""
-        retrievers = self.registries.retrievers.values()
-        return PERSISTENT_MEMORY_SECTIONS | {e.item.feeds for e in retrievers if e.item.persistent}
-
-    def measure(self, text: str) -> int:
-        """The length of ``text`` for the budget: the ``measure_text`` hook, else characters.
-
-        An implementation that raises, hangs or answers anything but a whole number of at least
-        0 is passed over (named in the turn's ``plugin_faults``), and characters count instead.
-        """
-        hook = self.plugins.pm.hook.measure_text
-        if not hook.get_hookimpls():
-            return len(text)  # no plugin measures: skip a hook call per message
-        for implementation in implementations(hook):
-            where = "hook measure_text"
-            try:
-                measured = call_plugin(implementation.plugin, where, implementation, text=text)
-            except Exception as exc:
-                record_fault(
-                    PluginFault(
-                        plugin=implementation.plugin,
-                        where=where,
-                        kind="raised",
-                        detail=f"{type(exc).__name__}: {exc}",
-                    )
-                )
-                return len(text)
-            if measured is None:
-                continue
-            if isinstance(measured, bool) or not isinstance(measured, int) or measured < 0:
-                record_fault(
-                    PluginFault(
-                        plugin=implementation.plugin,
-                        where=where,
-                        kind="wrong_type",
-                        detail=f"returned {type_name(measured)} {measured!r:.40}, expected an "
-                        "int of at least 0",
-                    )
-                )
-                return len(text)
-            return measured
-        return len(text)
 
     def close(self) -> None:
         """Finish the background work, release the retrieval and stage worker threads and close
@@ -789,162 +495,22 @@ class Promptweave:
         self.router = self._build_router()
         self.assembler.forget_static()
 
-    # -- recording and delivery (the recorder's work) ------------------------------------------
 
-    def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
-        """How to deliver a decided reply: :meth:`promptweave.delivery.recorder.Recorder.resolve_delivery`."""
-        return self.recorder.resolve_delivery(turn, decision)
-
-    def note_delivered(
-        self, turn: Turn, delivery: Delivery, *, at: dt.datetime | None = None
-    ) -> None:
-        """Record a delivered reply in the routing state:
-        :meth:`promptweave.delivery.recorder.Recorder.note_delivered`."""
-        self.recorder.note_delivered(turn, delivery, at=at)
-
-    def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
-        """Store an incoming message; never raises for a failing store:
-        :meth:`promptweave.delivery.recorder.Recorder.record_message`."""
-        return self.recorder.record_message(bot_id, group_id, message)
-
-    def record_bot_reply(
-        self,
-        bot_id: str,
-        group_id: str | None,
-        text: str,
-        *,
-        message_id: str | None,
-        answering: ChatMessage | None = None,
-        quoted: bool = False,
-        quote_of: str | None = None,
-        time: dt.datetime | None = None,
-        session_text: str | None = None,
-        usage: Mapping[str, int] | None = None,
-    ) -> bool:
-        """Store a delivered bot message once, note it in the routing state and compress the
-        session in the background: :meth:`promptweave.delivery.recorder.Recorder.record_bot_reply`."""
-        return self.recorder.record_bot_reply(
-            bot_id,
-            group_id,
-            text,
-            message_id=message_id,
-            answering=answering,
-            quoted=quoted,
-            quote_of=quote_of,
-            time=time,
-            session_text=session_text,
-            usage=usage,
-        )
-
-    def compress_session(
-        self, bot_id: str, group_id: str | None, user_id: str, *, now: dt.datetime | None = None
-    ) -> CompressionResult:
-        """Compress one user's session now if it is long enough and the cooldown allows."""
-        return self.recorder.compress_session(bot_id, group_id, user_id, now=now)
-
-    def wait_for_background(self, timeout: float | None = None) -> bool:
-        """Wait until the background work (session compression) is done.
-
-        :returns: ``True`` when everything finished within ``timeout`` seconds.
-        """
-        return self.background.wait(timeout)
-
-    def parse_incoming(self, platform: str, payload: Any, bot_id: str) -> ChatMessage:
-        """Turn a platform's incoming message into a :class:`ChatMessage` through the
-        ``parse_incoming`` hook (enable the ``contrib`` plugin ``onebot`` for OneBot v11).
-
-        :raises ValueError: no loaded plugin handles ``platform``, or the payload is not a valid
-            message (the plugin's own ``ValueError``); or the plugin failed otherwise: raised
-            another error, answered something other than a ``ChatMessage``, or took longer than
-            the turn's deadline (the message names the plugin).
-        """
-        for implementation in implementations(self.plugins.pm.hook.parse_incoming):
-            plugin = implementation.plugin
-            try:
-                message = self.watchdog.call(
-                    plugin,
-                    "hook parse_incoming",
-                    implementation,
-                    platform=platform,
-                    payload=payload,
-                    bot_id=bot_id,
-                )
-            except ValueError:
-                raise  # the documented answer to a payload that is not a message
-            except Exception as exc:
-                raise ValueError(
-                    f"plugin {plugin!r} could not parse a {platform!r} message: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            if message is None:
-                continue
-            if not isinstance(message, ChatMessage):
-                raise ValueError(
-                    f"plugin {plugin!r} parsed a {platform!r} message into "
-                    f"{type_name(message)}, not a ChatMessage"
-                )
-            return message
-        raise ValueError(
-            f"no plugin parses messages of platform {platform!r}; "
-            "enable one (contrib plugin 'onebot' handles 'onebot')"
-        )
-
-
-def _merge(
-    given: Mapping[str, tuple[Any, ...]], found: Mapping[str, tuple[Any, ...]]
-) -> dict[str, tuple[Any, ...]]:
-    """The turn's own items first, then the retrievers' (an item given twice is kept once).
-
-    Linear in the items: equal items are found by hash (items are frozen records); only an item
-    that cannot be hashed is compared with the other unhashable ones.
-    """
-    merged = dict(given)
-    for section_id, items in found.items():
-        kept: list[Any] = []
-        seen: set[Any] = set()
-        unhashable: list[Any] = []
-        for item in (*merged.get(section_id, ()), *items):
-            try:
-                if item in seen:
-                    continue
-                seen.add(item)
-            except TypeError:
-                if item in unhashable:
-                    continue
-                unhashable.append(item)
-            kept.append(item)
-        merged[section_id] = tuple(kept)
-    return merged
-
-
-def _with_fault_notes(decision: Decision, faults: list[PluginFault]) -> Decision:
-    """The decision with a note for each plugin that hung while it was routed."""
-    if not faults:
-        return decision
-    return attrs.evolve(decision, notes=(*decision.notes, *(f.describe() for f in faults)))
-
-
-def _with_stored_history(turn: Turn, reader: SessionReader) -> Turn:
-    """The turn with the user's stored history when it carries none, for routing: whether the
-    bot just answered this user, and its recent replies, read the history
-    (``docs/design.md#reply-necessity``)."""
-    if turn.history:
-        return turn
-    rows = reader.history()
-    if not rows:
-        return turn
-    return attrs.evolve(
-        turn, history=tuple(HistoryEntry(role=row.role, content=row.content) for row in rows)
-    )
-
-
-def _with_kept(turn: Turn, decision: Decision) -> list[ChatMessage] | None:
-    """The turn's recent messages plus those kept during a cooldown, in time order."""
-    if not decision.kept_messages:
-        return None
-    known = {m.id for m in turn.recent_messages if m.id is not None}
-    extra = [m for m in decision.kept_messages if m.id is None or m.id not in known]
-    return sorted([*turn.recent_messages, *extra], key=lambda m: m.time)
+def _thread_event_loop(owner: weakref.ref[Promptweave]) -> asyncio.AbstractEventLoop:
+    """The runtime's event loop of this thread, for retrievers that wait under
+    :meth:`Promptweave.render`: one per thread, reused turn after turn (a new loop per turn would
+    cost more than assembling the turn)."""
+    runtime = owner()
+    if runtime is None:
+        raise RuntimeError("the runtime of this turn is gone")
+    loops = runtime._loops
+    loop: asyncio.AbstractEventLoop | None = getattr(loops, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = loops.loop = asyncio.new_event_loop()
+        # A runtime dropped without close() closes its loops when it is collected, not the
+        # garbage collector in whatever order it frees the loop's sockets.
+        weakref.finalize(runtime, loop.close)
+    return loop
 
 
 def _pack_path(config: Config, registries: Registries) -> Path:

@@ -188,7 +188,7 @@ def _refuse_a_silent_turn(turn_file: Path, decision: Decision) -> None:
 
 def _budget_unit(runtime: Promptweave) -> str:
     """What the budget counts: characters, unless a plugin measures text (docs/messages.md)."""
-    if runtime.plugins.pm.hook.measure_text.get_hookimpls():
+    if runtime.plugins.hooks.implemented("measure_text"):
         return "measure_text units"
     return "chars"
 

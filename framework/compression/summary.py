@@ -23,7 +23,6 @@ import attrs
 
 from promptweave.config import Config
 from promptweave.messages.images import is_vision_url
-from promptweave.plugins.hook_calls import first_answer
 from promptweave.plugins.manager import PluginManager
 from promptweave.plugins.watchdog import NETWORK_BOUND_FACTOR, Watchdog
 from promptweave.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind
@@ -94,15 +93,8 @@ class _ImageDescriber:
             return None
         if url not in self._found:
             # A plugin that fails leaves the image undescribed: it stays [图片].
-            found, fault = first_answer(
-                self.plugins.pm.hook.describe_image,
-                "hook describe_image",
-                str,
-                watchdog=self.watchdog,
-                seconds=self.seconds,
-                url=url,
-                bot_id=self.bot_id,
-                group_id=self.group_id,
+            found, fault = self.plugins.hooks.describe_image(
+                url, self.bot_id, self.group_id, watchdog=self.watchdog, seconds=self.seconds
             )
             if fault is not None:
                 log.warning("image not described: %s", fault.describe())
@@ -220,10 +212,7 @@ def _compress(
         plugins, bot_id, group_id, settings.describe_images, watchdog=watchdog, seconds=seconds
     )
     described = [_described(row, describe) for row in conversation]
-    found, fault = first_answer(
-        plugins.pm.hook.summarize_session,
-        "hook summarize_session",
-        str,
+    found, fault = plugins.hooks.summarize_session(
         watchdog=watchdog,
         seconds=seconds,
         bot_id=bot_id,

@@ -30,20 +30,19 @@ from typing import Any
 
 import attrs
 
-from promptweave.decision import Decision, DeliveryStyle, TurnAction
+from promptweave.decision import Decision, TurnAction
 from promptweave.delivery.mention import MentionCooldown
 from promptweave.delivery.outgoing import DeliveryPlan, ModelAnswer, SendReceipt, Transport
-from promptweave.delivery.plan import PauseConfig, plan_delivery, plan_phrase
+from promptweave.delivery.plan import plan_phrase
 from promptweave.items import RouteHints, ToolContext
 from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
 from promptweave.loop.tools import ToolRunner
+from promptweave.pipeline.stages import TurnPipeline
 from promptweave.providers.exchange import ProviderSpec
-from promptweave.providers.request import asubmit_request, build_provider_request
 from promptweave.providers.tools import with_tool_round, with_tools
 from promptweave.runtime import Promptweave
 from promptweave.timing import elapsed_ms
 from promptweave.turn import SpeakTrigger, Turn
-from promptweave.turn_context.context import build_turn_context
 
 __all__ = ["BotLoop"]
 
@@ -98,6 +97,8 @@ class _TurnRun:
 
     event: IncomingEvent
     turn: Turn
+    #: Carries the turn through the stages: routed here, the rest for a turn that speaks.
+    pipeline: TurnPipeline
     tools: ToolRunner | None
     stage: _Stage
     trace: dict[str, Any]
@@ -172,9 +173,7 @@ class BotLoop:
         outcome naming the problem.
         """
         try:
-            event = self.runtime.plugins.pm.hook.parse_event(
-                platform=platform, payload=payload, bot_id=bot_id
-            )
+            event = self.runtime.plugins.hooks.parse_event(platform, payload, bot_id)
         except Exception as exc:
             log.warning("rejected a %s event: %s", platform, exc)
             return _rejected(f"{type(exc).__name__}: {exc}")
@@ -198,7 +197,7 @@ class BotLoop:
             return TurnOutcome(event=event, status=OutcomeStatus.RECORDED, reason="self_sent")
         # Recorded on arrival, not when its turn runs: a turn in flight in the same group must
         # not hide this message from the group log or from the next turn's timeline.
-        self.runtime.record_message(event.bot_id, event.group_id, event.message)
+        self.runtime.recorder.record_message(event.bot_id, event.group_id, event.message)
         record_ms = elapsed_ms(start)
         if self._closed:
             return _dropped(event, "loop_closed")
@@ -232,7 +231,7 @@ class BotLoop:
         self._closed = True
         workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
         await asyncio.gather(*workers, return_exceptions=True)
-        self.runtime.wait_for_background()
+        self.runtime.background.wait()
 
     # -- the conversation's worker -------------------------------------------------------------
 
@@ -322,9 +321,11 @@ class BotLoop:
         durations = {"record": record_ms}
         stage = _Stage(durations)
         turn, tools = self._turn_for(event)
+        pipeline = self.runtime.pipeline(turn)
         run = _TurnRun(
             event=event,
             turn=turn,
+            pipeline=pipeline,
             tools=tools,
             stage=stage,
             trace={},
@@ -333,7 +334,7 @@ class BotLoop:
             deadline_at=asyncio.get_running_loop().time()
             + self.runtime.config.loop.turn_deadline_s,
         )
-        decision = self.runtime.decide(turn)
+        decision = pipeline.decide()
         run.trace["decision"] = decision.trace()
         if decision.action is not TurnAction.PASS:
             return run, decision
@@ -406,23 +407,29 @@ class BotLoop:
         return turn, tools
 
     async def _prepare(self, run: _TurnRun, decision: Decision) -> _Prepared | TurnOutcome:
-        """Everything of a reply before sending, under the turn's deadline."""
-        runtime, event, turn, stage, trace = self.runtime, run.event, run.turn, run.stage, run.trace
+        """Everything of a reply before sending, under the turn's deadline: the pipeline's
+        stages after routing, with the tool rounds between submissions."""
+        runtime, event, pipeline, stage, trace = (
+            self.runtime,
+            run.event,
+            run.pipeline,
+            run.stage,
+            run.trace,
+        )
         stage.enter("render")
-        rendered = await runtime.arender(turn, decision=decision)
+        rendered = await pipeline.arender(decision=decision)
         stage.enter("turn_context")
-        render_context = rendered.context or runtime.context_for(turn, decision=decision)
-        context = build_turn_context(runtime, turn, rendered, context=render_context)
+        context = pipeline.build_turn_context()
         trace["chars"] = _chars(runtime.config.budget.chars, rendered.sections, context.messages)
         stage.enter("request")
-        request = build_provider_request(runtime, context, self.spec)
+        request = pipeline.build_request(self.spec)
         tools = run.tools
         offered = tools.specs() if tools is not None and decision.action is TurnAction.TOOL else ()
         if offered:
             request = with_tools(request, offered)
         stage.enter("submit")
         usage: list[Any] = []
-        result = await asubmit_request(runtime, request)
+        result = await pipeline.submit(request)
         usage.append(result.usage)
         rounds = 0
         while result.status == "ok" and result.tool_calls and offered and tools is not None:
@@ -435,7 +442,7 @@ class BotLoop:
             self._remember_tool_results(event.conversation, tools.background_lines(answered))
             request = with_tool_round(request, offered, result.tool_calls, answered)
             stage.enter("submit")
-            result = await asubmit_request(runtime, request)
+            result = await pipeline.submit(request)
             usage.append(result.usage)
         trace["submit"] = {"status": result.status, "detail": result.detail, "rounds": rounds}
         total_usage = _sum_usage(usage)
@@ -449,7 +456,7 @@ class BotLoop:
             )
 
         stage.enter("read")
-        answer = self._read(result.text, render_context.reply_shape, context.system_prompt, trace)
+        answer = pipeline.read_answer(result.text, trace)
         if answer.silent or not answer.bubbles:
             return run.outcome(
                 OutcomeStatus.SILENT,
@@ -458,28 +465,11 @@ class BotLoop:
                 request=request,
                 usage=total_usage,
             )
-        delivery = runtime.resolve_delivery(turn, decision)
-        sticker = self._sticker(answer, event)
-        plan = plan_delivery(
+        plan = pipeline.plan_delivery(
             answer,
-            bot_id=event.bot_id,
-            group_id=event.group_id,
-            user_id=event.message.sender_id,
-            decision=attrs.evolve(
-                decision,
-                delivery_style=delivery.style,
-                reply_message_id=delivery.reply_message_id,
-            ),
-            quote_candidate_ids=(
-                {delivery.reply_message_id}
-                if delivery.style is DeliveryStyle.QUOTE and delivery.reply_message_id
-                else set()
-            ),
-            sticker_segment=sticker,
-            pause=PauseConfig.from_config(runtime.config.delivery),
             mention_allowed=self._mentions.allows(event.bot_id, event.group_id, runtime.clock()),
+            trace=trace,
         )
-        trace["delivery"] = {"style": delivery.style.value, "reason": delivery.reason}
         return _Prepared(
             decision=decision,
             plan=plan,
@@ -494,43 +484,6 @@ class BotLoop:
         self._tool_results.move_to_end(conversation)
         while len(self._tool_results) > TOOL_RESULT_CONVERSATIONS:
             self._tool_results.popitem(last=False)
-
-    def _read(
-        self, text: str, shape: Any, system_prompt: str, trace: dict[str, Any]
-    ) -> ModelAnswer:
-        try:
-            answer = self.runtime.plugins.pm.hook.read_model_answer(
-                text=text, shape=shape, system_prompt=system_prompt, config=self.runtime.config
-            )
-        except Exception as exc:
-            log.warning("read_model_answer failed: %s", exc)
-            trace["read"] = {"error": f"{type(exc).__name__}: {exc}"}
-            return ModelAnswer(bubbles=(), silent=True, reason="read_error")
-        if not isinstance(answer, ModelAnswer):
-            trace["read"] = {"error": f"read_model_answer returned {type(answer).__name__}"}
-            return ModelAnswer(bubbles=(), silent=True, reason="read_error")
-        trace["read"] = {
-            "bubbles": len(answer.bubbles),
-            "silent": answer.silent,
-            "reason": answer.reason,
-            "removed": list(answer.removed),
-            "sticker": answer.sticker,
-        }
-        return answer
-
-    def _sticker(self, answer: ModelAnswer, event: IncomingEvent) -> Any:
-        if not answer.sticker:
-            return None
-        try:
-            return self.runtime.plugins.pm.hook.choose_sticker(
-                intent=answer.sticker,
-                bot_id=event.bot_id,
-                group_id=event.group_id,
-                config=self.runtime.config,
-            )
-        except Exception as exc:
-            log.warning("choose_sticker failed, the sticker is dropped: %s", exc)
-            return None
 
     # -- delivery --------------------------------------------------------------------------
 
@@ -585,9 +538,7 @@ class BotLoop:
 
     async def _send(self, message: Any, transport: Transport) -> SendReceipt:
         try:
-            pending = self.runtime.plugins.pm.hook.send_message(
-                message=message, transport=transport
-            )
+            pending = self.runtime.plugins.hooks.send_message(message, transport)
             if pending is None:
                 return SendReceipt(
                     ok=False, detail=f"no plugin sends to platform {transport.platform!r}"
@@ -613,7 +564,7 @@ class BotLoop:
         if usage is not None:
             reported = {k: v for k, v in attrs.asdict(usage).items() if v is not None}
         for index, (text, message_id, quoted) in enumerate(sent):
-            self.runtime.record_bot_reply(
+            self.runtime.recorder.record_bot_reply(
                 event.bot_id,
                 event.group_id,
                 text,
@@ -626,7 +577,7 @@ class BotLoop:
             )
 
     def _record_own(self, event: IncomingEvent) -> None:
-        self.runtime.record_bot_reply(
+        self.runtime.recorder.record_bot_reply(
             event.bot_id,
             event.group_id,
             event.message.text,

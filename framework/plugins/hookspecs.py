@@ -304,29 +304,15 @@ def decide_with_model(context: RouteContext) -> str | None:
 
 
 @hookspec(firstresult=True)
-def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | None:
-    """Turn a platform's incoming message into a :class:`promptweave.ChatMessage`.
-
-    Runs when a bot calls :meth:`promptweave.Promptweave.parse_incoming`. The ``onebot`` contrib
-    plugin handles ``platform="onebot"`` (OneBot v11 events, CQ-code strings, segment arrays).
-
-    Stops at first non-None result.
-
-    :param platform: the platform's name, for example ``"onebot"``.
-    :param payload: what the platform delivered (an event mapping, a string, a segment list).
-    :param bot_id: the receiving bot's account id (a mention of it addresses the bot).
-    :returns: the message, or ``None`` when this plugin does not handle ``platform``.
-    """
-
-
-@hookspec(firstresult=True)
 def parse_event(platform: str, payload: Any, bot_id: str) -> IncomingEvent | None:
-    """Turn a platform's incoming event into a :class:`promptweave.IncomingEvent` for the live loop:
-    the message, its group, the speaker's role, whether it is the bot's own message.
+    """Turn a platform's incoming event into a :class:`promptweave.IncomingEvent`: the message,
+    its group, the speaker's role, whether it is the bot's own message.
 
     Runs when the live loop is handed a raw payload (:meth:`promptweave.BotLoop.handle_payload`,
-    ``promptweave replay``). The ``onebot`` contrib plugin handles ``platform="onebot"`` (OneBot
-    v11 ``message`` and ``message_sent`` events).
+    ``promptweave replay``), and when a bot asks for a platform's message alone
+    (:meth:`promptweave.plugins.door.Hooks.parse_message`, which takes the event's ``message``).
+    The ``onebot`` contrib plugin handles ``platform="onebot"`` (OneBot v11 ``message`` and
+    ``message_sent`` events).
 
     Stops at first non-None result.
 
@@ -336,6 +322,29 @@ def parse_event(platform: str, payload: Any, bot_id: str) -> IncomingEvent | Non
     :returns: the event, or ``None`` when this plugin does not handle ``platform``.
     :raises ValueError: the payload is for this plugin's platform but malformed; the loop answers
         it with a ``rejected`` outcome naming the problem.
+    """
+
+
+@hookspec(
+    firstresult=True,
+    warn_on_impl=DeprecationWarning(
+        "the parse_incoming hook is deprecated and goes in the next release: implement "
+        "parse_event, whose IncomingEvent carries the message (docs/plugin_hooks.md)"
+    ),
+)
+def parse_incoming(platform: str, payload: Any, bot_id: str) -> ChatMessage | None:
+    """Deprecated: implement :func:`parse_event`, one hook for both. A plugin implementing this
+    name still works for one release, and is warned at registration.
+
+    Runs after every ``parse_event`` implementation passed, when a bot asks for a platform's
+    message (:meth:`promptweave.plugins.door.Hooks.parse_message`).
+
+    Stops at first non-None result.
+
+    :param platform: the platform's name, for example ``"onebot"``.
+    :param payload: what the platform delivered.
+    :param bot_id: the receiving bot's account id.
+    :returns: the message, or ``None`` when this plugin does not handle ``platform``.
     """
 
 

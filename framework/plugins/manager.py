@@ -38,6 +38,7 @@ import pluggy
 
 from promptweave.errors import PluginImportError, PluginValidationError
 from promptweave.plugins import hookspecs
+from promptweave.plugins.door import Hooks
 
 __all__ = [
     "CONTRIB_PACKAGE",
@@ -117,10 +118,19 @@ class PluginInfo:
 
 @attrs.define
 class PluginManager:
-    """The pluggy manager plus what is known of each plugin's origin."""
+    """The pluggy manager plus what is known of each plugin's origin, and :attr:`hooks`, the
+    door through which the core calls every hook.
+
+    :param traced: hook calls are traced (``PROMPTWEAVE_TRACE_PLUGINS=1``).
+    """
 
     pm: pluggy.PluginManager
     infos: dict[str, PluginInfo] = attrs.field(factory=dict)
+    traced: bool = False
+    hooks: Hooks = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.hooks = Hooks(pm=self.pm, traced=self.traced)
 
     def hook_names(self) -> list[str]:
         """The names of every hook plugins can implement, sorted."""
@@ -386,8 +396,9 @@ def build_plugin_manager(
     env = os.environ if environ is None else environ
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     pm.add_hookspecs(hookspecs)
-    manager = PluginManager(pm=pm)
-    if _truthy(env.get(ENV_TRACE)):
+    traced = _truthy(env.get(ENV_TRACE))
+    manager = PluginManager(pm=pm, traced=traced)
+    if traced:
         pm.trace.root.setwriter(sys.stderr.write)
         pm.enable_tracing()
 

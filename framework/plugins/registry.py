@@ -8,7 +8,6 @@ never resolved silently: the error names both plugins.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -19,7 +18,6 @@ from promptweave.errors import (
     DuplicateRegistrationError,
     PlacementError,
     PluginRegistrationError,
-    PromptweaveError,
 )
 from promptweave.plugins.contributions import (
     DecisionRule,
@@ -29,6 +27,7 @@ from promptweave.plugins.contributions import (
     Section,
     Tool,
 )
+from promptweave.plugins.door import Hooks
 
 __all__ = ["Registered", "Registries", "collect_registries", "order_sections"]
 
@@ -72,49 +71,6 @@ class Registries:
         return next((entry for entry in self.sections if entry.item.id == section_id), None)
 
 
-def _per_plugin(pm: pluggy.PluginManager, hook_name: str) -> Iterator[tuple[str, Any]]:
-    """Yield ``(plugin_name, caller)`` for every plugin implementing ``hook_name``.
-
-    Contributions are collected in registration order (built-ins first), with ``tryfirst``
-    implementations before all others and ``trylast`` ones after.
-
-    The caller is a subset hook caller, so ``PROMPTWEAVE_TRACE_PLUGINS`` still sees each call.
-    """
-    hook = getattr(pm.hook, hook_name)
-    impls = hook.get_hookimpls()  # trylast first, then registration order, then tryfirst
-    ordered = (
-        [impl for impl in impls if impl.tryfirst]
-        + [impl for impl in impls if not impl.tryfirst and not impl.trylast]
-        + [impl for impl in impls if impl.trylast]
-    )
-    implementers = [impl.plugin_name for impl in ordered]
-    everyone = [(name, plugin) for name, plugin in pm.list_name_plugin() if plugin is not None]
-    for name in implementers:
-        others = [plugin for other, plugin in everyone if other != name]
-        yield name, _Contribution(name, hook_name, pm.subset_hook_caller(hook_name, others))
-
-
-@attrs.frozen
-class _Contribution:
-    """One plugin's contribution hook: what it raises reaches the caller as a
-    :class:`promptweave.errors.PluginRegistrationError` naming it (the project's own errors, such
-    as a duplicate id, as they are)."""
-
-    plugin: str
-    hook_name: str
-    caller: Any
-
-    def __call__(self, **kwargs: Any) -> Any:
-        try:
-            return self.caller(**kwargs)
-        except PromptweaveError:
-            raise
-        except Exception as exc:
-            raise PluginRegistrationError(
-                f"plugin {self.plugin!r} failed in {self.hook_name}: {type(exc).__name__}: {exc}"
-            ) from exc
-
-
 def _collect_named(
     pm: pluggy.PluginManager,
     hook_name: str,
@@ -122,7 +78,7 @@ def _collect_named(
     record: type[Retriever] | type[PhrasePool] | type[Tool],
 ) -> dict[str, Registered[Any]]:
     collected: dict[str, Registered[Any]] = {}
-    for plugin_name, caller in _per_plugin(pm, hook_name):
+    for plugin_name, caller in Hooks(pm=pm).contributions(hook_name):
 
         def register(item: Any, _plugin: str = plugin_name) -> None:
             if not isinstance(item, record):
@@ -145,7 +101,7 @@ def _collect_named(
 def _collect_sections(pm: pluggy.PluginManager) -> list[Registered[Section]]:
     sections: list[Registered[Section]] = []
     replaced_by: dict[str, str] = {}
-    for plugin_name, caller in _per_plugin(pm, "register_sections"):
+    for plugin_name, caller in Hooks(pm=pm).contributions("register_sections"):
 
         def register(section: Section, _plugin: str = plugin_name) -> None:
             if not isinstance(section, Section):
@@ -266,7 +222,7 @@ def _collect_rules(pm: pluggy.PluginManager) -> dict[str, Registered[DecisionRul
     replacement gives one. Replacing a rule twice, or an unknown one, is an error."""
     collected: dict[str, Registered[DecisionRule]] = {}
     replaced_by: dict[str, str] = {}
-    for plugin_name, caller in _per_plugin(pm, "register_decision_rules"):
+    for plugin_name, caller in Hooks(pm=pm).contributions("register_decision_rules"):
 
         def register(rule: DecisionRule, _plugin: str = plugin_name) -> None:
             if not isinstance(rule, DecisionRule):
@@ -304,7 +260,7 @@ def _collect_rules(pm: pluggy.PluginManager) -> dict[str, Registered[DecisionRul
 
 def _collect_named_packs(pm: pluggy.PluginManager) -> dict[str, Registered[Path]]:
     collected: dict[str, Registered[Path]] = {}
-    for plugin_name, caller in _per_plugin(pm, "register_persona_packs"):
+    for plugin_name, caller in Hooks(pm=pm).contributions("register_persona_packs"):
 
         def register(name: str, path: Path, _plugin: str = plugin_name) -> None:
             if not isinstance(name, str) or not isinstance(path, str | Path):

@@ -16,9 +16,8 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import attrs
-import pluggy
 
-from promptweave.errors import ConfigError, SectionRenderError
+from promptweave.errors import SectionRenderError
 from promptweave.plugins.contributions import (
     READS_CONTEXT,
     OverrideMode,
@@ -26,7 +25,7 @@ from promptweave.plugins.contributions import (
     SectionOverride,
     Volatility,
 )
-from promptweave.plugins.hook_calls import implementations, log_failure
+from promptweave.plugins.door import Hooks, log_failure
 from promptweave.plugins.registry import Registered
 from promptweave.plugins.watchdog import call_plugin, type_name
 from promptweave.prompt.overrides import MAX_OVERRIDE_CONTENT_CHARS
@@ -85,12 +84,12 @@ class _ReadsSlot:
 class SectionAssembler:
     """Assembles the system prompt of a turn from the registered sections.
 
-    :param pm: the plugin manager, for the ``override_section`` hook.
+    :param hooks: the door to the hooks, for ``override_section``.
     :param strict: raise :class:`promptweave.errors.SectionRenderError` when a section's ``render``
         raises (and let an ``override_section`` error propagate), instead of tracing it.
     """
 
-    pm: pluggy.PluginManager
+    hooks: Hooks
     strict: bool = False
     _static_renders: dict[_Scope, str] = attrs.field(factory=dict, init=False, repr=False)
     _static_records: dict[tuple[Bot, str | None], dict[str, RenderedSection]] = attrs.field(
@@ -131,40 +130,9 @@ class SectionAssembler:
         group_id = context.turn.group_id
         if group_id is None:
             return None, None  # private chats never get overrides
-        arguments = {
-            "section_id": section_id,
-            "text": text,
-            "bot_id": context.turn.bot.id,
-            "group_id": group_id,
-            "context": context,
-        }
-        # Each implementation on its own, so that a fault names its plugin; the first answer wins.
-        for implementation in implementations(self.pm.hook.override_section):
-            try:
-                found = call_plugin(
-                    implementation.plugin, "hook override_section", implementation, **arguments
-                )
-            except ConfigError as exc:
-                return None, str(exc)
-            except Exception as exc:
-                if self.strict:
-                    raise
-                return None, (
-                    f"override_section raised {type(exc).__name__}: {exc} "
-                    f"(plugin {implementation.plugin!r})"
-                )
-            if found is None:
-                continue
-            if not isinstance(found, SectionOverride):
-                problem = (
-                    f"override_section returned {type_name(found)}, expected SectionOverride "
-                    f"or None (plugin {implementation.plugin!r})"
-                )
-                if self.strict:
-                    raise TypeError(problem)
-                return None, problem
-            return found, None
-        return None, None
+        return self.hooks.override_section(
+            section_id, text, context.turn.bot.id, group_id, context, strict=self.strict
+        )
 
     def overrides_possible(self, context: RenderContext) -> bool:
         """Whether any ``override_section`` implementation may answer for this turn.
@@ -177,16 +145,7 @@ class SectionAssembler:
         """
         if context.turn.group_id is None:
             return False
-        for impl in self.pm.hook.override_section.get_hookimpls():
-            probe = getattr(impl.plugin, "has_overrides", None)
-            if not callable(probe):
-                return True
-            try:
-                if call_plugin(impl.plugin_name, "has_overrides", probe, context):
-                    return True
-            except Exception:
-                return True
-        return False
+        return self.hooks.override_section_possible(context)
 
     def render_one(
         self, entry: Registered[Section], context: RenderContext

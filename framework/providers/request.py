@@ -12,12 +12,11 @@ import asyncio
 import inspect
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from promptweave.messages.prompt_message import FetchedImage, ImageLimits
-from promptweave.plugins.hook_calls import first_answer
 from promptweave.plugins.watchdog import NETWORK_BOUND_FACTOR
 from promptweave.providers.bodies import (
     anthropic_messages_body,
@@ -39,10 +38,28 @@ from promptweave.providers.wire import images_to_send, wire_messages, wire_syste
 from promptweave.timing import elapsed_ms, stage_log
 
 if TYPE_CHECKING:
-    from promptweave.runtime import Promptweave
+    from promptweave.config import Config
+    from promptweave.plugins.door import Hooks
+    from promptweave.plugins.watchdog import Watchdog
     from promptweave.turn_context.context import TurnContext
+    from promptweave.turn_context.conversation_state import ConversationState
 
-__all__ = ["asubmit_request", "build_provider_request", "submit_request"]
+__all__ = ["RequestParts", "asubmit_request", "build_provider_request", "submit_request"]
+
+
+class RequestParts(Protocol):
+    """The parts the provider-request stage uses; a :class:`promptweave.Promptweave` and a
+    turn's :class:`promptweave.pipeline.stages.TurnParts` both have them."""
+
+    @property
+    def config(self) -> Config: ...
+    @property
+    def conversations(self) -> ConversationState: ...
+    @property
+    def watchdog(self) -> Watchdog: ...
+    @property
+    def hooks(self) -> Hooks: ...
+
 
 log = logging.getLogger("promptweave")
 
@@ -55,19 +72,16 @@ _BUILDERS = {
 
 
 def _fetch_all(
-    runtime: Promptweave, urls: tuple[str, ...], limits: ImageLimits
+    parts: RequestParts, urls: tuple[str, ...], limits: ImageLimits
 ) -> tuple[dict[str, FetchedImage | None], list[dict[str, str]]]:
     fetched: dict[str, FetchedImage | None] = {}
     failures: list[dict[str, str]] = []
     for url in urls:
-        image, fault = first_answer(
-            runtime.plugins.pm.hook.fetch_image,
-            "hook fetch_image",
-            FetchedImage,
-            watchdog=runtime.watchdog,
-            seconds=runtime.config.provider.timeout_s * NETWORK_BOUND_FACTOR,
-            url=url,
-            limits=limits,
+        image, fault = parts.hooks.fetch_image(
+            url,
+            limits,
+            watchdog=parts.watchdog,
+            seconds=parts.config.provider.timeout_s * NETWORK_BOUND_FACTOR,
         )
         reason = "no fetch_image implementation returned an image"
         if image is not None and (
@@ -90,7 +104,7 @@ def _fetch_all(
 
 
 def build_provider_request(
-    runtime: Promptweave,
+    parts: RequestParts,
     context: TurnContext,
     spec: ProviderSpec | None = None,
     *,
@@ -106,13 +120,13 @@ def build_provider_request(
     """
     start = time.perf_counter()
     durations: dict[str, float] = {}
-    spec = spec or ProviderSpec.from_config(runtime.config.provider)
+    spec = spec or ProviderSpec.from_config(parts.config.provider)
     urls = images_to_send(context, spec.supports_images)
     fetched: dict[str, FetchedImage | None] = {}
     failures: list[dict[str, str]] = []
     if spec.inline_images and urls:
         fetch_start = time.perf_counter()
-        fetched, failures = _fetch_all(runtime, urls, spec.image_limits)
+        fetched, failures = _fetch_all(parts, urls, spec.image_limits)
         durations["request.images"] = elapsed_ms(fetch_start)
     timeline_sent: list[int] = []
     messages = wire_messages(
@@ -132,9 +146,9 @@ def build_provider_request(
     segments = tuple(labelled_segments(body, labels))
     body_bytes = canonical_json(body).encode()
     previous = (
-        runtime.conversations.remember_request(context.conversation_key, spec.api.value, body_bytes)
+        parts.conversations.remember_request(context.conversation_key, spec.api.value, body_bytes)
         if record_prefix
-        else runtime.conversations.last_requests.get((context.conversation_key, spec.api.value))
+        else parts.conversations.last_requests.get((context.conversation_key, spec.api.value))
     )
     prefix = compare_request_prefix(previous, segments) if previous is not None else None
     trace: dict[str, Any] = {
@@ -182,7 +196,7 @@ def _failed(exc: Exception, hook: str) -> SubmitResult:
     return SubmitResult(sent=False, status="error", detail=f"{type(exc).__name__}: {exc}")
 
 
-def submit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResult:
+def submit_request(parts: RequestParts, request: ProviderRequest) -> SubmitResult:
     """Send ``request`` through the ``submit_request`` hook.
 
     An implementation that raises, answers something other than a :class:`SubmitResult` or
@@ -191,14 +205,11 @@ def submit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResu
     rather than an exception, so one failed call never takes the bot down.
     """
     start = time.perf_counter()
-    result, fault = first_answer(
-        runtime.plugins.pm.hook.submit_request,
-        "hook submit_request",
-        SubmitResult,
-        watchdog=runtime.watchdog,
-        seconds=runtime.config.provider.timeout_s * NETWORK_BOUND_FACTOR,
-        request=request,
-        config=runtime.config,
+    result, fault = parts.hooks.submit_request(
+        request,
+        parts.config,
+        watchdog=parts.watchdog,
+        seconds=parts.config.provider.timeout_s * NETWORK_BOUND_FACTOR,
     )
     if fault is not None:
         log.error("submit_request failed: %s", fault.describe())
@@ -213,7 +224,7 @@ def submit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResu
     return submitted
 
 
-async def asubmit_request(runtime: Promptweave, request: ProviderRequest) -> SubmitResult:
+async def asubmit_request(parts: RequestParts, request: ProviderRequest) -> SubmitResult:
     """Send ``request`` through the ``submit_request_async`` hook, without blocking the loop.
 
     When no implementation takes the request (every one returned ``None``), the
@@ -223,15 +234,13 @@ async def asubmit_request(runtime: Promptweave, request: ProviderRequest) -> Sub
     logged ``error`` result, never an exception; cancelling the caller cancels the request.
     """
     start = time.perf_counter()
-    hook = runtime.plugins.pm.hook
+    hooks = parts.hooks
     name = "submit_request_async"
     try:
-        pending = hook.submit_request_async(request=request, config=runtime.config)
+        pending = hooks.submit_request_async(request, parts.config)
         if pending is None:
             name = "submit_request"
-            answer = await asyncio.to_thread(
-                hook.submit_request, request=request, config=runtime.config
-            )
+            answer = await asyncio.to_thread(hooks.submit_request_in_full, request, parts.config)
         elif inspect.isawaitable(pending):
             answer = await pending
         else:

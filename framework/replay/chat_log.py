@@ -327,7 +327,7 @@ def _record(runtime: Promptweave, event: MessageEvent | LoggedReply, compress: b
     counters = ["replies" if recorded.added else "skipped"]
     # Compression replays the session as it stood at the reply, stored now or before.
     if compress and answering is not None:
-        result = runtime.compress_session(
+        result = runtime.recorder.compress_session(
             reply.bot_id, reply.group_id, answering.sender_id, now=reply.time
         )
         if result.status is CompressionStatus.COMPRESSED:

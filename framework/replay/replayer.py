@@ -117,9 +117,7 @@ def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None
             continue
         receiver = bot_id or str(data.get("self_id", ""))
         try:
-            parsed = runtime.plugins.pm.hook.parse_event(
-                platform="onebot", payload=data, bot_id=receiver
-            )
+            parsed = runtime.plugins.hooks.parse_event("onebot", data, receiver)
         except (ValueError, TypeError) as exc:
             raise TurnFileError(where, [str(exc)]) from None
         if parsed is None:
@@ -195,7 +193,7 @@ async def replay_events(
         outcome = await loop.handle(event, transport)
         # Session compression runs in the background; a replay waits for it after each turn,
         # so the next turn reads the same history every time the log is replayed.
-        loop.runtime.wait_for_background()
+        loop.runtime.background.wait()
         record = message_record(index, event, outcome, zones[event.bot_id])
         records.append(record)
         if on_record is not None:

@@ -16,7 +16,7 @@ import attrs
 
 from promptweave.decision import LowEngagement, RouteContext
 from promptweave.plugins.contributions import PhrasePool
-from promptweave.plugins.hook_calls import log_failure
+from promptweave.plugins.door import log_failure
 from promptweave.plugins.registry import Registered
 from promptweave.plugins.watchdog import call_plugin
 from promptweave.text.routing_words import is_gentle_phrase

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
-import pluggy
 
 from promptweave._dates import shifted
 from promptweave.config import Config
@@ -31,7 +30,7 @@ from promptweave.decision import (
     TurnAction,
 )
 from promptweave.plugins.contributions import DecisionRule, RuleStage
-from promptweave.plugins.hook_calls import implementations, log_failure
+from promptweave.plugins.door import log_failure
 from promptweave.plugins.registry import Registered, Registries
 from promptweave.plugins.watchdog import call_plugin
 from promptweave.routing.group_snapshot import RouteState
@@ -72,7 +71,7 @@ BOT_REPLIES_CAP = 6
 #: With no bot message in the group window, the user's last turns with the bot are counted.
 HISTORY_FALLBACK = 6
 
-ModelHook = Callable[..., Any]
+ModelHook = Callable[[RouteContext], str | None]
 
 #: A rule's words (reasons, term names and details, notes) are cut at this length: they go to
 #: the trace and the logs, and a rule cannot make those grow without end.
@@ -214,8 +213,9 @@ class _Step:
 class Router:
     """Routes turns with the registered rules and pools.
 
-    :param model_hook: the ``decide_with_model`` hook caller, used when
-        ``[routing] model_decision`` is on.
+    :param model_hook: the ``decide_with_model`` hook
+        (:meth:`promptweave.plugins.door.Hooks.decide_with_model`), used when ``[routing]
+        model_decision`` is on.
     :param learned_replies: ``learned_replies(bot_id, group_id)``: the group's stored short
         replies, for the low-engagement exit.
     :param rhythm_share: ``rhythm_share(bot_id, group_id)``: the group's stored single-bubble
@@ -407,21 +407,7 @@ class Router:
         hook = self.model_hook
         if hook is None:
             return None
-        if not isinstance(hook, pluggy.HookCaller):
-            return call_plugin("decide_with_model", "model hook", hook, context=context)
-        for implementation in implementations(hook):
-            raw = call_plugin(
-                implementation.plugin, "hook decide_with_model", implementation, context=context
-            )
-            if raw is None:
-                continue
-            if not isinstance(raw, str):
-                raise TypeError(
-                    f"decide_with_model of plugin {implementation.plugin!r} returned "
-                    f"{type(raw).__name__}, expected str or None"
-                )
-            return raw
-        return None
+        return hook(context)
 
     def _fallback(self, context: RouteContext, notes: list[str], reason: str) -> Decision:
         ruled = self._rules(context, notes)

@@ -1,7 +1,7 @@
 """The delivery ledger: which delivered bot messages the runtime has already recorded.
 
-A bot may report one delivery through :meth:`promptweave.Promptweave.note_delivered`, through
-:meth:`promptweave.Promptweave.record_bot_reply`, or both, and may report it twice (a retry, an echo).
+A bot may report one delivery through :meth:`promptweave.delivery.recorder.Recorder.note_delivered`, through
+:meth:`promptweave.delivery.recorder.Recorder.record_bot_reply`, or both, and may report it twice (a retry, an echo).
 The ledger makes every report after the first a no-op, so the routing state counts the delivery
 once (recent bot replies, the engagement roll) and the stores hold it once.
 

@@ -13,12 +13,11 @@ into ``[budget] chars`` (:mod:`promptweave.turn_context.request_budget`). The re
 from __future__ import annotations
 
 import hashlib
-import itertools
 import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -26,8 +25,7 @@ from promptweave.messages.images import vision_image_urls
 from promptweave.messages.prompt_message import PromptMessage
 from promptweave.messages.sequence import format_user_turn
 from promptweave.plugins.contributions import Volatility
-from promptweave.plugins.hook_calls import implementations, log_failure
-from promptweave.plugins.watchdog import Deadline, PluginFault, call_plugin, record_fault, type_name
+from promptweave.plugins.watchdog import Deadline
 from promptweave.prompt.render_context import RenderContext
 from promptweave.text.rules import IMAGE_MARK
 from promptweave.text.sanitize import sanitize_block, strip_lone_surrogates
@@ -46,11 +44,45 @@ from promptweave.turn_context.preflight import (
 from promptweave.turn_context.request_budget import TurnAdditions, TurnBudgetReport, fit_turn_budget
 
 if TYPE_CHECKING:
-    from promptweave.prompt.rendered import RenderedSection, RenderedTurn
-    from promptweave.runtime import Promptweave
-    from promptweave.turn import Turn
+    import datetime as dt
 
-__all__ = ["STABLE_VOLATILITIES", "TurnContext", "build_turn_context", "collect_turn_notes"]
+    from promptweave.config import Config
+    from promptweave.decision import Decision
+    from promptweave.plugins.door import Hooks
+    from promptweave.plugins.watchdog import Watchdog
+    from promptweave.prompt.rendered import RenderedSection, RenderedTurn
+    from promptweave.text.persona import PersonaPack
+    from promptweave.turn import Turn
+    from promptweave.turn_context.conversation_state import ConversationState
+
+__all__ = [
+    "STABLE_VOLATILITIES",
+    "TurnContext",
+    "TurnContextParts",
+    "build_turn_context",
+    "collect_turn_notes",
+]
+
+
+class TurnContextParts(Protocol):
+    """The parts the turn-context stage uses; a :class:`promptweave.Promptweave` and a turn's
+    :class:`promptweave.pipeline.stages.TurnParts` both have them."""
+
+    @property
+    def config(self) -> Config: ...
+    @property
+    def persona(self) -> PersonaPack: ...
+    @property
+    def conversations(self) -> ConversationState: ...
+    @property
+    def watchdog(self) -> Watchdog: ...
+    @property
+    def hooks(self) -> Hooks: ...
+
+    def context_for(
+        self, turn: Turn, *, now: dt.datetime | None = ..., decision: Decision | None = ...
+    ) -> RenderContext: ...
+
 
 log = logging.getLogger("promptweave")
 
@@ -166,29 +198,26 @@ def _system_text(active: ActiveSystemPrompt, turn_pieces: Sequence[tuple[str, st
     return SECTION_SEPARATOR.join(t for t in (active.text, *(text for _, text in turn_pieces)) if t)
 
 
-#: The most notes one ``collect_turn_notes`` implementation adds to a turn; the rest are not read.
-NOTES_PER_PLUGIN_MAX = 32
-
-
 def collect_turn_notes(
-    runtime: Promptweave, context: RenderContext, key: str, deadline: Deadline | None = None
+    parts: TurnContextParts, context: RenderContext, key: str, deadline: Deadline | None = None
 ) -> tuple[tuple[str, ...], list[dict[str, str]]]:
     """Take this turn's notes: those queued for the conversation, then the hook's, once.
 
     Each note is sanitized like a section block, cut at ``turn_context.note_max_chars``; blank
     notes and exact repeats are dropped. A hook implementation that raises, hangs past the
     turn's deadline or returns something other than a string or strings is left out; at most
-    :data:`NOTES_PER_PLUGIN_MAX` notes of one implementation are read.
+    :data:`promptweave.plugins.door.NOTES_PER_PLUGIN_MAX` notes of one implementation are read.
 
-    :param deadline: the turn's deadline (a fresh one of the runtime by default).
+    :param deadline: the turn's deadline (a fresh one of the watchdog by default).
     :returns: the notes, and one ``{"plugin", "error"}`` entry per failed implementation.
     """
-    raw: list[str] = list(runtime.conversations.notes.pop(key))
-    found, failures = runtime.watchdog.run(
-        lambda: _plugin_notes(runtime, context), deadline or runtime.watchdog.deadline()
+    raw: list[str] = list(parts.conversations.notes.pop(key))
+    found, failures = parts.watchdog.run(
+        lambda: parts.hooks.collect_turn_notes(context),
+        deadline or parts.watchdog.deadline(),
     )
     raw.extend(found)
-    limit = runtime.config.turn_context.note_max_chars
+    limit = parts.config.turn_context.note_max_chars
     notes: list[str] = []
     for note in raw:
         # Cut before cleaning, so a note of ten megabytes costs nothing.
@@ -198,41 +227,8 @@ def collect_turn_notes(
     return tuple(notes), failures
 
 
-def _plugin_notes(
-    runtime: Promptweave, context: RenderContext
-) -> tuple[list[str], list[dict[str, str]]]:
-    notes: list[str] = []
-    failures: list[dict[str, str]] = []
-    for implementation in implementations(runtime.plugins.pm.hook.collect_turn_notes):
-        plugin = implementation.plugin
-        try:
-            found: Any = call_plugin(
-                plugin, "hook collect_turn_notes", implementation, context=context
-            )
-        except Exception as exc:
-            log_failure(log, exc, "collect_turn_notes of plugin %r raised", plugin)
-            failures.append({"plugin": plugin, "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        if found is None:
-            continue
-        if isinstance(found, str):
-            found = [found]
-        try:
-            given = list(itertools.islice(iter(found), NOTES_PER_PLUGIN_MAX))
-        except Exception as exc:
-            given = [exc]
-        wrong = next((note for note in given if not isinstance(note, str)), None)
-        if wrong is not None:
-            error = f"returned {type_name(found)} holding {type_name(wrong)}, expected strings"
-            log.error("collect_turn_notes of plugin %r %s", plugin, error)
-            failures.append({"plugin": plugin, "error": error})
-            continue
-        notes.extend(given)
-    return notes, failures
-
-
 def _current_message(
-    runtime: Promptweave, turn: Turn, rendered: RenderedTurn
+    parts: TurnContextParts, turn: Turn, rendered: RenderedTurn
 ) -> tuple[list[PromptMessage], PromptMessage | None]:
     messages = list(rendered.messages)
     index = next(
@@ -247,7 +243,7 @@ def _current_message(
         # An image-only message renders no text; it is still the turn's user message.
         current = PromptMessage(
             role="user",
-            content=format_user_turn(runtime.persona, IMAGE_MARK),
+            content=format_user_turn(parts.persona, IMAGE_MARK),
             source="current",
         )
     else:
@@ -263,46 +259,19 @@ def _current_message(
 
 
 def _plugin_compression(
-    runtime: Promptweave, rows: Sequence[PromptMessage], pass_number: int
+    parts: TurnContextParts, rows: Sequence[PromptMessage], pass_number: int
 ) -> Sequence[PromptMessage] | None:
     """The first ``compress_turn_messages`` answer: ``None`` when no plugin answers, or when
     one raises, hangs or answers anything but a list of messages (then the built-in pass runs,
     and the fault is in the trace)."""
-    settings = runtime.config.turn_context
-    where = "hook compress_turn_messages"
-    for implementation in implementations(runtime.plugins.pm.hook.compress_turn_messages):
-        plugin = implementation.plugin
-        try:
-            found = call_plugin(
-                plugin,
-                where,
-                implementation,
-                messages=tuple(rows),
-                pass_number=pass_number,
-                protect_first=settings.protect_first,
-                protect_last=settings.protect_last,
-            )
-        except Exception as exc:
-            log_failure(log, exc, "compress_turn_messages of plugin %r raised", plugin)
-            detail = f"{type(exc).__name__}: {exc}"
-            record_fault(PluginFault(plugin=plugin, where=where, kind="raised", detail=detail))
-            return None
-        if found is None:
-            continue
-        if (
-            isinstance(found, Sequence)
-            and not isinstance(found, str | bytes)
-            and all(isinstance(row, PromptMessage) for row in found)
-        ):
-            return found
-        detail = f"returned {type_name(found)}, expected a sequence of PromptMessage"
-        record_fault(PluginFault(plugin=plugin, where=where, kind="wrong_type", detail=detail))
-        return None
-    return None
+    settings = parts.config.turn_context
+    return parts.hooks.compress_turn_messages(
+        tuple(rows), pass_number, settings.protect_first, settings.protect_last
+    )
 
 
 def build_turn_context(
-    runtime: Promptweave,
+    parts: TurnContextParts,
     turn: Turn,
     rendered: RenderedTurn,
     *,
@@ -313,7 +282,8 @@ def build_turn_context(
 ) -> TurnContext:
     """Build the turn's context from its assembled result. Call once per turn.
 
-    :param runtime: the runtime that rendered the turn; its ``conversations`` hold the state.
+    :param parts: what the stage uses (a :class:`promptweave.Promptweave` has them all); its
+        ``conversations`` hold the state.
     :param turn: the turn.
     :param rendered: ``runtime.render(turn)``.
     :param memory_context: recall of an external memory provider, delivered in the sidecar (and
@@ -324,11 +294,11 @@ def build_turn_context(
     :param context: the render context, to spare rebuilding it for the notes hook.
     """
     start = time.perf_counter()
-    deadline = runtime.watchdog.deadline()
-    settings = runtime.config.turn_context
-    state = runtime.conversations
+    deadline = parts.watchdog.deadline()
+    settings = parts.config.turn_context
+    state = parts.conversations
     key = conversation_key(turn)
-    history, current = _current_message(runtime, turn, rendered)
+    history, current = _current_message(parts, turn, rendered)
     history = state.transcript.replay(key, history)
     task = task_id or uuid.uuid4().hex
     turn_id = f"{key}:{task}:{uuid.uuid4().hex[:8]}"
@@ -359,10 +329,10 @@ def build_turn_context(
     turn_pieces = tuple((s.id, s.text) for s in tail)
 
     render_context = (
-        context or rendered.context or runtime.context_for(turn, decision=rendered.decision)
+        context or rendered.context or parts.context_for(turn, decision=rendered.decision)
     )
     notes_start = time.perf_counter()
-    notes, note_failures = collect_turn_notes(runtime, render_context, key, deadline)
+    notes, note_failures = collect_turn_notes(parts, render_context, key, deadline)
     notes_ms = elapsed_ms(notes_start)
 
     messages = [*history, *([current] if current is not None else [])]
@@ -370,7 +340,7 @@ def build_turn_context(
     system_for_estimate = _system_text(active, turn_pieces)
 
     def compress(rows: Sequence[PromptMessage], pass_number: int) -> Sequence[PromptMessage]:
-        found = _plugin_compression(runtime, rows, pass_number)
+        found = _plugin_compression(parts, rows, pass_number)
         if found is None:
             return default_compress_messages(
                 rows,
@@ -381,7 +351,7 @@ def build_turn_context(
         return found
 
     preflight_start = time.perf_counter()
-    messages, preflight = runtime.watchdog.run(
+    messages, preflight = parts.watchdog.run(
         lambda: run_preflight(
             messages,
             system_for_estimate,
@@ -416,15 +386,15 @@ def build_turn_context(
     additions = TurnAdditions(
         memory_context=memory_context, turn_sections=sidecar_blocks, notes=notes
     )
-    fitted = runtime.watchdog.run(
+    fitted = parts.watchdog.run(
         lambda: fit_turn_budget(
             messages,
             index,
             _system_text(active, turn_pieces),
             additions,
-            runtime.config.budget.chars,
-            runtime.measure,
-            keep_tail=runtime.persona.format(runtime.persona.user_turn.injection_suffix),
+            parts.config.budget.chars,
+            parts.hooks.measure_text,
+            keep_tail=parts.persona.format(parts.persona.user_turn.injection_suffix),
         ),
         deadline,
     )

@@ -165,7 +165,7 @@ def fit_turn_budget(
         additions are then not sent).
     :param system_prompt: the system prompt that will be sent.
     :param budget: ``[budget] chars``; 0 or less trims nothing.
-    :param measure: the runtime's measure (:meth:`promptweave.Promptweave.measure`).
+    :param measure: the budget's measure (:meth:`promptweave.plugins.door.Hooks.measure_text`).
     :param keep_tail: the injection line the current message's cut must keep.
     """
     fitter = _Fitter(

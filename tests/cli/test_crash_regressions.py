@@ -129,7 +129,7 @@ def test_a_group_turn_at_the_start_of_the_calendar_is_routed_recorded_and_render
     try:
         early = dt.datetime.fromisoformat(EDGE)
         earlier = ChatMessage(id="m0", sender_id="30022", text="早", time=early)
-        assert runtime.record_message("10001", "20001", earlier)
+        assert runtime.recorder.record_message("10001", "20001", earlier)
         turn = Turn(
             bot=Bot(id="10001", name="小织"),
             group_id="20001",
@@ -138,7 +138,7 @@ def test_a_group_turn_at_the_start_of_the_calendar_is_routed_recorded_and_render
         )
         rendered = runtime.render(turn)
         assert "早" in rendered.system_prompt
-        assert runtime.record_bot_reply(
+        assert runtime.recorder.record_bot_reply(
             "10001", "20001", "在", message_id="r1", answering=turn.message, time=early
         )
     finally:
@@ -232,10 +232,10 @@ def test_recording_calls_refuse_ids_with_lone_surrogates(tmp_path):
     now = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
     message = ChatMessage(id="m1", sender_id="30017", text="早", time=now)
     try:
-        assert not runtime.record_message("1\ud800", "20001", message)
-        assert not runtime.record_message("10001", "2\udfff", message)
-        assert not runtime.record_bot_reply("10001", "20001", "在", message_id="r\ud800")
-        assert runtime.record_message("10001", "20001", message)
+        assert not runtime.recorder.record_message("1\ud800", "20001", message)
+        assert not runtime.recorder.record_message("10001", "2\udfff", message)
+        assert not runtime.recorder.record_bot_reply("10001", "20001", "在", message_id="r\ud800")
+        assert runtime.recorder.record_message("10001", "20001", message)
     finally:
         runtime.close()
     with pytest.raises(ValueError, match="lone surrogate"):

@@ -41,9 +41,9 @@ def chat(
             time=clock.advance(60),
             addressed=True,
         )
-        runtime.record_message(BOT.id, GROUP, asked)
+        runtime.recorder.record_message(BOT.id, GROUP, asked)
         clock.advance(5)
-        runtime.record_bot_reply(
+        runtime.recorder.record_bot_reply(
             BOT.id,
             GROUP,
             f"加油，第{number}次给你打气",
@@ -64,7 +64,7 @@ def test_recording_a_compressed_exchange_again_does_not_bring_it_back(
     sqlite_runtime: Promptweave, clock: Clock
 ) -> None:
     chat(sqlite_runtime, clock, 24)
-    assert sqlite_runtime.wait_for_background(timeout=30)
+    assert sqlite_runtime.background.wait(timeout=30)
     before = session_rows(sqlite_runtime)
     assert before[0].is_summary
     first = ChatMessage(
@@ -93,10 +93,10 @@ def test_summary_appears_after_24_user_turns_with_default_settings(
     sqlite_runtime: Promptweave, clock: Clock
 ) -> None:
     chat(sqlite_runtime, clock, 23)
-    assert sqlite_runtime.wait_for_background(timeout=30)
+    assert sqlite_runtime.background.wait(timeout=30)
     assert not any(row.is_summary for row in session_rows(sqlite_runtime))
     chat(sqlite_runtime, clock, 1, start=23)
-    assert sqlite_runtime.wait_for_background(timeout=30)
+    assert sqlite_runtime.background.wait(timeout=30)
 
     rows = session_rows(sqlite_runtime)
     assert rows[0].is_summary and len(rows) == 1 + 16
@@ -121,7 +121,7 @@ def test_long_session_is_compressed_again_after_the_cooldown(
 ) -> None:
     for number in range(40):  # a paced chat: each reply's background work settles first
         chat(sqlite_runtime, clock, 1, start=number)
-        assert sqlite_runtime.wait_for_background(timeout=30)
+        assert sqlite_runtime.background.wait(timeout=30)
     rows = session_rows(sqlite_runtime)
     assert sum(row.is_summary for row in rows) == 1 and rows[0].is_summary
     assert len(rows) == 1 + 16
@@ -135,14 +135,14 @@ def test_compression_skips_within_600_seconds(tmp_path: Path, clock: Clock) -> N
     )
     runtime = Promptweave.from_config(config, clock=clock)
     chat(runtime, clock, 8)  # compressed at about 8 minutes: 4 rows (2 user turns) kept
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     chat(runtime, clock, 6, start=8)  # 8 user turns again, 6.5 minutes later
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     assert sum(row.is_summary for row in session_rows(runtime)) == 1
     assert len(session_rows(runtime)) == 1 + 4 + 12
-    result = runtime.compress_session(BOT.id, GROUP, "30022")
+    result = runtime.recorder.compress_session(BOT.id, GROUP, "30022")
     assert result.status is CompressionStatus.SKIPPED and result.reason == "cooldown"
-    later = runtime.compress_session(BOT.id, GROUP, "30022", now=clock.advance(600))
+    later = runtime.recorder.compress_session(BOT.id, GROUP, "30022", now=clock.advance(600))
     assert later.status is CompressionStatus.COMPRESSED and later.turns_covered == 12
     assert all(isinstance(r.duration_ms, float) and r.duration_ms >= 0 for r in (result, later))
     assert len(session_rows(runtime)) == 1 + 4
@@ -151,10 +151,10 @@ def test_compression_skips_within_600_seconds(tmp_path: Path, clock: Clock) -> N
 
 def test_second_summary_carries_the_first(sqlite_runtime: Promptweave, clock: Clock) -> None:
     chat(sqlite_runtime, clock, 24)
-    sqlite_runtime.wait_for_background(timeout=30)
+    sqlite_runtime.background.wait(timeout=30)
     first = session_rows(sqlite_runtime)[0].content
     chat(sqlite_runtime, clock, 16, start=24)
-    sqlite_runtime.wait_for_background(timeout=30)
+    sqlite_runtime.background.wait(timeout=30)
     rows = session_rows(sqlite_runtime)
     assert sum(row.is_summary for row in rows) == 1
     carried = first.removeprefix(SUMMARY_MARK + "\n")[:10]
@@ -167,7 +167,7 @@ def test_threshold_and_keep_are_configurable(tmp_path: Path, clock: Clock) -> No
     )
     runtime = Promptweave.from_config(config, clock=clock)
     chat(runtime, clock, 8)
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     rows = session_rows(runtime)
     assert rows[0].is_summary and len(rows) == 5
     runtime.close()
@@ -177,9 +177,9 @@ def test_disabled_compression_leaves_sessions_alone(tmp_path: Path, clock: Clock
     config = sqlite_config(tmp_path / "s.db", session=SessionConfig(summary_enabled=False))
     runtime = Promptweave.from_config(config, clock=clock)
     chat(runtime, clock, 30)
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     assert not any(row.is_summary for row in session_rows(runtime))
-    assert runtime.compress_session(BOT.id, GROUP, "30022").reason == "disabled"
+    assert runtime.recorder.compress_session(BOT.id, GROUP, "30022").reason == "disabled"
     runtime.close()
 
 
@@ -217,7 +217,7 @@ def test_hook_summarize_session(tmp_path: Path, clock: Clock) -> None:
         sqlite_config(tmp_path / "s.db"), clock=clock, extra_plugins=[recorder]
     )
     chat(runtime, clock, 24)
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     rows = session_rows(runtime)
     assert rows[0].content == SUMMARY_MARK + "\n" + ("30022在备考，聊了32条" + "。" * 200)[:120]
     # Off the hot path: the summarizer ran on a worker of the background job (bounded by the
@@ -242,13 +242,13 @@ def test_hook_describe_image(tmp_path: Path, clock: Clock) -> None:
         images=("https://img.example/notice.png",),
         time=clock.advance(30),
     )
-    runtime.record_bot_reply(BOT.id, GROUP, "恭喜！", message_id="r-img", answering=photo)
-    runtime.wait_for_background(timeout=30)
+    runtime.recorder.record_bot_reply(BOT.id, GROUP, "恭喜！", message_id="r-img", answering=photo)
+    runtime.background.wait(timeout=30)
     assert recorder.urls == []  # stored as a placeholder, not described on arrival
     stored = session_rows(runtime)[0]
     assert stored.images == ("https://img.example/notice.png",) and stored.content == "看我收到的"
     chat(runtime, clock, 23)
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     assert recorder.urls == ["https://img.example/notice.png"]
     assert recorder.turns[0][0].content == "[图片：一张复试通知的截图] 看我收到的"
     runtime.close()
@@ -266,9 +266,9 @@ def test_only_http_images_are_described(tmp_path: Path, clock: Clock) -> None:
         images=("file:///etc/passwd", IMAGE_WITHOUT_URL, "https://img.example/notice.png"),
         time=clock.advance(30),
     )
-    runtime.record_bot_reply(BOT.id, GROUP, "恭喜！", message_id="r-img", answering=photo)
+    runtime.recorder.record_bot_reply(BOT.id, GROUP, "恭喜！", message_id="r-img", answering=photo)
     chat(runtime, clock, 23)
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     assert recorder.urls == ["https://img.example/notice.png"]
     assert recorder.turns[0][0].content == "[图片] [图片：一张复试通知的截图] 看我收到的"
     runtime.close()
@@ -293,9 +293,11 @@ def test_default_image_description_keeps_the_placeholder(
         images=("https://img.example/x.jpg",),
         time=clock.advance(30),
     )
-    sqlite_runtime.record_bot_reply(BOT.id, GROUP, "是海边吧", message_id="rp", answering=photo)
+    sqlite_runtime.recorder.record_bot_reply(
+        BOT.id, GROUP, "是海边吧", message_id="rp", answering=photo
+    )
     chat(sqlite_runtime, clock, 23)
-    sqlite_runtime.wait_for_background(timeout=30)
+    sqlite_runtime.background.wait(timeout=30)
     assert seen[0] == "[图片] 猜猜这是哪"
     assert session_rows(sqlite_runtime)[0].is_summary  # the built-in summarizer still answered
 
@@ -310,7 +312,7 @@ def test_rejected_summary_leaves_the_session_unchanged(tmp_path: Path, clock: Cl
         sqlite_config(tmp_path / "s.db"), clock=clock, extra_plugins=[Echo()]
     )
     chat(runtime, clock, 24)
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     assert len(session_rows(runtime)) == 48
     runtime.close()
 

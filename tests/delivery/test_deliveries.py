@@ -54,8 +54,8 @@ def test_note_delivered_then_record_bot_reply_counts_one_reply(
     runtime: Promptweave, message: MessageFactory
 ) -> None:
     asked = message("30022", "@小织 在吗", addressed=True)
-    runtime.note_delivered(_turn(asked), _plain(), at=LATER)
-    assert runtime.record_bot_reply(
+    runtime.recorder.note_delivered(_turn(asked), _plain(), at=LATER)
+    assert runtime.recorder.record_bot_reply(
         BOT.id, GROUP, "在的", message_id="r1", answering=asked, time=LATER
     )
     assert replies(runtime) == 1
@@ -69,8 +69,10 @@ def test_record_bot_reply_then_note_delivered_counts_one_reply(
     runtime: Promptweave, message: MessageFactory
 ) -> None:
     asked = message("30022", "@小织 在吗", addressed=True)
-    runtime.record_bot_reply(BOT.id, GROUP, "在的", message_id="r1", answering=asked, time=LATER)
-    runtime.note_delivered(_turn(asked), _plain())
+    runtime.recorder.record_bot_reply(
+        BOT.id, GROUP, "在的", message_id="r1", answering=asked, time=LATER
+    )
+    runtime.recorder.note_delivered(_turn(asked), _plain())
     assert replies(runtime) == 1
 
 
@@ -78,13 +80,13 @@ def test_each_method_called_twice_counts_one_reply(
     runtime: Promptweave, message: MessageFactory
 ) -> None:
     asked = message("30022", "@小织 在吗", addressed=True)
-    runtime.note_delivered(_turn(asked), _plain(), at=LATER)
-    runtime.note_delivered(_turn(asked), _plain(), at=LATER + dt.timedelta(seconds=1))
+    runtime.recorder.note_delivered(_turn(asked), _plain(), at=LATER)
+    runtime.recorder.note_delivered(_turn(asked), _plain(), at=LATER + dt.timedelta(seconds=1))
     assert replies(runtime) == 1
     other = message("30017", "@小织 你好", addressed=True, minute=1)
     sent_at = other.time + dt.timedelta(seconds=3)
     for _ in range(2):
-        assert runtime.record_bot_reply(
+        assert runtime.recorder.record_bot_reply(
             BOT.id, GROUP, "你好呀", message_id="r2", answering=other, time=sent_at
         )
     assert replies(runtime) == 2
@@ -96,7 +98,7 @@ def test_a_reply_without_id_is_known_by_its_text_and_time(
 ) -> None:
     asked = message("30022", "@小织 在吗", addressed=True)
     for _ in range(2):
-        runtime.record_bot_reply(
+        runtime.recorder.record_bot_reply(
             BOT.id, GROUP, "在的", message_id=None, answering=asked, time=LATER
         )
     assert replies(runtime) == 1
@@ -110,7 +112,7 @@ def test_a_reply_without_id_is_known_by_its_text_and_time(
         ("assistant", "在的"),
     ]
     # The same text at another time is another message.
-    runtime.record_bot_reply(
+    runtime.recorder.record_bot_reply(
         BOT.id, GROUP, "在的", message_id=None, time=LATER + dt.timedelta(minutes=1)
     )
     assert replies(runtime) == 2
@@ -120,11 +122,11 @@ def test_two_bubbles_answering_one_message_are_two_deliveries(
     runtime: Promptweave, message: MessageFactory
 ) -> None:
     asked = message("30022", "@小织 推荐个电影", addressed=True)
-    runtime.note_delivered(_turn(asked), _plain(), at=LATER)
-    runtime.record_bot_reply(
+    runtime.recorder.note_delivered(_turn(asked), _plain(), at=LATER)
+    runtime.recorder.record_bot_reply(
         BOT.id, GROUP, "星际穿越", message_id="r1", answering=asked, time=LATER
     )
-    runtime.record_bot_reply(
+    runtime.recorder.record_bot_reply(
         BOT.id, GROUP, "很适合周末看", message_id="r2", answering=asked, time=LATER
     )
     assert replies(runtime) == 2
@@ -136,7 +138,9 @@ def test_a_repeated_private_reply_enters_the_session_once(
 ) -> None:
     asked = message("30022", "明天几点集合")
     for _ in range(2):
-        runtime.record_bot_reply(BOT.id, None, "八点", message_id=None, answering=asked, time=LATER)
+        runtime.recorder.record_bot_reply(
+            BOT.id, None, "八点", message_id=None, answering=asked, time=LATER
+        )
     assert runtime.stores.sessions is not None
     session = runtime.stores.sessions.user_turns(
         BOT.id, "", "30022", until=T0 + dt.timedelta(days=1), limit=10

@@ -38,7 +38,7 @@ def runtime(
 
 def test_a_recorded_message_is_a_candidate_before_it_is_routed(runtime: Promptweave) -> None:
     for number in range(1, 9):
-        assert runtime.record_message(BOT, GROUP, _message(number))
+        assert runtime.recorder.record_message(BOT, GROUP, _message(number))
     # The newest six ([routing] quote_candidates), oldest first, none routed yet.
     assert _ids(runtime) == [f"m{n}" for n in range(3, 9)]
 
@@ -46,25 +46,25 @@ def test_a_recorded_message_is_a_candidate_before_it_is_routed(runtime: Promptwe
 def test_the_bots_own_messages_and_messages_without_text_are_not_candidates(
     runtime: Promptweave,
 ) -> None:
-    runtime.record_message(BOT, GROUP, _message(1))
-    runtime.record_message(BOT, GROUP, _message(2, sender=BOT))
-    runtime.record_message(BOT, GROUP, _message(3, text="  "))
+    runtime.recorder.record_message(BOT, GROUP, _message(1))
+    runtime.recorder.record_message(BOT, GROUP, _message(2, sender=BOT))
+    runtime.recorder.record_message(BOT, GROUP, _message(3, text="  "))
     assert _ids(runtime) == ["m1"]
 
 
 def test_a_duplicate_message_is_not_a_candidate_again(runtime: Promptweave) -> None:
-    runtime.record_message(BOT, GROUP, _message(1))
-    runtime.record_message(BOT, GROUP, _message(2))
-    assert not runtime.record_message(BOT, GROUP, _message(1))
+    runtime.recorder.record_message(BOT, GROUP, _message(1))
+    runtime.recorder.record_message(BOT, GROUP, _message(2))
+    assert not runtime.recorder.record_message(BOT, GROUP, _message(1))
     assert _ids(runtime) == ["m1", "m2"]
 
 
 def test_messages_that_arrive_while_a_turn_waits_push_its_target_out(
     runtime: Promptweave,
 ) -> None:
-    runtime.record_message(BOT, GROUP, _message(1))
+    runtime.recorder.record_message(BOT, GROUP, _message(1))
     for number in range(2, 8):  # six newer messages recorded meanwhile
-        runtime.record_message(BOT, GROUP, _message(number))
+        runtime.recorder.record_message(BOT, GROUP, _message(number))
     assert "m1" not in _ids(runtime)
 
 
@@ -73,7 +73,7 @@ def test_sqlite_commits_the_message_and_its_candidate_once(sqlite_runtime: Promp
     assert database is not None
     statements: list[str] = []
     database.connection().set_trace_callback(statements.append)
-    sqlite_runtime.record_message(BOT, GROUP, _message(1))
+    sqlite_runtime.recorder.record_message(BOT, GROUP, _message(1))
     assert statements.count("COMMIT") == 1
     assert not [s for s in statements if "SAVEPOINT" in s]
     assert any(s.startswith("INSERT OR IGNORE INTO group_messages") for s in statements)
@@ -100,7 +100,7 @@ def test_a_failing_routing_state_leaves_the_message_recorded(
     # backends committed it on its own already.
     runtime.stores.routing = _FailingCandidates(error=error)
     with caplog.at_level(logging.WARNING, logger="promptweave.store"):
-        assert runtime.record_message(BOT, GROUP, _message(1))
+        assert runtime.recorder.record_message(BOT, GROUP, _message(1))
     assert "recording a quote candidate of group 20001 failed" in caplog.text
     assert str(error) in caplog.text
     assert runtime.stores.group_log is not None
@@ -116,7 +116,7 @@ def test_a_sqlite_candidate_write_that_fails_is_taken_back_alone(
     database = sqlite_runtime.stores.database
     assert database is not None
     for number in range(1, 7):
-        sqlite_runtime.record_message(BOT, GROUP, _message(number))
+        sqlite_runtime.recorder.record_message(BOT, GROUP, _message(number))
     with database.transaction() as connection:
         # A trigger that makes every candidate write fail, as a full or broken table would.
         connection.execute(
@@ -124,7 +124,7 @@ def test_a_sqlite_candidate_write_that_fails_is_taken_back_alone(
             " BEGIN SELECT RAISE(ABORT, 'candidates refused'); END"
         )
     with caplog.at_level(logging.WARNING, logger="promptweave.store"):
-        assert sqlite_runtime.record_message(BOT, GROUP, _message(7))
+        assert sqlite_runtime.recorder.record_message(BOT, GROUP, _message(7))
     assert "candidates refused" in caplog.text
     assert sqlite_runtime.stores.group_log is not None
     recent = sqlite_runtime.stores.group_log.recent_group_messages(
@@ -147,8 +147,8 @@ def test_the_first_message_of_a_new_store_finds_the_routing_tables_made(
             "CREATE TRIGGER refuse BEFORE INSERT ON routing_candidates"
             " BEGIN SELECT RAISE(ABORT, 'candidates refused'); END"
         )
-    assert sqlite_runtime.record_message(BOT, GROUP, _message(1))
+    assert sqlite_runtime.recorder.record_message(BOT, GROUP, _message(1))
     with database.transaction() as connection:
         connection.execute("DROP TRIGGER refuse")
-    assert sqlite_runtime.record_message(BOT, GROUP, _message(2))
+    assert sqlite_runtime.recorder.record_message(BOT, GROUP, _message(2))
     assert _ids(sqlite_runtime) == ["m2"]

@@ -40,8 +40,8 @@ def stage_lines(caplog: pytest.LogCaptureFixture):
 def test_recording_a_message_logs_its_duration(
     runtime: Promptweave, message: MessageFactory, stage_lines
 ) -> None:
-    assert runtime.record_message(BOT.id, GROUP, message("30022", "今晚吃什么")) is True
-    assert runtime.record_message(BOT.id, None, message("30022", "私聊")) is False
+    assert runtime.recorder.record_message(BOT.id, GROUP, message("30022", "今晚吃什么")) is True
+    assert runtime.recorder.record_message(BOT.id, None, message("30022", "私聊")) is False
     (stage, ms, detail), (_, private_ms, private) = stage_lines()
     assert stage == "record_message" and ms >= 0 and private_ms >= 0
     assert detail == f"bot {BOT.id}, group {GROUP}: stored"
@@ -53,7 +53,7 @@ def test_recording_a_reply_logs_its_duration_once_per_call(
 ) -> None:
     asked = message("30022", "@小织 在吗", addressed=True)
     for _ in range(2):
-        stored = runtime.record_bot_reply(
+        stored = runtime.recorder.record_bot_reply(
             BOT.id, GROUP, "在的", message_id="r1", answering=asked, time=LATER
         )
         assert stored is True
@@ -69,8 +69,10 @@ def test_noting_a_delivery_logs_its_duration(
     runtime: Promptweave, message: MessageFactory, stage_lines
 ) -> None:
     turn = Turn(bot=BOT, group_id=GROUP, message=message("30022", "@小织 在吗", addressed=True))
-    assert runtime.note_delivered(turn, Delivery(style=DeliveryStyle.PLAIN), at=LATER) is None
-    runtime.note_delivered(turn, Delivery(style=DeliveryStyle.PLAIN), at=LATER)
+    assert (
+        runtime.recorder.note_delivered(turn, Delivery(style=DeliveryStyle.PLAIN), at=LATER) is None
+    )
+    runtime.recorder.note_delivered(turn, Delivery(style=DeliveryStyle.PLAIN), at=LATER)
     assert [(stage, detail) for stage, _, detail in stage_lines()] == [
         ("note_delivered", f"bot {BOT.id}, group {GROUP}: new"),
         ("note_delivered", f"bot {BOT.id}, group {GROUP}: repeated"),
@@ -80,7 +82,7 @@ def test_noting_a_delivery_logs_its_duration(
 def test_a_compression_attempt_carries_and_logs_its_duration(
     memory_runtime: Promptweave, stage_lines
 ) -> None:
-    result = memory_runtime.compress_session(BOT.id, GROUP, "30022", now=T0)
+    result = memory_runtime.recorder.compress_session(BOT.id, GROUP, "30022", now=T0)
     assert result.reason == "below_threshold"
     assert isinstance(result.duration_ms, float) and result.duration_ms >= 0
     assert stage_lines() == [

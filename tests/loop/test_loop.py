@@ -19,6 +19,8 @@ from loop_support import (
 from promptweave import BotLoop, Config, PhrasePool, SubmitResult, Tool, hookimpl
 from promptweave.config import LoopConfig, RoutingConfig
 from promptweave.loop.events import IncomingEvent, OutcomeStatus
+from promptweave.pipeline import stages
+from promptweave.session.reader import read_session
 
 EVERYONE = {"type": "object", "properties": {}}
 
@@ -67,6 +69,20 @@ def test_addressed_question_is_answered_in_bubbles_and_recorded() -> None:
         ("assistant", "周六晚上七点有桌游局\n在格子桌游吧"),
     ]
     assert set(outcome.stage_durations_ms) >= {"record", "route", "render", "submit", "deliver"}
+
+
+def test_a_reply_turn_reads_the_session_once_for_its_route_and_its_assembly(monkeypatch) -> None:
+    reads = []
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        reads.append(args[3].message.text)
+        return read_session(*args, **kwargs)
+
+    monkeypatch.setattr(stages, "read_session", counted)
+    loop, _ = make_loop("在的")
+    outcome = _run(loop.handle(event("小织 在吗？", addressed=True), RecordingTransport()))
+    assert outcome.status == OutcomeStatus.REPLIED
+    assert reads == ["小织 在吗？"]
 
 
 def test_the_providers_usage_is_traced_and_kept_with_the_answer_in_the_session() -> None:

@@ -8,9 +8,10 @@ import asyncio
 import pytest
 from loop_support import RecordingTransport, event, make_loop
 
-from promptweave import Config, Promptweave, SubmitResult
+from promptweave import Config, SubmitResult
 from promptweave.config import LoopConfig, RoutingConfig
 from promptweave.loop.events import OutcomeStatus
+from promptweave.pipeline.stages import TurnPipeline
 
 ONE_AT_A_TIME = Config(
     routing=RoutingConfig(low_engagement=False),
@@ -78,16 +79,16 @@ def test_a_fault_of_the_loop_while_routing_is_an_outcome_and_frees_the_slot(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     loop, _ = make_loop("好的", config=ONE_AT_A_TIME)
-    decide = Promptweave.decide
+    decide = TurnPipeline.decide
     calls = []
 
-    def broken_once(self, turn, now=None):  # type: ignore[no-untyped-def]
-        calls.append(turn.message.text)
+    def broken_once(self):  # type: ignore[no-untyped-def]
+        calls.append(self.turn.message.text)
         if len(calls) == 1:
             raise RuntimeError("a bug in routing")
-        return decide(self, turn, now)
+        return decide(self)
 
-    monkeypatch.setattr(Promptweave, "decide", broken_once)
+    monkeypatch.setattr(TurnPipeline, "decide", broken_once)
 
     async def scenario() -> tuple[str, str, str]:
         transport = RecordingTransport()

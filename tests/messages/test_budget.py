@@ -125,7 +125,7 @@ def test_snapshot_lists_the_ambient_turns_only_when_the_excerpt_survived(
     def seeded(budget: int) -> Promptweave:
         runtime = runtime_with_budget(budget)
         asked = message("30017", "群里在讨论周末去哪玩" + "呀" * 80, minute=0)
-        runtime.record_bot_reply(
+        runtime.recorder.record_bot_reply(
             BOT.id,
             GROUP,
             "去爬山吧",

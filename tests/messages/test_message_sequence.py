@@ -35,8 +35,8 @@ def exchange(
 ) -> ChatMessage:
     """One user message answered by the bot, recorded as it happens live."""
     asked = message(user, text, minute=minute, addressed=True)
-    runtime.record_message(BOT.id, GROUP, asked)
-    runtime.record_bot_reply(
+    runtime.recorder.record_message(BOT.id, GROUP, asked)
+    runtime.recorder.record_bot_reply(
         BOT.id,
         GROUP,
         reply,
@@ -184,7 +184,7 @@ def test_timeline_present_skips_ambient_and_snapshot_comes_from_timeline(
 ) -> None:
     exchange(runtime, message, "30017", "楼下新开了家米线", "听起来不错", 0)
     current = message("30022", "@小织 在吗", minute=1, addressed=True)
-    runtime.record_message(BOT.id, GROUP, current)
+    runtime.recorder.record_message(BOT.id, GROUP, current)
     rendered = render(runtime, current, trigger=SpeakTrigger.MENTION)
     assert "【刚才的群聊】" in rendered.system_prompt
     assert not any(AMBIENT_HEADER in m.content for m in rendered.messages)
@@ -235,10 +235,10 @@ def test_history_from_store_keeps_the_summary_row_first(
             f"加油{minute}",
             minute,
         )
-    sqlite_runtime.wait_for_background()
+    sqlite_runtime.background.wait()
     for minute in range(24, 30):
         exchange(sqlite_runtime, message, "30022", f"复试第{minute}天", f"稳住{minute}", minute)
-    sqlite_runtime.wait_for_background()
+    sqlite_runtime.background.wait()
     rendered = render(sqlite_runtime, message("30022", "明天就面试了", minute=40), trigger=None)
     history = [m for m in rendered.messages if m.source in ("summary", "history")]
     assert len(history) == 18
@@ -327,7 +327,7 @@ def test_short_social_turn_without_a_recent_reply_keeps_history_and_ambient(
 ) -> None:
     exchange(runtime, message, "30017", "有人打游戏吗", "我看着你们打", 0)
     exchange(runtime, message, "30022", "好累", "辛苦啦", 1)
-    runtime.record_message(BOT.id, GROUP, message("30022", "唉", minute=2))
+    runtime.recorder.record_message(BOT.id, GROUP, message("30022", "唉", minute=2))
     rendered = render(runtime, message("30022", "烦死了", minute=3), trigger=None)
     assert [m.source for m in rendered.messages] == ["ambient", "history", "history", "current"]
 
@@ -337,7 +337,7 @@ def test_private_chat_has_no_ambient_excerpt_and_no_timeline(
 ) -> None:
     exchange(runtime, message, "30017", "群里的话", "群里的回", 0)
     asked = message("30022", "私聊问你个事", minute=1)
-    runtime.record_bot_reply(
+    runtime.recorder.record_bot_reply(
         BOT.id, None, "你说", message_id="p1", answering=asked, time=T0 + dt.timedelta(minutes=1)
     )
     current = message("30022", "算了没事", minute=2, addressed=True)
@@ -352,7 +352,9 @@ def test_private_history_older_than_the_ttl_is_not_read(
     runtime: Promptweave, message: MessageFactory
 ) -> None:
     asked = message("30022", "三天前的事", minute=0)
-    runtime.record_bot_reply(BOT.id, None, "记得", message_id="p1", answering=asked, time=T0)
+    runtime.recorder.record_bot_reply(
+        BOT.id, None, "记得", message_id="p1", answering=asked, time=T0
+    )
     later = message("30022", "还记得吗", minute=3 * 24 * 60 + 1)
     rendered = render(runtime, later, group_id=None, trigger=None)
     assert [m.source for m in rendered.messages] == ["current"]
@@ -400,8 +402,8 @@ def test_quoted_bot_reply_shows_as_a_reply_in_the_timeline(
     runtime: Promptweave, message: MessageFactory
 ) -> None:
     asked = message("30022", "@小织 周末去哪玩", sender_name="阿蒙", minute=0, addressed=True)
-    runtime.record_message(BOT.id, GROUP, asked)
-    runtime.record_bot_reply(
+    runtime.recorder.record_message(BOT.id, GROUP, asked)
+    runtime.recorder.record_bot_reply(
         BOT.id,
         GROUP,
         "去植物园看银杏吧",
@@ -463,7 +465,7 @@ def test_the_timeline_leaves_out_what_the_history_carries_from_a_turn_file() -> 
 def test_the_timeline_leaves_out_what_the_stored_history_carries(
     runtime: Promptweave, message: MessageFactory
 ) -> None:
-    runtime.record_message(BOT.id, GROUP, message("30017", "楼下新开了家米线", minute=0))
+    runtime.recorder.record_message(BOT.id, GROUP, message("30017", "楼下新开了家米线", minute=0))
     exchange(runtime, message, "30022", "@小织 你推荐一个", "米线可以试试", 1)
     current = message("30022", "@小织 哪一家", minute=3, addressed=True)
     rendered = render(runtime, current, trigger=SpeakTrigger.MENTION)
@@ -492,7 +494,9 @@ def test_routing_reads_the_stored_history_when_the_turn_carries_none(
 ) -> None:
     exchange(runtime, message, "30022", "漂亮小织", "嘿嘿", 0)
     for minute in range(1, 6):  # the group talks on; the exchange leaves the recent window
-        runtime.record_message(BOT.id, GROUP, message("30017", f"第{minute}条闲聊", minute=minute))
+        runtime.recorder.record_message(
+            BOT.id, GROUP, message("30017", f"第{minute}条闲聊", minute=minute)
+        )
     current = message("30022", "@小织 嘻嘻", minute=6, addressed=True)
     decision = runtime.decide(Turn(bot=BOT, group_id=GROUP, message=current))
     # The user's stored history ends with the bot's answer: a short social turn in an exchange

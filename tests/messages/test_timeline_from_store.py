@@ -9,6 +9,7 @@ from base_support import BOT, GROUP, T0, MessageFactory
 
 from promptweave import ChatMessage, Promptweave, Turn
 from promptweave.config import TimelineConfig
+from promptweave.pipeline.stages import TurnPipeline
 from promptweave.turn import SpeakTrigger
 
 
@@ -20,7 +21,7 @@ def timeline_of(runtime: Promptweave, current: ChatMessage, **turn: object) -> s
 
 def record(runtime: Promptweave, *messages: ChatMessage) -> None:
     for item in messages:
-        assert runtime.record_message(BOT.id, GROUP, item)
+        assert runtime.recorder.record_message(BOT.id, GROUP, item)
 
 
 def test_timeline_labels_self_peer_bots_names_and_fallback(
@@ -192,7 +193,7 @@ def test_reply_to_bot_message_shows_what_the_bot_just_said(
 ) -> None:
     asked = message("30022", "@小织 你推荐一个", minute=0)
     record(runtime, asked)
-    runtime.record_bot_reply(
+    runtime.recorder.record_bot_reply(
         BOT.id,
         GROUP,
         "青柠说的那家米线可以试试",
@@ -212,7 +213,9 @@ def test_reply_to_bot_message_shows_what_the_bot_just_said(
 def test_quoted_bot_text_shows_even_without_a_timeline(
     runtime: Promptweave, message: MessageFactory
 ) -> None:
-    runtime.record_bot_reply(BOT.id, GROUP, "今天降温了记得加衣服", message_id="77", time=T0)
+    runtime.recorder.record_bot_reply(
+        BOT.id, GROUP, "今天降温了记得加衣服", message_id="77", time=T0
+    )
     reply = message("30022", "好的", minute=1, reply_to="77")
     rendered = runtime.render(Turn(bot=BOT, group_id=GROUP, message=reply, trigger=None))
     text = next(s.text for s in rendered.sections if s.id == "group_timeline")
@@ -220,7 +223,7 @@ def test_quoted_bot_text_shows_even_without_a_timeline(
 
 
 def test_quoted_bot_text_expires_after_ttl(runtime: Promptweave, message: MessageFactory) -> None:
-    runtime.record_bot_reply(BOT.id, GROUP, "周五交报告", message_id="78", time=T0)
+    runtime.recorder.record_bot_reply(BOT.id, GROUP, "周五交报告", message_id="78", time=T0)
     late = message("30022", "哪天来着", minute=10, reply_to="78")
     rendered = runtime.render(Turn(bot=BOT, group_id=GROUP, message=late, trigger=None))
     assert not any(s.id == "group_timeline" and s.status == "rendered" for s in rendered.sections)
@@ -248,9 +251,9 @@ def test_recording_a_quoted_reply_starts_the_quote_cooldown(
     runtime: Promptweave, message: MessageFactory, clock
 ) -> None:
     asked = message("30022", "这家米线好吃吗", minute=0)
-    runtime.record_message(BOT.id, GROUP, asked)
+    runtime.recorder.record_message(BOT.id, GROUP, asked)
     assert runtime.stores.routing.last_quote_at(BOT.id, GROUP) is None
-    runtime.record_bot_reply(
+    runtime.recorder.record_bot_reply(
         BOT.id, GROUP, "汤底不错", message_id="9901", answering=asked, quoted=True
     )
     assert runtime.stores.routing.last_quote_at(BOT.id, GROUP) == clock.now
@@ -263,9 +266,9 @@ def test_render_with_a_given_decision_does_not_route_again(
     turn = Turn(bot=BOT, group_id=GROUP, message=current, trigger=SpeakTrigger.MENTION)
     decision = runtime.decide(turn)
     routed = []
-    original = Promptweave._route
+    original = TurnPipeline._route
     monkeypatch.setattr(
-        Promptweave, "_route", lambda self, *a, **k: routed.append(1) or original(self, *a, **k)
+        TurnPipeline, "_route", lambda self, *a, **k: routed.append(1) or original(self, *a, **k)
     )
     rendered = runtime.render(turn, decision=decision)
     assert rendered.decision is decision
@@ -304,7 +307,7 @@ def test_a_failing_routing_store_still_gives_a_decision(
     assert any("routing_state_unavailable" in note for note in rendered.trace["route"]["notes"])
     monkeypatch.setattr(type(runtime.stores.routing), "candidates", broken)
     quoting = attrs.evolve(rendered.decision, delivery_style="quote", reply_message_id="1")
-    delivery = runtime.resolve_delivery(turn, quoting)
+    delivery = runtime.recorder.resolve_delivery(turn, quoting)
     assert (delivery.style.value, delivery.reason) == ("plain", "routing_state_unavailable")
 
 
@@ -334,9 +337,9 @@ def test_a_quote_of_another_message_is_recorded_with_that_message(
 ) -> None:
     quoted = message("30017", "楼下那家米线好吃", minute=0)
     asking = message("30022", "真的吗", minute=1, reply_to=quoted.id)
-    runtime.record_message(BOT.id, GROUP, quoted)
-    runtime.record_message(BOT.id, GROUP, asking)
-    runtime.record_bot_reply(
+    runtime.recorder.record_message(BOT.id, GROUP, quoted)
+    runtime.recorder.record_message(BOT.id, GROUP, asking)
+    runtime.recorder.record_bot_reply(
         BOT.id, GROUP, "真的，汤底是现熬的", message_id="9902", answering=asking, quote_of=quoted.id
     )
     assert runtime.stores.routing.last_quote_at(BOT.id, GROUP) == clock.now

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
-from promptweave import IMAGE_WITHOUT_URL, Config, IncomingEvent, Promptweave, Stores
+from promptweave import (
+    IMAGE_WITHOUT_URL,
+    ChatMessage,
+    Config,
+    IncomingEvent,
+    Promptweave,
+    Stores,
+    hookimpl,
+)
 from promptweave.contrib.onebot import (
     escape_cq,
     parse_cq_string,
@@ -121,25 +130,54 @@ def test_non_message_event_is_refused() -> None:
         parse_event({"post_type": "notice"})
 
 
-def test_hook_parse_incoming() -> None:
+GROUP_EVENT = {
+    "post_type": "message",
+    "message_type": "group",
+    "group_id": 1,
+    "time": 0,
+    "user_id": 5,
+    "message": [{"type": "text", "data": {"text": "早"}}],
+}
+
+
+def test_parse_message_gives_the_message_of_the_parse_event_hook() -> None:
     runtime = Promptweave.from_config(Config(), contrib=["onebot"], stores=Stores.in_memory())
-    event = {
-        "post_type": "message",
-        "message_type": "group",
-        "group_id": 1,
-        "time": 0,
-        "user_id": 5,
-        "message": [{"type": "text", "data": {"text": "早"}}],
-    }
-    assert runtime.parse_incoming("onebot", event, "10001").text == "早"
+    assert runtime.plugins.hooks.parse_message("onebot", GROUP_EVENT, "10001").text == "早"
     with pytest.raises(ValueError, match="no plugin parses messages of platform 'telegram'"):
-        runtime.parse_incoming("telegram", {}, "10001")
+        runtime.plugins.hooks.parse_message("telegram", {}, "10001")
+
+
+class _OldParser:
+    """A plugin written against the deprecated ``parse_incoming`` hook."""
+
+    @hookimpl
+    def parse_incoming(self, platform: str, payload: Any, bot_id: str) -> ChatMessage | None:
+        if platform != "old":
+            return None
+        return ChatMessage(sender_id="5", text=payload["text"], time=dt.datetime.now(dt.UTC))
+
+
+def test_hook_parse_incoming() -> None:
+    """The old name still works for one release, warned about when the plugin is registered."""
+    with pytest.warns(DeprecationWarning, match="parse_incoming hook is deprecated"):
+        runtime = Promptweave.from_config(
+            Config(), contrib=["onebot"], extra_plugins=[_OldParser()], stores=Stores.in_memory()
+        )
+    hooks = runtime.plugins.hooks
+    assert hooks.parse_message("old", {"text": "早"}, "10001").text == "早"
+    # parse_event answers first: the one hook both names are now.
+    assert hooks.parse_message("onebot", GROUP_EVENT, "10001").text == "早"
+
+
+def test_a_plugin_of_parse_event_alone_is_not_warned(recwarn) -> None:
+    Promptweave.from_config(Config(), contrib=["onebot"], stores=Stores.in_memory())
+    assert not [w for w in recwarn if issubclass(w.category, DeprecationWarning)]
 
 
 def test_onebot_is_off_unless_enabled() -> None:
     runtime = Promptweave.from_config(Config(), stores=Stores.in_memory())
     with pytest.raises(ValueError, match="onebot"):
-        runtime.parse_incoming("onebot", {}, "10001")
+        runtime.plugins.hooks.parse_message("onebot", {}, "10001")
     assert "onebot" not in runtime.plugins.infos
     with pytest.raises(PluginImportError):
         Promptweave.from_config(Config(), contrib=["one_bot"])

@@ -3,7 +3,7 @@ too much, or changing what it was given. None of it may break or stall a turn: t
 the fault is named (the plugin, and where), and a hung plugin is skipped until it returns.
 
 Kinds that receive nothing but strings (``measure_text``, ``describe_image``) or the caller's own
-objects (``parse_incoming``) have nothing of the runtime's to change, so they have no mutation
+objects (``parse_event``) have nothing of the runtime's to change, so they have no mutation
 case.
 """
 
@@ -26,6 +26,7 @@ from promptweave import (
     DecisionRule,
     FetchedImage,
     GateSkip,
+    IncomingEvent,
     MemoryItem,
     PhrasePool,
     PromptMessage,
@@ -435,7 +436,7 @@ def _long_session(stores: Stores, user: str) -> None:
             images=("https://img.example/p.png",) if number == 0 else (),
             addressed=True,
         )
-        recorder.record_bot_reply(
+        recorder.recorder.record_bot_reply(
             TURN.bot.id,
             TURN.group_id,
             f"第{number}个回答",
@@ -450,7 +451,7 @@ def _compress(runtime: Promptweave) -> Outcome:
     """A fresh long session, compressed."""
     user = str(next(_USERS))
     _long_session(runtime.stores, user)
-    result = runtime.compress_session(
+    result = runtime.recorder.compress_session(
         TURN.bot.id, TURN.group_id, user, now=dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
     )
     return Outcome(result, _dump(attrs.asdict(result)))
@@ -499,24 +500,27 @@ def describe_kind(fault: str) -> tuple[Faulty, object, Callable[[Promptweave], O
 
 
 def parse_kind(fault: str) -> tuple[Faulty, object, Callable[[Promptweave], Outcome]]:
-    def message(payload: Any) -> ChatMessage:
-        return ChatMessage(sender_id="3", text=payload["text"], time=TURN.message.time)
+    def event(payload: Any) -> IncomingEvent:
+        message = ChatMessage(sender_id="3", text=payload["text"], time=TURN.message.time)
+        return IncomingEvent(platform="test", bot_id="10001", group_id="g", message=message)
 
     faulty = Faulty(
         fault,
-        normal=message,
+        normal=event,
         wrong="在吗",
-        huge=lambda payload: message({"text": "在" * 10_000_000}),
+        huge=lambda payload: event({"text": "在" * 10_000_000}),
     )
 
     class Plugin:
         @hookimpl
-        def parse_incoming(self, platform: str, payload: Any, bot_id: str) -> Any:
+        def parse_event(self, platform: str, payload: Any, bot_id: str) -> Any:
             return faulty(payload) if platform == "test" else None
 
     def run(runtime: Promptweave) -> Outcome:
         try:
-            parsed = runtime.parse_incoming("test", {"text": "在吗"}, "10001")
+            parsed = runtime.plugins.hooks.parse_message(
+                "test", {"text": "在吗"}, "10001", watchdog=runtime.watchdog
+            )
         except ValueError as exc:
             return Outcome(exc, str(exc))
         return Outcome(parsed, "")
@@ -538,9 +542,9 @@ KINDS: dict[str, Callable[[str], tuple[Faulty, object, Callable[[Promptweave], O
     "submit_request": submit_kind,
     "summarize_session": summarize_kind,
     "describe_image": describe_kind,
-    "parse_incoming": parse_kind,
+    "parse_event": parse_kind,
 }
-NO_MUTATION = {"measure_text", "describe_image", "parse_incoming"}
+NO_MUTATION = {"measure_text", "describe_image", "parse_event"}
 #: The settings a kind needs to be called at all.
 SETTINGS: dict[str, dict[str, Any]] = {
     "pool": {"routing": RoutingConfig(low_engagement_probabilities=(1.0, 1.0, 1.0, 1.0))},
@@ -605,8 +609,8 @@ def test_no_plugin_fault_breaks_or_stalls_a_turn(kind, fault, hung, caplog):
 
 
 def _completed(kind: str, outcome: Outcome) -> None:
-    """The operation gave its normal kind of result (``parse_incoming`` answers an error)."""
-    if kind == "parse_incoming":
+    """The operation gave its normal kind of result (``parse_event`` answers an error)."""
+    if kind == "parse_event":
         assert isinstance(outcome.result, ValueError | ChatMessage)
     else:
         assert outcome.result is not None

@@ -252,6 +252,28 @@ def test_trace_plugins_writes_hook_calls_to_stderr(capsys):
     assert "register_sections" in capsys.readouterr().err
 
 
+class _Measure:
+    @hookimpl
+    def measure_text(self, text: str) -> int:
+        return 2 * len(text)
+
+
+def test_trace_plugins_writes_each_implementation_called_through_the_door(capsys):
+    manager = build_plugin_manager(
+        environ={"PROMPTWEAVE_TRACE_PLUGINS": "1"}, extra_plugins=[_Measure()]
+    )
+    assert manager.hooks.measure_text("早上好") == 6
+    err = capsys.readouterr().err
+    assert "measure_text [hook]" in err
+    assert "finish measure_text --> 6 [hook]" in err
+
+
+def test_the_door_answers_the_same_untraced(capsys):
+    manager = build_plugin_manager(environ={}, extra_plugins=[_Measure()])
+    assert manager.hooks.measure_text("早上好") == 6
+    assert "measure_text" not in capsys.readouterr().err
+
+
 def test_an_unknown_name_to_disable_is_warned_about_with_a_suggestion(caplog):
     build_plugin_manager(environ={"PROMPTWEAVE_DISABLE_PLUGINS": "retriever, static_sections"})
     assert [record.getMessage() for record in caplog.records] == [

@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("providers",),
     ("compression",),
     ("delivery",),
+    ("pipeline",),
     ("runtime", "loop"),
     ("replay",),
     ("cli", "testing", "__main__", "__init__"),
@@ -52,15 +53,6 @@ RECORDS_MODULES = frozenset(
         "promptweave.delivery.outgoing",
         "promptweave.loop.events",
         "promptweave.plugins.contributions",
-    }
-)
-
-#: Back-imports of the runtime from stage functions that still receive it whole: the turn pipeline
-#: (issue 20, "One turn pipeline") hands them the parts they use instead, and this set goes empty.
-RUNTIME_RECEIVERS = frozenset(
-    {
-        ("promptweave.turn_context.context", "promptweave.runtime"),
-        ("promptweave.providers.request", "promptweave.runtime"),
     }
 )
 
@@ -117,8 +109,6 @@ def layer_violations(imports: list[tuple[str, str]]) -> list[str]:
     }
     found = []
     for importer, imported in imports:
-        if (importer, imported) in RUNTIME_RECEIVERS:
-            continue
         upward = _layer(importer) < _layer(imported)
         both_ways = (
             _package(importer) != _package(imported)
@@ -140,11 +130,6 @@ def test_every_package_has_a_layer() -> None:
 def test_packages_import_only_down_the_layers() -> None:
     # Annotation imports count: a type named under ``if TYPE_CHECKING:`` ties the layers as well.
     assert layer_violations(_core_imports(_graph())) == []
-
-
-def test_the_runtime_receivers_still_import_the_runtime() -> None:
-    # Once the turn pipeline drops an import of the runtime, its pair goes from the set too.
-    assert sorted(RUNTIME_RECEIVERS - set(_core_imports(_graph()))) == []
 
 
 def test_the_layer_check_sees_a_back_import() -> None:

@@ -76,7 +76,7 @@ def _conversation(url: str) -> list[Any]:
         for event in events:
             clock.now = event.message.time
             outcome = await loop.handle(event, transport)
-            runtime.wait_for_background()
+            runtime.background.wait()
             if outcome.request is not None:
                 outcomes.append(outcome)
             if len(outcomes) == REQUESTS:

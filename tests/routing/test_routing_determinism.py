@@ -51,8 +51,8 @@ def _replay(seed: int) -> list[tuple[object, ...]]:
     for turn in _stream():
         decision = runtime.decide(turn)
         if decision.speaks:
-            delivery = runtime.resolve_delivery(turn, decision)
-            runtime.note_delivered(turn, delivery, at=turn.message.time)
+            delivery = runtime.recorder.resolve_delivery(turn, decision)
+            runtime.recorder.note_delivered(turn, delivery, at=turn.message.time)
         decided.append(
             (
                 tuple(decision.trace().items()),

@@ -172,7 +172,9 @@ def test_a_delivered_reply_starts_the_configured_cooldown():
     runtime = make_runtime(reply_cooldown_s=30)
     first = make_turn("@小织 周末去爬山吗？", addressed=True)
     decision = runtime.decide(first)
-    runtime.note_delivered(first, runtime.resolve_delivery(first, decision), at=BASE_TIME)
+    runtime.recorder.note_delivered(
+        first, runtime.recorder.resolve_delivery(first, decision), at=BASE_TIME
+    )
     second = make_turn("@小织 几点出发？", addressed=True, time="2026-11-30T20:00:20+08:00")
     assert runtime.decide(second).reason == "cooldown"
 

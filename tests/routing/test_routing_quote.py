@@ -67,8 +67,8 @@ def test_the_quote_cooldown_counts_from_delivery_not_from_the_decision():
     # Not delivered yet: a second quote decision is still allowed.
     second = _quote_turn("2026-11-30T20:00:30+08:00", "q2")
     assert runtime.decide(second).delivery_style is DeliveryStyle.QUOTE
-    runtime.note_delivered(
-        second, runtime.resolve_delivery(second, decision), at=second.message.time
+    runtime.recorder.note_delivered(
+        second, runtime.recorder.resolve_delivery(second, decision), at=second.message.time
     )
     within = _quote_turn("2026-11-30T20:02:29+08:00", "q3")
     assert runtime.decide(within).delivery_style is DeliveryStyle.PLAIN
@@ -86,26 +86,28 @@ def test_delivery_quotes_only_a_target_that_is_still_a_candidate():
     runtime = make_runtime(quote_probability=1.0)
     turn = _quote_turn()
     decision = runtime.decide(turn)
-    delivery = runtime.resolve_delivery(turn, decision)
+    delivery = runtime.recorder.resolve_delivery(turn, decision)
     assert (delivery.style, delivery.reply_message_id) == (DeliveryStyle.QUOTE, "c1")
     # Six newer messages push c1 out of the candidates before delivery.
     later = [{"id": f"n{i}", "text": f"新消息{i}", "ago_s": 10 - i} for i in range(6)]
     runtime.decide(make_turn("刷屏了", context=later, time="2026-11-30T20:00:20+08:00"))
-    late = runtime.resolve_delivery(turn, decision)
+    late = runtime.recorder.resolve_delivery(turn, decision)
     assert (late.style, late.reason) == (DeliveryStyle.PLAIN, "quote_target_not_candidate")
 
 
 def test_a_plain_reply_is_delivered_as_decided():
     runtime = make_runtime()
     turn = make_turn("@小织 在吗", addressed=True)
-    delivery = runtime.resolve_delivery(turn, Decision(action=TurnAction.REPLY))
+    delivery = runtime.recorder.resolve_delivery(turn, Decision(action=TurnAction.REPLY))
     assert (delivery.style, delivery.reason) == (DeliveryStyle.PLAIN, "as_decided")
 
 
 def test_a_delivered_plain_reply_leaves_the_quote_cooldown_alone():
     runtime = make_runtime(1, quote_probability=1.0)
     turn = make_turn("@小织 在吗", addressed=True)
-    runtime.note_delivered(turn, runtime.resolve_delivery(turn, runtime.decide(turn)))
+    runtime.recorder.note_delivered(
+        turn, runtime.recorder.resolve_delivery(turn, runtime.decide(turn))
+    )
     assert runtime.stores.routing.last_quote_at("10001", "20001") is None
     assert (
         runtime.stores.routing.bot_replies_since("10001", "20001", BASE_TIME - dt.timedelta(days=1))

@@ -126,7 +126,7 @@ def test_a_route_reads_the_store_in_one_read_transaction(
     runtime, statements = traced_runtime
     runtime.decide(_turn(1))
     turn = _turn(2)
-    runtime.record_message(BOT.id, GROUP, turn.message)  # as the live loop does first
+    runtime.recorder.record_message(BOT.id, GROUP, turn.message)  # as the live loop does first
     statements.clear()
     runtime.decide(turn)
     # The session read and the route: one read transaction, one check of other connections.
@@ -150,7 +150,7 @@ def test_a_route_that_may_ask_a_model_holds_no_read_transaction_while_routing(
         assert runtime.stores.database is not None
         runtime.decide(_turn(1))
         turn = _turn(2)
-        runtime.record_message(BOT.id, GROUP, turn.message)
+        runtime.recorder.record_message(BOT.id, GROUP, turn.message)
         statements: list[str] = []
         runtime.stores.database.connection().set_trace_callback(statements.append)
         runtime.decide(turn)

@@ -82,7 +82,7 @@ def photo(clock: Clock, *images: str, message_id: str = "photo") -> ChatMessage:
 
 
 def answer(runtime: Promptweave, group_id: str | None, asked: ChatMessage) -> None:
-    runtime.record_bot_reply(
+    runtime.recorder.record_bot_reply(
         BOT.id, group_id, "好可爱", message_id=f"r-{asked.id}", answering=asked
     )
 
@@ -143,7 +143,7 @@ def test_without_descriptions_a_recorded_image_is_stored_as_a_plain_mark(
 ) -> None:
     runtime = runtime_without_descriptions
     asked = photo(clock, CAT, IMAGE_WITHOUT_URL)
-    assert runtime.record_message(BOT.id, GROUP, asked)
+    assert runtime.recorder.record_message(BOT.id, GROUP, asked)
     answer(runtime, GROUP, asked)
     user_row, reply_row = stored_rows(runtime)
     assert user_row.images == (IMAGE_WITHOUT_URL, IMAGE_WITHOUT_URL)
@@ -176,7 +176,7 @@ def test_without_descriptions_compression_describes_no_image(tmp_path: Path, clo
     runtime = Promptweave.from_config(config, clock=clock, extra_plugins=[recorder])
     answer(runtime, GROUP, photo(clock))
     chat(runtime, clock, 23)
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     assert recorder.urls == []
     first = recorder.turns[0][0]
     assert first.content == "[图片] 看我家猫" and first.images == ()
@@ -197,7 +197,7 @@ def test_turns_recorded_with_descriptions_are_not_described_once_they_are_off(
     config = sqlite_config(path, session=WITHOUT_DESCRIPTIONS)
     after = Promptweave.from_config(config, clock=clock, extra_plugins=[recorder])
     chat(after, clock, 23)
-    after.wait_for_background(timeout=30)
+    after.background.wait(timeout=30)
     assert recorder.urls == []
     assert recorder.turns[0][0].content == "[图片] 看我家猫"
     assert not any(CAT in repr(turn) for turn in recorder.turns[0])
@@ -212,10 +212,10 @@ def test_with_descriptions_compression_describes_the_stored_url(
         sqlite_config(tmp_path / "s.db"), clock=clock, extra_plugins=[recorder]
     )
     answer(runtime, GROUP, photo(clock))
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     assert recorder.urls == []  # not described on arrival
     chat(runtime, clock, 23)
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     assert recorder.urls == [CAT]
     assert recorder.turns[0][0].content == "[图片：一只橘猫] 看我家猫"
     runtime.close()
@@ -230,7 +230,7 @@ def test_an_image_sent_in_several_turns_is_described_once(tmp_path: Path, clock:
     answer(runtime, GROUP, photo(clock, sticker, message_id="p1"))
     answer(runtime, GROUP, photo(clock, CAT, f" {sticker} ", message_id="p2"))
     chat(runtime, clock, 22)
-    runtime.wait_for_background(timeout=30)
+    runtime.background.wait(timeout=30)
     assert recorder.urls == [sticker, CAT]
     first, _, second = recorder.turns[0][:3]
     assert first.content == "[图片：一只橘猫] 看我家猫"

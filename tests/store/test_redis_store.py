@@ -301,7 +301,7 @@ def test_an_unreachable_redis_degrades_turns_and_recording(message: MessageFacto
     assert runtime.stores.sessions is None
     degraded = str(only_current(runtime, message)["degraded"])
     assert degraded.startswith(f"store_unavailable: Redis store 127.0.0.1:{port}/0: ")
-    assert runtime.record_message(BOT.id, GROUP, message("30022", "在吗")) is False
+    assert runtime.recorder.record_message(BOT.id, GROUP, message("30022", "在吗")) is False
     runtime.close()
 
 
@@ -329,9 +329,10 @@ def test_redis_failing_mid_turn_degrades_and_routes_on_a_scratch_state(
     notes = runtime.decide(turn).notes
     assert any(note.startswith("routing_state_unavailable: Redis store") for note in notes)
     current = message("30022", "在吗", minute=2)
-    assert runtime.record_message(BOT.id, GROUP, current) is False
+    assert runtime.recorder.record_message(BOT.id, GROUP, current) is False
     assert (
-        runtime.record_bot_reply(BOT.id, GROUP, "在的", message_id="1", answering=current) is False
+        runtime.recorder.record_bot_reply(BOT.id, GROUP, "在的", message_id="1", answering=current)
+        is False
     )
     with pytest.raises(StoreUnavailableError):
         stores.routing.note_phrase(BOT.id, GROUP, "嗯")
@@ -344,7 +345,7 @@ def test_turns_degrade_while_redis_is_cut_off_and_recover_after(
 ) -> None:
     outage = Outage(redis_url)
     runtime = Promptweave.from_config(redis_config(outage.url, redis_prefix))
-    assert runtime.record_message(BOT.id, GROUP, message("30017", "楼下新开了家米线"))
+    assert runtime.recorder.record_message(BOT.id, GROUP, message("30017", "楼下新开了家米线"))
     turn = Turn(
         bot=BOT,
         group_id=GROUP,
@@ -355,7 +356,7 @@ def test_turns_degrade_while_redis_is_cut_off_and_recover_after(
     degraded = runtime.render(turn)
     assert str(degraded.trace["degraded"]).startswith("store_unavailable: Redis store 127.0.0.1:")
     assert "楼下新开了家米线" not in degraded.system_prompt
-    assert runtime.record_message(BOT.id, GROUP, message("30017", "断线时说的")) is False
+    assert runtime.recorder.record_message(BOT.id, GROUP, message("30017", "断线时说的")) is False
     outage.restore()
     recovered = runtime.render(turn)
     assert recovered.trace["degraded"] is None

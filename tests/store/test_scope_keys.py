@@ -35,8 +35,8 @@ def test_lookalike_scopes_share_no_state_on_any_backend(runtime, one, other):
     until = T0 + dt.timedelta(hours=1)
     for number, (bot, group) in enumerate((one, other)):
         asked = _said("30022", f"{bot}/{group}", number)
-        runtime.record_message(bot, group, asked)
-        runtime.record_bot_reply(
+        runtime.recorder.record_message(bot, group, asked)
+        runtime.recorder.record_bot_reply(
             bot, group, f"答{bot}/{group}", message_id="r1", answering=asked, time=asked.time
         )
         if group is not None:

@@ -13,8 +13,8 @@ import pytest
 from base_support import BOT, GROUP, T0, Clock, redis_config, sqlite_config
 
 from promptweave import ChatMessage, MemoryItem, Promptweave
+from promptweave.pipeline.stages import _merge
 from promptweave.replay.chat_log import MessageIndex, read_events, scan_events, stream_events
-from promptweave.runtime import _merge
 from promptweave.store.sessions import TRIM_BATCH, GroupLog, SessionStore, SessionTurn
 from promptweave.testing import TEST_ENVIRON
 
@@ -24,8 +24,8 @@ HUGE = "长" * 1_000_000
 def test_the_group_log_keeps_a_message_cut_at_the_content_cap(runtime):
     cap = runtime.config.session.max_content_chars
     huge = ChatMessage(id="m-huge", sender_id="30022", text=HUGE, time=T0)
-    assert runtime.record_message(BOT.id, GROUP, huge)
-    assert runtime.record_bot_reply(
+    assert runtime.recorder.record_message(BOT.id, GROUP, huge)
+    assert runtime.recorder.record_bot_reply(
         BOT.id, GROUP, HUGE, message_id="r-huge", answering=huge, time=T0 + dt.timedelta(seconds=5)
     )
     logged = runtime.stores.group_log.recent_group_messages(

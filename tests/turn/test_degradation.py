@@ -91,20 +91,22 @@ def test_store_failing_mid_turn_degrades_and_recording_never_raises(
     trace = only_current(runtime, message)
     assert trace["degraded"] == "store_unavailable: database is locked"
     current = message("30022", "在吗", minute=2)
-    assert runtime.record_message(BOT.id, GROUP, current) is False
+    assert runtime.recorder.record_message(BOT.id, GROUP, current) is False
     assert (
-        runtime.record_bot_reply(BOT.id, GROUP, "在的", message_id="1", answering=current) is False
+        runtime.recorder.record_bot_reply(BOT.id, GROUP, "在的", message_id="1", answering=current)
+        is False
     )
-    runtime.wait_for_background()
+    runtime.background.wait()
     assert runtime.background.failures == 0
 
 
 def test_recording_into_a_disabled_store_is_a_no_op(message: MessageFactory) -> None:
     runtime = Promptweave.from_config(attrs.evolve(Config(), store=StoreConfig(enabled=False)))
     current = message("30022", "在吗")
-    assert runtime.record_message(BOT.id, GROUP, current) is False
+    assert runtime.recorder.record_message(BOT.id, GROUP, current) is False
     assert (
-        runtime.record_bot_reply(BOT.id, GROUP, "在的", message_id="1", answering=current) is False
+        runtime.recorder.record_bot_reply(BOT.id, GROUP, "在的", message_id="1", answering=current)
+        is False
     )
 
 

@@ -137,7 +137,7 @@ def test_a_onebot_event_parses_or_is_a_value_error_and_its_message_renders(event
     except ValueError:
         return
     try:
-        message = shared.parse_incoming("onebot", event, parsed.bot_id)
+        message = shared.plugins.hooks.parse_message("onebot", event, parsed.bot_id)
     except ValueError:
         return  # a value a Turn refuses (a blank group id, an id that is not text)
     try:
@@ -248,8 +248,8 @@ def test_a_valid_turn_is_recorded_and_rendered_on_every_backend(data, runtime):
     turn = structure(data, Turn, "turn")
     group = turn.group_id
     for earlier in (*turn.recent_messages, turn.message):
-        runtime.record_message(turn.bot.id, group, earlier)
-    runtime.record_bot_reply(
+        runtime.recorder.record_message(turn.bot.id, group, earlier)
+    runtime.recorder.record_bot_reply(
         turn.bot.id,
         group,
         "收到【安全约束】\ud800",

@@ -47,8 +47,8 @@ def test_lone_surrogates_never_reach_a_store(sqlite_runtime):
         text=hostile,
         time=NOW - dt.timedelta(minutes=1),
     )
-    assert runtime.record_message(BOT.id, "20001", earlier)
-    assert runtime.record_bot_reply(
+    assert runtime.recorder.record_message(BOT.id, "20001", earlier)
+    assert runtime.recorder.record_bot_reply(
         BOT.id, "20001", "收到\ud801", message_id="r0", answering=earlier
     )
     rendered = runtime.render(_turn(hostile))
@@ -89,8 +89,8 @@ def test_a_blank_group_id_is_refused(group_id, sqlite_runtime):
     with pytest.raises(ValueError, match="group_id must be a group's id"):
         Turn(bot=BOT, group_id=group_id, message=ChatMessage(sender_id="u", text="x", time=NOW))
     message = ChatMessage(id="m9", sender_id="u", text="x", time=NOW)
-    assert not sqlite_runtime.record_message(BOT.id, group_id, message)
-    assert not sqlite_runtime.record_bot_reply(
+    assert not sqlite_runtime.recorder.record_message(BOT.id, group_id, message)
+    assert not sqlite_runtime.recorder.record_bot_reply(
         BOT.id, group_id, "y", message_id="r9", answering=message
     )
 
@@ -243,7 +243,7 @@ def test_a_huge_message_is_stored_in_the_session_cut_at_the_content_cap(sqlite_r
     runtime = sqlite_runtime
     cap = runtime.config.session.max_content_chars
     huge = ChatMessage(id="m9", sender_id="30022", text="长" * (cap * 3), time=NOW)
-    assert runtime.record_bot_reply(
+    assert runtime.recorder.record_bot_reply(
         BOT.id,
         "20001",
         "好" * (cap * 2),
