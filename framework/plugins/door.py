@@ -208,6 +208,31 @@ class Hooks:
             others = [plugin for other, plugin in everyone if other != name]
             yield name, _Contribution(name, hook_name, pm.subset_hook_caller(hook_name, others))
 
+    def register_sections(self) -> Iterator[tuple[str, Callable[..., Any]]]:
+        """The plugins that implement ``register_sections``, each with its call
+        (``call(register=...)``), in the order :meth:`contributions` gives."""
+        return self.contributions("register_sections")
+
+    def register_retrievers(self) -> Iterator[tuple[str, Callable[..., Any]]]:
+        """The plugins that implement ``register_retrievers``, each with its call."""
+        return self.contributions("register_retrievers")
+
+    def register_decision_rules(self) -> Iterator[tuple[str, Callable[..., Any]]]:
+        """The plugins that implement ``register_decision_rules``, each with its call."""
+        return self.contributions("register_decision_rules")
+
+    def register_low_engagement_pools(self) -> Iterator[tuple[str, Callable[..., Any]]]:
+        """The plugins that implement ``register_low_engagement_pools``, each with its call."""
+        return self.contributions("register_low_engagement_pools")
+
+    def register_persona_packs(self) -> Iterator[tuple[str, Callable[..., Any]]]:
+        """The plugins that implement ``register_persona_packs``, each with its call."""
+        return self.contributions("register_persona_packs")
+
+    def register_tools(self) -> Iterator[tuple[str, Callable[..., Any]]]:
+        """The plugins that implement ``register_tools``, each with its call."""
+        return self.contributions("register_tools")
+
     # -- assembly ------------------------------------------------------------------------
 
     def override_section(

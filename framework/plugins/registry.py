@@ -8,6 +8,7 @@ never resolved silently: the error names both plugins.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -72,19 +73,18 @@ class Registries:
 
 
 def _collect_named(
-    pm: pluggy.PluginManager,
-    hook_name: str,
+    contributions: Iterator[tuple[str, Callable[..., Any]]],
     kind: str,
     record: type[Retriever] | type[PhrasePool] | type[Tool],
 ) -> dict[str, Registered[Any]]:
     collected: dict[str, Registered[Any]] = {}
-    for plugin_name, caller in Hooks(pm=pm).contributions(hook_name):
+    for plugin_name, caller in contributions:
 
         def register(item: Any, _plugin: str = plugin_name) -> None:
             if not isinstance(item, record):
                 raise PluginRegistrationError(
                     f"plugin {_plugin!r} registered {item!r}, which is not a "
-                    f"framework.{record.__name__}"
+                    f"promptweave.{record.__name__}"
                 )
             name = item.name
             if name in collected:
@@ -101,7 +101,7 @@ def _collect_named(
 def _collect_sections(pm: pluggy.PluginManager) -> list[Registered[Section]]:
     sections: list[Registered[Section]] = []
     replaced_by: dict[str, str] = {}
-    for plugin_name, caller in Hooks(pm=pm).contributions("register_sections"):
+    for plugin_name, caller in Hooks(pm=pm).register_sections():
 
         def register(section: Section, _plugin: str = plugin_name) -> None:
             if not isinstance(section, Section):
@@ -205,15 +205,16 @@ def order_sections(
 
 def collect_registries(pm: pluggy.PluginManager) -> Registries:
     """Call every contribution hook and build the registries."""
+    hooks = Hooks(pm=pm)
     sections, warnings = order_sections(_collect_sections(pm))
     return Registries(
         sections=sections,
         section_warnings=warnings,
-        retrievers=_collect_named(pm, "register_retrievers", "retriever", Retriever),
+        retrievers=_collect_named(hooks.register_retrievers(), "retriever", Retriever),
         decision_rules=_collect_rules(pm),
-        pools=_collect_named(pm, "register_low_engagement_pools", "phrase pool", PhrasePool),
+        pools=_collect_named(hooks.register_low_engagement_pools(), "phrase pool", PhrasePool),
         persona_packs=_collect_named_packs(pm),
-        tools=_collect_named(pm, "register_tools", "tool", Tool),
+        tools=_collect_named(hooks.register_tools(), "tool", Tool),
     )
 
 
@@ -222,7 +223,7 @@ def _collect_rules(pm: pluggy.PluginManager) -> dict[str, Registered[DecisionRul
     replacement gives one. Replacing a rule twice, or an unknown one, is an error."""
     collected: dict[str, Registered[DecisionRule]] = {}
     replaced_by: dict[str, str] = {}
-    for plugin_name, caller in Hooks(pm=pm).contributions("register_decision_rules"):
+    for plugin_name, caller in Hooks(pm=pm).register_decision_rules():
 
         def register(rule: DecisionRule, _plugin: str = plugin_name) -> None:
             if not isinstance(rule, DecisionRule):
@@ -260,7 +261,7 @@ def _collect_rules(pm: pluggy.PluginManager) -> dict[str, Registered[DecisionRul
 
 def _collect_named_packs(pm: pluggy.PluginManager) -> dict[str, Registered[Path]]:
     collected: dict[str, Registered[Path]] = {}
-    for plugin_name, caller in Hooks(pm=pm).contributions("register_persona_packs"):
+    for plugin_name, caller in Hooks(pm=pm).register_persona_packs():
 
         def register(name: str, path: Path, _plugin: str = plugin_name) -> None:
             if not isinstance(name, str) or not isinstance(path, str | Path):

@@ -136,3 +136,44 @@ def test_hook_register_persona_packs(register_plugin, tmp_path: Path):
 def test_retrievers_and_pools_must_be_their_records(register_plugin, family):
     with pytest.raises(TypeError, match=r"plugin 'odd' registered \{'name': 'x'\}, which is not"):
         register_plugin(_Contributes(**{family: [{"name": "x"}]}), name="odd")
+
+
+def test_the_door_has_a_method_for_every_hook():
+    import inspect
+
+    from promptweave.plugins import hookspecs
+    from promptweave.plugins.door import Hooks
+
+    hooks = sorted(
+        name
+        for name, spec in inspect.getmembers(hookspecs, inspect.isfunction)
+        if getattr(spec, "promptweave_spec", None) is not None
+    )
+    # parse_incoming is the deprecated name of parse_event: its implementations answer through
+    # Hooks.parse_message, never on their own.
+    assert "parse_event" in hooks and "register_tools" in hooks
+    missing = [name for name in hooks if name != "parse_incoming" and not hasattr(Hooks, name)]
+    assert missing == []
+
+
+def test_the_door_gives_each_contribution_hook_its_plugins_in_collection_order():
+    from promptweave.plugins.manager import build_plugin_manager
+
+    class Late:
+        @hookimpl(trylast=True)
+        def register_sections(self, register):
+            pass
+
+    class Early:
+        @hookimpl(tryfirst=True)
+        def register_sections(self, register):
+            pass
+
+    late, early = Late(), Early()
+    manager = build_plugin_manager(environ={}, extra_plugins=[late, early])
+    names = [name for name, _call in manager.hooks.register_sections()]
+    assert names[0] == manager.pm.get_name(early)
+    assert names[-1] == manager.pm.get_name(late)
+    assert names.index("static_sections") < names.index("turn_sections")
+    retrievers = [name for name, _call in manager.hooks.register_retrievers()]
+    assert "retrievers" in retrievers and manager.pm.get_name(early) not in retrievers
