@@ -65,7 +65,7 @@ _DEFINED_IN: dict[str, str] = {
     "ProviderRequest": "promptweave.providers.exchange",
     "ProviderApi": "promptweave.providers.exchange",
     "SubmitResult": "promptweave.providers.exchange",
-    "SessionTurn": "promptweave.store.sessions",
+    "SessionTurn": "promptweave.store.session_rows",
     "ModelAnswer": "promptweave.delivery.outgoing",
     "Segment": "promptweave.delivery.outgoing",
     "OutgoingMessage": "promptweave.delivery.outgoing",
@@ -197,7 +197,7 @@ if TYPE_CHECKING:
     from promptweave.routing.low_engagement import PoolQuery as PoolQuery
     from promptweave.routing.model import MODEL_ANSWER_FORMAT as MODEL_ANSWER_FORMAT
     from promptweave.runtime import Promptweave as Promptweave
-    from promptweave.store.sessions import SessionTurn as SessionTurn
+    from promptweave.store.session_rows import SessionTurn as SessionTurn
     from promptweave.store.sqlite import StoreUnavailableError as StoreUnavailableError
     from promptweave.store.stores import Stores as Stores
     from promptweave.text.sanitize import (

@@ -51,6 +51,7 @@ from promptweave.store.routing_state import (
     QuoteCandidate,
     RoutingState,
 )
+from promptweave.store.session_rows import SessionSummary, TurnKind
 from promptweave.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
@@ -61,9 +62,7 @@ from promptweave.store.sessions import (
     FeedbackLedger,
     GroupLog,
     SessionStore,
-    SessionSummary,
     SummaryStore,
-    TurnKind,
 )
 from promptweave.text.scoring import query_terms
 

@@ -11,7 +11,8 @@ from promptweave.contrib.redis_store._namespace import (
     dumps,
     encode_time,
 )
-from promptweave.store.sessions import SessionSummary, group_scope
+from promptweave.store.session_rows import SessionSummary
+from promptweave.store.sessions import group_scope
 
 __all__ = ["RedisSummaryStore"]
 

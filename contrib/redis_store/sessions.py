@@ -28,10 +28,10 @@ from promptweave.contrib.redis_store._namespace import (
     encode_time,
     row_key,
 )
+from promptweave.store.session_rows import SessionTurn
 from promptweave.store.sessions import (
     GROUP_LOG_MAX_PER_GROUP,
     TRIM_BATCH,
-    SessionTurn,
     compaction_due,
     summary_row,
 )

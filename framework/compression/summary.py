@@ -25,7 +25,7 @@ from promptweave.config import Config
 from promptweave.messages.images import is_vision_url
 from promptweave.plugins.manager import PluginManager
 from promptweave.plugins.watchdog import NETWORK_BOUND_FACTOR, Watchdog
-from promptweave.store.sessions import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind
+from promptweave.store.session_rows import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind
 from promptweave.store.stores import Stores
 from promptweave.text.rules import IMAGE_MARK
 from promptweave.text.sanitize import sanitize_block

@@ -25,7 +25,8 @@ from promptweave.messages.images import IMAGE_WITHOUT_URL
 from promptweave.messages.sequence import USER_MESSAGE_MAX_CHARS
 from promptweave.plugins.workers import DaemonExecutor
 from promptweave.store.routing_state import QuoteCandidate
-from promptweave.store.sessions import SessionTurn, group_scope
+from promptweave.store.session_rows import SessionTurn
+from promptweave.store.sessions import group_scope
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
 from promptweave.text.sanitize import strip_lone_surrogates

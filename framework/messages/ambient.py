@@ -19,7 +19,7 @@ import attrs
 
 from promptweave.config import AmbientConfig
 from promptweave.messages.timeline import GroupTimeline
-from promptweave.store.sessions import SessionTurn
+from promptweave.store.session_rows import SessionTurn
 from promptweave.text.persona import PersonaPack
 from promptweave.text.rules import IMAGE_MARK
 from promptweave.text.sanitize import quote_user_text

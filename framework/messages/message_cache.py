@@ -32,7 +32,7 @@ from promptweave.messages.sequence import (
     format_user_turn,
 )
 from promptweave.messages.timeline import speaker_label, timeline_text
-from promptweave.store.sessions import SUMMARY_MARK
+from promptweave.store.session_rows import SUMMARY_MARK
 from promptweave.text.persona import PersonaPack
 from promptweave.turn import Bot, ChatMessage, History, HistoryEntry
 

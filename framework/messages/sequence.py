@@ -20,7 +20,7 @@ from promptweave.config import Config
 from promptweave.messages.ambient import AMBIENT_HEADER, AmbientEntry, AmbientExcerpt
 from promptweave.messages.images import vision_image_urls
 from promptweave.messages.prompt_message import PromptMessage
-from promptweave.store.sessions import SUMMARY_MARK
+from promptweave.store.session_rows import SUMMARY_MARK
 from promptweave.text.persona import PersonaPack
 from promptweave.text.rules import IMAGE_MARK, InjectionDetector
 from promptweave.text.sanitize import neutralize_markers, sanitize_block, sanitize_literal

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from promptweave.messages.prompt_message import FetchedImage, ImageLimits, PromptMessage
     from promptweave.prompt.render_context import RenderContext
     from promptweave.providers.exchange import ProviderRequest, SubmitResult
-    from promptweave.store.sessions import SessionTurn
+    from promptweave.store.session_rows import SessionTurn
     from promptweave.turn import ChatMessage
 
 __all__ = ["NOTES_PER_PLUGIN_MAX", "HookImplementation", "Hooks", "log_failure"]

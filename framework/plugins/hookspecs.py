@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     )
     from promptweave.prompt.render_context import RenderContext
     from promptweave.providers.exchange import ProviderRequest, SubmitResult
-    from promptweave.store.sessions import SessionTurn
+    from promptweave.store.session_rows import SessionTurn
     from promptweave.turn import ChatMessage
 
 __all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]

@@ -26,7 +26,8 @@ from promptweave.messages.message_cache import MessageCache, turn_rows
 from promptweave.messages.sequence import HistoryRow
 from promptweave.messages.timeline import timeline_limit
 from promptweave.routing.signals import raw_reply_id
-from promptweave.store.sessions import SessionTurn, group_scope
+from promptweave.store.session_rows import SessionTurn
+from promptweave.store.sessions import group_scope
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
 from promptweave.text.persona import PersonaPack

@@ -1,5 +1,8 @@
 """The conversational stores: group log, sessions, summaries, bot-reply context, feedback ledger.
 
+The rows they keep (:class:`~promptweave.store.session_rows.SessionTurn`, …) are records of their
+own module, :mod:`promptweave.store.session_rows`, which the plugin contract imports.
+
 Each store is a :class:`typing.Protocol`; SQLite (:mod:`promptweave.store.sessions_sqlite`),
 in-memory (:mod:`promptweave.store.sessions_memory`) and Redis (``promptweave.contrib.redis_store``)
 implementations exist, and another engine can be added without touching the callers (``Writing a
@@ -16,13 +19,12 @@ a degraded turn (``docs/design.md``, degradation) and never lets it reach the bo
 from __future__ import annotations
 
 import datetime as dt
-import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
 
-from promptweave.text.rules import IMAGE_MARK
+from promptweave.store.session_rows import SessionSummary, SessionTurn, TurnKind
 from promptweave.turn import ChatMessage
 
 __all__ = [
@@ -31,16 +33,12 @@ __all__ = [
     "BOT_REPLY_TTL_S",
     "FEEDBACK_MAX_PHRASES",
     "GROUP_LOG_MAX_PER_GROUP",
-    "SUMMARY_MARK",
     "TRIM_BATCH",
     "BotReplyContext",
     "FeedbackLedger",
     "GroupLog",
     "SessionStore",
-    "SessionSummary",
-    "SessionTurn",
     "SummaryStore",
-    "TurnKind",
     "bot_reply_entry",
     "compaction_due",
     "feedback_phrases",
@@ -48,9 +46,6 @@ __all__ = [
     "newest_phrases",
     "summary_row",
 ]
-
-#: The first line of a summary row (``docs/design.md``, long-session compression).
-SUMMARY_MARK = "【此前对话摘要】"
 
 #: Messages a group log keeps per (bot, group) on every backend; the oldest go first. The
 #: timeline and the bot-presence count read far fewer, and a long-running bot stays bounded.
@@ -75,80 +70,6 @@ FEEDBACK_MAX_PHRASES = 32
 def group_scope(group_id: str | None) -> str:
     """The stored form of a group id: ``""`` for a private chat."""
     return group_id or ""
-
-
-def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
-    return tuple(value)
-
-
-def _aware(_instance: object, _attribute: object, value: dt.datetime) -> None:
-    if value.tzinfo is None:
-        raise ValueError(f"time {value.isoformat()} has no UTC offset")
-
-
-class TurnKind(enum.StrEnum):
-    """A session row is a conversation turn or the summary of older turns."""
-
-    TURN = "turn"
-    SUMMARY = "summary"
-
-
-@attrs.frozen(kw_only=True)
-class SessionTurn:
-    """One row of a user's session with the bot.
-
-    :param user_id: the user whose session this is (also on the bot's replies to that user).
-    :param role: ``user`` or ``assistant``; a summary row is a ``user`` row.
-    :param content: the text; images are not in it but in ``images``.
-    :param kind: ``turn`` or ``summary``.
-    :param message_id: the platform's message id, if known.
-    :param reply_to: the id of the message this one replied to.
-    :param images: the turn's images, one entry each: their URLs, described only when a summary
-        needs them, or :data:`promptweave.IMAGE_WITHOUT_URL` marks (``[session] describe_images``
-        off, or an image that came without a URL). Either way the turn reads ``[图片]``.
-    :param usage: on a bot's answer, the token usage the provider reported for it
-        (``prompt_tokens``, ``output_tokens``, ``cached_tokens``, ``cache_creation_tokens``; a
-        count the provider did not report is left out); ``None`` when unknown.
-    :param key: the store's own row key; ``None`` before the row is stored.
-    """
-
-    bot_id: str
-    group_id: str
-    user_id: str
-    role: str = attrs.field(validator=attrs.validators.in_(("user", "assistant")))
-    content: str
-    time: dt.datetime = attrs.field(validator=_aware)
-    kind: TurnKind = attrs.field(default=TurnKind.TURN, converter=TurnKind)
-    message_id: str | None = None
-    reply_to: str | None = None
-    images: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
-    usage: Mapping[str, int] | None = None
-    key: int | None = None
-
-    @property
-    def is_summary(self) -> bool:
-        return self.kind is TurnKind.SUMMARY
-
-    def display_text(self, image_text: str = IMAGE_MARK) -> str:
-        """The content with one image mark in front when the turn carried images."""
-        if not self.images:
-            return self.content
-        return f"{image_text} {self.content}".strip()
-
-
-@attrs.frozen(kw_only=True)
-class SessionSummary:
-    """One archived summary, as :meth:`SummaryStore.list_summaries` returns it.
-
-    :param turns_covered: how many session rows the summary replaced.
-    """
-
-    bot_id: str
-    group_id: str
-    user_id: str
-    text: str
-    created: dt.datetime = attrs.field(validator=_aware)
-    turns_covered: int = 0
 
 
 # -- the rules every backend applies ----------------------------------------------------------

@@ -17,14 +17,12 @@ from typing import ClassVar, TypeVar
 
 import attrs
 
+from promptweave.store.session_rows import SessionSummary, SessionTurn, TurnKind
 from promptweave.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
     BOT_REPLY_TTL_S,
     GROUP_LOG_MAX_PER_GROUP,
-    SessionSummary,
-    SessionTurn,
-    TurnKind,
     bot_reply_entry,
     compaction_due,
     feedback_phrases,

@@ -24,6 +24,7 @@ import attrs
 from promptweave._dates import from_timestamp
 from promptweave.store.row_counts import row_counts
 from promptweave.store.row_memo import RowMemo
+from promptweave.store.session_rows import SessionSummary, SessionTurn, TurnKind
 from promptweave.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
@@ -31,9 +32,6 @@ from promptweave.store.sessions import (
     FEEDBACK_MAX_PHRASES,
     GROUP_LOG_MAX_PER_GROUP,
     TRIM_BATCH,
-    SessionSummary,
-    SessionTurn,
-    TurnKind,
     bot_reply_entry,
     compaction_due,
     feedback_phrases,

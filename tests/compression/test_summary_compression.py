@@ -15,7 +15,7 @@ from promptweave import IMAGE_WITHOUT_URL, ChatMessage, Promptweave, SessionTurn
 from promptweave.compression.summary import CompressionStatus
 from promptweave.config import SessionConfig
 from promptweave.delivery.store_writes import record_bot_reply
-from promptweave.store.sessions import SUMMARY_MARK
+from promptweave.store.session_rows import SUMMARY_MARK
 
 TOPICS = [
     "最近在准备考研复试，好紧张",

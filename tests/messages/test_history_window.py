@@ -24,7 +24,7 @@ from promptweave.messages.message_cache import (
     turn_rows,
 )
 from promptweave.messages.sequence import HistoryRow
-from promptweave.store.sessions import SUMMARY_MARK
+from promptweave.store.session_rows import SUMMARY_MARK
 from promptweave.testing import TEST_ENVIRON
 
 CONVERSATION = ("10001", "20001", "30001")

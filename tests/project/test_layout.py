@@ -60,7 +60,7 @@ RECORDS_MODULES = frozenset(
 #: that runs (``docs/architecture.md``, "Dependency rules").
 HOOKSPEC_IMPORTS_ALLOWED = re.compile(
     r"promptweave\.(config|decision|items|turn|plugins\.contributions|prompt\.render_context|"
-    r"messages\.prompt_message|providers\.exchange|store\.sessions|delivery\.outgoing|"
+    r"messages\.prompt_message|providers\.exchange|store\.session_rows|delivery\.outgoing|"
     r"loop\.events)$"
 )
 

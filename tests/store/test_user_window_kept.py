@@ -8,7 +8,7 @@ import datetime as dt
 import random
 from pathlib import Path
 
-from promptweave.store.sessions import SessionTurn, TurnKind
+from promptweave.store.session_rows import SessionTurn, TurnKind
 from promptweave.store.sessions_schema import SESSION_MIGRATIONS
 from promptweave.store.sessions_sqlite import SQLiteSessionStore
 from promptweave.store.sqlite import SQLiteDatabase

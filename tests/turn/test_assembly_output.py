@@ -24,7 +24,7 @@ from assembly_support import (
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from promptweave import History, HistoryEntry
-from promptweave.store.sessions import SUMMARY_MARK
+from promptweave.store.session_rows import SUMMARY_MARK
 
 GOLDEN_DATA = json.loads(GOLDEN.read_text(encoding="utf-8"))
 STREAMS = {stream.name: stream for stream in streams()}

@@ -15,7 +15,8 @@ from base_support import BOT, GROUP, T0, Clock, redis_config, sqlite_config
 from promptweave import ChatMessage, MemoryItem, Promptweave
 from promptweave.pipeline.stages import _merge
 from promptweave.replay.chat_log import MessageIndex, read_events, scan_events, stream_events
-from promptweave.store.sessions import TRIM_BATCH, GroupLog, SessionStore, SessionTurn
+from promptweave.store.session_rows import SessionTurn
+from promptweave.store.sessions import TRIM_BATCH, GroupLog, SessionStore
 from promptweave.testing import TEST_ENVIRON
 
 HUGE = "长" * 1_000_000
