@@ -4,8 +4,9 @@ clock, group messages).
 
 A stage's own fixtures are in its folder's ``conftest.py`` (``tests/<stage>/conftest.py``); the
 stores and runtimes on each backend, and the test Redis server, are in ``runtime_fixtures`` and
-imported by the folders whose tests use them; the NoneBot session (nonebug) is in
-``tests/nonebot/conftest.py`` alone, so no other folder's run starts NoneBot.
+imported by the folders whose tests use them. The NoneBot session (``nonebot_support``) is here
+but starts only for the tests that ask for it (``tests/nonebot/``, and the docs test that imports
+the plugin), so no other run starts NoneBot.
 
 The fuzz properties (``tests/turn/test_fuzz.py``) run under a Hypothesis profile: ``default``, a few
 examples each in a fixed order, so the ordinary run stays fast and repeats itself; ``ci``
@@ -25,10 +26,11 @@ from pathlib import Path
 import pytest
 from base_support import EXAMPLES, T0, Clock, MessageFactory
 from hypothesis import HealthCheck, settings
+from nonebot_support import nonebot_started
 
 from promptweave import ChatMessage, Turn, load_turn_file
 
-__all__ = ["FUZZ_EXAMPLES", "clock", "message", "rich_turn"]
+__all__ = ["FUZZ_EXAMPLES", "clock", "message", "nonebot_started", "rich_turn"]
 
 # pytester: tests/docs/ alone uses it, but pytest takes ``pytest_plugins`` from the root conftest
 # only, and pytester's ``--runpytest`` option must exist when the command line is read.

@@ -1,37 +1,21 @@
-"""The NoneBot session of the ``promptweave.contrib.nonebot`` plugin's tests, under nonebug.
-
-nonebug's pytest plugin is switched off for the whole run (``-p no:nonebug`` in pyproject.toml):
-its session fixtures are autouse, so loaded as a plugin they would start NoneBot for a run of any
-folder. Imported here, they serve this folder's tests alone, and NoneBot starts at the first of
-them.
-"""
+"""Fixtures of the NoneBot plugin's tests: every test here runs in the NoneBot session
+(``nonebot_support.nonebot_started``, shared through the root conftest), and ``app`` is nonebug's
+test app."""
 
 from __future__ import annotations
 
 import pytest
-from base_support import NONEBOT_CONFIG
-from nonebug import NONEBOT_INIT_KWARGS
-from nonebug.fixture import _nonebot_init, nonebug_app, nonebug_init
+from nonebug import App
 
-__all__ = ["_nonebot_init", "after_nonebot_init", "nonebug_app", "nonebug_init"]
+__all__ = ["app"]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # nonebug's session fixture calls nonebot.init(**these).
-    config.stash[NONEBOT_INIT_KWARGS] = {
-        "driver": "~fastapi",
-        "promptweave_config": str(NONEBOT_CONFIG),
-        "nickname": ["小织"],
-        "log_level": "WARNING",
-    }
+@pytest.fixture(autouse=True)
+def _in_the_nonebot_session(nonebot_started: None) -> None:
+    """Start NoneBot (once per run) before any test of this folder."""
 
 
-@pytest.fixture(scope="session", autouse=True)
-async def after_nonebot_init(_nonebot_init: None) -> None:
-    """Load the plugin after ``nonebot.init`` and before nonebug starts the driver's lifespan, so
-    its start-up hook (opening the promptweave loop) runs."""
-    import nonebot
-    from nonebot.adapters.onebot.v11 import Adapter
-
-    nonebot.get_driver().register_adapter(Adapter)
-    nonebot.load_plugin("promptweave.contrib.nonebot")
+@pytest.fixture
+def app(nonebot_started: None) -> App:
+    """nonebug's test app: define a test case with it and run it."""
+    return App()
