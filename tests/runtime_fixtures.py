@@ -1,5 +1,5 @@
 """Fixtures shared by the stage folders that need stores or a whole runtime: the test Redis server,
-:class:`~promptweave.Stores` alone on each backend, and a runtime on each backend.
+and a runtime on each backend.
 
 Not a conftest: a folder's ``conftest.py`` imports the ones its tests ask for, so a run of a folder
 that tests no store opens none, and each folder's conftest says what its tests build.
@@ -33,16 +33,12 @@ __all__ = [
     "REDIS_URL_ENV",
     "REQUIRE_REDIS_ENV",
     "memory_runtime",
-    "memory_stores",
     "redis_namespace",
     "redis_prefix",
     "redis_runtime",
-    "redis_stores",
     "redis_url",
     "runtime",
     "sqlite_runtime",
-    "sqlite_stores",
-    "stores",
 ]
 
 REDIS_URL_ENV = "PROMPTWEAVE_TEST_REDIS_URL"
@@ -102,38 +98,7 @@ def redis_namespace(redis_url: str, redis_prefix: str) -> Iterator[RedisNamespac
     client.close()
 
 
-# -- the stores alone: for tests of a store, no plugin manager, router or assembler -----------------
-
-
-@pytest.fixture
-def memory_stores() -> Iterator[Stores]:
-    stores = Stores.in_memory()
-    yield stores
-    stores.close()
-
-
-@pytest.fixture
-def sqlite_stores(tmp_path: Path) -> Iterator[Stores]:
-    stores = Stores.from_config(sqlite_config(tmp_path / "store.sqlite3"))
-    yield stores
-    stores.close()
-
-
-@pytest.fixture
-def redis_stores(redis_url: str, redis_prefix: str) -> Iterator[Stores]:
-    stores = Stores.from_config(redis_config(redis_url, redis_prefix))
-    assert stores.unavailable is None
-    yield stores
-    stores.close()
-
-
-@pytest.fixture(params=BACKENDS)
-def stores(request: pytest.FixtureRequest) -> Stores:
-    """The stores on each backend: what a store keeps must not depend on the backend."""
-    return request.getfixturevalue(f"{request.param}_stores")
-
-
-# -- a whole runtime: for tests of a whole turn, or of a stage reached only through the runtime -----
+# -- a whole runtime: for tests of a whole turn, or of a stage reached only through the runtime ----
 
 
 @pytest.fixture

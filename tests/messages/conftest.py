@@ -5,6 +5,7 @@ store."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from runtime_fixtures import (
@@ -38,7 +39,7 @@ def timeline() -> Callable[..., GroupTimeline]:
     the timeline stage alone (the built-in persona pack, a ``TimelineConfig`` of ``fields``): no
     runtime, stores, router or sections."""
 
-    def build(turn: Turn, **fields: object) -> GroupTimeline:
-        return build_group_timeline(turn, DEFAULT_PERSONA, TimelineConfig(**fields))  # type: ignore[arg-type]
+    def build(turn: Turn, **fields: Any) -> GroupTimeline:
+        return build_group_timeline(turn, DEFAULT_PERSONA, TimelineConfig(**fields))
 
     return build

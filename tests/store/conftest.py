@@ -1,32 +1,26 @@
-"""Fixtures of the store tests: the test Redis server, the stores alone on each backend, and
-runtimes on each backend for the tests of what a runtime builds its stores with."""
+"""Fixtures of the store tests: the test Redis server (the store contract's Redis backend), and
+runtimes on each backend for the tests of what a runtime builds its stores with. The contract's
+own backends (``store_backend``, ``retrieval_store``, ``shared_stores``) are built of the stores
+alone, in ``test_store_contract.py``."""
 
 from __future__ import annotations
 
 from runtime_fixtures import (
     memory_runtime,
-    memory_stores,
     redis_namespace,
     redis_prefix,
     redis_runtime,
-    redis_stores,
     redis_url,
     runtime,
     sqlite_runtime,
-    sqlite_stores,
-    stores,
 )
 
 __all__ = [
     "memory_runtime",
-    "memory_stores",
     "redis_namespace",
     "redis_prefix",
     "redis_runtime",
-    "redis_stores",
     "redis_url",
     "runtime",
     "sqlite_runtime",
-    "sqlite_stores",
-    "stores",
 ]
