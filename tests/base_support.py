@@ -8,6 +8,7 @@ these by name: ``from base_support import BOT, GROUP, T0``.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +27,18 @@ T0 = dt.datetime(2026, 11, 29, 12, 0, tzinfo=SHANGHAI)
 BOT = Bot(id="10001", name="小织", aliases=("织织",), peer_bot_ids=("10002",))
 GROUP = "20001"
 NONEBOT_CONFIG = ROOT / "tests" / "data" / "nonebot.toml"
+
+
+def without_group_messages(name: str, directory: Path) -> Path:
+    """The example turn file ``name`` with no group messages, written to ``directory``: for tests
+    whose figures (lengths, budgets) are about another stage and should not move when the group
+    timeline's lines do (those are the timeline's tests, ``tests/messages/``)."""
+    turn = json.loads((EXAMPLES / f"{name}.json").read_text(encoding="utf-8"))
+    turn.pop("recent_messages", None)
+    path = directory / f"{name}_without_group_messages.json"
+    path.write_text(json.dumps(turn, ensure_ascii=False), encoding="utf-8")
+    return path
+
 
 #: ``message(sender, text, minute=…)``: the ``message`` fixture's builder.
 MessageFactory = Callable[..., ChatMessage]

@@ -7,7 +7,7 @@ import json
 
 import click
 import pytest
-from base_support import EXAMPLES
+from base_support import EXAMPLES, without_group_messages
 from click.testing import CliRunner
 
 from promptweave.cli.main import cli
@@ -131,16 +131,16 @@ def test_render_text_blocks_come_in_the_documented_order(run):
 
 
 def test_render_text_shows_what_the_budget_dropped(run, tmp_path):
-    (tmp_path / "promptweave.toml").write_text("[budget]\nchars = 2150\n", encoding="utf-8")
+    (tmp_path / "promptweave.toml").write_text("[budget]\nchars = 1997\n", encoding="utf-8")
     result = run(
         "render",
-        str(EXAMPLES / "at_question.json"),
+        str(without_group_messages("at_question", tmp_path)),
         "--config",
         str(tmp_path / "promptweave.toml"),
     )
     budget = blocks(result.output)["budget"]
     assert budget == [
-        "total: 2124 / 2150 chars (system prompt 2068, before trimming 2226)",
+        "total: 1971 / 1997 chars (system prompt 1915, before trimming 2073)",
         "  dropped: history ×3",
         "  cut: none",
         "preflight: skipped, threshold 24000 tokens",
@@ -148,10 +148,11 @@ def test_render_text_shows_what_the_budget_dropped(run, tmp_path):
     ]
 
 
-def test_render_text_budget_with_the_defaults_says_once_that_nothing_was_trimmed(run):
-    budget = blocks(run("render", str(EXAMPLES / "at_question.json")).output)["budget"]
+def test_render_text_budget_with_the_defaults_says_once_that_nothing_was_trimmed(run, tmp_path):
+    turn = without_group_messages("at_question", tmp_path)
+    budget = blocks(run("render", str(turn)).output)["budget"]
     assert budget == [
-        "total: 2226 / 12000 chars (system prompt 2068), nothing trimmed",
+        "total: 2073 / 12000 chars (system prompt 1915), nothing trimmed",
         "preflight: skipped, threshold 24000 tokens",
         "sent: the same as total",
     ]

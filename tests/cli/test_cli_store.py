@@ -6,10 +6,15 @@ import json
 import sqlite3
 from pathlib import Path
 
+import attrs
 from base_support import ROOT
 from click.testing import CliRunner
+from timeline_support import timeline_lines
 
+from promptweave import ChatMessage, load_turn_file
+from promptweave._convert import structure
 from promptweave.cli.main import cli
+from promptweave.text.rules import IMAGE_MARK
 
 EXAMPLES = ROOT / "examples"
 LOG = EXAMPLES / "logs" / "lunch_chat.jsonl"
@@ -19,6 +24,15 @@ TURN = EXAMPLES / "turns" / "from_store.json"
 def invoke(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(cli, list(args))
     return result.exit_code, result.stdout, result.stderr
+
+
+def _logged(message_id: str) -> ChatMessage:
+    """The message ``message_id`` of the example log."""
+    for line in LOG.read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event["event"] == "message" and event["message"]["id"] == message_id:
+            return structure(event["message"], ChatMessage, str(LOG))
+    raise LookupError(message_id)
 
 
 def test_store_import_then_render_reads_timeline_history_and_quoted_text(tmp_path: Path) -> None:
@@ -31,8 +45,20 @@ def test_store_import_then_render_reads_timeline_history_and_quoted_text(tmp_pat
     assert code == 0, out
     rendered = json.loads(out)
     prompt = rendered["system_prompt"]
-    assert "- 青柠汽水（回小织的话）：对，汤底是骨头熬的" in prompt
-    assert "- 青柠汽水：[图片] 楼下新开了家米线" in prompt
+    # The timeline shows the imported messages, one with its reply to the bot, one with its image.
+    turn = load_turn_file(TURN)
+    bot_reply = attrs.evolve(
+        _logged("9310"),
+        id="9309",
+        sender_id=turn.bot.id,
+        sender_name="",
+        text="青柠说的那家米线可以试试，听说汤底是现熬的",
+        reply_to=None,
+    )
+    shown = prompt.splitlines()
+    assert timeline_lines(turn, bot_reply, _logged("9310"))[-1] in shown
+    [with_image] = timeline_lines(turn, _logged("9307"))
+    assert IMAGE_MARK in with_image and with_image in shown
     assert "【小织刚才说】\n青柠说的那家米线可以试试" in prompt
     assert "哪一家？就是地铁站旁边那家吗" not in prompt
     contents = [m["content"] for m in rendered["messages"]]

@@ -6,6 +6,7 @@ import pytest
 
 from promptweave import ModelAnswer, Promptweave, ReplyShape, Turn, read_model_answer_default
 from promptweave.delivery.reply_contract import LEAK_RUN_CHARS
+from promptweave.messages.timeline import TIMELINE_HEADER
 
 BANTER = ReplyShape(max_bubbles=3, preferred_bubbles=2, min_chars=4, max_chars=18)
 SERIOUS = ReplyShape(max_bubbles=2, min_chars=8, max_chars=80, band="complete")
@@ -349,7 +350,7 @@ def test_a_persona_packs_own_user_marker_is_a_leak() -> None:
 
 @pytest.mark.parametrize(
     "header",
-    ["【相关知识参考", "【工具上下文】", "【相关 IP 知识】", "【已确认群事件】", "【刚才的群聊】"],
+    ["【相关知识参考", "【工具上下文】", "【相关 IP 知识】", "【已确认群事件】", TIMELINE_HEADER],
 )
 def test_quoting_reference_material_word_for_word_is_no_leak(
     system_prompt: str, header: str

@@ -184,6 +184,8 @@ def _resolves(dotted: str) -> bool:
     return False
 
 
+# Importing promptweave.contrib.nonebot needs NoneBot initialised.
+@pytest.mark.usefixtures("nonebot_started")
 def test_every_framework_name_the_docs_and_docstrings_give_exists() -> None:
     lines = [
         (where, number, line)

@@ -24,6 +24,7 @@ from base_support import ROOT
 from websockets.asyncio.client import ClientConnection, connect
 
 from promptweave import Config, Stores
+from promptweave.messages.timeline import TIMELINE_HEADER
 
 SELF_ID = 10001
 GROUP = 20001
@@ -237,7 +238,7 @@ async def test_a_real_nonebot_process_answers_an_at_question_in_bubbles_and_reco
     assert request["path"] == "/v1/chat/completions"
     system = request["messages"][0]
     assert system["role"] == "system" and "【安全约束】" in system["content"]
-    assert "【刚才的群聊】" in system["content"] and "今天好冷" in system["content"]
+    assert TIMELINE_HEADER in system["content"] and "今天好冷" in system["content"]
     assert "周末有什么活动吗" in json.dumps(request["messages"][-1], ensure_ascii=False)
 
     process.send_signal(signal.SIGINT)

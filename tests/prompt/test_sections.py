@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 
 import attrs
 import pytest
-from base_support import CST
 
 from promptweave import (
     BehaviorStrategy,
-    ChatMessage,
-    Config,
     ExpressionPair,
     MemoryItem,
     Promptweave,
@@ -20,10 +16,10 @@ from promptweave import (
     RhythmBaseline,
     Turn,
 )
-from promptweave.config import StoreConfig, TimelineConfig
+from promptweave.config import Config
 from promptweave.items import ToolContext
-from promptweave.testing import TEST_ENVIRON
-from promptweave.turn import GroupExpression, SpeakTrigger, TurnRetrieved
+from promptweave.messages.timeline import TIMELINE_HEADER, build_group_timeline
+from promptweave.turn import GroupExpression, TurnRetrieved
 
 HEADERS = {
     "injection_guard": "【安全约束】",
@@ -36,7 +32,7 @@ HEADERS = {
     "relationship": "【与当前对话者的关系备注 — 仅供参考】",
     "person_facts": "【当前对话者的稳定偏好 — 仅供参考】",
     "mid_term": "【相关旧话题】",
-    "group_timeline": "【刚才的群聊】",
+    "group_timeline": TIMELINE_HEADER,
     "reply_shape": "【回复形状与输出契约】",
     "turn_policy": "【本轮策略】",
     "current_time": "【当前时间】",
@@ -241,71 +237,11 @@ def test_retrieval_sections_are_empty_without_items(promptweave_runtime, rich_tu
     assert texts["relationship"].endswith(_fallback_line(promptweave_runtime))
 
 
-def _message(message_id: str, sender: str, text: str, minute: int, **kwargs) -> ChatMessage:
-    return ChatMessage(
-        id=message_id,
-        sender_id=sender,
-        text=text,
-        time=dt.datetime(2026, 11, 28, 20, minute, tzinfo=CST),
-        **kwargs,
-    )
-
-
-def test_timeline_labels_speakers(promptweave_runtime, rich_turn):
-    text = _texts(promptweave_runtime, rich_turn)["group_timeline"]
-    assert "- 小织：火腿肠是它今晚的最佳收获吧" in text  # the bot itself
-    assert "- 别的bot：好心人出现了" in text  # a peer bot
-    assert "- 阿蒙：今天下班路上" in text  # display name
-    assert "- 群友#0031：橘猫都胖" in text  # no name: last four digits
-    assert "- 阿蒙（回群友#0031的话）：这只不胖" in text  # reply inside the window
-    assert "- 青柠汽水：[图片] 拍到了吗" in text
-
-
-def test_timeline_reply_outside_window_has_no_marker(promptweave_runtime, rich_turn):
-    recent = (_message("2", "30022", "接上一句", 1, sender_name="阿蒙", reply_to="1"),)
-    text = _texts(promptweave_runtime, attrs.evolve(rich_turn, recent_messages=recent))
-    assert "- 阿蒙：接上一句" in text["group_timeline"]
-
-
-def test_timeline_excludes_the_current_message(promptweave_runtime, rich_turn):
-    recent = (*rich_turn.recent_messages, rich_turn.message)
-    text = _texts(promptweave_runtime, attrs.evolve(rich_turn, recent_messages=recent))
-    assert "周六晚上桌游局" not in text["group_timeline"]
-
-
-def test_timeline_width_depends_on_the_trigger(promptweave_runtime, rich_turn):
-    recent = tuple(_message(str(i), "30022", f"第{i}条", i, sender_name="阿蒙") for i in range(12))
-    message = attrs.evolve(rich_turn.message, addressed=False)
-    turn = attrs.evolve(rich_turn, recent_messages=recent, message=message)
-    for trigger, count in (
-        (SpeakTrigger.MENTION, 8),
-        (SpeakTrigger.ALIAS, 8),
-        (SpeakTrigger.FOLLOWUP, 8),
-        (SpeakTrigger.AMBIENT, 4),
-    ):
-        text = _texts(promptweave_runtime, attrs.evolve(turn, trigger=trigger))["group_timeline"]
-        assert text.count("\n- ") == count, trigger
-        assert "第11条" in text
-    assert "group_timeline" not in _texts(promptweave_runtime, attrs.evolve(turn, trigger=None))
-
-
-def test_timeline_keeps_newest_lines_when_block_is_full(rich_turn):
-    # With the default 8 lines of at most 240 characters the block stays under 2400; a wider
-    # window makes the block cap bite.
-    config = Config(
-        store=StoreConfig(backend="memory"), timeline=TimelineConfig(addressed_limit=16)
-    )
-    runtime = Promptweave.from_config(config, environ=TEST_ENVIRON)
-    recent = tuple(
-        _message(str(i), "30022", f"第{i:02d}条" + "长" * 400, i, sender_name="阿蒙")
-        for i in range(16)
-    )
-    timeline = _texts(runtime, attrs.evolve(rich_turn, recent_messages=recent))["group_timeline"]
-    assert len(timeline) <= 2400
-    assert timeline.startswith("【刚才的群聊】\n")
-    assert "第15条" in timeline and "第00条" not in timeline
-    assert timeline.count("\n- ") == 2400 // len("- 阿蒙：" + "长" * 240 + "\n")
-    assert all(len(line) <= len("- 阿蒙：") + 240 for line in timeline.splitlines())
+def test_the_timeline_section_shows_the_timeline_block_unchanged(promptweave_runtime, rich_turn):
+    # What the block holds is the timeline stage's: tests/messages/test_timeline.py.
+    timeline = build_group_timeline(rich_turn, promptweave_runtime.persona, Config().timeline)
+    assert timeline.text.startswith(TIMELINE_HEADER)
+    assert _texts(promptweave_runtime, rich_turn)["group_timeline"] == timeline.text
 
 
 def test_timeline_is_absent_in_private_chat(promptweave_runtime, rich_turn):

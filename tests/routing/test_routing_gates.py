@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 from routing_support import BASE_TIME, make_runtime, make_turn
+from timeline_support import timeline_lines
 
 from promptweave import ConfigError, TurnAction
 from promptweave.config import Config, RoutingConfig
@@ -148,13 +149,13 @@ def test_cooldown_keeps_the_message_for_the_next_trigger():
 def test_kept_messages_join_the_timeline_of_the_next_turn():
     runtime = make_runtime()
     runtime.stores.routing.start_cooldown("10001", "20001", BASE_TIME + dt.timedelta(seconds=60))
-    runtime.decide(
-        make_turn("@小织 周末去爬山吗？", addressed=True, sender="阿蒙", message_id="m1")
-    )
+    kept = make_turn("@小织 周末去爬山吗？", addressed=True, sender="阿蒙", message_id="m1")
+    runtime.decide(kept)
     again = make_turn(
         "@小织 刚才问你的呢？", addressed=True, sender="阿蒙", time="2026-11-30T20:01:30+08:00"
     )
-    assert "阿蒙：@小织 周末去爬山吗？" in runtime.render(again).system_prompt
+    [line] = timeline_lines(again, kept.message)
+    assert line in runtime.render(again).system_prompt.splitlines()
 
 
 def test_messages_kept_during_a_cooldown_are_bounded():

@@ -7,7 +7,7 @@ import json
 
 import attrs
 import pytest
-from base_support import EXAMPLES
+from base_support import without_group_messages
 from click.testing import CliRunner
 from support_turn_context import ENVIRON, example_turn
 
@@ -70,13 +70,13 @@ def body_chars(runtime: Promptweave, context: TurnContext) -> int:
 
 def test_notes_and_memory_no_longer_escape_the_budget():
     runtime = make_runtime(3000)
-    turn = example_turn()
+    turn = attrs.evolve(example_turn(), recent_messages=())  # figures without the timeline
     rendered = runtime.render(turn)
-    assert rendered.trace["budget"]["total"] == 2226
+    assert rendered.trace["budget"]["total"] == 2073
     runtime.conversations.notes.push(conversation_key(turn), "注" * 1900)
     context = build_turn_context(runtime, turn, rendered, memory_context="忆" * 3000)
     budget = context.trace["budget"]
-    assert budget["before"] == 7211
+    assert budget["before"] == 7058
     assert budget["total"] == sent_total(context) <= 3000
     assert body_chars(runtime, context) == budget["total"]
     # The memory block goes before the turn's own note, which is cut, not dropped.
@@ -165,13 +165,13 @@ def test_the_measure_text_hook_measures_what_is_sent():
 
 def test_trace_and_durations_of_the_second_pass():
     runtime = make_runtime(12000)
-    turn = example_turn()
+    turn = attrs.evolve(example_turn(), recent_messages=())  # figures without the timeline
     context = build_turn_context(runtime, turn, runtime.render(turn))
     assert context.trace["budget"] == {
         "budget": 12000,
-        "system": 2068,
-        "before": 2226,
-        "total": 2226,
+        "system": 1915,
+        "before": 2073,
+        "total": 2073,
         "trimmed": False,
         "sidecars_dropped": 0,
         "memory_context": "none",
@@ -322,7 +322,14 @@ def render(monkeypatch, tmp_path, *args: str):
     (tmp_path / "promptweave.toml").write_text("[budget]\nchars = 3000\n", encoding="utf-8")
     config = str(tmp_path / "promptweave.toml")
     result = CliRunner().invoke(
-        cli, ["render", str(EXAMPLES / "at_question.json"), "--config", config, *args]
+        cli,
+        [
+            "render",
+            str(without_group_messages("at_question", tmp_path)),
+            "--config",
+            config,
+            *args,
+        ],
     )
     assert result.exit_code == 0, result.output
     return result.output
@@ -331,9 +338,9 @@ def render(monkeypatch, tmp_path, *args: str):
 def test_render_text_budget_block_shows_what_was_trimmed_from_what_is_sent(monkeypatch, tmp_path):
     output = render(monkeypatch, tmp_path)
     block = output.split("==== budget ====\n")[1].split("\n\n")[0].splitlines()
-    assert block[0] == "total: 2226 / 3000 chars (system prompt 2068), nothing trimmed"
+    assert block[0] == "total: 2073 / 3000 chars (system prompt 1915), nothing trimmed"
     assert block[2:] == [
-        "sent: 3000 / 3000 chars (system prompt 2068, before trimming 4128)",
+        "sent: 3000 / 3000 chars (system prompt 1915, before trimming 3975)",
         "  dropped: none",
         "  cut: note",
     ]
@@ -342,5 +349,5 @@ def test_render_text_budget_block_shows_what_was_trimmed_from_what_is_sent(monke
 def test_render_json_carries_the_second_pass_in_the_turn_context(monkeypatch, tmp_path):
     data = json.loads(render(monkeypatch, tmp_path, "--format", "json"))
     budget = data["turn_context"]["budget"]
-    assert (budget["before"], budget["total"], budget["notes_cut"]) == (4128, 3000, True)
-    assert data["trace"]["budget"]["total"] == 2226  # the render-time pass, unchanged
+    assert (budget["before"], budget["total"], budget["notes_cut"]) == (3975, 3000, True)
+    assert data["trace"]["budget"]["total"] == 2073  # the render-time pass, unchanged

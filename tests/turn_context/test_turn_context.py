@@ -16,6 +16,7 @@ from promptweave import (
     build_turn_context,
     hookimpl,
 )
+from promptweave.messages.timeline import TIMELINE_HEADER
 from promptweave.providers.exchange import ProviderSpec
 from promptweave.turn_context.conversation_state import conversation_key
 
@@ -389,7 +390,7 @@ def test_turn_sections_placement(placement):
         assert context.turn_sections == ()
         assert "【当前时间】" not in context.system_prompt
         assert "【当前时间】" in current.api_content
-        assert "【刚才的群聊】" in current.api_content
+        assert TIMELINE_HEADER in current.api_content
 
 
 def test_user_placement_keeps_the_whole_history_a_byte_identical_prefix():
