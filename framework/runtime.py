@@ -61,7 +61,37 @@ def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-@attrs.define
+#: The attributes a turn's parts are made of: replacing one (a plugin added, the settings or the
+#: persona pack swapped) makes :meth:`Promptweave.parts` build them anew.
+_PART_ATTRIBUTES = frozenset(
+    {
+        "config",
+        "persona",
+        "registries",
+        "stores",
+        "router",
+        "retrieval_runner",
+        "assembler",
+        "recorder",
+        "watchdog",
+        "hooks",
+        "conversations",
+        "clock",
+    }
+)
+
+
+def _forget_parts(instance: Promptweave, attribute: attrs.Attribute[Any], value: Any) -> Any:
+    # The live loop asks for the parts on every message; they are built again only after one of
+    # them was replaced, so that check costs nothing per message.
+    if attribute.name in _PART_ATTRIBUTES:
+        instance._parts = None
+    return value
+
+
+@attrs.define(
+    on_setattr=attrs.setters.pipe(attrs.setters.convert, attrs.setters.validate, _forget_parts)
+)
 class Promptweave:
     """Routes and assembles turns with the loaded plugins.
 
@@ -118,9 +148,8 @@ class Promptweave:
     #: The door to the hooks (the plugin manager's :attr:`PluginManager.hooks`).
     hooks: Hooks = attrs.field(init=False)
     _message_cache: MessageCache | None = attrs.field(default=None, init=False, repr=False)
-    _parts: tuple[tuple[int, ...], TurnParts] | None = attrs.field(
-        default=None, init=False, repr=False
-    )
+    #: The parts of :meth:`parts`, kept until one of them is replaced (:func:`_forget_parts`).
+    _parts: TurnParts | None = attrs.field(default=None, init=False, repr=False)
     _bots: dict[tuple[str, tuple[str, ...]], tuple[Config, PersonaPack, Bot]] = attrs.field(
         factory=dict, init=False, repr=False
     )
@@ -199,27 +228,9 @@ class Promptweave:
 
     def parts(self) -> TurnParts:
         """The parts a turn's stages use, as this runtime holds them now."""
-        held = (
-            self.config,
-            self.persona,
-            self.registries,
-            self.stores,
-            self.router,
-            self.retrieval_runner,
-            self.assembler,
-            self.recorder,
-            self.watchdog,
-            self.hooks,
-            self.conversations,
-            self.clock,
-        )
-        # The same parts turn after turn, unless one was replaced (a plugin added, the settings
-        # or persona pack swapped): the live loop asks on every message. The ids cannot be
-        # reused meanwhile, since the kept parts hold the objects.
-        key = tuple(map(id, held))
         kept = self._parts
-        if kept is not None and kept[0] == key:
-            return kept[1]
+        if kept is not None:
+            return kept
         parts = TurnParts(
             config=self.config,
             persona=self.persona,
@@ -238,7 +249,7 @@ class Promptweave:
             # collection closes its event loops.
             event_loop=functools.partial(_thread_event_loop, weakref.ref(self)),
         )
-        self._parts = (key, parts)
+        self._parts = parts
         return parts
 
     def pipeline(self, turn: Turn, now: dt.datetime | None = None) -> TurnPipeline:
