@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import grimp
+from base_support import ROOT
 
 import promptweave
 
@@ -195,3 +196,12 @@ def test_no_two_module_names_differ_only_by_a_prefix_or_suffix() -> None:
         if other in stems
     )
     assert confusing == []
+
+
+def test_every_package_has_a_folder_of_tests() -> None:
+    # The tests live by stage (README.md, "Run the tests"): tests/<package>/ for each package of
+    # framework/, beside the folders of what no package holds alone (the whole turn, the docs).
+    framework = ROOT / "framework"
+    packages = sorted(p.name for p in framework.iterdir() if (p / "__init__.py").is_file())
+    tests = ROOT / "tests"
+    assert [name for name in packages if not (tests / name).is_dir()] == []
