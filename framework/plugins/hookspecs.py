@@ -506,7 +506,8 @@ def observe_message_recorded(bot_id: str, group_id: str | None, message: ChatMes
 
     Runs after the recorder stored an incoming message in the group log (the live loop on each
     message's arrival, so ``promptweave replay`` too), once per message stored; a message the
-    store did not keep (disabled, failing, a repeat) is not observed. It runs on the observation
+    store did not keep (a private message, which has no group log; the store disabled or failing;
+    a repeat) is not observed. It runs on the observation
     worker, never on the turn's path: each implementation is called on its own and waited for
     at most 5 s; one that raises or hangs is logged and traced as a fault of its plugin, and the
     observation is dropped (logged, counted) when the queue is full. The built-in plugins
@@ -514,7 +515,8 @@ def observe_message_recorded(bot_id: str, group_id: str | None, message: ChatMes
 
     :param bot_id: the bot's account id.
     :param group_id: the group's id; ``None`` for a private chat.
-    :param message: the message as it was recorded.
+    :param message: the message as it came in (the group log keeps its text cut at
+        ``[session] max_content_chars``).
     :returns: nothing; the return value is ignored.
     """
 

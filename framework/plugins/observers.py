@@ -138,6 +138,11 @@ class Observations:
                 observations.all_tasks_done.wait(remaining)
         return True
 
+    def hung(self) -> list[tuple[str, str]]:
+        """``(plugin, where)`` of each observer call left behind that has not returned yet."""
+        with self._lock:
+            return sorted(self._hung)
+
     def close(self, timeout: float = CLOSE_WAIT_S) -> bool:
         """Wait (at most ``timeout``) for the observations queued, then stop the dispatcher; a
         later :meth:`submit` starts another. Observer calls still running are left behind.
