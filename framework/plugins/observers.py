@@ -152,7 +152,7 @@ class Observations:
         done = self.wait(timeout)
         with self._lock:
             observations, self._queue = self._queue, None
-            workers, self._workers = self._workers, None
+            self._workers = None
             self._dispatcher = None
         if observations is not None:
             # Past the bound of the queue: the stop signal is never dropped.
@@ -160,8 +160,6 @@ class Observations:
                 observations.queue.append(None)
                 observations.unfinished_tasks += 1
                 observations.not_empty.notify()
-        if workers is not None:
-            workers.shutdown(wait=False)
         return done
 
     def _dispatch(
@@ -169,8 +167,9 @@ class Observations:
     ) -> None:
         while True:
             observation = observations.get()
-            if observation is None:  # closed
+            if observation is None:  # closed: what was queued before is done
                 observations.task_done()
+                workers.shutdown(wait=False)
                 return
             try:
                 for plugin, call in observation.calls:
@@ -229,5 +228,9 @@ class Observations:
         fault = PluginFault(plugin=plugin, where=where, kind=kind, detail=detail)
         with self._lock:
             self.faults.append(fault)
-        # No turn is running on the dispatcher: the fault is logged on the ``promptweave`` logger.
-        record_fault(fault)
+        if kind == "skipped":
+            # The hang was logged when it happened; a skip on every observation is not news.
+            log.info("%s", fault.describe())
+        else:
+            # No turn runs on the dispatcher: the fault is logged on the ``promptweave`` logger.
+            record_fault(fault)
