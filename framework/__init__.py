@@ -71,6 +71,8 @@ _DEFINED_IN: dict[str, str] = {
     "OutgoingMessage": "promptweave.delivery.outgoing",
     "Transport": "promptweave.delivery.outgoing",
     "SendReceipt": "promptweave.delivery.outgoing",
+    "ReplyInjection": "promptweave.delivery.outgoing",
+    "InjectedSource": "promptweave.delivery.outgoing",
     # Helpers for plugins: text safety, reading a provider's answer, the model's formats.
     "sanitize_block": "promptweave.text.sanitize",
     "quote_user_text": "promptweave.text.sanitize",
@@ -119,8 +121,10 @@ if TYPE_CHECKING:
         TurnAction as TurnAction,
     )
     from promptweave.delivery.outgoing import (
+        InjectedSource as InjectedSource,
         ModelAnswer as ModelAnswer,
         OutgoingMessage as OutgoingMessage,
+        ReplyInjection as ReplyInjection,
         Segment as Segment,
         SendReceipt as SendReceipt,
         Transport as Transport,

@@ -438,9 +438,11 @@ class Promptweave:
         return cache
 
     def close(self) -> None:
-        """Finish the background work, release the retrieval and stage worker threads and close
-        this thread's store connection."""
+        """Finish the background work and the observations queued (each within its bound),
+        release the retrieval and stage worker threads and close this thread's store
+        connection."""
         self.background.shutdown()
+        self.plugins.hooks.observations.close()
         self.retrieval_runner.close()
         self.watchdog.close()
         self.stores.close()

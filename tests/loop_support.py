@@ -15,6 +15,7 @@ from promptweave import (
     ChatMessage,
     Config,
     IncomingEvent,
+    PhrasePool,
     Promptweave,
     ProviderRequest,
     Stores,
@@ -148,3 +149,23 @@ def make_loop(
         return None
 
     return BotLoop(runtime=runtime, sleep=no_pause, **loop_fields), model
+
+
+class AlwaysPhrase:
+    """A plugin whose one phrase pool offers ``确实`` to every low-engagement exit."""
+
+    @hookimpl
+    def register_low_engagement_pools(self, register):  # type: ignore[no-untyped-def]
+        register(PhrasePool(name="only_this", phrases=("确实",)))
+
+
+class Certain:
+    """A random source whose draws always succeed (probabilities are compared with ``<``)."""
+
+    def random(self) -> float:
+        return 0.0
+
+    def __getattr__(self, name):  # type: ignore[no-untyped-def]
+        import random
+
+        return getattr(random.Random(0), name)

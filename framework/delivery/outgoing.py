@@ -3,11 +3,13 @@
 The reply contract (:func:`promptweave.read_model_answer_default`) reads the model's text into a
 :class:`ModelAnswer`; :func:`promptweave.delivery.plan.plan_delivery` turns it into a :class:`DeliveryPlan` of
 platform-neutral :class:`OutgoingMessage` records; a ``send_message`` hook sends each one through a
-:class:`Transport` and answers with a :class:`SendReceipt` (``docs/delivery.md``).
+:class:`Transport` and answers with a :class:`SendReceipt` (``docs/delivery.md``). A delivered reply
+is observed with a :class:`ReplyInjection`, the sources that went into it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -18,11 +20,14 @@ from promptweave.decision import DeliveryStyle
 
 __all__ = [
     "DeliveryPlan",
+    "InjectedSource",
     "ModelAnswer",
     "OutgoingMessage",
+    "ReplyInjection",
     "Segment",
     "SendReceipt",
     "Transport",
+    "text_hash",
 ]
 
 
@@ -215,3 +220,40 @@ class Transport(Protocol):
 
     async def call_api(self, api: str, **params: Any) -> Any:
         """Call the platform action ``api`` with ``params`` and return its result."""
+
+
+def text_hash(text: str) -> str:
+    """The SHA-256 of ``text`` (UTF-8), in hex: how a :class:`InjectedSource` names its text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@attrs.frozen(kw_only=True)
+class InjectedSource:
+    """One source that went into a rendered turn.
+
+    :param section: the id of the section it went into.
+    :param retriever: the retriever that found it; ``""`` for a section's own text.
+    :param id: the item's stable id, when it has one (a memory's, a knowledge chunk's).
+    :param text_hash: :func:`text_hash` of its text: the section's rendered text, or the item's.
+    """
+
+    section: str
+    retriever: str = ""
+    id: str = ""
+    text_hash: str
+
+
+@attrs.frozen(kw_only=True)
+class ReplyInjection:
+    """What was injected into a delivered reply: the sources of the turn it was rendered in.
+
+    A low-engagement phrase, which no turn was rendered for, has none.
+
+    :param sections: each section that went into the system prompt, in order, with the hash of
+        its text.
+    :param retrieved: the items each retriever found for the turn, in registration order (what
+        the retriever reported for the trace: at most 50 of one retriever).
+    """
+
+    sections: tuple[InjectedSource, ...] = ()
+    retrieved: tuple[InjectedSource, ...] = ()

@@ -19,6 +19,7 @@ import attrs
 from promptweave._dates import shifted
 from promptweave.config import Config
 from promptweave.decision import Decision, DeliveryStyle
+from promptweave.delivery.outgoing import ReplyInjection
 from promptweave.delivery.store_writes import (
     BackgroundRunner,
     record_bot_reply,
@@ -144,7 +145,10 @@ class Recorder:
     def record_message(self, bot_id: str, group_id: str | None, message: ChatMessage) -> bool:
         """Store an incoming group message (the group timeline reads it), its text cut at
         ``[session] max_content_chars``, and make it one of the group's quote candidates; never
-        raises for a failing store. See :func:`promptweave.delivery.store_writes.record_message`."""
+        raises for a failing store. See :func:`promptweave.delivery.store_writes.record_message`.
+
+        A message stored is then observed (``observe_message_recorded``), off the caller's path.
+        """
         start = perf_counter()
         stored = record_message(
             self.stores,
@@ -163,6 +167,8 @@ class Recorder:
                 group_id,
                 "stored" if stored else "not stored",
             )
+        if stored:
+            self.plugins.hooks.observe_message_recorded(bot_id, group_id, message)
         return stored
 
     def record_bot_reply(
@@ -178,6 +184,8 @@ class Recorder:
         time: dt.datetime | None = None,
         session_text: str | None = None,
         usage: Mapping[str, int] | None = None,
+        injection: ReplyInjection | None = None,
+        answered: ChatMessage | None = None,
     ) -> bool:
         """Store a delivered bot message, note it in the routing state (bot presence, reply and
         quote cooldowns, as :meth:`note_delivered`), then compress the user's session in the
@@ -200,6 +208,11 @@ class Recorder:
             as several messages (all of them, one a line); ``text`` by default.
         :param usage: the token usage the provider reported for the answer, kept with it in the
             user's session.
+        :param injection: what was injected into the reply the message belongs to; given, a
+            message stored now is observed (``observe_reply_delivered``), off the caller's path.
+        :param answered: the message the reply answers, as its observers are told, for a message
+            of the reply after the first (which passes no ``answering``: the pair enters the
+            session once); ``answering`` by default.
         :returns: ``True`` when stored (now, or by an earlier call for the same message);
             ``False`` when the store is disabled or failing.
         """
@@ -231,6 +244,10 @@ class Recorder:
                 session_text=session_text,
                 usage=usage,
             )
+            if stored and injection is not None:
+                self.plugins.hooks.observe_reply_delivered(
+                    bot_id, group_id, text, message_id, answering or answered, injection
+                )
         stage_log.debug(
             "record_bot_reply: %.3f ms (bot %s, group %s: %s, %s)",
             elapsed_ms(start),

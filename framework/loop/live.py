@@ -516,7 +516,7 @@ class BotLoop:
             if text.strip():
                 sent.append((text.strip(), receipt.message_id, quoted))
         run.trace["sends"] = sends
-        self._record_delivered(run.event, sent, prepared.usage)
+        self._record_delivered(run, sent, prepared.usage)
         if not sent:
             return run.outcome(
                 OutcomeStatus.FAILED if sends else OutcomeStatus.SILENT,
@@ -555,14 +555,22 @@ class BotLoop:
         return receipt
 
     def _record_delivered(
-        self, event: IncomingEvent, sent: list[tuple[str, str | None, str | None]], usage: Any
+        self, run: _TurnRun, sent: list[tuple[str, str | None, str | None]], usage: Any
     ) -> None:
         """Record what reached the group: each bubble in the group log and the bot-reply context
         under its own id; the user's session keeps the answer once, its bubbles one a line, with
-        the token usage the provider reported for it."""
+        the token usage the provider reported for it. Each bubble recorded is observed with what
+        was injected into the reply (``observe_reply_delivered``)."""
+        event = run.event
         reported = None
         if usage is not None:
             reported = {k: v for k, v in attrs.asdict(usage).items() if v is not None}
+        # Worked out only when a plugin observes deliveries: most bots have no observer.
+        injection = (
+            run.pipeline.injection()
+            if sent and self.runtime.plugins.hooks.implemented("observe_reply_delivered")
+            else None
+        )
         for index, (text, message_id, quoted) in enumerate(sent):
             self.runtime.recorder.record_bot_reply(
                 event.bot_id,
@@ -574,6 +582,8 @@ class BotLoop:
                 quote_of=quoted,
                 time=self.runtime.clock(),
                 usage=reported if index == 0 else None,
+                injection=injection,
+                answered=event.message,
             )
 
     def _record_own(self, event: IncomingEvent) -> None:

@@ -27,7 +27,13 @@ import attrs
 
 from promptweave.config import Config
 from promptweave.decision import Decision, DeliveryStyle, allows_persistent_memory
-from promptweave.delivery.outgoing import DeliveryPlan, ModelAnswer
+from promptweave.delivery.outgoing import (
+    DeliveryPlan,
+    InjectedSource,
+    ModelAnswer,
+    ReplyInjection,
+    text_hash,
+)
 from promptweave.delivery.recorder import Recorder
 from promptweave.items import ReplyShape, TurnPolicy
 from promptweave.messages.builder import TurnMessages, build_turn_messages, carried_by_history
@@ -416,6 +422,36 @@ class TurnPipeline:
             stage_durations_ms=durations,
             vision_images=built.vision_images,
             context=context,
+        )
+
+    def injection(self) -> ReplyInjection:
+        """What went into the rendered turn, for the observers of its delivered reply: each
+        section of the system prompt with the hash of its text, and what each retriever found
+        (as its trace reports it), with the item's id where it has one. Nothing for a turn
+        that was not rendered (a low-engagement phrase)."""
+        rendered = self.rendered
+        if rendered is None:
+            return ReplyInjection()
+        retrieval = self.retrieval
+        return ReplyInjection(
+            sections=tuple(
+                InjectedSource(section=section.id, text_hash=text_hash(section.text))
+                for section in rendered.sections
+                if section.status == "rendered"
+            ),
+            retrieved=()
+            if retrieval is None
+            else tuple(
+                InjectedSource(
+                    section=trace.section,
+                    retriever=trace.retriever,
+                    id=hit.id,
+                    text_hash=text_hash(hit.text),
+                )
+                for trace in retrieval.traces
+                if trace.status == "hit"
+                for hit in trace.hits
+            ),
         )
 
     # -- turn context, request, submit ---------------------------------------------------------

@@ -19,6 +19,7 @@ import pluggy
 
 from promptweave.errors import ConfigError, PluginRegistrationError, PromptweaveError
 from promptweave.plugins.contributions import SectionOverride
+from promptweave.plugins.observers import Observations
 from promptweave.plugins.watchdog import (
     PluginFault,
     PluginHungError,
@@ -31,7 +32,13 @@ from promptweave.plugins.watchdog import (
 if TYPE_CHECKING:
     from promptweave.config import Config
     from promptweave.decision import RouteContext
-    from promptweave.delivery.outgoing import ModelAnswer, OutgoingMessage, SendReceipt, Transport
+    from promptweave.delivery.outgoing import (
+        ModelAnswer,
+        OutgoingMessage,
+        ReplyInjection,
+        SendReceipt,
+        Transport,
+    )
     from promptweave.items import ReplyShape
     from promptweave.loop.events import IncomingEvent
     from promptweave.messages.prompt_message import FetchedImage, ImageLimits, PromptMessage
@@ -110,10 +117,12 @@ class Hooks:
 
     :param pm: the pluggy manager the plugins are registered with.
     :param traced: hook calls are traced (``PROMPTWEAVE_TRACE_PLUGINS=1``).
+    :param observations: where the observation hooks are queued and called, off the turn's path.
     """
 
     pm: pluggy.PluginManager
     traced: bool = False
+    observations: Observations = attrs.field(factory=Observations)
 
     # -- how implementations are called ---------------------------------------------------
 
@@ -623,3 +632,46 @@ class Hooks:
             message=message, transport=transport
         )
         return pending
+
+    # -- after the fact: observation -------------------------------------------------------
+
+    def _observe(self, hook_name: str, **kwargs: Any) -> bool:
+        """Queue ``hook_name``'s implementations for the observation worker: each is called on
+        its own, bounded, a raise or a hang logged and traced as a fault of its plugin; what it
+        returns is ignored. Never blocks and never raises.
+
+        :returns: whether the observation was queued (``False`` when no plugin observes it or
+            the queue is full).
+        """
+        implementations = self.implementations(hook_name)
+        calls = [(implementation.plugin, implementation) for implementation in implementations]
+        return self.observations.submit(hook_name, calls, **kwargs)
+
+    def observe_message_recorded(
+        self, bot_id: str, group_id: str | None, message: ChatMessage
+    ) -> bool:
+        """Tell the observers a message was recorded, off the caller's path (:meth:`_observe`)."""
+        return self._observe(
+            "observe_message_recorded", bot_id=bot_id, group_id=group_id, message=message
+        )
+
+    def observe_reply_delivered(
+        self,
+        bot_id: str,
+        group_id: str | None,
+        text: str,
+        message_id: str | None,
+        answering: ChatMessage | None,
+        injection: ReplyInjection,
+    ) -> bool:
+        """Tell the observers a reply was delivered and recorded, off the caller's path
+        (:meth:`_observe`)."""
+        return self._observe(
+            "observe_reply_delivered",
+            bot_id=bot_id,
+            group_id=group_id,
+            text=text,
+            message_id=message_id,
+            answering=answering,
+            injection=injection,
+        )

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from promptweave.delivery.outgoing import (
         ModelAnswer,
         OutgoingMessage,
+        ReplyInjection,
         Segment,
         SendReceipt,
         Transport,
@@ -491,4 +492,58 @@ def send_message(message: OutgoingMessage, transport: Transport) -> Awaitable[Se
     :param transport: the connection, with its ``platform`` name and async ``call_api``.
     :returns: an awaitable of a :class:`promptweave.SendReceipt`, or ``None`` when this plugin does
         not handle ``transport.platform``.
+    """
+
+
+# -------------------------------------------------------------------------
+# After the fact: observation, off the turn's path
+# -------------------------------------------------------------------------
+
+
+@hookspec
+def observe_message_recorded(bot_id: str, group_id: str | None, message: ChatMessage) -> None:
+    """Be told that an incoming message was recorded.
+
+    Runs after the recorder stored an incoming message in the group log (the live loop on each
+    message's arrival, so ``promptweave replay`` too), once per message stored; a message the
+    store did not keep (a private message, which has no group log; the store disabled or failing;
+    a repeat) is not observed. It runs on the observation
+    worker, never on the turn's path: each implementation is called on its own and waited for
+    at most 5 s; one that raises or hangs is logged and traced as a fault of its plugin, and the
+    observation is dropped (logged, counted) when the queue is full. The built-in plugins
+    implement none.
+
+    :param bot_id: the bot's account id.
+    :param group_id: the group's id; ``None`` for a private chat.
+    :param message: the message as it came in (the group log keeps its text cut at
+        ``[session] max_content_chars``).
+    :returns: nothing; the return value is ignored.
+    """
+
+
+@hookspec
+def observe_reply_delivered(
+    bot_id: str,
+    group_id: str | None,
+    text: str,
+    message_id: str | None,
+    answering: ChatMessage | None,
+    injection: ReplyInjection,
+) -> None:
+    """Be told that a bot reply was delivered and recorded, with what was injected into it.
+
+    Runs after the live loop sent a reply (or a low-engagement phrase) and the recorder stored
+    it, once per message of the reply that reached the group, in order; a message already
+    recorded before, or one the store did not keep, is not observed. It runs on the observation
+    worker, as :func:`observe_message_recorded` does, never on the turn's path. The built-in
+    plugins implement none.
+
+    :param bot_id: the bot's account id.
+    :param group_id: the group's id; ``None`` for a private chat.
+    :param text: the text of the delivered message.
+    :param message_id: the platform's id of the delivered message, when the send gave one.
+    :param answering: the message the reply answered.
+    :param injection: the sources of the turn the reply was rendered in: each section with the
+        hash of its text, and the items each retriever found (none for a phrase).
+    :returns: nothing; the return value is ignored.
     """

@@ -10,13 +10,15 @@ from loop_support import (
     BOT,
     GROUP,
     T0,
+    AlwaysPhrase,
+    Certain,
     RecordingTransport,
     event,
     make_loop,
     message,
 )
 
-from promptweave import BotLoop, Config, PhrasePool, SubmitResult, Tool, hookimpl
+from promptweave import BotLoop, Config, SubmitResult, Tool, hookimpl
 from promptweave.config import LoopConfig, RoutingConfig
 from promptweave.loop.events import IncomingEvent, OutcomeStatus
 from promptweave.pipeline import stages
@@ -111,28 +113,10 @@ def test_bystander_chatter_stays_silent_without_a_model_call() -> None:
     assert _group_log(loop)[-1][1] == "今天食堂又是土豆烧鸡"
 
 
-class _AlwaysPhrase:
-    @hookimpl
-    def register_low_engagement_pools(self, register):  # type: ignore[no-untyped-def]
-        register(PhrasePool(name="only_this", phrases=("确实",)))
-
-
-class _Certain:
-    """A random source whose draws always succeed (probabilities are compared with ``<``)."""
-
-    def random(self) -> float:
-        return 0.0
-
-    def __getattr__(self, name):  # type: ignore[no-untyped-def]
-        import random
-
-        return getattr(random.Random(0), name)
-
-
 def test_low_engagement_phrase_is_sent_then_recorded_without_a_model_call() -> None:
     config = Config(loop=LoopConfig(turn_deadline_s=5.0))
-    loop, model = make_loop("不该被调用", config=config, plugins=[_AlwaysPhrase()])
-    loop.runtime.rng = _Certain()  # type: ignore[assignment]
+    loop, model = make_loop("不该被调用", config=config, plugins=[AlwaysPhrase()])
+    loop.runtime.rng = Certain()  # type: ignore[assignment]
     loop.runtime.router = loop.runtime._build_router()
     transport = RecordingTransport()
     outcome = _run(loop.handle(event("哈哈哈"), transport))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,16 @@ import pytest
 from base_support import ROOT
 from click.testing import CliRunner
 
-from promptweave import BotLoop, Config, Promptweave, Stores
+from promptweave import BotLoop, Config, IncomingEvent, Promptweave, Stores, hookimpl
 from promptweave.cli.main import cli
 from promptweave.config import TurnContextConfig
 from promptweave.providers.exchange import ProviderSpec
-from promptweave.replay.replayer import ReplayClock, ReplayTransport, read_chat_log
+from promptweave.replay.replayer import (
+    ReplayClock,
+    ReplayTransport,
+    read_chat_log,
+    replay_events,
+)
 
 CHAT = ROOT / "examples" / "replay" / "weekend_chat.onebot.jsonl"
 CHAT_CONFIG = ROOT / "examples" / "replay" / "promptweave.toml"
@@ -189,3 +195,67 @@ def test_a_bad_line_is_named_by_file_and_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["replay", str(log), "--no-progress"])
     assert result.exit_code != 0
     assert f"{log}:2" in result.output and "not JSON" in result.output
+
+
+class _Observer:
+    """Keeps what the observation hooks are told during a replay."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, str | None, str | None]] = []
+        self.replies: list[tuple[str, str | None, str, str | None, str | None, int]] = []
+
+    @hookimpl
+    def observe_message_recorded(self, bot_id, group_id, message):  # type: ignore[no-untyped-def]
+        self.messages.append((bot_id, group_id, message.id))
+
+    @hookimpl
+    def observe_reply_delivered(  # type: ignore[no-untyped-def]
+        self, bot_id, group_id, text, message_id, answering, injection
+    ):
+        answered = answering.id if answering is not None else None
+        self.replies.append((bot_id, group_id, text, message_id, answered, len(injection.sections)))
+
+
+def _replayed(plugins: list[object]) -> tuple[list[IncomingEvent], list[dict[str, Any]]]:
+    """The bundled chat through the live loop, with ``plugins`` added: the events and records."""
+    config = Config.from_file(CHAT_CONFIG)
+    clock = ReplayClock()
+    runtime = Promptweave.from_config(
+        config,
+        contrib=["onebot", "offline_model"],
+        extra_plugins=plugins,
+        stores=Stores.in_memory(),
+        clock=clock,
+        rng=random.Random(1),
+    )
+    log = read_chat_log(CHAT, runtime)
+    loop = BotLoop(runtime=runtime, spec=ProviderSpec.from_config(config.provider), sleep=_no_pause)
+    records = asyncio.run(replay_events(loop, clock, log.events))
+    runtime.close()  # waits for the observations still queued
+    return list(log.events), records
+
+
+def test_a_replay_is_observed_and_repeats_exactly_with_observers() -> None:
+    observer = _Observer()
+    events, records = _replayed([observer])
+
+    assert observer.messages == [
+        (event.bot_id, event.group_id, event.message.id)
+        for event in events
+        if not event.self_sent and event.group_id is not None  # private chats have no group log
+    ]
+    delivered = [
+        (event.bot_id, event.group_id, text, message_id, event.message.id)
+        for event, record in zip(events, records, strict=True)
+        for text, message_id in zip(record["bubbles"], record["message_ids"], strict=True)
+    ]
+    assert delivered and [reply[:5] for reply in observer.replies] == delivered
+    # a reply rendered by the model carries its turn's sections; a phrase carries none
+    statuses = [record["status"] for record in records for _bubble in record["bubbles"]]
+    assert "replied" in statuses
+    assert [sections > 0 for *_, sections in observer.replies] == [
+        status == "replied" for status in statuses
+    ]
+    # observers change nothing the bot does
+    _events, without = _replayed([])
+    assert _without_timing(records) == _without_timing(without)
