@@ -26,7 +26,7 @@ from promptweave.delivery.recorder import Recorder
 from promptweave.delivery.store_writes import BackgroundRunner
 from promptweave.errors import ConfigError
 from promptweave.messages.message_cache import MessageCache
-from promptweave.pipeline.stages import TurnParts, TurnPipeline, render_context_for
+from promptweave.pipeline.stages import TurnParts, TurnPipeline
 from promptweave.plugins.door import Hooks
 from promptweave.plugins.manager import PluginInfo, PluginManager, build_plugin_manager
 from promptweave.plugins.registry import Registries, collect_registries
@@ -331,11 +331,8 @@ class Promptweave:
         """The render context of ``turn``:
         :func:`promptweave.pipeline.stages.render_context_for` with this runtime's persona pack,
         settings and message cache."""
-        return render_context_for(
+        return self.parts().context_for(
             turn,
-            persona=self.persona,
-            config=self.config,
-            message_cache=self.message_cache,
             now=now,
             decision=decision,
             retrieved=retrieved,

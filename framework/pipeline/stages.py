@@ -317,11 +317,7 @@ class TurnPipeline:
         allow_persistent_memory: bool | None = None,
     ) -> RenderedTurn:
         """The stages up to the rendered turn, on this thread (:meth:`promptweave.Promptweave.render`)."""
-        deadline = self.parts.watchdog.deadline()
-        self.read_session()
-        completed = self.completed
-        assert completed is not None
-        decision = self.route(deadline, decision)
+        deadline, completed, decision = self._routed(decision)
         if retrieve:
             self.retrieval = self.retrieve_here(
                 completed, decision, allow_persistent_memory, deadline
@@ -337,17 +333,20 @@ class TurnPipeline:
         allow_persistent_memory: bool | None = None,
     ) -> RenderedTurn:
         """Like :meth:`render`, the retrievers on the caller's event loop."""
-        deadline = self.parts.watchdog.deadline()
-        self.read_session()
-        completed = self.completed
-        assert completed is not None
-        decision = self.route(deadline, decision)
+        deadline, completed, decision = self._routed(decision)
         if retrieve:
             self.retrieval = await self.retrieve(
                 completed, decision, allow_persistent_memory, deadline
             )
             self.durations.update(self.retrieval.durations())
         return self.assemble(deadline, allow_persistent_memory)
+
+    def _routed(self, decision: Decision | None) -> tuple[Deadline, Turn, Decision]:
+        """The turn's deadline, the turn the session completed, and its decision: what
+        :meth:`render` and :meth:`arender` start from."""
+        deadline = self.parts.watchdog.deadline()
+        _reader, completed = self.read_session()
+        return deadline, completed, self.route(deadline, decision)
 
     def assemble(self, deadline: Deadline, allow_persistent_memory: bool | None) -> RenderedTurn:
         """The sections and the message sequence within the turn's deadline, and the trace.
