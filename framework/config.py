@@ -447,6 +447,42 @@ class LoopConfig:
 
 
 @attrs.frozen(kw_only=True)
+class LearningConfig:
+    """``[learning]``: the learner stage (``docs/learning.md``).
+
+    :param enabled: run the learners (in the live loop, a replay and ``promptweave learn``).
+    :param tick_s: how often the live loop looks for learners with work waiting.
+    :param max_concurrency: learner runs at once.
+    :param max_runs_per_tick: the most runs one tick starts; groups waiting longest go first.
+    :param lease_s: how long a process's claim on a (learner, bot, group) lasts unless renewed.
+    :param retry_s: the wait after a failed run, doubled on each further failure…
+    :param retry_max_s: …up to this.
+    :param opt_out_groups: group ids (or ``"BOT:GROUP"``) of which nothing is learned or kept:
+        what was learned of them is deleted when the stage starts.
+    :param learners: ``[learning.learners.NAME]``: ``enabled``, ``min_batch``, ``interval_s``,
+        ``max_batch``, ``max_items`` (the cap of each kind it writes), and the learner's own keys.
+    """
+
+    enabled: bool = True
+    tick_s: float = attrs.field(default=5.0, validator=attrs.validators.gt(0))
+    max_concurrency: int = attrs.field(default=2, validator=_positive)
+    max_runs_per_tick: int = attrs.field(default=8, validator=_positive)
+    lease_s: float = attrs.field(default=120.0, validator=attrs.validators.gt(0))
+    retry_s: float = attrs.field(default=5.0, validator=attrs.validators.gt(0))
+    retry_max_s: float = attrs.field(default=600.0, validator=attrs.validators.gt(0))
+    opt_out_groups: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    learners: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+    def opted_out(self, bot_id: str, group_id: str) -> bool:
+        """Whether nothing of this (bot, group) may be learned or kept."""
+        return group_id in self.opt_out_groups or f"{bot_id}:{group_id}" in self.opt_out_groups
+
+    def learner(self, name: str) -> dict[str, Any]:
+        """The ``[learning.learners.NAME]`` table (empty when absent)."""
+        return dict(self.learners.get(name, {}))
+
+
+@attrs.frozen(kw_only=True)
 class BotConfig:
     """``[bots."ID"]``: one bot account's identity (``docs/configuration.md``).
 
@@ -489,6 +525,7 @@ class Config:
     loop: LoopConfig = LoopConfig()
     bots: dict[str, BotConfig] = attrs.field(factory=dict)
     delivery: DeliveryConfig = DeliveryConfig()
+    learning: LearningConfig = LearningConfig()
     base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
     source: str = attrs.field(default=CONFIG_FILE_NAME, eq=False)
 
@@ -540,3 +577,4 @@ class _FileConfig:
     loop: LoopConfig = LoopConfig()
     bots: dict[str, BotConfig] = attrs.field(factory=dict)
     delivery: DeliveryConfig = DeliveryConfig()
+    learning: LearningConfig = LearningConfig()

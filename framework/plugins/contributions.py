@@ -23,6 +23,9 @@ __all__ = [
     "DEFAULT_RULE_ORDER",
     "READS_CONTEXT",
     "DecisionRule",
+    "Learner",
+    "LearnerBatch",
+    "LearnerResult",
     "OverrideMode",
     "PhrasePool",
     "Retriever",
@@ -312,3 +315,102 @@ class Tool:
     call: Callable[..., Any]
     permitted: Callable[[ToolCallContext], bool] = _everyone
     intent_words: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+
+
+# -- learners ----------------------------------------------------------------------------------
+
+
+def _json_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {} if value is None else dict(value)
+
+
+def _caps(value: Mapping[str, int]) -> dict[str, int]:
+    caps = dict(value)
+    for kind, cap in caps.items():
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
+            raise ValueError(f"cap of {kind!r} must be a whole number of at least 1, not {cap!r}")
+    return caps
+
+
+@attrs.frozen(kw_only=True)
+class Learner:
+    """A learner: what it reads, what kinds of item it writes, and its run (``docs/learning.md``).
+
+    The learner stage calls ``run(batch)`` in the background, per (bot, group), with the group-log
+    messages appended after the learner's cursor (:class:`LearnerBatch`); the
+    :class:`LearnerResult` it returns is stored, then the cursor moves past the batch. A run that
+    raises or outlasts ``timeout_s`` keeps the cursor and is retried later, with backoff; it is
+    traced and never affects a turn.
+
+    :param name: unique learner name (its ``[learning.learners.NAME]`` table).
+    :param writes: the item kinds it writes (``expression_pair``, ``rhythm``…).
+    :param run: ``run(batch) -> LearnerResult | None``; synchronous, called in a worker thread.
+    :param reads: what it reads; ``group_log``: the group's messages, the bot's own included.
+    :param min_batch: it runs once this many new messages wait…
+    :param interval_s: …or once this long has passed since new messages started waiting.
+    :param max_batch: the most messages one run receives.
+    :param timeout_s: the longest one run may take.
+    :param caps: the most items of each kind kept per (bot, group), beyond which the least
+        counted, then least recently learned, are evicted; ``[learning.learners.NAME] max_items``
+        overrides the cap of every kind it writes.
+    :param stored: ``stored(items, stores)`` after its items were stored (the negative-feedback
+        learner records the outcome's phrases in the feedback ledger there).
+    :param forgotten: ``forgotten(items, stores)`` after items of its kinds were forgotten.
+    :param description: one line for ``docs`` and ``promptweave learn``.
+    """
+
+    name: str = attrs.field(validator=_check_id("learner"))
+    writes: tuple[str, ...] = attrs.field(converter=str_tuple)
+    run: Callable[..., Any]
+    reads: str = "group_log"
+    min_batch: int = attrs.field(default=20, validator=attrs.validators.ge(1))
+    interval_s: float = attrs.field(default=60.0, validator=attrs.validators.ge(0))
+    max_batch: int = attrs.field(default=500, validator=attrs.validators.ge(1))
+    timeout_s: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    caps: Mapping[str, int] = attrs.field(factory=dict, converter=_caps)
+    stored: Callable[..., Any] | None = None
+    forgotten: Callable[..., Any] | None = None
+    description: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class LearnerBatch:
+    """What one run of a learner receives.
+
+    :param messages: the group-log messages after the cursor, in the order appended
+        (:class:`promptweave.store.learned.LoggedMessage`: ``position`` and ``message``).
+    :param state: what the learner's last run left (``LearnerResult.state``), ``{}`` at first.
+    :param now: the time of the run (the log's clock in a replay).
+    :param bot_ids: the bot's own account and its peer bots: their messages are not a human's.
+    :param settings: the learner's ``[learning.learners.NAME]`` table, beyond the keys the stage
+        reads itself.
+    :param stores: the runtime's stores (``stores.learned``: what was learned; ``stores.group_log``
+        to find a quoted message).
+    :param config: the runtime's configuration.
+    """
+
+    learner: str
+    bot_id: str
+    group_id: str
+    messages: tuple[Any, ...]
+    state: Mapping[str, Any] = attrs.field(factory=dict, converter=_json_mapping)
+    now: Any
+    bot_ids: frozenset[str] = frozenset()
+    settings: Mapping[str, Any] = attrs.field(factory=dict, converter=_json_mapping)
+    stores: Any = None
+    config: Any = None
+
+
+@attrs.frozen(kw_only=True)
+class LearnerResult:
+    """What a learner's run learned.
+
+    :param items: the learned items (:class:`promptweave.store.learned.LearnedItem`).
+    :param state: the state to keep for the next run (JSON-safe, small); ``None`` keeps the old.
+    :param notes: what it decided not to learn, and why, for the log and the trace
+        (``"2 pairs skipped: offensive"``).
+    """
+
+    items: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
+    state: Mapping[str, Any] | None = None
+    notes: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)

@@ -242,6 +242,10 @@ class Hooks:
         """The plugins that implement ``register_tools``, each with its call."""
         return self.contributions("register_tools")
 
+    def register_learners(self) -> Iterator[tuple[str, Callable[..., Any]]]:
+        """The plugins that implement ``register_learners``, each with its call."""
+        return self.contributions("register_learners")
+
     # -- assembly ------------------------------------------------------------------------
 
     def override_section(

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from promptweave.messages.prompt_message import FetchedImage, ImageLimits, PromptMessage
     from promptweave.plugins.contributions import (
         DecisionRule,
+        Learner,
         PhrasePool,
         Retriever,
         Section,
@@ -362,6 +363,26 @@ def register_tools(register: Callable[[Tool], None]) -> None:
     registers ``roll_dice`` and ``upcoming_events``.
 
     :param register: ``register(tool)``; raises
+        :class:`promptweave.errors.DuplicateRegistrationError` when the name is taken, naming both
+        plugins.
+    :returns: nothing; the return value is ignored.
+    """
+
+
+@hookspec
+def register_learners(register: Callable[[Learner], None]) -> None:
+    """Contribute learners: what the bot learns of each group from what it records
+    (``docs/learning.md``).
+
+    Runs once at start-up, for every plugin. Call ``register`` once per learner. The learner
+    stage runs each learner in the background of the live loop, of a replay and of ``promptweave
+    learn``, per (bot, group), over the group-log messages after its cursor; what its ``run``
+    returns is stored in the learned store, where the sections read it. A learner that raises or
+    hangs keeps its cursor, is retried with backoff and traced, and never affects a turn. The
+    built-in plugin ``learners`` registers ``expression_pairs``, ``rhythm``, ``pickups``,
+    ``teachings`` and ``negative_feedback``.
+
+    :param register: ``register(learner)``; raises
         :class:`promptweave.errors.DuplicateRegistrationError` when the name is taken, naming both
         plugins.
     :returns: nothing; the return value is ignored.

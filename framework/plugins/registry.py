@@ -22,6 +22,7 @@ from promptweave.errors import (
 )
 from promptweave.plugins.contributions import (
     DecisionRule,
+    Learner,
     PhrasePool,
     Retriever,
     RuleStage,
@@ -54,6 +55,7 @@ class Registries:
     pools: dict[str, Registered[PhrasePool]]
     persona_packs: dict[str, Registered[Path]]
     tools: dict[str, Registered[Tool]] = attrs.field(factory=dict)
+    learners: dict[str, Registered[Learner]] = attrs.field(factory=dict)
 
     def rules_for(self, stage: RuleStage | str) -> tuple[Registered[DecisionRule], ...]:
         """The rules of one stage, by ascending ``order``, registration order breaking ties."""
@@ -75,7 +77,7 @@ class Registries:
 def _collect_named(
     contributions: Iterator[tuple[str, Callable[..., Any]]],
     kind: str,
-    record: type[Retriever] | type[PhrasePool] | type[Tool],
+    record: type[Retriever] | type[PhrasePool] | type[Tool] | type[Learner],
 ) -> dict[str, Registered[Any]]:
     collected: dict[str, Registered[Any]] = {}
     for plugin_name, caller in contributions:
@@ -215,6 +217,7 @@ def collect_registries(pm: pluggy.PluginManager) -> Registries:
         pools=_collect_named(hooks.register_low_engagement_pools(), "phrase pool", PhrasePool),
         persona_packs=_collect_named_packs(pm),
         tools=_collect_named(hooks.register_tools(), "tool", Tool),
+        learners=_collect_named(hooks.register_learners(), "learner", Learner),
     )
 
 

@@ -17,6 +17,7 @@ from typing import ClassVar, TypeVar
 
 import attrs
 
+from promptweave.store.learned import LoggedMessage
 from promptweave.store.session_rows import SessionSummary, SessionTurn, TurnKind
 from promptweave.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
@@ -108,6 +109,20 @@ class MemoryGroupLog:
                 return None
             rows = self._rows[scope]
             return next((m for _t, _k, m in reversed(rows) if m.id == message_id), None)
+
+    def messages_after(
+        self, bot_id: str, group_id: str, position: int, *, limit: int
+    ) -> list[LoggedMessage]:
+        """:meth:`promptweave.store.learned.LearningSource.messages_after`: positions are the
+        order of appending, from 1."""
+        with self._lock:
+            rows = self._rows.get((bot_id, group_id), [])
+            after = sorted((key + 1, m) for _t, key, m in rows if key + 1 > position)
+        return [LoggedMessage(position=key, message=m) for key, m in after[: max(0, limit)]]
+
+    def group_scopes(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return sorted(scope for scope, rows in self._rows.items() if rows and scope[1])
 
 
 @attrs.define

@@ -13,6 +13,8 @@ import attrs
 from promptweave.config import Config
 from promptweave.errors import ConfigError
 from promptweave.store.deliveries import DeliveryLedger, MemoryDeliveryLedger
+from promptweave.store.learned import LearnedStore
+from promptweave.store.learned_memory import MemoryLearnedStore
 from promptweave.store.retrieval import RetrievalStore, TopicSummarySource
 from promptweave.store.retrieval_memory import InMemoryRetrievalStore
 from promptweave.store.routing_state import MemoryRoutingState, RoutingState
@@ -97,6 +99,8 @@ class Stores:
     :param closers: called by :meth:`close` (the Redis backend closes its connection pool).
     :param deliveries: the deliveries already reported, so each counts once
         (:mod:`promptweave.store.deliveries`); in this process unless a shared one is given.
+    :param learned: what the learners learned, their cursors and leases, and the injections of
+        delivered replies (``docs/learning.md``); ``None`` when the store keeps none.
     """
 
     database: SQLiteDatabase | None = None
@@ -113,6 +117,7 @@ class Stores:
     )
     closers: tuple[Callable[[], None], ...] = ()
     deliveries: DeliveryLedger = attrs.field(factory=MemoryDeliveryLedger)
+    learned: LearnedStore | None = None
 
     @classmethod
     def from_config(cls, config: Config) -> Stores:
@@ -194,6 +199,7 @@ class Stores:
                 ttl_s=session.bot_reply_ttl_s, max_entries=session.bot_reply_max_entries
             ),
             feedback=MemoryFeedbackLedger(),
+            learned=MemoryLearnedStore(),
         )
 
     def transaction(self, *, savepoints: bool = True) -> AbstractContextManager[object]:

@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("providers",),
     ("compression",),
     ("delivery",),
+    ("learning",),
     ("pipeline",),
     ("runtime", "loop"),
     ("replay",),
