@@ -25,6 +25,7 @@ from promptweave.decision import Decision
 from promptweave.delivery.recorder import Recorder
 from promptweave.delivery.store_writes import BackgroundRunner
 from promptweave.errors import ConfigError
+from promptweave.learning.stage import LearningStage
 from promptweave.messages.message_cache import MessageCache
 from promptweave.pipeline.stages import TurnParts, TurnPipeline
 from promptweave.plugins.door import Hooks
@@ -145,6 +146,8 @@ class Promptweave:
     )
     router: Router = attrs.field(init=False)
     recorder: Recorder = attrs.field(init=False)
+    #: The learner stage (``docs/learning.md``): what the bot learns of its groups.
+    learning: LearningStage = attrs.field(init=False)
     #: The door to the hooks (the plugin manager's :attr:`PluginManager.hooks`).
     hooks: Hooks = attrs.field(init=False)
     _message_cache: MessageCache | None = attrs.field(default=None, init=False, repr=False)
@@ -166,6 +169,18 @@ class Promptweave:
             background=self.background,
             watchdog=self.watchdog,
         )
+        self._build_learning()
+
+    def _build_learning(self) -> None:
+        """The learner stage over the registered learners; the recorder tells it of every group
+        message stored and every reply delivered."""
+        self.learning = LearningStage(
+            learners=[entry.item for entry in self.registries.learners.values()],
+            stores=self.stores,
+            config=self.config,
+        )
+        self.recorder.on_group_message = self.learning.note if self.learning.enabled else None
+        self.recorder.on_reply = self.learning.note_reply if self.learning.enabled else None
 
     def _ships_with_promptweave(self, plugin: str) -> bool:
         """A built-in or ``contrib`` plugin: the watchdog calls it without handing it to a
@@ -442,6 +457,7 @@ class Promptweave:
         self.plugins.hooks.observations.close()
         self.retrieval_runner.close()
         self.watchdog.close()
+        self.learning.close()
         self.stores.close()
         loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
         if loop is not None:
@@ -489,6 +505,7 @@ class Promptweave:
             self.registries = collect_registries(self.plugins.pm)
             self.router = self._build_router()
             self.assembler.forget_static()
+            self._rebuild_learning()
         except Exception:
             self.plugins.pm.unregister(name=registered)
             raise
@@ -504,6 +521,11 @@ class Promptweave:
         self.registries = collect_registries(self.plugins.pm)
         self.router = self._build_router()
         self.assembler.forget_static()
+        self._rebuild_learning()
+
+    def _rebuild_learning(self) -> None:
+        self.learning.close()
+        self._build_learning()
 
 
 def _thread_event_loop(owner: weakref.ref[Promptweave]) -> asyncio.AbstractEventLoop:

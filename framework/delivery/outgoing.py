@@ -235,12 +235,14 @@ class InjectedSource:
     :param retriever: the retriever that found it; ``""`` for a section's own text.
     :param id: the item's stable id, when it has one (a memory's, a knowledge chunk's).
     :param text_hash: :func:`text_hash` of its text: the section's rendered text, or the item's.
+    :param preview: the item's text as injected, at most 120 characters (``""`` for a section).
     """
 
     section: str
     retriever: str = ""
     id: str = ""
     text_hash: str
+    preview: str = ""
 
 
 @attrs.frozen(kw_only=True)
@@ -253,7 +255,12 @@ class ReplyInjection:
         its text.
     :param retrieved: the items each retriever found for the turn, in registration order (what
         the retriever reported for the trace: at most 50 of one retriever).
+    :param ambient: the group turns the messages carried (the ambient excerpt's, or the
+        timeline's when it stood in for it), with their ids (``ambient:…``) and previews.
+    :param self_aliases: the names the bot was told it goes by.
     """
 
     sections: tuple[InjectedSource, ...] = ()
     retrieved: tuple[InjectedSource, ...] = ()
+    ambient: tuple[InjectedSource, ...] = ()
+    self_aliases: tuple[str, ...] = ()

@@ -66,6 +66,13 @@ class Recorder:
     clock: Callable[[], dt.datetime]
     background: BackgroundRunner
     watchdog: Watchdog | None = None
+    #: Told of every group message stored (``(bot_id, group_id, time)``, the bot's own included):
+    #: the learner stage notes its waiting work there (``docs/learning.md``).
+    on_group_message: Callable[[str, str | None, dt.datetime], None] | None = None
+    #: Told of every delivered bot message stored with what was injected into its reply
+    #: (``(bot_id, group_id, message_id, text, answering, injection, time)``): the learner stage
+    #: keeps it for negative feedback.
+    on_reply: Callable[..., None] | None = None
 
     def resolve_delivery(self, turn: Turn, decision: Decision) -> Delivery:
         """How to deliver a decided reply: a QUOTE goes out plain when its target is no longer
@@ -169,6 +176,8 @@ class Recorder:
             )
         if stored:
             self.plugins.hooks.observe_message_recorded(bot_id, group_id, message)
+            if self.on_group_message is not None and group_id:
+                self.on_group_message(bot_id, group_id, message.time)
         return stored
 
     def record_bot_reply(
@@ -244,10 +253,22 @@ class Recorder:
                 session_text=session_text,
                 usage=usage,
             )
+            if stored and group_id and self.on_group_message is not None:
+                self.on_group_message(bot_id, group_id, sent_at)
             if stored and injection is not None:
                 self.plugins.hooks.observe_reply_delivered(
                     bot_id, group_id, text, message_id, answering or answered, injection
                 )
+                if self.on_reply is not None and group_id and message_id:
+                    self.on_reply(
+                        bot_id,
+                        group_id,
+                        message_id,
+                        text,
+                        answering or answered,
+                        injection,
+                        sent_at,
+                    )
         stage_log.debug(
             "record_bot_reply: %.3f ms (bot %s, group %s: %s, %s)",
             elapsed_ms(start),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -37,6 +38,7 @@ import attrs
 
 from promptweave._dates import shifted
 from promptweave.config import Config
+from promptweave.delivery.outgoing import ReplyInjection
 from promptweave.plugins.contributions import Learner, LearnerBatch, LearnerResult
 from promptweave.store.learned import (
     DeliveredInjection,
@@ -46,8 +48,16 @@ from promptweave.store.learned import (
 )
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
+from promptweave.turn import ChatMessage
 
-__all__ = ["RUNS_KEPT", "LearnerRun", "LearningStage", "RunStatus"]
+__all__ = [
+    "RUNS_KEPT",
+    "SOURCE_TYPES",
+    "LearnerRun",
+    "LearningStage",
+    "RunStatus",
+    "delivered_injection",
+]
 
 log = logging.getLogger("promptweave.learning")
 
@@ -215,7 +225,7 @@ class LearningStage:
             log.warning("[learning.learners.%s] names no registered learner; ignored", name)
         self._unavailable = self._why_unavailable()
         if self._unavailable is not None:
-            log.warning("learning is off: %s", self._unavailable)
+            log.info("learning is off: %s", self._unavailable)
 
     def _why_unavailable(self) -> str | None:
         if not self.config.learning.enabled:
@@ -277,6 +287,21 @@ class LearningStage:
                 injection.message_id,
                 exc,
             )
+
+    def note_reply(
+        self,
+        bot_id: str,
+        group_id: str,
+        message_id: str,
+        text: str,
+        answering: ChatMessage | None,
+        injection: ReplyInjection,
+        at: dt.datetime,
+    ) -> None:
+        """A bot message was delivered with ``injection``: keep it (:meth:`note_delivered`)."""
+        self.note_delivered(
+            delivered_injection(bot_id, group_id, message_id, text, answering, injection, at)
+        )
 
     def prime(self, now: dt.datetime) -> int:
         """Note one waiting message in every group the group log holds (after a restart, what
@@ -460,9 +485,19 @@ class LearningStage:
 
     def _run(self, plan: _Plan, bot_id: str, group_id: str, now: dt.datetime) -> LearnerRun:
         learner = plan.learner
-        base = {"learner": learner.name, "bot_id": bot_id, "group_id": group_id, "at": now}
+
+        def done(status: str, **details: Any) -> LearnerRun:
+            return LearnerRun(
+                learner=learner.name,
+                bot_id=bot_id,
+                group_id=group_id,
+                at=now,
+                status=status,
+                **details,
+            )
+
         if self.config.learning.opted_out(bot_id, group_id):
-            return LearnerRun(status=RunStatus.OPTED_OUT, **base)
+            return done(RunStatus.OPTED_OUT)
         learned = self.stores.learned
         source = self.stores.group_log
         assert learned is not None and isinstance(source, LearningSource)
@@ -475,9 +510,9 @@ class LearningStage:
                 now=now,
                 lease_s=self.config.learning.lease_s,
             ):
-                return LearnerRun(status=RunStatus.LEASED_ELSEWHERE, **base)
+                return done(RunStatus.LEASED_ELSEWHERE)
         except STORE_ERRORS as exc:
-            return LearnerRun(status=RunStatus.FAILED, error=f"store: {exc}", **base)
+            return done(RunStatus.FAILED, error=f"store: {exc}")
         messages: Sequence[Any] = ()
         try:
             cursor = learned.cursor(learner.name, bot_id, group_id)
@@ -485,7 +520,7 @@ class LearningStage:
                 bot_id, group_id, cursor.position, limit=plan.max_batch
             )
             if not messages:
-                return LearnerRun(status=RunStatus.NOTHING_NEW, position=cursor.position, **base)
+                return done(RunStatus.NOTHING_NEW, position=cursor.position)
             batch = LearnerBatch(
                 learner=learner.name,
                 bot_id=bot_id,
@@ -507,35 +542,25 @@ class LearningStage:
                 state=cursor.state if result.state is None else result.state,
             )
             if not learned.advance(learner.name, bot_id, group_id, self.holder, moved, now=now):
-                return LearnerRun(
-                    status=RunStatus.LEASE_LOST,
+                return done(
+                    RunStatus.LEASE_LOST,
                     messages=len(messages),
-                    **base,
                     error="the lease expired during the run; another process may learn the batch",
                 )
         except _Timeout as exc:
-            return LearnerRun(
-                status=RunStatus.FAILED, messages=len(messages), error=str(exc), **base
-            )
+            return done(RunStatus.FAILED, messages=len(messages), error=str(exc))
         except STORE_ERRORS as exc:
-            return LearnerRun(
-                status=RunStatus.FAILED, messages=len(messages), error=f"store: {exc}", **base
-            )
+            return done(RunStatus.FAILED, messages=len(messages), error=f"store: {exc}")
         except Exception as exc:  # a learner's fault is its run's, never the bot's
             log.debug("learner %s raised", learner.name, exc_info=True)
-            return LearnerRun(
-                status=RunStatus.FAILED,
-                messages=len(messages),
-                error=f"{type(exc).__name__}: {exc}",
-                **base,
+            return done(
+                RunStatus.FAILED, messages=len(messages), error=f"{type(exc).__name__}: {exc}"
             )
         finally:
-            try:
+            with contextlib.suppress(*STORE_ERRORS):  # the lease expires by itself
                 learned.release(learner.name, bot_id, group_id, self.holder)
-            except STORE_ERRORS:
-                pass  # the lease expires by itself
-        return LearnerRun(
-            status=RunStatus.LEARNED,
+        return done(
+            RunStatus.LEARNED,
             messages=len(messages),
             learned=_by_kind(stored.stored),
             evicted=_by_kind_keys(stored.evicted),
@@ -543,7 +568,6 @@ class LearningStage:
             position=moved.position,
             items=stored.stored,
             notes=result.notes,
-            **base,
         )
 
     def _call(self, learner: Learner, batch: LearnerBatch) -> LearnerResult:
@@ -583,6 +607,61 @@ class LearningStage:
                 listener(run)
             except Exception:
                 log.exception("a learning listener raised")
+
+
+#: The source type of the items each section's retrievers found, as negative feedback scores
+#: them (``docs/learning.md``, negative feedback); another section's items keep its id.
+SOURCE_TYPES = {
+    "group_expression": "expression",
+    "behavior_reference": "strategy",
+    "memory": "memory",
+    "knowledge": "knowledge",
+}
+
+
+def delivered_injection(
+    bot_id: str,
+    group_id: str,
+    message_id: str,
+    text: str,
+    answering: ChatMessage | None,
+    injection: ReplyInjection,
+    at: dt.datetime,
+) -> DeliveredInjection:
+    """The injection snapshot kept with a delivered message: every source of its reply, typed
+    (``ambient``, ``expression``, ``strategy``, ``memory``, ``knowledge``, ``self_alias``, or the
+    section's id), with its id, text hash and preview."""
+    sources: list[dict[str, str]] = [
+        {"type": "ambient", "id": s.id, "text_hash": s.text_hash, "preview": s.preview}
+        for s in injection.ambient
+    ]
+    sources += [
+        {
+            "type": SOURCE_TYPES.get(s.section, s.section),
+            "id": s.id,
+            "text_hash": s.text_hash,
+            "preview": s.preview,
+            "retriever": s.retriever,
+        }
+        for s in injection.retrieved
+    ]
+    sources += [
+        {"type": "self_alias", "id": alias, "text_hash": "", "preview": alias}
+        for alias in injection.self_aliases
+    ]
+    sources += [
+        {"type": "section", "id": s.section, "text_hash": s.text_hash, "preview": ""}
+        for s in injection.sections
+    ]
+    return DeliveredInjection(
+        bot_id=bot_id,
+        group_id=group_id,
+        message_id=message_id,
+        text=text,
+        answering=None if answering is None else answering.id,
+        sources=sources,
+        delivered_at=at,
+    )
 
 
 class _Timeout(Exception):

@@ -64,6 +64,9 @@ __all__ = ["TurnParts", "TurnPipeline", "render_context_for"]
 
 log = logging.getLogger("promptweave")
 
+#: The longest preview of an injected item kept for negative feedback.
+INJECTED_PREVIEW_CHARS = 120
+
 
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
@@ -432,6 +435,8 @@ class TurnPipeline:
         if rendered is None:
             return ReplyInjection()
         retrieval = self.retrieval
+        snapshot = rendered.trace.get("injection_snapshot") or {}
+        bot = self.turn.bot
         return ReplyInjection(
             sections=tuple(
                 InjectedSource(section=section.id, text_hash=text_hash(section.text))
@@ -446,11 +451,22 @@ class TurnPipeline:
                     retriever=trace.retriever,
                     id=hit.id,
                     text_hash=text_hash(hit.text),
+                    preview=hit.text[:INJECTED_PREVIEW_CHARS],
                 )
                 for trace in retrieval.traces
                 if trace.status == "hit"
                 for hit in trace.hits
             ),
+            ambient=tuple(
+                InjectedSource(
+                    section="ambient",
+                    id=str(entry.get("turn_id", "")),
+                    text_hash=str(entry.get("text_hash", "")),
+                    preview=str(entry.get("text_preview", ""))[:INJECTED_PREVIEW_CHARS],
+                )
+                for entry in snapshot.get("ambient_turns", ())
+            ),
+            self_aliases=tuple(dict.fromkeys(a for a in (bot.name, *bot.aliases) if a)),
         )
 
     # -- turn context, request, submit ---------------------------------------------------------

@@ -194,6 +194,10 @@ class LearnerCursor:
     updated_at: dt.datetime | None = None
 
 
+def _sources(values: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    return tuple(_json_fields(source) for source in values)
+
+
 @attrs.frozen(kw_only=True)
 class DeliveredInjection:
     """A delivered bot message and what was injected into the reply it belongs to.
@@ -208,9 +212,7 @@ class DeliveredInjection:
     message_id: str
     text: str
     answering: str | None = None
-    sources: tuple[Mapping[str, Any], ...] = attrs.field(
-        default=(), converter=lambda v: tuple(_json_fields(s) for s in v)
-    )
+    sources: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=_sources)
     delivered_at: dt.datetime = attrs.field(validator=_aware)
 
 

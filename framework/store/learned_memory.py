@@ -219,4 +219,5 @@ class MemoryLearnedStore:
 
     def injection(self, bot_id: str, group_id: str, message_id: str) -> DeliveredInjection | None:
         with self._lock:
-            return self._injections.get((bot_id, group_id), {}).get(message_id)
+            kept = self._injections.get((bot_id, group_id))
+            return None if kept is None else kept.get(message_id)
