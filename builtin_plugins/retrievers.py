@@ -260,7 +260,9 @@ def retrieve_group_expression(query: RetrievalQuery) -> RetrievalResult:
         pair = index.pairs[position]
         score = round(similarity / 100, 4)
         items.append(ExpressionPair(trigger=pair.trigger, reply=pair.reply, score=score))
-        hits.append(RetrievalHit(text=f"触发「{pair.trigger}」时：{pair.reply}", score=score))
+        hits.append(
+            RetrievalHit(text=f"触发「{pair.trigger}」时：{pair.reply}", score=score, id=pair.id)
+        )
     baseline = store.rhythm_baseline(bot_id, group_id)
     if baseline is not None:
         items.append(

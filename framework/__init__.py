@@ -29,6 +29,10 @@ _DEFINED_IN: dict[str, str] = {
     "SectionOverride": "promptweave.plugins.contributions",
     "Tool": "promptweave.plugins.contributions",
     "ToolCallContext": "promptweave.plugins.contributions",
+    "Learner": "promptweave.plugins.contributions",
+    "LearnerBatch": "promptweave.plugins.contributions",
+    "LearnerResult": "promptweave.plugins.contributions",
+    "LearnedItem": "promptweave.store.learned",
     "PoolQuery": "promptweave.routing.low_engagement",
     # What a section, a routing rule and a retriever receive and return.
     "RenderContext": "promptweave.prompt.render_context",
@@ -167,6 +171,9 @@ if TYPE_CHECKING:
     )
     from promptweave.plugins.contributions import (
         DecisionRule as DecisionRule,
+        Learner as Learner,
+        LearnerBatch as LearnerBatch,
+        LearnerResult as LearnerResult,
         PhrasePool as PhrasePool,
         Retriever as Retriever,
         Section as Section,
@@ -201,6 +208,7 @@ if TYPE_CHECKING:
     from promptweave.routing.low_engagement import PoolQuery as PoolQuery
     from promptweave.routing.model import MODEL_ANSWER_FORMAT as MODEL_ANSWER_FORMAT
     from promptweave.runtime import Promptweave as Promptweave
+    from promptweave.store.learned import LearnedItem as LearnedItem
     from promptweave.store.session_rows import SessionTurn as SessionTurn
     from promptweave.store.sqlite import StoreUnavailableError as StoreUnavailableError
     from promptweave.store.stores import Stores as Stores

@@ -37,6 +37,7 @@ from promptweave.prompt.render_context import RenderContext
 from promptweave.prompt.rendered import RenderedSection, RenderedTurn, SectionListing
 from promptweave.retrieval.runner import RetrievalOutcome, RetrievalRunner
 from promptweave.routing.router import Router
+from promptweave.store.learned_retrieval import LearnedRetrievalStore
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
 from promptweave.text.persona import PersonaPack
@@ -174,6 +175,8 @@ class Promptweave:
     def _build_learning(self) -> None:
         """The learner stage over the registered learners; the recorder tells it of every group
         message stored and every reply delivered."""
+        if isinstance(self.stores.retrieval, LearnedRetrievalStore):
+            self.stores.retrieval.clock = self.clock  # feedback decays on the runtime's clock
         self.learning = LearningStage(
             learners=[entry.item for entry in self.registries.learners.values()],
             stores=self.stores,

@@ -136,6 +136,9 @@ class BotLoop:
     :param sleep: waits between bubbles; tests pass a no-op.
     :param fallback_names: names of the bot where ``[bots."ID"]`` gives none (a bot framework's
         nicknames), before the persona pack's.
+    :param learn: run the learner stage in the background while events arrive (from the first
+        event on, every ``[learning] tick_s``; ``docs/learning.md``). A replay drives the learners
+        itself, on the log's clock, and passes ``False``.
     """
 
     runtime: Promptweave
@@ -146,6 +149,8 @@ class BotLoop:
     )
     sleep: Sleep = asyncio.sleep
     fallback_names: tuple[str, ...] = ()
+    learn: bool = True
+    _learning: asyncio.Task[None] | None = attrs.field(default=None, init=False)
     _lanes: dict[tuple[str, str], _Lane] = attrs.field(factory=dict, init=False)
     _slots: asyncio.Semaphore | None = attrs.field(default=None, init=False)
     # The last tool round's results per conversation, for its next turn's tool_context section;
@@ -192,6 +197,8 @@ class BotLoop:
         :returns: what the turn did; it never raises for a failure of the turn.
         """
         start = time.perf_counter()
+        if self._learning is None and self.learn and not self._closed:
+            self._start_learning()
         if event.self_sent:
             self._record_own(event)
             return TurnOutcome(event=event, status=OutcomeStatus.RECORDED, reason="self_sent")
@@ -227,11 +234,30 @@ class BotLoop:
         return await future
 
     async def aclose(self) -> None:
-        """Stop taking events and wait for the turns already queued."""
+        """Stop taking events, wait for the turns already queued and stop the learners' task
+        (a run in progress finishes in its thread; its cursor moves only if it completes)."""
         self._closed = True
         workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
         await asyncio.gather(*workers, return_exceptions=True)
         self.runtime.background.wait()
+        task, self._learning = self._learning, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def _start_learning(self) -> None:
+        stage = self.runtime.learning
+        if not stage.enabled:
+            self.learn = False  # said once, at start-up, by the stage
+            return
+        self._learning = asyncio.get_running_loop().create_task(
+            stage.serve(self.runtime.clock), name="promptweave-learning"
+        )
+        log.info(
+            "learning in the background: %s (every %g s)",
+            ", ".join(learner.name for learner in stage.plans),
+            self.runtime.config.learning.tick_s,
+        )
 
     # -- the conversation's worker -------------------------------------------------------------
 

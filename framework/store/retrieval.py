@@ -153,12 +153,16 @@ class PersonFactRecord:
 
 @attrs.frozen(kw_only=True)
 class ExpressionPairRecord:
-    """A learned direct pair: when a member said ``trigger``, another answered ``reply``."""
+    """A learned direct pair: when a member said ``trigger``, another answered ``reply``.
+
+    :param id: the pair's id, when it has one (a learned pair's ``learned:expression_pair:…``).
+    """
 
     bot_id: str = _required
     group_id: str
     trigger: str = _required
     reply: str = _required
+    id: str = ""
 
 
 @attrs.frozen(kw_only=True)

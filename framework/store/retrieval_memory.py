@@ -145,6 +145,10 @@ class InMemoryRetrievalStore:
     # Writes per (bot_id, group_id, kind); updated after the state they describe.
     _versions: dict[tuple[str, str, str], int] = attrs.field(factory=dict, init=False, repr=False)
 
+    def version(self, bot_id: str, group_id: str, kinds: Collection[str]) -> int:
+        """The number of writes of the scope's data of ``kinds``."""
+        return sum(self._versions.get((bot_id, group_id, kind), 0) for kind in kinds)
+
     def cached(
         self,
         bot_id: str,

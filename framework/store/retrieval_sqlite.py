@@ -208,6 +208,11 @@ class SQLiteRetrievalStore:
             version = known[key] = int(row[0])
         return version
 
+    def version(self, bot_id: str, group_id: str, kinds: Collection[str]) -> int:
+        """The change counter of the scope's data of ``kinds`` (any write of it, by any
+        process, changes it)."""
+        return self._version(bot_id, group_id, kinds) if kinds else 0
+
     def cached(
         self,
         bot_id: str,

@@ -15,6 +15,7 @@ from promptweave.errors import ConfigError
 from promptweave.store.deliveries import DeliveryLedger, MemoryDeliveryLedger
 from promptweave.store.learned import LearnedStore
 from promptweave.store.learned_memory import MemoryLearnedStore
+from promptweave.store.learned_retrieval import LearnedRetrievalStore
 from promptweave.store.retrieval import RetrievalStore, TopicSummarySource
 from promptweave.store.retrieval_memory import InMemoryRetrievalStore
 from promptweave.store.routing_state import MemoryRoutingState, RoutingState
@@ -118,6 +119,17 @@ class Stores:
     closers: tuple[Callable[[], None], ...] = ()
     deliveries: DeliveryLedger = attrs.field(factory=MemoryDeliveryLedger)
     learned: LearnedStore | None = None
+
+    def __attrs_post_init__(self) -> None:
+        # The sections read what was learned next to what was imported (docs/learning.md).
+        if self.learned is not None and not isinstance(self.retrieval, LearnedRetrievalStore):
+            self.retrieval = LearnedRetrievalStore(imported=self.retrieval, learned=self.learned)
+
+    @property
+    def imported(self) -> RetrievalStore:
+        """The imported retrieval data alone (what ``promptweave import`` writes)."""
+        retrieval = self.retrieval
+        return retrieval.imported if isinstance(retrieval, LearnedRetrievalStore) else retrieval
 
     @classmethod
     def from_config(cls, config: Config) -> Stores:

@@ -158,6 +158,7 @@ def test_hook_observe_reply_delivered() -> None:
             retriever="board_games",
             id="m-17",
             text_hash=_sha("群里周六常去格子桌游吧"),
+            preview="群里周六常去格子桌游吧",
         )
         in injection.retrieved
     )

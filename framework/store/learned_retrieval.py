@@ -1,0 +1,273 @@
+"""What the sections read: the imported retrieval data and what the bot learned, as one
+:class:`promptweave.store.retrieval.RetrievalStore` (``docs/learning.md``, where learned items go).
+
+- Expression pairs: the learned ones (most counted first) before the imported ones. Each learned
+  pair has the id ``learned:expression_pair:<key>``, which the retrieval trace and the injection
+  snapshot of a reply show, so negative feedback can score it.
+- The rhythm baseline: an imported one when the operator imported one, else the learned one.
+- Memories: the learned teachings (``【用户明确教导】``), scored against the query with the same
+  term scoring as the imported memories, merged with them by score.
+- Negative feedback: a learned item whose feedback score (:func:`feedback_scores`) fell to
+  :data:`FEEDBACK_DROP_SCORE` or below is not read again.
+
+Everything else is the imported store's. What is derived of a scope is cached until either
+side's data of the scope changes (:meth:`LearnedRetrievalStore.cached`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import attrs
+
+from promptweave.items import MemoryKind
+from promptweave.store.learned import LearnedItem, LearnedStore
+from promptweave.store.retrieval import (
+    BehaviorRecord,
+    ExpressionPairRecord,
+    KnowledgeChunk,
+    MemoryRecord,
+    PersonFactRecord,
+    RelationshipRecord,
+    RetrievalBatch,
+    RetrievalStore,
+    RhythmRecord,
+    Scored,
+)
+from promptweave.store.retrieval_cache import ScopeCache
+from promptweave.text.scoring import score_text, text_terms
+
+__all__ = [
+    "FEEDBACK_DROP_SCORE",
+    "FEEDBACK_HALF_LIFE_S",
+    "LEARNED_ID_PREFIX",
+    "LearnedRetrievalStore",
+    "feedback_scores",
+    "learned_id",
+]
+
+#: Feedback scores halve every 30 days (``docs/learning.md``, negative feedback).
+FEEDBACK_HALF_LIFE_S = 30 * 24 * 3600.0
+#: A learned source whose feedback score is at or below this is not injected again.
+FEEDBACK_DROP_SCORE = -3.0
+#: The start of the id of every learned item a section shows.
+LEARNED_ID_PREFIX = "learned:"
+#: The most learned items of one kind read for a scope.
+LEARNED_READ = 1000
+
+T = TypeVar("T")
+
+#: The source type negative feedback scores each learned kind under.
+_SCORED_AS = {"expression_pair": "expression", "teaching": "memory"}
+
+
+def learned_id(item: LearnedItem) -> str:
+    """The id a section shows for a learned item: ``learned:<kind>:<key>``."""
+    return f"{LEARNED_ID_PREFIX}{item.kind}:{item.key}"
+
+
+def feedback_scores(
+    outcomes: Iterable[LearnedItem], now: dt.datetime, half_life_s: float = FEEDBACK_HALF_LIFE_S
+) -> dict[tuple[str, str], float]:
+    """The score of every source the ``feedback`` items scored, by (type, id): the sum of their
+    deltas, each halved per ``half_life_s`` since its outcome was learned (an outcome in the
+    future of ``now`` counts in full)."""
+    scores: dict[tuple[str, str], float] = {}
+    for outcome in outcomes:
+        age = max(0.0, (now - outcome.learned_at).total_seconds())
+        weight = math.pow(0.5, age / half_life_s)
+        for entry in outcome.fields.get("scores", ()):
+            if not isinstance(entry, Mapping):
+                continue
+            key = (str(entry.get("type", "")), str(entry.get("id", "")))
+            delta = entry.get("delta", 0)
+            if isinstance(delta, int | float) and not isinstance(delta, bool) and key[1]:
+                scores[key] = scores.get(key, 0.0) + float(delta) * weight
+    return scores
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@attrs.define
+class LearnedRetrievalStore:
+    """The imported retrieval data and the learned items, read as one store.
+
+    :param imported: what ``promptweave import`` wrote (SQLite or in memory).
+    :param learned: what the learners learned.
+    :param clock: the time feedback scores decay to (the runtime sets its own clock, so a replay
+        decays on the log's).
+    """
+
+    imported: RetrievalStore
+    learned: LearnedStore
+    clock: Callable[[], dt.datetime] = _utc_now
+    cache: ScopeCache = attrs.field(factory=ScopeCache, repr=False)
+
+    @property
+    def blocking_reads(self) -> bool:
+        """Reads may wait on I/O unless both sides say they do not."""
+        return bool(
+            getattr(self.imported, "blocking_reads", True)
+            or getattr(self.learned, "blocking_reads", True)
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        # What else the imported store offers (its database, its import helpers).
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.imported, name)
+
+    # -- caching -------------------------------------------------------------------------------
+
+    def _imported_version(self, bot_id: str, group_id: str, kinds: Collection[str]) -> Hashable:
+        version: Callable[..., Hashable] | None = getattr(self.imported, "version", None)
+        return None if version is None else version(bot_id, group_id, kinds)
+
+    def cached(
+        self,
+        bot_id: str,
+        group_id: str,
+        key: Hashable,
+        build: Callable[[], T],
+        *,
+        kinds: Collection[str],
+    ) -> T:
+        """``build()``, remembered for this scope until its imported data of ``kinds`` or
+        anything learned of it changes."""
+        version = (
+            self._imported_version(bot_id, group_id, kinds),
+            self.learned.version(bot_id, group_id),
+        )
+        return self.cache.get((bot_id, group_id), key, version, build)
+
+    def _learned(self, bot_id: str, group_id: str, kind: str) -> tuple[LearnedItem, ...]:
+        """The scope's learned items of ``kind`` that negative feedback has not dropped."""
+
+        def read() -> tuple[LearnedItem, ...]:
+            items = self.learned.items(bot_id, group_id, kind=kind, limit=LEARNED_READ)
+            scored_as = _SCORED_AS.get(kind)
+            if scored_as is None or not items:
+                return tuple(items)
+            scores = self._scores(bot_id, group_id)
+            return tuple(
+                item
+                for item in items
+                if scores.get((scored_as, learned_id(item)), 0.0) > FEEDBACK_DROP_SCORE
+            )
+
+        version = self.learned.version(bot_id, group_id)
+        return self.cache.get((bot_id, group_id), ("learned", kind), version, read)
+
+    def _scores(self, bot_id: str, group_id: str) -> dict[tuple[str, str], float]:
+        outcomes = self.learned.items(bot_id, group_id, kind="feedback", limit=LEARNED_READ)
+        return feedback_scores(outcomes, self.clock()) if outcomes else {}
+
+    # -- the reads the sections make -----------------------------------------------------------
+
+    def expression_pairs(
+        self, bot_id: str, group_id: str, *, limit: int
+    ) -> list[ExpressionPairRecord]:
+        learned = [
+            ExpressionPairRecord(
+                bot_id=bot_id,
+                group_id=group_id,
+                trigger=str(item.fields["trigger"]),
+                reply=str(item.fields["reply"]),
+                id=learned_id(item),
+            )
+            for item in self._learned(bot_id, group_id, "expression_pair")
+            if str(item.fields.get("trigger", "")).strip()
+            and str(item.fields.get("reply", "")).strip()
+        ]
+        if len(learned) >= limit:
+            return learned[:limit]
+        return learned + self.imported.expression_pairs(
+            bot_id, group_id, limit=limit - len(learned)
+        )
+
+    def rhythm_baseline(self, bot_id: str, group_id: str) -> RhythmRecord | None:
+        imported = self.imported.rhythm_baseline(bot_id, group_id)
+        if imported is not None:
+            return imported
+        for item in self._learned(bot_id, group_id, "rhythm"):
+            share = item.fields.get("single_bubble_share")
+            median = item.fields.get("median_segment_chars")
+            if isinstance(share, int | float) and isinstance(median, int) and 0 <= share <= 1:
+                return RhythmRecord(
+                    bot_id=bot_id,
+                    group_id=group_id,
+                    single_bubble_share=float(share),
+                    median_segment_chars=max(0, median),
+                )
+        return None
+
+    def search_memories(
+        self, bot_id: str, group_id: str, terms: Sequence[str], *, limit: int
+    ) -> list[Scored[MemoryRecord]]:
+        found = self.imported.search_memories(bot_id, group_id, terms, limit=limit)
+        teachings = self.cache.get(
+            (bot_id, group_id),
+            ("learned_teachings",),
+            self.learned.version(bot_id, group_id),
+            lambda: tuple(
+                (self._teaching(item), text_terms(str(item.fields.get("text", ""))))
+                for item in self._learned(bot_id, group_id, "teaching")
+                if str(item.fields.get("text", "")).strip()
+            ),
+        )
+        if not teachings:
+            return found
+        for record, record_terms in teachings:
+            score, matched = score_text(terms, record_terms)
+            if matched:
+                found.append(Scored(record=record, score=score, matched=matched))
+        found.sort(key=lambda hit: -hit.score)
+        return found[:limit]
+
+    @staticmethod
+    def _teaching(item: LearnedItem) -> MemoryRecord:
+        return MemoryRecord(
+            bot_id=item.bot_id,
+            group_id=item.group_id,
+            kind=MemoryKind.TEACHING,
+            text=str(item.fields["text"]),
+            source="teach",
+            id=learned_id(item),
+            created_at=item.learned_at,
+        )
+
+    # -- the imported store's, as they are -----------------------------------------------------
+
+    def write(self, batch: RetrievalBatch) -> dict[str, int]:
+        return self.imported.write(batch)
+
+    def search_knowledge(
+        self, bot_id: str, group_id: str, terms: Sequence[str], *, limit: int
+    ) -> list[Scored[KnowledgeChunk]]:
+        return self.imported.search_knowledge(bot_id, group_id, terms, limit=limit)
+
+    def relationship(self, bot_id: str, group_id: str, user_id: str) -> RelationshipRecord | None:
+        return self.imported.relationship(bot_id, group_id, user_id)
+
+    def person_facts(
+        self, bot_id: str, group_id: str, user_id: str, *, limit: int
+    ) -> list[PersonFactRecord]:
+        return self.imported.person_facts(bot_id, group_id, user_id, limit=limit)
+
+    def behavior_strategies(
+        self, bot_id: str, group_id: str, *, limit: int
+    ) -> list[BehaviorRecord]:
+        return self.imported.behavior_strategies(bot_id, group_id, limit=limit)
+
+    def list_summaries(
+        self, bot_id: str, group_id: str | None, user_id: str, limit: int
+    ) -> Sequence[str]:
+        return self.imported.list_summaries(bot_id, group_id, user_id, limit)
+
+    def counts(self) -> dict[str, int]:
+        return self.imported.counts()
