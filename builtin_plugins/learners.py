@@ -212,7 +212,7 @@ def _result(
 ) -> LearnerResult:
     # LearnerResult.items is converted by ``tuple``, which mypy types as a generic Iterable.
     kept: Any = tuple(items)
-    return _result(kept, state=state, notes=tuple(notes))
+    return LearnerResult(items=kept, state=state, notes=tuple(notes))
 
 
 def _find(batch: LearnerBatch, message_id: str) -> ChatMessage | None:
