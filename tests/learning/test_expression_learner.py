@@ -251,7 +251,10 @@ def test_an_answer_after_the_window_or_to_oneself_is_no_pair() -> None:
 
 
 def test_a_quote_of_ones_own_message_or_of_an_unknown_one_is_no_pair() -> None:
-    own = [message(A, "有人吗", t=0, id="x1"), message(A, "没人理我", t=100, id="x2", reply_to="x1")]
+    own = [
+        message(A, "有人吗", t=0, id="x1"),
+        message(A, "没人理我", t=100, id="x2", reply_to="x1"),
+    ]
     stores = batch_of("expression_pairs", []).stores
     assert stores.group_log is not None
     for m in own:

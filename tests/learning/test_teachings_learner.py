@@ -47,7 +47,11 @@ def test_a_later_teaching_of_the_same_subject_replaces_it() -> None:
     group.say(B, "@小织 群主是小李", t=10, id="t2", addressed=True, name="阿花")
     group.run(200)
     [item] = group.items("teaching")
-    assert dict(item.fields) == {"text": "阿花说：群主是小李", "subject": "群主", "teacher_name": "阿花"}
+    assert dict(item.fields) == {
+        "text": "阿花说：群主是小李",
+        "subject": "群主",
+        "teacher_name": "阿花",
+    }
     assert (item.user_id, item.source_message_ids, item.count) == (B, ("t1", "t2"), 2)
     assert (item.learned_at, item.updated_at) == (at(100), at(200))
 
@@ -142,6 +146,8 @@ def test_the_patterns_are_a_setting() -> None:
 
 
 def test_a_long_teaching_is_cut() -> None:
-    messages = [message(A, "小织记住" + "长" * 300, t=0, id="x1", addressed=True, sender_name="阿蒙")]
+    messages = [
+        message(A, "小织记住" + "长" * 300, t=0, id="x1", addressed=True, sender_name="阿蒙")
+    ]
     [item] = run("teachings", batch_of("teachings", messages)).items
     assert len(item.fields["text"]) == 120 and item.fields["text"].startswith("阿蒙说：长")
