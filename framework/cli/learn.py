@@ -232,15 +232,17 @@ def _progress(
 
 
 def _learn_line(scope: _Scope, runs: Sequence[LearnerRun]) -> tuple[str, bool]:
-    """``group G (bot B): 3 expression_pair, 1 rhythm from 9 new messages``, with each failure
+    """``group G (bot B): 3 expression_pair, 1 rhythm from 9 new messages`` (the items stored,
+    new or learned again), with each failure
     (``; learner NAME failed: ERROR``) and each run another process holds."""
-    learned: dict[str, int] = {}
+    # An item learned again by a later run of the same learner (a batch after a full one) is
+    # one item: the kinds count distinct keys.
+    keys: set[tuple[str, str]] = set()
     messages: dict[str, int] = {}
     problems: list[str] = []
     failed = False
     for run in runs:
-        for kind, count in run.learned.items():
-            learned[kind] = learned.get(kind, 0) + count
+        keys.update((item.kind, item.key) for item in run.items)
         messages[run.learner] = messages.get(run.learner, 0) + run.messages
         if run.status == RunStatus.FAILED:
             failed = True
@@ -251,6 +253,9 @@ def _learn_line(scope: _Scope, runs: Sequence[LearnerRun]) -> tuple[str, bool]:
             problems.append(f"learner {run.learner} lost its lease: {run.error}")
         elif run.status == RunStatus.OPTED_OUT:
             problems.append(f"learner {run.learner} skipped: the group opted out")
+    learned: dict[str, int] = {}
+    for kind, _key in keys:
+        learned[kind] = learned.get(kind, 0) + 1
     read = max(messages.values(), default=0)
     what = ", ".join(f"{count} {kind}" for kind, count in sorted(learned.items()))
     if read == 0 and not problems:
