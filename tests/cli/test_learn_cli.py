@@ -449,3 +449,47 @@ def test_the_progress_bar_shows_on_a_terminal_only(
     result = invoke("learn", "--store", str(store), "--now", NOW)
     assert result.exit_code == 0, result.output
     assert "learning" in terminal.getvalue()
+
+
+# -- the built-in learners -----------------------------------------------------------------------
+
+
+def test_the_built_in_learners_learn_the_example_chat_and_forget_for_good(tmp_path: Path) -> None:
+    store = tmp_path / "lunch.sqlite3"
+    assert invoke("store", "import", str(LOG), "--store", str(store)).exit_code == 0
+    result = invoke("learn", "--store", str(store), "--now", NOW)
+    assert result.exit_code == 0, result.output
+    assert (
+        result.stdout
+        == "group 20001 (bot 10001): 2 expression_pair, 3 pickup from 11 new messages\n"
+    )
+    pairs = _json_lines(
+        invoke("learned", "list", "--store", str(store), "--json", "--kind", "expression_pair")
+    )
+    by_sources = {tuple(p["source_message_ids"]): p for p in pairs}
+    assert sorted(by_sources) == [("9301", "9302"), ("9306", "9307")]
+    lunch = by_sources[("9301", "9302")]
+    assert (lunch["trigger"], lunch["reply"], lunch["learner"]) == (
+        "今天食堂又是土豆烧鸡",
+        "土豆比鸡多系列",
+        "expression_pairs",
+    )
+    forget = invoke(
+        "learned", "forget", "--store", str(store), "--bot", BOT_ID, "--group", LUNCH,
+        "--kind", "expression_pair", "--key", lunch["key"],
+    )  # fmt: skip
+    assert forget.exit_code == 0, forget.output
+    assert (
+        forget.stdout.splitlines()[0]
+        == "forgot 1 item of group 20001 (bot 10001): 1 expression_pair"
+    )
+    # The same messages learned again (the cursors set back): the forgotten pair stays away.
+    _reset_cursors(store)
+    again = invoke("learn", "--store", str(store), "--now", NOW)
+    assert again.exit_code == 0, again.output
+    pairs = _json_lines(
+        invoke("learned", "list", "--store", str(store), "--json", "--kind", "expression_pair")
+    )
+    assert [p["source_message_ids"] for p in pairs] == [["9306", "9307"]]
+    stats = json.loads(invoke("store", "stats", "--store", str(store), "--json").stdout)
+    assert stats["learned"] == {"expression_pair": 1, "pickup": 3}
