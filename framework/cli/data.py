@@ -224,7 +224,8 @@ def _progress(count: int) -> Iterator[Callable[[int], None]]:
 @click.option("--json", "as_json", is_flag=True, help="Output JSON.")
 @config_option
 def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None) -> None:
-    """Count the conversational rows and the retrieval data, and show the schema versions."""
+    """Count the conversational rows, the retrieval data and the learned items, and show the
+    schema versions."""
     path = _store_path(store_path, config_path)
     stores = open_store(path, config_path, create=False)
     database = stores.database
@@ -242,6 +243,8 @@ def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None
         table: connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables
     }
     retrieval = stores.retrieval.counts()
+    # What the learners learned, per kind (``promptweave learned list`` shows the items).
+    learned = None if stores.learned is None else dict(sorted(stores.learned.counts().items()))
     versions = dict(
         connection.execute(
             "SELECT component, MAX(version) FROM schema_versions GROUP BY component"
@@ -253,14 +256,20 @@ def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None
                 "path": str(path),
                 "tables": counts,
                 "retrieval": retrieval,
+                **({} if learned is None else {"learned": learned}),
                 "schema_versions": versions,
             }
         )
         return
     click.echo(shown_path(path))
-    for title, rows in (("conversation", counts), ("retrieval", retrieval)):
+    blocks = [("conversation", counts), ("retrieval", retrieval)]
+    if learned is not None:
+        blocks.append(("learned", learned))
+    for title, rows in blocks:
         click.echo(f"  {title}")
         for name, count in rows.items():
             click.echo(f"    {name:<20} {count:>8}")
+        if not rows:
+            click.echo("    (nothing yet)")
     for component, version in sorted(versions.items()):
         click.echo(f"  schema {component}: v{version}")

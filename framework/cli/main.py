@@ -26,6 +26,8 @@ log = logging.getLogger("promptweave.cli")
 #: never needs (``docs/performance.md``).
 LAZY_COMMANDS = {
     "import": ("promptweave.cli.data", "import_data"),
+    "learn": ("promptweave.cli.learn", "learn"),
+    "learned": ("promptweave.cli.learn", "learned"),
     "replay": ("promptweave.cli.replay", "replay"),
     "route": ("promptweave.cli.route", "route"),
     "store": ("promptweave.cli.data", "store"),

@@ -99,7 +99,12 @@ def test_importing_twice_skips_what_is_stored(tmp_path: Path) -> None:
     assert out.endswith(": 0 messages, 0 bot replies, 11 skipped, 0 summaries written\n")
     code, out, _ = invoke("store", "stats", "--store", store, "--json")
     assert json.loads(out)["tables"]["group_messages"] == 11
-    assert json.loads(out)["schema_versions"] == {"retrieval": 2, "routing": 3, "sessions": 3}
+    assert json.loads(out)["schema_versions"] == {
+        "learning": 1,
+        "retrieval": 2,
+        "routing": 3,
+        "sessions": 3,
+    }
 
 
 def test_a_second_import_counts_only_its_new_events(tmp_path: Path) -> None:
