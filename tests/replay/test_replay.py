@@ -51,6 +51,8 @@ MESSAGE_KEYS = {
     "chars",
     "usage",
     "durations_ms",
+    "learned",
+    "learned_in_prompt",
 }
 
 
