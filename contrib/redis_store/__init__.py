@@ -28,6 +28,7 @@ from promptweave.config import Config
 from promptweave.contrib.redis_store._namespace import DEFAULT_PREFIX, RedisNamespace
 from promptweave.contrib.redis_store.archive import RedisSummaryStore
 from promptweave.contrib.redis_store.deliveries import RedisDeliveryLedger
+from promptweave.contrib.redis_store.learned import RedisLearnedStore
 from promptweave.contrib.redis_store.replies import RedisBotReplyContext, RedisFeedbackLedger
 from promptweave.contrib.redis_store.routing import RedisRoutingState
 from promptweave.contrib.redis_store.sessions import RedisGroupLog, RedisSessionStore
@@ -43,6 +44,7 @@ __all__ = [
     "RedisDeliveryLedger",
     "RedisFeedbackLedger",
     "RedisGroupLog",
+    "RedisLearnedStore",
     "RedisNamespace",
     "RedisRoutingState",
     "RedisSessionStore",
@@ -116,5 +118,6 @@ def redis_stores(config: Config, namespace: RedisNamespace | None = None) -> Sto
         retrieval=retrieval,
         routing=RedisRoutingState(namespace),
         deliveries=RedisDeliveryLedger(namespace),
+        learned=RedisLearnedStore(namespace),
         closers=(client.close,) if owned else (),
     )

@@ -28,6 +28,8 @@ from promptweave.contrib.redis_store._namespace import (
     encode_time,
     row_key,
 )
+from promptweave.contrib.redis_store.learned import scan_scopes
+from promptweave.store.learned import LoggedMessage
 from promptweave.store.session_rows import SessionTurn
 from promptweave.store.sessions import (
     GROUP_LOG_MAX_PER_GROUP,
@@ -76,6 +78,27 @@ if rank >= window then
     return 0
 end
 return 1
+"""
+
+# KEYS: rows. ARGV: position, limit. The first ``limit`` rows whose row number is above
+# ``position``, in the order appended (row numbers come from the scope's counter), each followed
+# by its row. The log holds at most ``max_per_group`` rows (and a trim backlog), so they are
+# filtered here rather than kept in one more index that every append would write.
+_MESSAGES_AFTER = """
+local after = tonumber(ARGV[1])
+local found = {}
+for _, row in ipairs(redis.call('HKEYS', KEYS[1])) do
+    if tonumber(row) > after then
+        found[#found + 1] = row
+    end
+end
+table.sort(found)
+local rows = {}
+for index = 1, math.min(#found, tonumber(ARGV[2])) do
+    rows[#rows + 1] = found[index]
+    rows[#rows + 1] = redis.call('HGET', KEYS[1], found[index])
+end
+return rows
 """
 
 # KEYS: ids, rows. ARGV: message id. The row of that id, read in one step so a concurrent prune
@@ -230,10 +253,12 @@ class RedisGroupLog:
     )
     _append: Script = attrs.field(init=False, repr=False)
     _find: Script = attrs.field(init=False, repr=False)
+    _after: Script = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._append = self.namespace.script(_APPEND_MESSAGE)
         self._find = self.namespace.script(_FIND_MESSAGE)
+        self._after = self.namespace.script(_MESSAGES_AFTER)
 
     def _keys(self, bot_id: str, group_id: str) -> list[str]:
         key = self.namespace.key
@@ -268,6 +293,36 @@ class RedisGroupLog:
         with self.namespace.reached():
             found = self._find(keys=[ids, rows], args=[message_id])
         return None if found is None else decode_message(json.loads(found))
+
+    def messages_after(
+        self, bot_id: str, group_id: str, position: int, *, limit: int
+    ) -> list[LoggedMessage]:
+        """:meth:`promptweave.store.learned.LearningSource.messages_after`: a message's position
+        is its row number, which the scope's counter (``seq``) gives in the order appended."""
+        if limit <= 0:
+            return []
+        rows = self._keys(bot_id, group_id)[1]
+        with self.namespace.reached():
+            found = self._after(keys=[rows], args=[max(0, position), limit])
+        return [
+            LoggedMessage(
+                position=int(found[at]), message=decode_message(json.loads(found[at + 1]))
+            )
+            for at in range(0, len(found), 2)
+        ]
+
+    def group_scopes(self) -> list[tuple[str, str]]:
+        """:meth:`promptweave.store.learned.LearningSource.group_scopes`: the scopes of the
+        ``log:rows`` keys, found with ``SCAN`` (a walk of the database, for start-up and
+        ``promptweave learn``; no key is shared by every group, which a cluster could not
+        shard)."""
+        return sorted(
+            {
+                (bot_id, group_id)
+                for bot_id, group_id, _name in scan_scopes(self.namespace, "log:rows")
+                if group_id
+            }
+        )
 
 
 @attrs.define

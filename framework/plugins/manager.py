@@ -64,6 +64,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "promptweave.builtin_plugins.profile_sections",
     "promptweave.builtin_plugins.retrieval_sections",
     "promptweave.builtin_plugins.retrievers",
+    "promptweave.builtin_plugins.learners",
     "promptweave.builtin_plugins.turn_sections",
     "promptweave.builtin_plugins.overrides_file",
     "promptweave.builtin_plugins.request_defaults",

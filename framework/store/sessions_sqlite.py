@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import attrs
 
 from promptweave._dates import from_timestamp
+from promptweave.store.learned import LoggedMessage
 from promptweave.store.row_counts import row_counts
 from promptweave.store.row_memo import RowMemo
 from promptweave.store.session_rows import SessionSummary, SessionTurn, TurnKind
@@ -466,6 +467,35 @@ class SQLiteGroupLog:
             (bot_id, group_id, message_id),
         )
         return self._messages(rows[0]) if rows else None
+
+    def messages_after(
+        self, bot_id: str, group_id: str, position: int, *, limit: int
+    ) -> list[LoggedMessage]:
+        """:meth:`promptweave.store.learned.LearningSource.messages_after`: a message's position
+        is its ``seq``, which grows with every append (a new row gets one more than the
+        largest). The group keeps at most ``max_per_group`` rows, so its rows are found through
+        the window index and sorted, with no index of their own to keep up on every append."""
+        if limit <= 0:
+            return []
+        rows = _read(
+            self.database,
+            f"SELECT seq, {_MESSAGE_COLUMNS} FROM group_messages"
+            " WHERE bot_id = ? AND group_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (bot_id, group_id, position, limit),
+        )
+        return [
+            LoggedMessage(position=int(row[0]), message=self._messages(tuple(row[1:])))
+            for row in rows
+        ]
+
+    def group_scopes(self) -> list[tuple[str, str]]:
+        """:meth:`promptweave.store.learned.LearningSource.group_scopes`."""
+        rows = _read(
+            self.database,
+            "SELECT DISTINCT bot_id, group_id FROM group_messages WHERE group_id != ''",
+            (),
+        )
+        return sorted((str(row[0]), str(row[1])) for row in rows)
 
 
 @attrs.define

@@ -151,10 +151,11 @@ class Stores:
 
         :raises StoreUnavailableError: the file cannot be migrated.
         """
+        from promptweave.store.learned_sqlite import LEARNED_MIGRATIONS
         from promptweave.store.routing_state_sqlite import ROUTING_MIGRATIONS
         from promptweave.store.sessions_sqlite import SESSION_MIGRATIONS
 
-        database.migrate((*SESSION_MIGRATIONS, *ROUTING_MIGRATIONS))
+        database.migrate((*SESSION_MIGRATIONS, *ROUTING_MIGRATIONS, *LEARNED_MIGRATIONS))
 
     @classmethod
     def sqlite(cls, database: SQLiteDatabase, config: Config | None = None) -> Stores:
@@ -162,6 +163,7 @@ class Stores:
         # Imported here: a runtime on the in-memory or Redis backend (and ``promptweave render``
         # without a store file) never loads the SQLite backends (``docs/performance.md``).
         from promptweave.store.deliveries_sqlite import SQLiteDeliveryLedger
+        from promptweave.store.learned_sqlite import SQLiteLearnedStore
         from promptweave.store.retrieval_sqlite import SQLiteRetrievalStore
         from promptweave.store.routing_state_sqlite import SQLiteRoutingState
         from promptweave.store.sessions_sqlite import (
@@ -185,6 +187,7 @@ class Stores:
             retrieval=SQLiteRetrievalStore(database),
             routing=SQLiteRoutingState(database),
             deliveries=SQLiteDeliveryLedger(database),
+            learned=SQLiteLearnedStore(database),
         )
 
     @classmethod
