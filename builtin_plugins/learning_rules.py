@@ -25,6 +25,7 @@ __all__ = [
     "NEGATIVE_WORDS",
     "OFFENSIVE_WORDS",
     "PREVIEW_CHARS",
+    "QUESTION_ENDINGS",
     "TEACHING_PATTERNS",
     "blacklist_phrases",
     "clean_text",
@@ -67,6 +68,9 @@ NEGATIVE_WORDS: tuple[str, ...] = (
 #: every sentence shares.
 FUNCTION_CHARS = "的了吗呢吧啊呀哦嗯"
 
+#: A message ending with one of these (before trailing punctuation) asks; it teaches nothing.
+QUESTION_ENDINGS: tuple[str, ...] = ("吗", "么", "呢", "谁", "什么", "哪", "哪里", "几")
+
 #: The longest preview of a reply, a reaction or a source kept in an item.
 PREVIEW_CHARS = 120
 
@@ -78,7 +82,7 @@ TEACHING_PATTERNS: tuple[str, ...] = (
     r"^以后.",
     r"^我叫.",
     r"^叫我.",
-    r"^[^，,。！!？?\s]{1,16}(?:就是|是|=).",
+    r"^[^，,。！!？?]{1,16}?(?:就是|是|=)\s*\S",
 )
 
 _CQ = re.compile(r"\[CQ:[^\[\]]*\]")
@@ -162,7 +166,7 @@ def lower_median(histogram: Mapping[str, int]) -> int:
 def strip_address(text: str, names: Sequence[str]) -> str:
     """``text`` without its CQ codes, and without the bot's names (``@name`` or ``name``) and
     punctuation at its start."""
-    text = focus_text(_CQ.sub(" ", text), tuple(names)).strip(_LEAD_PUNCT)
+    text = focus_text(_CQ.sub(" ", text), tuple(names)).lstrip(_LEAD_PUNCT)
     ordered = sorted((n for n in names if n), key=len, reverse=True)
     stripped = True
     while stripped:
@@ -180,9 +184,12 @@ def compile_patterns(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
 
 
 def is_question(text: str) -> bool:
-    """Ends with ``?``/``？``, or with 吗 before trailing punctuation."""
+    """Ends with ``?``/``？``, or (before trailing punctuation) with 吗 or another of
+    :data:`QUESTION_ENDINGS`."""
     stripped = text.rstrip()
-    return stripped.endswith(("?", "？")) or strip_trailing_punctuation(stripped).endswith("吗")
+    return stripped.endswith(("?", "？")) or strip_trailing_punctuation(stripped).endswith(
+        QUESTION_ENDINGS
+    )
 
 
 def teaching_fact(text: str, names: Sequence[str], patterns: Sequence[re.Pattern[str]]) -> str:

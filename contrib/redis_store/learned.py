@@ -219,8 +219,14 @@ class RedisLearnedStore:
             stored += done.stored
             evicted += done.evicted
             unchanged += done.unchanged
+        # As in memory: an item evicted by the call is not reported stored (by kind and key).
+        gone = set(evicted)
         return PutResult(
-            stored=tuple(item for _index, item in sorted(stored, key=lambda pair: pair[0])),
+            stored=tuple(
+                item
+                for _index, item in sorted(stored, key=lambda pair: pair[0])
+                if (item.kind, item.key) not in gone
+            ),
             evicted=tuple(evicted),
             unchanged=unchanged,
         )
@@ -279,8 +285,6 @@ class RedisLearnedStore:
                     del kept[kind][item.key]
                     evicted.setdefault(kind, []).append(item.key)
                     result.evicted.append((kind, item.key))
-            gone = set(result.evicted)
-            result.stored = [(i, s) for i, s in result.stored if (s.kind, s.key) not in gone]
             if not changed:
                 return result
             pipeline.multi()
