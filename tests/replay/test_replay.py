@@ -114,6 +114,9 @@ def test_a_quote_goes_out_as_a_reply_to_the_candidate(seeded: list[dict[str, Any
 
 
 def test_a_replay_repeats_exactly_with_the_same_seed(seeded: list[dict[str, Any]]) -> None:
+    learning = seeded[-1]["learning"]
+    assert learning["enabled"] and learning["runs"]["learned"] > 0  # what is learned repeats too
+    assert any(record["learned"] for record in seeded[:-1])
     assert _without_timing(_replay("--seed", "1")) == _without_timing(seeded)
     assert _without_timing(_replay("--seed", "2")) != _without_timing(seeded)
 
