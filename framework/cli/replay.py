@@ -183,13 +183,15 @@ def learning_lines(learning: Mapping[str, Any] | None) -> list[str]:
     for group in learning["groups"]:
         counts = ", ".join(f"{n} {kind}" for kind, n in group["counts"].items())
         lines.append(f"group {group['group_id']} learned: {counts or 'nothing'}")
-        firsts = []
-        for first in group["first_in_prompt"]:
-            if first["index"] is None:
-                firsts.append(f"{first['kind']} no answered turn")
-            else:
-                firsts.append(f"{first['kind']} in {first['section']} at {_at(first)}")
-        lines.append("  first in a prompt: " + "; ".join(firsts))
+        entries = group["first_in_prompt"]
+        found = [
+            f"{f['kind']} in {f['section']} at {_at(f)}" for f in entries if f["index"] is not None
+        ]
+        missing = [f["kind"] for f in entries if f["index"] is None]
+        if found:
+            lines.append("  first in a prompt: " + "; ".join(found))
+        if missing:
+            lines.append("  in no answered turn's prompt: " + ", ".join(missing))
     for failure in learning["failures"]:
         lines.append(
             f"learner {failure['learner']} failed in group {failure['group_id']} "

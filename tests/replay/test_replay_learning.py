@@ -18,6 +18,7 @@ from report_support import parse_html
 
 from promptweave import Config, Promptweave, hookimpl
 from promptweave.cli import replay as replay_cli
+from promptweave.cli.replay import learning_lines
 from promptweave.cli.main import cli
 from promptweave.delivery.outgoing import InjectedSource, ReplyInjection
 from promptweave.plugins.contributions import Learner
@@ -174,9 +175,11 @@ def test_the_text_summary_says_what_each_group_learned(tmp_path: Path) -> None:
         line = next(line for line in summary if line.startswith(f"group {group_id} learned: "))
         for kind in ("expression_pair", "rhythm", "teaching", "feedback"):
             assert kind in line
-        after = summary[summary.index(line) + 1]
-        assert after.startswith("  first in a prompt: expression_pair ")
-        assert "teaching " in after and "rhythm " in after
+        start = summary.index(line) + 1
+        after = " ".join(summary[start : start + 2])
+        assert after.startswith(("  first in a prompt: ", "  in no answered turn's prompt: "))
+        for kind in ("expression_pair", "rhythm", "teaching"):
+            assert kind in after
 
 
 class _Broken:
@@ -312,6 +315,12 @@ def test_the_first_answered_turn_carrying_each_kind_is_found_and_linked() -> Non
     assert first["expression_pair"]["index"] == 2
     assert first["expression_pair"]["message_id"] == "702"
     assert first["teaching"]["index"] is None and first["teaching"]["section"] == "memory"
+    assert learning_lines(summary) == [
+        "learning: learners expression_pairs · 0 runs",
+        "group 20001 learned: nothing",
+        "  first in a prompt: expression_pair in group_expression at #2 (20:02:00)",
+        "  in no answered turn's prompt: rhythm, teaching",
+    ]
     page = render_report([*records, {"type": "summary", "learning": summary}], title="t")
     tree = parse_html(page)
     (listed,) = tree.find_all("ul", "first-in-prompt")
