@@ -24,6 +24,7 @@ from promptweave.config import Config
 from promptweave.errors import PromptweaveError, TurnFileError
 from promptweave.loop.live import BotLoop
 from promptweave.providers.exchange import ProviderSpec
+from promptweave.replay.learning import InjectionWatch, learning_state
 from promptweave.replay.replayer import (
     ReplayClock,
     ReplayLog,
@@ -64,12 +65,22 @@ def _store_config(config: Config, store: Path | None) -> Iterator[Config]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _runtime(config: Config, model: str, seed: int, clock: ReplayClock) -> Promptweave:
+def _runtime(
+    config: Config,
+    model: str,
+    seed: int,
+    clock: ReplayClock,
+    extra_plugins: Sequence[object] = (),
+) -> Promptweave:
     plugin, api, _label = MODELS[model]
     if api is not None and not config.provider.api.startswith(api.split("_")[0]):
         config = attrs.evolve(config, provider=attrs.evolve(config.provider, api=api))
     return Promptweave.from_config(
-        config, contrib=["onebot", plugin], rng=random.Random(seed), clock=clock
+        config,
+        contrib=["onebot", plugin],
+        extra_plugins=extra_plugins,
+        rng=random.Random(seed),
+        clock=clock,
     )
 
 
@@ -149,6 +160,44 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
             f"{stage} {spread(value)}" for stage, value in summary["stage_ms"].items() if value
         ),
     ]
+    return lines + learning_lines(summary.get("learning"))
+
+
+def _at(record: Mapping[str, Any]) -> str:
+    return f"#{record['index']} ({dt.datetime.fromisoformat(record['time']):%H:%M:%S})"
+
+
+def learning_lines(learning: Mapping[str, Any] | None) -> list[str]:
+    """What the replay learned, in the text summary: per group the items per kind at the end,
+    when a prompt first carried each kind, and the learners that failed."""
+    if not learning:
+        return []
+    if not learning["enabled"]:
+        return [f"learning: off ({learning['off']})"]
+    runs = sum(learning["runs"].values())
+    failed = learning["runs"].get("failed", 0)
+    lines = [
+        f"learning: learners {', '.join(learning['learners'])} · {runs} runs"
+        + (f", {failed} failed" if failed else "")
+    ]
+    for group in learning["groups"]:
+        counts = ", ".join(f"{n} {kind}" for kind, n in group["counts"].items())
+        lines.append(f"group {group['group_id']} learned: {counts or 'nothing'}")
+        entries = group["first_in_prompt"]
+        found = [
+            f"{f['kind']} in {f['section']} at {_at(f)}" for f in entries if f["index"] is not None
+        ]
+        missing = [f["kind"] for f in entries if f["index"] is None]
+        if found:
+            lines.append("  first in a prompt: " + "; ".join(found))
+        if missing:
+            lines.append("  in no answered turn's prompt: " + ", ".join(missing))
+    for failure in learning["failures"]:
+        lines.append(
+            f"learner {failure['learner']} failed in group {failure['group_id']} "
+            f"({failure['runs']} runs, first at {_at({'index': failure['first_index'], 'time': failure['first_time']})}): "
+            f"{failure['error']}"
+        )
     return lines
 
 
@@ -206,6 +255,11 @@ def _progress(total: int, enabled: bool) -> tuple[Callable[[], None], Callable[[
     default=None,
     help="Override [turn_context] turn_sections (where the per-turn sections go).",
 )
+@click.option(
+    "--no-learn",
+    is_flag=True,
+    help="Run no learner (as [learning] enabled = false): the replay learns nothing.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @config_option
 def replay(
@@ -218,6 +272,7 @@ def replay(
     data: Path | None,
     bot_id: str | None,
     turn_sections: str | None,
+    no_learn: bool,
     no_progress: bool,
     config_path: Path | None,
 ) -> None:
@@ -225,7 +280,8 @@ def replay(
 
     LOG_FILE holds raw OneBot v11 events (one JSON event a line, as NapCat writes them) or the
     store's event log. The log's timestamps are the clock and --seed the random source, so a
-    replay repeats exactly.
+    replay repeats exactly. The learners run on the log's clock, after each message, unless
+    --no-learn; --store keeps what they learned.
     """
     require_file(log_file)
     config = load_config(config_path)
@@ -233,10 +289,13 @@ def replay(
         config = attrs.evolve(
             config, turn_context=attrs.evolve(config.turn_context, turn_sections=turn_sections)
         )
+    if no_learn:
+        config = attrs.evolve(config, learning=attrs.evolve(config.learning, enabled=False))
     with _store_config(config, store) as config:
         clock = ReplayClock()
+        watch = InjectionWatch()
         try:
-            runtime = _runtime(config, model, seed, clock)
+            runtime = _runtime(config, model, seed, clock, [watch])
         except PromptweaveError as exc:
             raise config_error(exc) from exc
         try:
@@ -244,6 +303,7 @@ def replay(
                 runtime,
                 clock,
                 log_file,
+                watch=watch,
                 model=model,
                 output_format=output_format,
                 report=report,
@@ -260,6 +320,7 @@ def _run(
     clock: ReplayClock,
     log_file: Path,
     *,
+    watch: InjectionWatch,
     model: str,
     output_format: str,
     report: Path | None,
@@ -298,10 +359,10 @@ def _run(
         sleep=_no_pause,
     )
     try:
-        records = asyncio.run(replay_events(loop, clock, log.events, on_record=emit))
+        records = asyncio.run(replay_events(loop, clock, log.events, on_record=emit, watch=watch))
     finally:
         close()
-    summary = summarize(records, model=model, model_label=label)
+    summary = summarize(records, model=model, model_label=label, learned=learning_state(runtime))
     if output_format == "jsonl":
         click.echo(json.dumps(summary, ensure_ascii=False))
     else:

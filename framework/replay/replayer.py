@@ -32,6 +32,7 @@ from promptweave.errors import TurnFileError
 from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
 from promptweave.loop.live import BotLoop
 from promptweave.replay.chat_log import MessageEvent, read_events
+from promptweave.replay.learning import InjectionWatch, learned_hits, learning_summary, run_record
 from promptweave.runtime import Promptweave
 from promptweave.turn import ChatMessage
 
@@ -176,11 +177,19 @@ async def replay_events(
     *,
     transport: ReplayTransport | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    watch: InjectionWatch | None = None,
 ) -> list[dict[str, Any]]:
     """Carry ``events`` through ``loop`` one after another, the clock at each event's time.
 
+    After each event, once its background work is done, the learners due at its time run one
+    after another on this thread (``runtime.learning.run_due(now, threads=False)``): a replay
+    learns what a live bot would have learned by then, and repeats exactly. Nothing is caught up
+    at the end.
+
     :param on_record: called with each message record as soon as it is made (progress, streaming
         output).
+    :param watch: the observer registered with the runtime that keeps what each delivered reply's
+        prompt carried; without it a record's ``learned_in_prompt`` is empty.
     :returns: the message records (``docs/replay.md`` gives their fields).
     """
     transport = transport or ReplayTransport()
@@ -194,7 +203,12 @@ async def replay_events(
         # Session compression runs in the background; a replay waits for it after each turn,
         # so the next turn reads the same history every time the log is replayed.
         loop.runtime.background.wait()
+        runs = loop.runtime.learning.run_due(clock.now, threads=False)
         record = message_record(index, event, outcome, zones[event.bot_id])
+        record["learned"] = [run_record(run) for run in runs]
+        if watch is not None:
+            loop.runtime.plugins.hooks.observations.wait()
+        record["learned_in_prompt"] = learned_hits(watch.drain()) if watch is not None else []
         records.append(record)
         if on_record is not None:
             on_record(record)
@@ -266,9 +280,17 @@ def _sent_chars(record: Mapping[str, Any]) -> int:
 
 
 def summarize(
-    records: Sequence[Mapping[str, Any]], *, model: str, model_label: str
+    records: Sequence[Mapping[str, Any]],
+    *,
+    model: str,
+    model_label: str,
+    learned: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The summary of a replay (the last JSON line of ``--format jsonl``)."""
+    """The summary of a replay (the last JSON line of ``--format jsonl``).
+
+    :param learned: what the learned store holds at the end
+        (:func:`promptweave.replay.learning.learning_state`).
+    """
     statuses = Counter(record["status"] for record in records)
     answered = [r for r in records if r["status"] == OutcomeStatus.REPLIED]
     requested = [r for r in records if r["chars"] is not None]
@@ -314,4 +336,5 @@ def summarize(
             "requests": len(reuse),
         },
         "stage_ms": {stage: _percentiles(values) for stage, values in sorted(stages.items())},
+        "learning": learning_summary(records, learned),
     }

@@ -29,6 +29,7 @@ from promptweave.replay.report_charts import (
     part_colour,
     prefix_reuse_svg,
 )
+from promptweave.replay.report_learning import learning_html
 from promptweave.replay.report_page import PAGE_TEMPLATE, summary_html
 
 __all__ = ["ReportInputError", "render_report"]
@@ -370,6 +371,7 @@ def render_report(records: Sequence[Mapping[str, Any]], *, title: str) -> str:
         title=escape(title),
         summary=summary_html(summary),
         reuse=_reuse_html(rows, requests, summary or {}),
+        learned=learning_html(summary),
         legend=_legend_html(rows),
         filters=_filters_html(rows),
         timeline=_timeline_html(rows, requests),

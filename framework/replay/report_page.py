@@ -218,6 +218,18 @@ ol.bubbles li { white-space: pre-wrap; overflow-wrap: anywhere; }
 .muted { color: var(--muted); font-size: 12px; }
 .facts { color: var(--muted); font-size: 12px; }
 .empty { color: var(--muted); font-style: italic; }
+h3 { font-size: 15px; margin: 16px 0 4px; }
+table.learned { border-collapse: collapse; background: #fff; border: 1px solid var(--line);
+  margin: 6px 0; }
+table.learned caption { text-align: left; color: var(--muted); padding: 4px 0; }
+table.learned th { background: #eceff1; text-align: left; padding: 4px 8px; font-weight: 600; }
+table.learned td { border-top: 1px solid var(--line); padding: 4px 8px; vertical-align: top; }
+table.learned td.fields { max-width: 520px; overflow-wrap: anywhere; }
+table.learned td.fields .term { color: var(--muted); font-size: 12px; margin-right: 4px; }
+table.learned td.ids { max-width: 220px; font-size: 12px; color: var(--muted);
+  overflow-wrap: anywhere; }
+table.failures td.reason { color: #c62828; }
+ul.first-in-prompt { margin: 4px 0; padding-left: 18px; }
 """
 
 # The status filter is the page's only script; it reads and toggles the rows it finds.
@@ -238,7 +250,8 @@ _SCRIPT = """
 })();
 """
 
-#: The page: ``$title``, ``$summary``, ``$reuse``, ``$legend``, ``$filters``, ``$timeline``.
+#: The page: ``$title``, ``$summary``, ``$reuse``, ``$learned``, ``$legend``, ``$filters``,
+#: ``$timeline``.
 PAGE_TEMPLATE = Template(
     "<!DOCTYPE html>\n<html lang='zh-CN'><head><meta charset='utf-8'>"
     "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -249,6 +262,7 @@ PAGE_TEMPLATE = Template(
     "<section><h2>Prefix reuse per request</h2>"
     "<p class='muted'>Share of each request's bytes that repeat the start of the previous request "
     "of the same conversation: what a provider's prompt cache can serve.</p>$reuse</section>"
+    "<section><h2>What was learned</h2>$learned</section>"
     "<section><h2>Chat timeline</h2>$legend$filters$timeline</section>"
     "<script>" + _SCRIPT + "</script></body></html>\n"
 )

@@ -51,6 +51,8 @@ MESSAGE_KEYS = {
     "chars",
     "usage",
     "durations_ms",
+    "learned",
+    "learned_in_prompt",
 }
 
 
@@ -89,10 +91,10 @@ def test_the_bundled_chat_replays_every_message_with_its_decision(
 ) -> None:
     *messages, summary = seeded
     assert summary["type"] == "summary"
-    assert len(messages) == summary["messages"] == 332
+    assert len(messages) == summary["messages"] == 340
     assert all(set(record) == MESSAGE_KEYS for record in messages)
     assert [record["index"] for record in messages] == list(range(len(messages)))
-    assert summary["recorded"] == 7  # the bot's own messages in the log
+    assert summary["recorded"] == 9  # the bot's own messages in the log
     assert summary["replies"] > 40 and summary["tools"] >= 3 and summary["quotes"] >= 1
     assert summary["silences"]["shut_up"] >= 1 and summary["silences"]["face"] > 10
     assert "not an LLM" in summary["model_label"]
@@ -112,6 +114,9 @@ def test_a_quote_goes_out_as_a_reply_to_the_candidate(seeded: list[dict[str, Any
 
 
 def test_a_replay_repeats_exactly_with_the_same_seed(seeded: list[dict[str, Any]]) -> None:
+    learning = seeded[-1]["learning"]
+    assert learning["enabled"] and learning["runs"]["learned"] > 0  # what is learned repeats too
+    assert any(record["learned"] for record in seeded[:-1])
     assert _without_timing(_replay("--seed", "1")) == _without_timing(seeded)
     assert _without_timing(_replay("--seed", "2")) != _without_timing(seeded)
 
@@ -164,7 +169,7 @@ def test_the_text_output_shows_each_message_its_decision_and_the_bubbles() -> No
     result = CliRunner().invoke(cli, ["replay", str(CHAT), "--no-progress", "--seed", "1"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].startswith(f"replaying {CHAT} · 332 messages · model: offline stand-in")
+    assert lines[0].startswith(f"replaying {CHAT} · 340 messages · model: offline stand-in")
     assert any(line.startswith("retrieval data from ") for line in lines[:3])
     assert "  ← 小织: 离线回声：" in result.output
     assert any(line.startswith("  · pass · face") for line in lines)

@@ -1,0 +1,150 @@
+"""The report's "What was learned" section, from the summary's ``learning`` object
+(:func:`promptweave.replay.learning.learning_summary`, ``docs/replay.md``).
+
+Per group: the learned items the store held at the end of the replay (kind, the learned fields,
+count, the messages they came from, when first learned), the learner runs that failed, and the
+first answered turn whose prompt carried a learned item of each kind, linked to its row of the
+timeline. Every string is escaped; a field of the wrong type is shown as absent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+__all__ = ["ITEM_KEYS", "learning_html"]
+
+#: The keys of a learned item's JSON that are its scope and provenance; the rest are its fields.
+ITEM_KEYS = frozenset(
+    {
+        "kind",
+        "bot_id",
+        "group_id",
+        "user_id",
+        "key",
+        "count",
+        "learner",
+        "source_message_ids",
+        "learned_at",
+        "updated_at",
+    }
+)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: object, absent: str = "—") -> str:
+    """``value`` as escaped text: a string as it is, anything else JSON-encoded."""
+    if value is None:
+        return absent
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return escape(text)
+
+
+def _when(value: object) -> str:
+    if not isinstance(value, str):
+        return "—"
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return escape(value)
+    return f"<span title='{escape(value)}'>{moment:%m-%d %H:%M:%S}</span>"
+
+
+def _turn(index: object, time: object) -> str:
+    if not isinstance(index, int) or isinstance(index, bool):
+        return "—"
+    return f"<a href='#m-{index}'>#{index}</a> {_when(time)}"
+
+
+def _first_html(entries: list[Any]) -> str:
+    rows = []
+    for entry in map(_mapping, entries):
+        reached = entry.get("index")
+        where = (
+            f"first in the prompt of {_turn(reached, entry.get('time'))} "
+            f"(<span class='reason'>{_str(entry.get('id'))}</span>)"
+            if reached is not None
+            else "<span class='empty'>no answered turn's prompt carried one</span>"
+        )
+        rows.append(
+            f"<li><b>{_str(entry.get('kind'))}</b> in {_str(entry.get('section'))}: {where}</li>"
+        )
+    return f"<ul class='first-in-prompt'>{''.join(rows)}</ul>" if rows else ""
+
+
+def _failures_html(failures: list[Any]) -> str:
+    if not failures:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_str(f.get('learner'))}</td><td>{_str(f.get('runs'))}</td>"
+        f"<td>{_turn(f.get('first_index'), f.get('first_time'))}</td>"
+        f"<td class='reason'>{_str(f.get('error'))}</td></tr>"
+        for f in map(_mapping, failures)
+    )
+    return (
+        "<table class='learned failures'><caption>Learner runs that failed</caption>"
+        "<thead><tr><th>learner</th><th>runs</th><th>first</th><th>error</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _fields_html(item: Mapping[str, Any]) -> str:
+    fields = [(name, value) for name, value in item.items() if name not in ITEM_KEYS]
+    return "".join(
+        f"<div><span class='term'>{escape(str(name))}</span> {_str(value)}</div>"
+        for name, value in fields
+    )
+
+
+def _items_html(items: list[Any]) -> str:
+    if not items:
+        return "<p class='empty'>Nothing learned in this group.</p>"
+    rows = "".join(
+        f"<tr class='learned-item' data-kind='{_str(item.get('kind'))}'>"
+        f"<td>{_str(item.get('kind'))}</td><td class='fields'>{_fields_html(item)}</td>"
+        f"<td>{_str(item.get('count'))}</td>"
+        f"<td class='ids'>{', '.join(_str(i) for i in _list(item.get('source_message_ids')))}</td>"
+        f"<td>{_when(item.get('learned_at'))}</td></tr>"
+        for item in map(_mapping, items)
+    )
+    return (
+        "<table class='learned items'><thead><tr><th>kind</th><th>learned</th><th>count</th>"
+        "<th>from messages</th><th>learned at</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def learning_html(summary: Mapping[str, Any] | None) -> str:
+    """The section's HTML (escaped) from the summary record, or a line saying why it is empty."""
+    learning = _mapping(_mapping(summary).get("learning"))
+    if not learning:
+        return "<p class='empty'>The summary records nothing of learning.</p>"
+    if learning.get("enabled") is not True:
+        return f"<p class='empty'>Learning was off: {_str(learning.get('off'), 'unknown')}.</p>"
+    runs = _mapping(learning.get("runs"))
+    learners = ", ".join(_str(name) for name in _list(learning.get("learners")))
+    counted = ", ".join(f"{_str(status)} {_str(n)}" for status, n in runs.items())
+    parts = [f"<p class='muted'>Learners: {learners}. Runs: {counted or 'none'}.</p>"]
+    for group in map(_mapping, _list(learning.get("groups"))):
+        counts = ", ".join(
+            f"{_str(n)} {_str(kind)}" for kind, n in _mapping(group.get("counts")).items()
+        )
+        parts.append(
+            f"<div class='learned-group' data-group='{_str(group.get('group_id'))}'>"
+            f"<h3>group {_str(group.get('group_id'))}</h3>"
+            f"<p>{counts or 'nothing learned'}</p>"
+            f"{_first_html(_list(group.get('first_in_prompt')))}"
+            f"{_failures_html(_list(group.get('failures')))}"
+            f"{_items_html(_list(group.get('items')))}</div>"
+        )
+    return "".join(parts)
