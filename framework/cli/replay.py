@@ -357,6 +357,7 @@ def _run(
         runtime=runtime,
         spec=ProviderSpec.from_config(runtime.config.provider),
         sleep=_no_pause,
+        learn=False,  # replay_events runs the learners itself, on the log's clock
     )
     try:
         records = asyncio.run(replay_events(loop, clock, log.events, on_record=emit, watch=watch))

@@ -18,8 +18,8 @@ from report_support import parse_html
 
 from promptweave import Config, Promptweave, hookimpl
 from promptweave.cli import replay as replay_cli
-from promptweave.cli.replay import learning_lines
 from promptweave.cli.main import cli
+from promptweave.cli.replay import learning_lines
 from promptweave.delivery.outgoing import InjectedSource, ReplyInjection
 from promptweave.plugins.contributions import Learner
 from promptweave.replay.learning import learned_hits, learning_summary
