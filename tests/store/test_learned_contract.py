@@ -561,3 +561,25 @@ def test_an_unreachable_redis_is_a_store_error(redis_url: str) -> None:
         with pytest.raises(StoreUnavailableError):
             call()
     namespace.client.close()
+
+
+def test_the_stores_of_each_backend_hold_its_learned_store(
+    tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    from base_support import redis_config, sqlite_config
+
+    from promptweave import Stores
+    from promptweave.contrib.redis_store import RedisLearnedStore
+
+    sqlite = Stores.from_config(sqlite_config(tmp_path / "store.sqlite3"))
+    assert isinstance(sqlite.learned, SQLiteLearnedStore)
+    assert sqlite.database is not None and sqlite.database.schema_version("learning") == 1
+    sqlite.learned.put_items([pair("k", "m1")])
+    assert sqlite.learned.counts() == {"expression_pair": 1}
+    sqlite.close()
+    redis = Stores.from_config(redis_config(redis_url, redis_prefix))
+    try:
+        assert isinstance(redis.learned, RedisLearnedStore)
+        assert redis.learned.version(BOT, GROUP) == 0
+    finally:
+        redis.close()
