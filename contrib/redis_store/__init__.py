@@ -4,8 +4,9 @@ Selected with ``[store] backend = "redis"`` (``docs/store.md``); needs the ``red
 (``pip install 'promptweave[redis]'``). :meth:`promptweave.Stores.from_config` imports this module by
 name, so ``framework`` itself never imports Redis.
 
-The group log, sessions, summary archive, bot-reply context, feedback ledger, delivery ledger and
-routing state live in Redis, under keys scoped by bot and group with a Cluster hash tag (``promptweave:{10001:20001}:
+The group log, sessions, summary archive, bot-reply context, feedback ledger, delivery ledger,
+routing state and learned store (items, learner cursors and leases, delivered injections) live in
+Redis, under keys scoped by bot and group with a Cluster hash tag (``promptweave:{10001:20001}:
 log``), so several bot processes share them and a cluster can shard them. Each store behaves like
 its in-memory counterpart (the store contract, ``tests/store_contract.py``, runs on it); a
 check-then-write is atomic across processes: a Lua script for duplicate ids and the windows of the

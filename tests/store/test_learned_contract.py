@@ -35,10 +35,10 @@ from promptweave.store.learned_sqlite import LEARNED_MIGRATIONS, SQLiteLearnedSt
 from promptweave.store.sessions import GroupLog
 from promptweave.store.sessions_memory import MemoryGroupLog
 from promptweave.store.sessions_sqlite import SESSION_MIGRATIONS, SQLiteGroupLog
-from promptweave.store.sqlite import SQLiteDatabase
+from promptweave.store.sqlite import SQLiteDatabase, StoreUnavailableError
 
 BOT, GROUP = "10001", "20001"
-RACERS = 4
+RACERS = 3
 
 
 def at(seconds: float) -> dt.datetime:
@@ -526,3 +526,60 @@ def test_processes_claiming_at_once_one_wins(shared_backend: Backend) -> None:
     assert store.advance(
         "expressions", BOT, GROUP, winners[0], LearnerCursor(position=1), now=at(1)
     )
+
+
+def test_an_unreachable_redis_is_a_store_error(redis_url: str) -> None:
+    from promptweave.contrib.redis_store import (
+        RedisGroupLog,
+        RedisLearnedStore,
+        RedisNamespace,
+        connect,
+    )
+
+    namespace = RedisNamespace(connect("redis://127.0.0.1:1/0"), "pwtest:unreachable:")
+    learned, log = RedisLearnedStore(namespace), RedisGroupLog(namespace)
+    calls: list[Callable[[], object]] = [
+        lambda: learned.put_items([pair("k", "m1")], caps={"expression_pair": 1}),
+        lambda: learned.items(BOT, GROUP),
+        lambda: learned.item(BOT, GROUP, "expression_pair", "k"),
+        lambda: learned.forget(BOT, GROUP),
+        lambda: learned.forgotten(BOT, GROUP, "expression_pair"),
+        learned.scopes,
+        learned.counts,
+        lambda: learned.version(BOT, GROUP),
+        lambda: learned.cursor("expressions", BOT, GROUP),
+        lambda: learned.claim("expressions", BOT, GROUP, "p1", now=T0),
+        lambda: learned.advance("expressions", BOT, GROUP, "p1", LearnerCursor(), now=T0),
+        lambda: learned.release("expressions", BOT, GROUP, "p1"),
+        lambda: learned.reset(BOT, GROUP),
+        lambda: learned.remember_injection(_injection("r1")),
+        lambda: learned.injection(BOT, GROUP, "r1"),
+        lambda: log.messages_after(BOT, GROUP, 0, limit=5),
+        log.group_scopes,
+    ]
+    for call in calls:
+        with pytest.raises(StoreUnavailableError):
+            call()
+    namespace.client.close()
+
+
+def test_the_stores_of_each_backend_hold_its_learned_store(
+    tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    from base_support import redis_config, sqlite_config
+
+    from promptweave import Stores
+    from promptweave.contrib.redis_store import RedisLearnedStore
+
+    sqlite = Stores.from_config(sqlite_config(tmp_path / "store.sqlite3"))
+    assert isinstance(sqlite.learned, SQLiteLearnedStore)
+    assert sqlite.database is not None and sqlite.database.schema_version("learning") == 1
+    sqlite.learned.put_items([pair("k", "m1")])
+    assert sqlite.learned.counts() == {"expression_pair": 1}
+    sqlite.close()
+    redis = Stores.from_config(redis_config(redis_url, redis_prefix))
+    try:
+        assert isinstance(redis.learned, RedisLearnedStore)
+        assert redis.learned.version(BOT, GROUP) == 0
+    finally:
+        redis.close()
