@@ -591,10 +591,15 @@ class BotLoop:
         reported = None
         if usage is not None:
             reported = {k: v for k, v in attrs.asdict(usage).items() if v is not None}
-        # Worked out only when a plugin observes deliveries: most bots have no observer.
+        # Worked out only when someone reads it: a plugin observing deliveries, or the learner
+        # stage, which keeps it for negative feedback (docs/learning.md).
         injection = (
             run.pipeline.injection()
-            if sent and self.runtime.plugins.hooks.implemented("observe_reply_delivered")
+            if sent
+            and (
+                self.runtime.recorder.on_reply is not None
+                or self.runtime.plugins.hooks.implemented("observe_reply_delivered")
+            )
             else None
         )
         for index, (text, message_id, quoted) in enumerate(sent):

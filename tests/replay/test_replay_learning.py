@@ -108,19 +108,22 @@ def test_each_record_lists_the_runs_made_at_its_time_and_no_duration(
     assert all("duration_ms" not in json.dumps(record) for record in learned)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="learned items reach a prompt once the learned store feeds the retrievers "
-    "(hit ids learned:<kind>:<key>); then this passes and the mark goes",
-)
 def test_later_answered_turns_carry_a_learned_group_expression(
     learned: list[dict[str, Any]],
 ) -> None:
-    *_messages, summary = learned
-    for group in summary["learning"]["groups"]:
-        first = next(f for f in group["first_in_prompt"] if f["kind"] == "expression_pair")
-        assert first["section"] == "group_expression"
-        assert first["index"] is not None and first["id"].startswith("learned:expression_pair:")
+    *messages, summary = learned
+    (group,) = [g for g in summary["learning"]["groups"] if g["group_id"] == "20001"]
+    first = next(f for f in group["first_in_prompt"] if f["kind"] == "expression_pair")
+    assert first["section"] == "group_expression"
+    assert first["id"].startswith("learned:expression_pair:")
+    # The pair was learned before the turn that carried it, from the same group's messages.
+    learned_at = min(
+        record["index"]
+        for record in messages
+        for run in record["learned"]
+        if run["group_id"] == "20001" and run["learned"].get("expression_pair")
+    )
+    assert first["index"] > learned_at
 
 
 def test_no_learn_runs_no_learner_and_keeps_nothing(tmp_path: Path) -> None:
