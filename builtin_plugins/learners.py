@@ -42,6 +42,7 @@ from promptweave.builtin_plugins.learning_rules import (
     compile_patterns,
     expression_line,
     lower_median,
+    named_first,
     negative_hits,
     score_entries,
     teaching_fact,
@@ -478,6 +479,8 @@ def learn_pickups(batch: LearnerBatch) -> LearnerResult:
 
 
 def _bot_names(batch: LearnerBatch) -> tuple[str, ...]:
+    if batch.bot_names:
+        return batch.bot_names
     bots = getattr(batch.config, "bots", None) or {}
     bot = bots.get(batch.bot_id)
     if bot is None:
@@ -487,8 +490,9 @@ def _bot_names(batch: LearnerBatch) -> tuple[str, ...]:
 
 def learn_teachings(batch: LearnerBatch) -> LearnerResult:
     """What a member tells the bot to remember: an addressed human message matching one of
-    ``patterns`` (「记住…」「记得…」「以后…」「我叫X不叫Y」「我叫X」「叫我X」「X是Y」), with the
-    bot's name stripped from its start; not a question, a shut-up request or a line that
+    ``patterns`` (「记住…」「记得…」「记一下…」「以后…」「我叫X不叫Y」「我叫X」「叫我X」), with
+    the bot's name stripped from its start (a message starting with the bot's name is addressed
+    to it, as one that @-mentions it); not a question, a shut-up request or a line that
     @-mentions someone else. One item per subject (``name:<member>`` for a name, else the fact's
     head), so a later teaching of it replaces the earlier one."""
     if not batch.group_id:
@@ -503,7 +507,9 @@ def learn_teachings(batch: LearnerBatch) -> LearnerResult:
     skipped: Counter[str] = Counter()
     for logged in batch.messages:
         message: ChatMessage = logged.message
-        if message.sender_id in batch.bot_ids or not message.addressed or message.id is None:
+        if message.sender_id in batch.bot_ids or message.id is None:
+            continue
+        if not (message.addressed or named_first(message.text, names)):
             continue
         others = [m for m in message.mentions if m and m != batch.bot_id]
         written = [n for n in mentioned_names(message.text) if n not in names]

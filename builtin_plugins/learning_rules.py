@@ -35,6 +35,7 @@ __all__ = [
     "is_question",
     "longest_common_phrase",
     "lower_median",
+    "named_first",
     "negative_hits",
     "score_entries",
     "strip_address",
@@ -76,13 +77,13 @@ PREVIEW_CHARS = 120
 
 #: The default ``[learning.learners.teachings] patterns``: regular expressions searched in an
 #: addressed message once the bot's name is stripped from its start; one that matches makes it a
-#: teaching. They cover 「记住…」「记得…」「以后…」「我叫X(不叫Y)」「叫我X」「X是Y」.
+#: teaching. They cover 「记住…」「记得…」「记一下…」「以后…」「我叫X(不叫Y)」「叫我X」: a fact
+#: said to the bot without a cue (「第二章是实验部分」) is talk, not a teaching.
 TEACHING_PATTERNS: tuple[str, ...] = (
-    r"^.{0,6}?(?:记住|记得)",
+    r"^.{0,6}?(?:记住|记得|记一下)",
     r"^以后.",
     r"^我叫.",
     r"^叫我.",
-    r"^[^，,。！!？?]{1,16}?(?:就是|是|=)\s*\S",
 )
 
 _CQ = re.compile(r"\[CQ:[^\[\]]*\]")
@@ -178,17 +179,26 @@ def strip_address(text: str, names: Sequence[str]) -> str:
     return text
 
 
+def named_first(text: str, names: Sequence[str]) -> bool:
+    """Whether ``text`` starts (after CQ codes, ``@`` and punctuation) with one of the bot's
+    ``names``: 「小织记住…」 is said to the bot."""
+    body = _CQ.sub(" ", text).lstrip(_LEAD_PUNCT)
+    return any(name and body.startswith(name) for name in names)
+
+
 def compile_patterns(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
     """The teaching patterns, compiled (:class:`re.error` for a bad one)."""
     return tuple(re.compile(pattern) for pattern in patterns)
 
 
 def is_question(text: str) -> bool:
-    """Ends with ``?``/``？``, or (before trailing punctuation) with 吗 or another of
+    """Holds ``?``/``？`` anywhere, or ends (before trailing punctuation) with 吗 or another of
     :data:`QUESTION_ENDINGS`."""
     stripped = text.rstrip()
-    return stripped.endswith(("?", "？")) or strip_trailing_punctuation(stripped).endswith(
-        QUESTION_ENDINGS
+    return (
+        "?" in stripped
+        or "？" in stripped
+        or strip_trailing_punctuation(stripped).endswith(QUESTION_ENDINGS)
     )
 
 
@@ -203,7 +213,7 @@ def teaching_fact(text: str, names: Sequence[str], patterns: Sequence[re.Pattern
         return ""
     if not any(pattern.search(body) for pattern in patterns):
         return ""
-    for word in ("记住", "记得"):
+    for word in ("记住", "记得", "记一下"):
         at = body.find(word)
         if 0 <= at <= _LEAD_BEFORE_RECALL:
             body = body[at + len(word) :]

@@ -50,6 +50,7 @@ from promptweave.retrieval.policy import (
     reads_as_event,
 )
 from promptweave.retrieval.query import SkipReason
+from promptweave.store.retrieval import MemoryRecord
 from promptweave.text.scoring import score_text, text_terms
 
 #: Session summaries begin with this mark; the old-topics section shows the text after it.
@@ -57,6 +58,8 @@ SUMMARY_MARK = "【此前对话摘要】"
 #: The most expression pairs and strategies compared per turn (newest / best supported first).
 PROFILE_SCAN = 5000
 STRATEGY_SCAN = 500
+#: The most of the speaker's own teachings carried with each of their messages.
+MEMBER_TEACHINGS = 2
 #: Recent lines that fill in memory when there is no persistent hit (``top_k`` ≤ 8).
 EVENT_FILL_SOURCE = "recent_group_line"
 
@@ -77,6 +80,34 @@ def retrieve_memory(query: RetrievalQuery) -> RetrievalResult:
     items: list[MemoryItem] = []
     hits: list[RetrievalHit] = []
     seen: set[str] = set()
+    # What the speaker taught the bot goes with their messages: their name always (it is about
+    # who is talking), another teaching of theirs when it shares a term (docs/learning.md).
+    own: Callable[..., list[MemoryRecord]] | None = getattr(
+        query.stores.retrieval, "member_teachings", None
+    )
+    if own is not None and not query.is_private and query.user_id:
+        for record in own(
+            query.bot_id, query.scope_group, query.user_id, terms, limit=MEMBER_TEACHINGS
+        ):
+            seen.add(record.text)
+            items.append(
+                MemoryItem(
+                    kind=record.kind,
+                    text=record.text,
+                    id=record.id,
+                    source=record.source,
+                    score=1.0,
+                )
+            )
+            hits.append(
+                RetrievalHit(
+                    text=record.text,
+                    score=1.0,
+                    id=record.id,
+                    source=record.source,
+                    details={"member": query.user_id},
+                )
+            )
     for hit in found:
         record = hit.record
         if hit.score < limits.memory_min_score or record.text in seen:
@@ -274,6 +305,7 @@ def retrieve_group_expression(query: RetrievalQuery) -> RetrievalResult:
         hits.append(
             RetrievalHit(
                 text="rhythm baseline",
+                id=baseline.id,
                 source="rhythm",
                 details={
                     "single_bubble_share": baseline.single_bubble_share,

@@ -181,9 +181,14 @@ class Promptweave:
             learners=[entry.item for entry in self.registries.learners.values()],
             stores=self.stores,
             config=self.config,
+            bot_names=self._bot_names,
         )
         self.recorder.on_group_message = self.learning.note if self.learning.enabled else None
         self.recorder.on_reply = self.learning.note_reply if self.learning.enabled else None
+
+    def _bot_names(self, bot_id: str) -> tuple[str, ...]:
+        bot = self.bot_for(bot_id)
+        return (bot.name, *bot.aliases)
 
     def _ships_with_promptweave(self, plugin: str) -> bool:
         """A built-in or ``contrib`` plugin: the watchdog calls it without handing it to a

@@ -198,6 +198,8 @@ class LearningStage:
         :class:`promptweave.store.learned.LearningSource`).
     :param config: ``[learning]`` and the bots' peer accounts.
     :param holder: this stage's name in leases (unique per process by default).
+    :param bot_names: the names and aliases of a bot account (the runtime's ``bot_for``); the
+        ``[bots."ID"]`` table's by default.
     """
 
     learners: Sequence[Learner]
@@ -206,6 +208,7 @@ class LearningStage:
     holder: str = attrs.field(factory=lambda: f"pw-{uuid.uuid4().hex[:12]}")
     runs: deque[LearnerRun] = attrs.field(factory=lambda: deque(maxlen=RUNS_KEPT))
     listeners: list[Callable[[LearnerRun], None]] = attrs.field(factory=list)
+    bot_names: Callable[[str], Sequence[str]] | None = None
     _plans: list[_Plan] = attrs.field(factory=list, init=False)
     _waiting: dict[tuple[str, str, str], _Waiting] = attrs.field(factory=dict, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
@@ -529,6 +532,7 @@ class LearningStage:
                 state=cursor.state,
                 now=now,
                 bot_ids=self._bot_ids(bot_id),
+                bot_names=self._bot_names(bot_id),
                 settings=plan.settings,
                 stores=self.stores,
                 config=self.config,
@@ -591,6 +595,12 @@ class LearningStage:
     def _bot_ids(self, bot_id: str) -> frozenset[str]:
         bot = self.config.bots.get(bot_id)
         return frozenset((bot_id, *(bot.peer_bot_ids if bot is not None else ())))
+
+    def _bot_names(self, bot_id: str) -> tuple[str, ...]:
+        if self.bot_names is not None:
+            return tuple(name for name in self.bot_names(bot_id) if name)
+        bot = self.config.bots.get(bot_id)
+        return () if bot is None else tuple(n for n in (bot.name, *bot.aliases) if n)
 
     def _report(self, run: LearnerRun) -> None:
         self.runs.append(run)

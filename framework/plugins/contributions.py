@@ -382,6 +382,8 @@ class LearnerBatch:
     :param state: what the learner's last run left (``LearnerResult.state``), ``{}`` at first.
     :param now: the time of the run (the log's clock in a replay).
     :param bot_ids: the bot's own account and its peer bots: their messages are not a human's.
+    :param bot_names: the bot's name and aliases as its turns see them (``[bots."ID"]``, else the
+        persona pack's): how members address it in text.
     :param settings: the learner's ``[learning.learners.NAME]`` table, beyond the keys the stage
         reads itself.
     :param stores: the runtime's stores (``stores.learned``: what was learned; ``stores.group_log``
@@ -396,6 +398,7 @@ class LearnerBatch:
     state: Mapping[str, Any] = attrs.field(factory=dict, converter=_json_mapping)
     now: Any
     bot_ids: frozenset[str] = frozenset()
+    bot_names: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     settings: Mapping[str, Any] = attrs.field(factory=dict, converter=_json_mapping)
     stores: Any = None
     config: Any = None

@@ -42,7 +42,8 @@ LEARNED_PREFIX = "learned:"
 #: says for each when a prompt first carried one (or that none did).
 LEARNED_SECTIONS: Mapping[str, str] = {
     "expression_pair": "group_expression",
-    "rhythm": "reply_shape",
+    # The learned rhythm shapes the reply and is shown with the group's expression.
+    "rhythm": "group_expression",
     "teaching": "memory",
 }
 

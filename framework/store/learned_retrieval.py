@@ -203,6 +203,7 @@ class LearnedRetrievalStore:
                     group_id=group_id,
                     single_bubble_share=float(share),
                     median_segment_chars=max(0, median),
+                    id=learned_id(item),
                 )
         return None
 
@@ -228,6 +229,34 @@ class LearnedRetrievalStore:
                 found.append(Scored(record=record, score=score, matched=matched))
         found.sort(key=lambda hit: -hit.score)
         return found[:limit]
+
+    def member_teachings(
+        self,
+        bot_id: str,
+        group_id: str,
+        user_id: str,
+        terms: Sequence[str] = (),
+        *,
+        limit: int,
+    ) -> list[MemoryRecord]:
+        """What ``user_id`` taught the bot, for the memory retriever to carry with their
+        messages: their name (subject ``name:<user_id>``) always, then each other teaching of
+        theirs that shares a term with the message (one is enough: they said it to the bot
+        themselves); the newest first."""
+        subject = f"name:{user_id}"
+        own = sorted(
+            (i for i in self._learned(bot_id, group_id, "teaching") if i.user_id == user_id),
+            key=lambda item: item.updated_at or item.learned_at,
+            reverse=True,
+        )
+        names = [item for item in own if item.fields.get("subject") == subject]
+        related = [
+            item
+            for item in own
+            if item.fields.get("subject") != subject
+            and score_text(terms, text_terms(str(item.fields.get("text", ""))))[1] > 0
+        ]
+        return [self._teaching(item) for item in (names + related)[: max(0, limit)]]
 
     @staticmethod
     def _teaching(item: LearnedItem) -> MemoryRecord:

@@ -167,12 +167,16 @@ class ExpressionPairRecord:
 
 @attrs.frozen(kw_only=True)
 class RhythmRecord:
-    """The group's reply rhythm: single-bubble share and median segment length."""
+    """The group's reply rhythm: single-bubble share and median segment length.
+
+    :param id: the baseline's id, when it has one (a learned one's ``learned:rhythm:rhythm``).
+    """
 
     bot_id: str = _required
     group_id: str
     single_bubble_share: float = attrs.field(validator=_unit_interval)
     median_segment_chars: int = attrs.field(validator=attrs.validators.ge(0))
+    id: str = ""
 
 
 @attrs.frozen(kw_only=True)

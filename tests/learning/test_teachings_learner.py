@@ -44,9 +44,9 @@ def test_a_name_teaching_through_the_stage() -> None:
 
 def test_a_later_teaching_of_the_same_subject_replaces_it() -> None:
     group = make_group("teachings")
-    group.say(A, "织织，群主是小王", t=0, id="t1", addressed=True, name="阿蒙")
+    group.say(A, "织织，记住群主是小王", t=0, id="t1", addressed=True, name="阿蒙")
     group.run(100)
-    group.say(B, "@小织 群主是小李", t=10, id="t2", addressed=True, name="阿花")
+    group.say(B, "@小织 记住：群主是小李", t=10, id="t2", addressed=True, name="阿花")
     group.run(200)
     [item] = group.items("teaching")
     assert dict(item.fields) == {
@@ -79,8 +79,8 @@ def test_one_members_name_does_not_replace_anothers() -> None:
         ("我叫阿蒙", "我叫阿蒙", f"name:{A}"),
         ("小织 叫我蒙哥！", "叫我蒙哥", f"name:{A}"),
         ("@小织 我叫阿蒙不叫阿猛", "我叫阿蒙不叫阿猛", f"name:{A}"),
-        ("小织，Python 就是 一种编程语言。", "Python 就是 一种编程语言", "python"),
-        ("RAM=内存", "RAM=内存", "ram"),
+        ("小织记住，Python 就是 一种编程语言。", "Python 就是 一种编程语言", "python"),
+        ("记一下 RAM=内存", "RAM=内存", "ram"),
     ],
 )
 def test_the_fact_and_subject_of_a_teaching(text, fact, subject) -> None:
@@ -98,6 +98,9 @@ def test_the_fact_and_subject_of_a_teaching(text, fact, subject) -> None:
         "小织闭嘴",  # a shut-up request
         "小织别说话了，记住",
         "小织早上好",  # teaches nothing
+        "小织，第二章是实验部分，数据我跑了两个多月",  # talk: no teaching cue
+        "也不是怕重写，就是觉得自己做得不够好",
+        "小织记住，明天我要是再玩阿瓦隆，能不能赢一把？上次连输四把",  # a question inside
         "小织",
     ],
 )
@@ -138,7 +141,10 @@ def test_teachings_stay_in_their_group() -> None:
 
 def test_the_patterns_are_a_setting() -> None:
     messages = [message(A, "小织 口令是芝麻开门", t=0, id="x1", addressed=True, sender_name="阿蒙")]
-    assert len(run("teachings", batch_of("teachings", messages)).items) == 1
+    # No built-in cue: talk, not a teaching, until a pattern of the setting says otherwise.
+    assert run("teachings", batch_of("teachings", messages)).items == ()
+    cued = batch_of("teachings", messages, settings={"patterns": ["^口令是"]})
+    assert len(run("teachings", cued).items) == 1
     only_names = batch_of("teachings", messages, settings={"patterns": ["^我叫"]})
     assert run("teachings", only_names).items == ()
     with pytest.raises(ValueError, match=re.escape("learning.learners.teachings.patterns")):
@@ -153,3 +159,12 @@ def test_a_long_teaching_is_cut() -> None:
     ]
     [item] = run("teachings", batch_of("teachings", messages)).items
     assert len(item.fields["text"]) == 120 and item.fields["text"].startswith("阿蒙说：长")
+
+
+def test_a_message_starting_with_the_bots_name_is_addressed_to_it() -> None:
+    group = make_group("teachings")
+    group.say(A, "小织记住，我叫阿蒙不叫阿猛", t=0, id="t1", addressed=False, name="阿蒙")
+    group.say(B, "记住我叫阿花", t=1, id="t2", addressed=False, name="阿花")  # said to nobody
+    group.run()
+    [item] = group.items("teaching")
+    assert (item.fields["text"], item.user_id) == ("阿蒙说：我叫阿蒙不叫阿猛", A)
