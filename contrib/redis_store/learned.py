@@ -216,17 +216,13 @@ class RedisLearnedStore:
         unchanged = 0
         for scope in sorted(by_scope):
             done = self._put_scope(scope, by_scope[scope], caps or {})
-            stored += done.stored
+            # An item evicted by the call in its own scope is not reported stored.
+            gone = set(done.evicted)
+            stored += [(i, item) for i, item in done.stored if (item.kind, item.key) not in gone]
             evicted += done.evicted
             unchanged += done.unchanged
-        # As in memory: an item evicted by the call is not reported stored (by kind and key).
-        gone = set(evicted)
         return PutResult(
-            stored=tuple(
-                item
-                for _index, item in sorted(stored, key=lambda pair: pair[0])
-                if (item.kind, item.key) not in gone
-            ),
+            stored=tuple(item for _index, item in sorted(stored, key=lambda pair: pair[0])),
             evicted=tuple(evicted),
             unchanged=unchanged,
         )

@@ -55,6 +55,7 @@ class MemoryLearnedStore:
         stored: list[LearnedItem] = []
         evicted: list[tuple[str, str]] = []
         unchanged = 0
+        gone: set[tuple[_Scope, str, str]] = set()
         with self._lock:
             touched: set[tuple[_Scope, str]] = set()
             for item in items:
@@ -78,9 +79,9 @@ class MemoryLearnedStore:
                 for item in sorted(of_kind, key=eviction_order)[: max(0, len(of_kind) - cap)]:
                     del kept[(kind, item.key)]
                     evicted.append((kind, item.key))
-        gone = set(evicted)
+                    gone.add((scope, kind, item.key))
         return PutResult(
-            stored=tuple(i for i in stored if (i.kind, i.key) not in gone),
+            stored=tuple(i for i in stored if ((i.bot_id, i.group_id), i.kind, i.key) not in gone),
             evicted=tuple(evicted),
             unchanged=unchanged,
         )

@@ -228,6 +228,7 @@ class SQLiteLearnedStore:
     ) -> PutResult:
         stored: list[LearnedItem] = []
         evicted: list[tuple[str, str]] = []
+        evicted_in: set[tuple[tuple[str, str], str, str]] = set()
         unchanged = 0
         if not items:
             return PutResult()
@@ -281,9 +282,11 @@ class SQLiteLearnedStore:
                         (*scope, kind, item.key),
                     )
                     evicted.append((kind, item.key))
-        gone_keys = set(evicted)
+                    evicted_in.add((scope, kind, item.key))
         return PutResult(
-            stored=tuple(i for i in stored if (i.kind, i.key) not in gone_keys),
+            stored=tuple(
+                i for i in stored if ((i.bot_id, i.group_id), i.kind, i.key) not in evicted_in
+            ),
             evicted=tuple(evicted),
             unchanged=unchanged,
         )

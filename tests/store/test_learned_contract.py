@@ -208,6 +208,21 @@ def test_caps_evict_the_least_counted_then_the_least_recent(store: LearnedStore)
     assert store.counts() == {"expression_pair": 2, "rhythm": 1}
 
 
+def test_an_eviction_in_one_group_leaves_what_another_stored_in_the_same_call(
+    store: LearnedStore,
+) -> None:
+    full = (BOT, "full")
+    store.put_items([pair("x", "m0", count=9, scope=full), pair("z", "m1", count=5, scope=full)])
+    result = store.put_items(
+        [pair("k", "n1", scope=(BOT, GROUP)), pair("k", "m2", scope=full)],
+        caps={"expression_pair": 2},
+    )
+    # "k" of group "full" was evicted there at once; "k" of GROUP, the same key, is stored.
+    assert result.evicted == (("expression_pair", "k"),)
+    assert [(i.group_id, i.key) for i in result.stored] == [(GROUP, "k")]
+    assert [i.key for i in store.items(*full)] == ["x", "z"]
+
+
 def test_forget_one_a_kind_or_all_and_never_learn_back(store: LearnedStore) -> None:
     store.put_items(
         [
