@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 import attrs
-from nonebot import get_driver, get_plugin_config, on_message
+from nonebot import get_driver, get_plugin_config, logger as nonebot_logger, on_message
 from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, PrivateMessageEvent
 from nonebot.plugin import PluginMetadata
 from pydantic import BaseModel
@@ -31,12 +31,39 @@ from promptweave import BotLoop, Config, IncomingEvent, Promptweave, TurnOutcome
 from promptweave.contrib.onebot import parse_message
 from promptweave.delivery.onebot import OneBotTransport
 
-__all__ = ["PluginConfig", "incoming_event", "promptweave_loop"]
+__all__ = ["NoneBotLogHandler", "PluginConfig", "incoming_event", "promptweave_loop"]
 
 log = logging.getLogger("promptweave.nonebot")
 
 #: The platform of the incoming events (the ``onebot`` contrib plugin's name).
 PLATFORM = "onebot"
+
+#: The loggers whose records also go to NoneBot's log, which an operator reads: what the learners
+#: learned, and what they could not do (``docs/learning.md``).
+FORWARDED_LOGGERS = ("promptweave.learning",)
+
+
+class NoneBotLogHandler(logging.Handler):
+    """Hands each record to NoneBot's logger (loguru) at the same level, naming its logger."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = f"[{record.name}] {record.getMessage()}"
+            nonebot_logger.opt(exception=record.exc_info or None).log(record.levelname, message)
+        except Exception:  # a logging failure must never reach the bot
+            self.handleError(record)
+
+
+def _forward_logs() -> None:
+    for name in FORWARDED_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, NoneBotLogHandler) for h in logger.handlers):
+            logger.addHandler(NoneBotLogHandler(level=logging.INFO))
+        if logger.getEffectiveLevel() > logging.INFO:
+            logger.setLevel(logging.INFO)
+
+
+_forward_logs()
 
 
 class PluginConfig(BaseModel):

@@ -265,3 +265,37 @@ async def test_two_groups_at_once_each_get_their_own_answer(app: App, use_loop: 
         await asyncio.gather(bot.handle_event(first), bot.handle_event(second))
     assert _bot_texts(GROUP_A) == [("答第一组", "9101")]
     assert _bot_texts(GROUP_B) == [("答第二组", "9102")]
+
+
+def test_what_the_learners_did_and_could_not_do_is_in_nonebots_log() -> None:
+    import datetime as dt
+
+    from nonebot import logger
+
+    from promptweave import ChatMessage, Learner
+    from promptweave.learning.stage import LearningStage
+
+    def broken(_batch: object) -> None:
+        raise RuntimeError("cannot read the group")
+
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="INFO")
+    try:
+        stores = Stores.in_memory()
+        stage = LearningStage(
+            learners=[Learner(name="broken", writes=("note",), run=broken, min_batch=1)],
+            stores=stores,
+            config=Config(),
+        )
+        when = dt.datetime(2026, 12, 1, 20, 0, tzinfo=dt.UTC)
+        message = ChatMessage(sender_id="7", text="早", time=when, id="m1")
+        assert stores.group_log is not None
+        stores.group_log.append_group_message(str(SELF_ID), str(GROUP_A), message)
+        stage.note(str(SELF_ID), str(GROUP_A), when)
+        stage.run_due(when, threads=False)
+    finally:
+        logger.remove(sink)
+    [line] = [line for line in lines if "promptweave.learning" in line]
+    assert "WARNING" in line
+    assert f"learner broken in group {GROUP_A} (bot {SELF_ID}) failed on 1 messages" in line
+    assert "RuntimeError: cannot read the group" in line
