@@ -12,7 +12,8 @@ Two figures:
 
 With learning on and off side by side (``docs/learning.md``): the same non-reply traffic through
 two loops, one with the learner stage running in the background (every ``tick_s``, in worker
-threads) and one with ``[learning] enabled = false``, interleaved repeat by repeat. Target: with
+threads) and one with ``[learning] enabled = false``, interleaved repeat by repeat (the first
+loop's learners are stopped while the second is timed, and start again with its next message). Target: with
 learning on, at least 90% of the throughput with it off. And the learner stage's own rate:
 messages the built-in learners learn from per second, over what the loop recorded.
 
@@ -103,7 +104,7 @@ def _loop(folder: Path, *, learn: bool = True, name: str = "bench") -> BotLoop:
         store=StoreConfig(backend="sqlite", path=str(folder / f"{name}.sqlite3")),
         routing=RoutingConfig(low_engagement=False),
         delivery=DeliveryConfig(pause_base_s=0, pause_per_char_s=0),
-        learning=LearningConfig(enabled=learn, tick_s=1.0),
+        learning=LearningConfig(enabled=learn),
     )
     runtime = Promptweave.from_config(
         config, contrib=["onebot"], extra_plugins=[_InstantModel()], rng=random.Random(1)
@@ -154,6 +155,8 @@ async def _main(messages: int, replies: int, repeats: int) -> None:
             rate, cpu = await _non_reply_rate(loop, base, messages)
             rates.append(rate)
             cpu_us.append(cpu)
+            # Each contender alone: the learners of the first do not run while the second is timed.
+            await loop.stop_learning()
             rate, cpu = await _non_reply_rate(off, base, messages)
             off_rates.append(rate)
             off_cpu.append(cpu)

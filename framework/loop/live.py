@@ -240,6 +240,11 @@ class BotLoop:
         workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
         await asyncio.gather(*workers, return_exceptions=True)
         self.runtime.background.wait()
+        await self.stop_learning()
+
+    async def stop_learning(self) -> None:
+        """Stop the learners' background task; the next event starts it again (a run in
+        progress finishes in its thread)."""
         task, self._learning = self._learning, None
         if task is not None:
             task.cancel()
