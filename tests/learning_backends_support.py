@@ -135,13 +135,22 @@ class ScopeTransport:
 
 
 def learning_config(
-    *, tick_s: float = 5.0, min_batch: int | None = None, **settings: Any
+    *,
+    tick_s: float = 5.0,
+    min_batch: int | None = None,
+    tables: Mapping[str, Mapping[str, Any]] | None = None,
+    **settings: Any,
 ) -> LearningConfig:
-    """``[learning]``; ``min_batch`` is given to every built-in learner's table."""
-    learners: dict[str, dict[str, Any]] = {}
+    """``[learning]``; ``min_batch`` (with ``interval_s = 0``) is given to every built-in
+    learner's table, then each of ``tables`` adds its keys to the learner's."""
+    learners: dict[str, dict[str, Any]] = {name: {} for name in LEARNERS}
     if min_batch is not None:
         learners = {name: {"min_batch": min_batch, "interval_s": 0} for name in LEARNERS}
-    return LearningConfig(tick_s=tick_s, learners=learners, **settings)
+    for name, table in (tables or {}).items():
+        learners[name] = {**learners.get(name, {}), **table}
+    return LearningConfig(
+        tick_s=tick_s, learners={k: v for k, v in learners.items() if v}, **settings
+    )
 
 
 @attrs.define(eq=False)
