@@ -42,9 +42,7 @@ def _at(seconds: float) -> dt.datetime:
 
 
 def _said(sender: str, name: str, text: str, id: str, t: float, **extra: Any) -> ChatMessage:
-    return ChatMessage(
-        id=id, sender_id=sender, sender_name=name, text=text, time=_at(t), **extra
-    )
+    return ChatMessage(id=id, sender_id=sender, sender_name=name, text=text, time=_at(t), **extra)
 
 
 def _record_chat(runtime: Promptweave) -> None:
@@ -209,8 +207,6 @@ def test_a_rejected_reply_is_scored_and_its_phrases_blacklisted_on_every_backend
     # The same outcome and ledger on every backend.
     expected, expected_transport = _rejected(reference)
     assert expected_transport.delivered == transport.delivered
-    assert shape(learned(store, BOT, GROUP)) == shape(
-        learned(expected.stores.learned, BOT, GROUP)
-    )
+    assert shape(learned(store, BOT, GROUP)) == shape(learned(expected.stores.learned, BOT, GROUP))
     assert expected.stores.feedback is not None
     assert phrases == expected.stores.feedback.blacklisted_phrases(BOT, GROUP)
