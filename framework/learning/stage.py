@@ -440,7 +440,8 @@ class LearningStage:
         """The live loop's task: every ``tick_s``, run what is due, off the event loop."""
         if not self.enabled:
             return
-        self.prime(clock())
+        # Listing the groups reads the store: off the event loop, like every run.
+        await asyncio.to_thread(self.prime, clock())
         tick = self.config.learning.tick_s
         while True:
             await asyncio.sleep(tick)

@@ -7,8 +7,8 @@
 - The rhythm baseline: an imported one when the operator imported one, else the learned one.
 - Memories: the learned teachings (``【用户明确教导】``), scored against the query with the same
   term scoring as the imported memories, merged with them by score.
-- Negative feedback: a learned item whose feedback score (:func:`feedback_scores`) fell to
-  :data:`FEEDBACK_DROP_SCORE` or below is not read again.
+- Negative feedback: a learned item, or an imported memory (by its id), whose feedback score
+  (:func:`feedback_scores`) fell to :data:`FEEDBACK_DROP_SCORE` or below is not read again.
 
 Everything else is the imported store's. What is derived of a scope is cached until either
 side's data of the scope changes (:meth:`LearnedRetrievalStore.cached`).
@@ -210,7 +210,9 @@ class LearnedRetrievalStore:
     def search_memories(
         self, bot_id: str, group_id: str, terms: Sequence[str], *, limit: int
     ) -> list[Scored[MemoryRecord]]:
-        found = self.imported.search_memories(bot_id, group_id, terms, limit=limit)
+        found = self._kept_memories(
+            bot_id, group_id, self.imported.search_memories(bot_id, group_id, terms, limit=limit)
+        )
         teachings = self.cache.get(
             (bot_id, group_id),
             ("learned_teachings",),
@@ -257,6 +259,24 @@ class LearnedRetrievalStore:
             and score_text(terms, text_terms(str(item.fields.get("text", ""))))[1] > 0
         ]
         return [self._teaching(item) for item in (names + related)[: max(0, limit)]]
+
+    def _kept_memories(
+        self, bot_id: str, group_id: str, found: list[Scored[MemoryRecord]]
+    ) -> list[Scored[MemoryRecord]]:
+        """``found`` without the imported memories negative feedback dropped (by their id)."""
+        if not found or not any(hit.record.id for hit in found):
+            return found
+        scores = self.cache.get(
+            (bot_id, group_id),
+            ("feedback_scores",),
+            self.learned.version(bot_id, group_id),
+            lambda: self._scores(bot_id, group_id),
+        )
+        return [
+            hit
+            for hit in found
+            if not hit.record.id or scores.get(("memory", hit.record.id), 0.0) > FEEDBACK_DROP_SCORE
+        ]
 
     @staticmethod
     def _teaching(item: LearnedItem) -> MemoryRecord:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from base_support import ROOT, T0
 from click.testing import CliRunner, Result
+from runtime_fixtures import redis_prefix, redis_url
 
 from promptweave import ChatMessage, Config, Promptweave, hookimpl
 from promptweave.cli.main import cli
@@ -31,6 +32,8 @@ BOT_ID = "10001"
 LUNCH = "20001"  # the group of the example log
 OTHER = "20002"  # a second group, recorded by the tests
 NOW = "2026-11-30T09:00:00+08:00"
+
+__all__ = ["redis_prefix", "redis_url"]  # the Redis fixtures, collected here
 
 #: The human messages of the example log: id → (sender, text).
 LUNCH_MESSAGES = {
@@ -493,3 +496,52 @@ def test_the_built_in_learners_learn_the_example_chat_and_forget_for_good(tmp_pa
     assert [p["source_message_ids"] for p in pairs] == [["9306", "9307"]]
     stats = json.loads(invoke("store", "stats", "--store", str(store), "--json").stdout)
     assert stats["learned"] == {"expression_pair": 1, "pickup": 3}
+
+
+def test_learn_list_and_forget_over_the_redis_store(
+    tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    config_file = tmp_path / "promptweave.toml"
+    config_file.write_text(
+        f'[store]\nbackend = "redis"\nurl = "{redis_url}"\nprefix = "{redis_prefix}"\n',
+        encoding="utf-8",
+    )
+    config = Config.from_file(config_file)
+    runtime = Promptweave.from_config(config)
+    try:
+        for line in LOG.read_text(encoding="utf-8").splitlines():
+            data = json.loads(line)
+            if data["event"] == "message":
+                message = ChatMessage(
+                    **{
+                        **data["message"],
+                        "time": dt.datetime.fromisoformat(data["message"]["time"]),
+                    }
+                )
+                runtime.recorder.record_message(data["bot_id"], data["group_id"], message)
+    finally:
+        runtime.close()
+    learned = invoke("learn", "--config", str(config_file), "--now", NOW)
+    assert learned.exit_code == 0, learned.output
+    assert learned.stdout.startswith("group 20001 (bot 10001): 2 expression_pair")
+    pairs = _json_lines(
+        invoke(
+            "learned", "list", "--config", str(config_file), "--json", "--kind", "expression_pair"
+        )
+    )
+    assert sorted(tuple(p["source_message_ids"]) for p in pairs) == [
+        ("9301", "9302"),
+        ("9306", "9307"),
+    ]
+    key = next(p["key"] for p in pairs if p["source_message_ids"] == ["9301", "9302"])
+    forget = invoke(
+        "learned", "forget", "--config", str(config_file), "--bot", BOT_ID, "--group", LUNCH,
+        "--kind", "expression_pair", "--key", key,
+    )  # fmt: skip
+    assert forget.exit_code == 0, forget.output
+    left = _json_lines(
+        invoke(
+            "learned", "list", "--config", str(config_file), "--json", "--kind", "expression_pair"
+        )
+    )
+    assert [p["source_message_ids"] for p in left] == [["9306", "9307"]]

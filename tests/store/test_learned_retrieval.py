@@ -188,6 +188,11 @@ def test_a_source_rejected_enough_is_not_read_again_and_scores_halve_with_time(
     store.learned.put_items([_outcome([("expression", learned_id(bad), -1.5)])])
     assert [p.trigger for p in store.expression_pairs(BOT.id, GROUP, limit=10)] == ["好困", "早"]
 
+    # An imported memory is dropped the same way, by its id.
+    assert [h.record.id for h in store.search_memories(BOT.id, GROUP, ["桌游"], limit=5)] == ["m-1"]
+    store.learned.put_items([_outcome([("memory", "m-1", -3.0)])])
+    assert store.search_memories(BOT.id, GROUP, ["桌游"], limit=5) == []
+
     old = T0 - dt.timedelta(seconds=FEEDBACK_HALF_LIFE_S)
     scores = feedback_scores([_outcome([("memory", "m-1", -4.0)], at=old)], T0)
     assert scores == {("memory", "m-1"): pytest.approx(-2.0)}
