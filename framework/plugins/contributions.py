@@ -17,7 +17,12 @@ import attrs
 from promptweave._fields import str_tuple
 
 if TYPE_CHECKING:
+    import datetime as dt
+
+    from promptweave.config import Config
     from promptweave.prompt.render_context import RenderContext
+    from promptweave.store.learned import LearnedItem, LoggedMessage
+    from promptweave.store.stores import Stores
 
 __all__ = [
     "DEFAULT_RULE_ORDER",
@@ -394,14 +399,18 @@ class LearnerBatch:
     learner: str
     bot_id: str
     group_id: str
-    messages: tuple[Any, ...]
+    messages: tuple[LoggedMessage, ...]
     state: Mapping[str, Any] = attrs.field(factory=dict, converter=_json_mapping)
-    now: Any
+    now: dt.datetime
     bot_ids: frozenset[str] = frozenset()
     bot_names: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     settings: Mapping[str, Any] = attrs.field(factory=dict, converter=_json_mapping)
-    stores: Any = None
-    config: Any = None
+    stores: Stores | None = None
+    config: Config | None = None
+
+
+def _learned_items(values: Iterable[LearnedItem]) -> tuple[LearnedItem, ...]:
+    return tuple(values)
 
 
 @attrs.frozen(kw_only=True)
@@ -414,6 +423,6 @@ class LearnerResult:
         (``"2 pairs skipped: offensive"``).
     """
 
-    items: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
+    items: tuple[LearnedItem, ...] = attrs.field(default=(), converter=_learned_items)
     state: Mapping[str, Any] | None = None
     notes: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
