@@ -2,13 +2,15 @@
 :class:`promptweave.store.retrieval.RetrievalStore` (``docs/learning.md``, where learned items go).
 
 - Expression pairs: the learned ones (most counted first) before the imported ones. Each learned
-  pair has the id ``learned:expression_pair:<key>``, which the retrieval trace and the injection
-  snapshot of a reply show, so negative feedback can score it.
+  pair has the id ``learned:expression_pair:<key>``, an imported one without an id of its own
+  ``imported:expression_pair:<key>``; the retrieval trace and the injection snapshot of a reply
+  show it, so negative feedback can score it.
 - The rhythm baseline: an imported one when the operator imported one, else the learned one.
 - Memories: the learned teachings (``【用户明确教导】``), scored against the query with the same
   term scoring as the imported memories, merged with them by score.
-- Negative feedback: a learned item, or an imported memory (by its id), whose feedback score
-  (:func:`feedback_scores`) fell to :data:`FEEDBACK_DROP_SCORE` or below is not read again.
+- Negative feedback: a learned item, an imported expression pair or memory (by its id), whose
+  feedback score (:func:`feedback_scores`) fell to :data:`FEEDBACK_DROP_SCORE` or below is not
+  read again.
 
 Everything else is the imported store's. What is derived of a scope is cached until either
 side's data of the scope changes (:meth:`LearnedRetrievalStore.cached`).
@@ -24,7 +26,7 @@ from typing import Any, TypeVar
 import attrs
 
 from promptweave.items import MemoryKind
-from promptweave.store.learned import LearnedItem, LearnedStore
+from promptweave.store.learned import LearnedItem, LearnedStore, item_key
 from promptweave.store.retrieval import (
     BehaviorRecord,
     ExpressionPairRecord,
@@ -46,6 +48,7 @@ __all__ = [
     "LEARNED_ID_PREFIX",
     "LearnedRetrievalStore",
     "feedback_scores",
+    "imported_pair_id",
     "learned_id",
 ]
 
@@ -67,6 +70,12 @@ _SCORED_AS = {"expression_pair": "expression", "teaching": "memory"}
 def learned_id(item: LearnedItem) -> str:
     """The id a section shows for a learned item: ``learned:<kind>:<key>``."""
     return f"{LEARNED_ID_PREFIX}{item.kind}:{item.key}"
+
+
+def imported_pair_id(pair: ExpressionPairRecord) -> str:
+    """The id an imported expression pair is shown (and scored) by:
+    ``imported:expression_pair:<key of its trigger and reply>``."""
+    return f"imported:expression_pair:{item_key(pair.trigger, pair.reply)}"
 
 
 def feedback_scores(
@@ -186,9 +195,18 @@ class LearnedRetrievalStore:
         ]
         if len(learned) >= limit:
             return learned[:limit]
-        return learned + self.imported.expression_pairs(
-            bot_id, group_id, limit=limit - len(learned)
-        )
+        imported = [
+            pair if pair.id else attrs.evolve(pair, id=imported_pair_id(pair))
+            for pair in self.imported.expression_pairs(bot_id, group_id, limit=limit - len(learned))
+        ]
+        if imported and self.learned.items(bot_id, group_id, kind="feedback", limit=1):
+            scores = self._scores(bot_id, group_id)
+            imported = [
+                pair
+                for pair in imported
+                if scores.get(("expression", pair.id), 0.0) > FEEDBACK_DROP_SCORE
+            ]
+        return learned + imported
 
     def rhythm_baseline(self, bot_id: str, group_id: str) -> RhythmRecord | None:
         imported = self.imported.rhythm_baseline(bot_id, group_id)

@@ -105,7 +105,7 @@ def test_learned_pairs_come_first_with_their_ids_then_the_imported_ones(
     assert [(p.trigger, p.reply, p.id) for p in pairs] == [
         ("吃了吗", "还没呢", f"learned:expression_pair:{item_key('吃了吗', '还没呢')}"),
         ("好困", "睡吧", f"learned:expression_pair:{item_key('好困', '睡吧')}"),
-        ("早", "早啊", ""),
+        ("早", "早啊", f"imported:expression_pair:{item_key('早', '早啊')}"),
     ]
     assert [p.trigger for p in store.expression_pairs(BOT.id, GROUP, limit=1)] == ["吃了吗"]
     assert store.expression_pairs(BOT.id, "other", limit=10) == []
@@ -188,7 +188,11 @@ def test_a_source_rejected_enough_is_not_read_again_and_scores_halve_with_time(
     store.learned.put_items([_outcome([("expression", learned_id(bad), -1.5)])])
     assert [p.trigger for p in store.expression_pairs(BOT.id, GROUP, limit=10)] == ["好困", "早"]
 
-    # An imported memory is dropped the same way, by its id.
+    # An imported pair and an imported memory are dropped the same way, by their ids.
+    store.learned.put_items(
+        [_outcome([("expression", f"imported:expression_pair:{item_key('早', '早啊')}", -3.0)])]
+    )
+    assert [p.trigger for p in store.expression_pairs(BOT.id, GROUP, limit=10)] == ["好困"]
     assert [h.record.id for h in store.search_memories(BOT.id, GROUP, ["桌游"], limit=5)] == ["m-1"]
     store.learned.put_items([_outcome([("memory", "m-1", -3.0)])])
     assert store.search_memories(BOT.id, GROUP, ["桌游"], limit=5) == []
