@@ -160,7 +160,9 @@ class EchoHandler(logging.Handler):
     count is printed when the command ends (:meth:`report_repeats`)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        # Warnings and errors only: a library's info lines (what a learner learned, in a process
+        # where something turned them on) are not a command's output.
+        super().__init__(logging.WARNING)
         self.repeats: dict[str, int] = {}
 
     def emit(self, record: logging.LogRecord) -> None:

@@ -256,7 +256,14 @@ def test_the_report_lists_what_each_group_learned(
         rows = block.find_all("tr", "learned-item")
         assert len(rows) == len(group["items"])
         assert [row.attributes["data-kind"] for row in rows] == [i["kind"] for i in group["items"]]
-        assert "no answered turn's prompt carried one" in block.all_text()
+        text = block.all_text()
+        for first in group["first_in_prompt"]:
+            said = (
+                "first in the prompt of"
+                if first["index"] is not None
+                else ("no answered turn's prompt carried one")
+            )
+            assert f"{first['kind']} in" in text and said in text
     assert "我叫阿蒙不叫阿猛" in section.all_text() and "不可以，别这样说话" in section.all_text()
 
 
