@@ -259,9 +259,11 @@ class LearningStage:
     # -- noting work ---------------------------------------------------------------------------
 
     def note(self, bot_id: str, group_id: str | None, now: dt.datetime, count: int = 1) -> None:
-        """``count`` messages were recorded in the group at ``now``; private chats are not
-        learned from."""
+        """``count`` messages were recorded in the group at ``now``; private chats and groups
+        that opted out are not learned from."""
         if not group_id or self._unavailable is not None:
+            return
+        if self.config.learning.opt_out_groups and self.config.learning.opted_out(bot_id, group_id):
             return
         with self._lock:
             for plan in self._plans:

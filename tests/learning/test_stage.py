@@ -252,9 +252,11 @@ def test_a_group_that_opted_out_is_not_learned_and_what_was_learned_of_it_is_del
     assert stores.learned.counts() == {}
     assert stores.learned.cursor("notes", BOT.id, GROUP).position == 0
     _append(after, GROUP, 2)
-    (run,) = after.run_due(T0 + dt.timedelta(minutes=5), threads=False)
-    assert run.status == RunStatus.OPTED_OUT
+    assert after.run_due(T0 + dt.timedelta(minutes=5), threads=False) == []  # never due
     assert stores.learned.counts() == {}
+    # A run asked for anyway (promptweave learn) learns nothing of it either.
+    (learner,) = after.plans
+    assert after.run_one(learner, BOT.id, GROUP, T0).status == RunStatus.OPTED_OUT
 
 
 def test_learner_settings_come_from_its_table_and_unknown_keys_reach_the_learner() -> None:
