@@ -278,6 +278,9 @@ def learned() -> None:
 @bot_option
 @group_option
 @click.option("--kind", default=None, callback=not_blank, help="Only items of this kind.")
+@click.option(
+    "--user", "user_id", default=None, callback=not_blank, help="Only what is about this member."
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 @config_option
 def learned_list(
@@ -285,6 +288,7 @@ def learned_list(
     bot_id: str | None,
     group_id: str | None,
     kind: str | None,
+    user_id: str | None,
     as_json: bool,
     config_path: Path | None,
 ) -> None:
@@ -295,7 +299,7 @@ def learned_list(
         store = _learned_store(stores, shown)
         found: list[tuple[_Scope, list[LearnedItem]]] = []
         for scope in _matching(store.scopes(), bot_id, group_id):
-            items = store.items(*scope, kind=kind, limit=LIST_LIMIT)
+            items = store.items(*scope, kind=kind, user_id=user_id, limit=LIST_LIMIT)
             if items:
                 found.append((scope, items))
     finally:
@@ -308,7 +312,11 @@ def learned_list(
     if not found:
         only = " ".join(
             part
-            for part in (f"of kind {kind}" if kind else "", _filter_name(bot_id, group_id))
+            for part in (
+                f"of kind {kind}" if kind else "",
+                f"about member {user_id}" if user_id else "",
+                _filter_name(bot_id, group_id),
+            )
             if part
         )
         click.echo(f"nothing learned{' ' + only if only else ''} in {shown}", err=True)
@@ -359,6 +367,13 @@ def _value(value: Any) -> str:
 @click.option("--kind", default=None, callback=not_blank, help="Forget the items of this kind…")
 @click.option("--key", default=None, callback=not_blank, help="…or only this one (with --kind).")
 @click.option("--all", "everything", is_flag=True, help="Forget everything learned of the group.")
+@click.option(
+    "--user",
+    "user_id",
+    default=None,
+    callback=not_blank,
+    help="Forget what is about this member (of --kind only, when given).",
+)
 @config_option
 def learned_forget(
     store_path: Path | None,
@@ -367,25 +382,33 @@ def learned_forget(
     kind: str | None,
     key: str | None,
     everything: bool,
+    user_id: str | None,
     config_path: Path | None,
 ) -> None:
-    """Forget one item (--kind and --key), a kind (--kind) or everything of a group (--all).
+    """Forget one item (--kind and --key), a kind (--kind), what is about a member (--user) or
+    everything of a group (--all).
 
     The learners that wrote them are told (negative feedback takes back its phrases), and what
     was forgotten is not learned again from the same messages."""
-    if everything and (kind or key):
+    if everything and (kind or key or user_id):
         raise click.UsageError(
-            "--all forgets everything of the group: give it without --kind or --key"
+            "--all forgets everything of the group: give it without --kind, --key or --user"
         )
     if key and not kind:
         raise click.UsageError("--key needs --kind (keys are unique within a kind)")
-    if not (everything or kind):
+    if key and user_id:
+        raise click.UsageError("--key names one item already: give it without --user")
+    if not (everything or kind or user_id):
         raise click.UsageError(
-            "say what to forget: --kind K --key KEY (one item), --kind K (a kind) or --all"
+            "say what to forget: --kind K --key KEY (one item), --kind K (a kind), --user ID "
+            "(what is about a member) or --all"
         )
     runtime, shown = _learning_runtime(config_path, store_path)
     try:
-        gone = runtime.learning.forget(bot_id, group_id, kind=kind, key=key)
+        if user_id:
+            gone = runtime.learning.forget_member(bot_id, group_id, user_id, kind=kind)
+        else:
+            gone = runtime.learning.forget(bot_id, group_id, kind=kind, key=key)
     except PromptweaveError as exc:
         raise config_error(exc) from exc
     finally:
@@ -393,6 +416,8 @@ def learned_forget(
     scope = _scope_name(bot_id, group_id)
     if not gone:
         what = f"{kind} {key}" if key else f"items of kind {kind}" if kind else "items"
+        if user_id:
+            what += f" about member {user_id}"
         if everything:
             click.echo(f"nothing to forget: no {what} in {scope} ({shown})")
             return

@@ -358,6 +358,21 @@ class LearningStage:
                 plan.learner.forgotten(mine, self.stores)
         return gone
 
+    def forget_member(
+        self, bot_id: str, group_id: str, user_id: str, *, kind: str | None = None
+    ) -> list[LearnedItem]:
+        """Forget what was learned about one member of the group (the items of ``user_id``: their
+        teachings, the pick-ups and outcomes of their reactions…; of ``kind`` only, when given),
+        each as :meth:`forget` forgets an item. Group-level items (expression pairs, the rhythm)
+        belong to no member and stay."""
+        learned = self.stores.learned
+        if learned is None:
+            return []
+        gone: list[LearnedItem] = []
+        for item in learned.items(bot_id, group_id, kind=kind, user_id=user_id, limit=10**9):
+            gone += self.forget(bot_id, group_id, kind=item.kind, key=item.key)
+        return gone
+
     # -- what is due ---------------------------------------------------------------------------
 
     def due(self, now: dt.datetime) -> list[tuple[Learner, str, str]]:

@@ -344,7 +344,7 @@ def test_forget_a_kind_then_everything_of_a_group(notes: NotesPlugin, store: Pat
 def test_forget_refuses_to_guess_what_to_forget(notes: NotesPlugin, store: Path) -> None:
     base = ("learned", "forget", "--store", str(store), "--bot", BOT_ID, "--group", LUNCH)
     for args, said in (
-        ((), "say what to forget: --kind K --key KEY (one item), --kind K (a kind) or --all"),
+        ((), "say what to forget: --kind K --key KEY (one item), --kind K (a kind), --user ID"),
         (("--key", "abc"), "--key needs --kind"),
         (("--all", "--kind", "note"), "--all forgets everything of the group"),
     ):
@@ -545,3 +545,71 @@ def test_learn_list_and_forget_over_the_redis_store(
         )
     )
     assert [p["source_message_ids"] for p in left] == [["9306", "9307"]]
+
+
+def _teachings(store: Path) -> None:
+    """Two members of group 20002 each teach the bot their name."""
+    config = Config(store=StoreConfig(path=str(store)))
+    runtime = Promptweave.from_config(config, stores=Stores.from_config(config))
+    try:
+        for number, (sender, name, text) in enumerate(
+            (("7", "阿蒙", "小织记住，我叫阿蒙不叫阿猛"), ("8", "小林", "小织记住，叫我林林"))
+        ):
+            runtime.recorder.record_message(
+                BOT_ID,
+                OTHER,
+                ChatMessage(
+                    id=f"t{number}",
+                    sender_id=sender,
+                    sender_name=name,
+                    text=text,
+                    time=T0 + dt.timedelta(minutes=number),
+                    addressed=True,
+                ),
+            )
+    finally:
+        runtime.close()
+
+
+def test_what_is_about_one_member_is_listed_and_forgotten_alone(tmp_path: Path) -> None:
+    store = tmp_path / "members.sqlite3"
+    _teachings(store)
+    assert invoke("learn", "--store", str(store), "--now", NOW).exit_code == 0
+    about = _json_lines(invoke("learned", "list", "--store", str(store), "--user", "7", "--json"))
+    assert [(i["kind"], i["user_id"], i["text"]) for i in about] == [
+        ("teaching", "7", "阿蒙说：我叫阿蒙不叫阿猛")
+    ]
+    forget = invoke(
+        "learned", "forget", "--store", str(store), "--bot", BOT_ID, "--group", OTHER,
+        "--user", "7",
+    )  # fmt: skip
+    assert forget.exit_code == 0, forget.output
+    assert forget.stdout.splitlines()[0] == "forgot 1 item of group 20002 (bot 10001): 1 teaching"
+    _reset_cursors(store)
+    assert invoke("learn", "--store", str(store), "--now", NOW).exit_code == 0
+    left = _json_lines(invoke("learned", "list", "--store", str(store), "--json"))
+    assert [(i["user_id"], i["text"]) for i in left if i["kind"] == "teaching"] == [
+        ("8", "小林说：叫我林林")
+    ]
+    nothing = invoke(
+        "learned", "forget", "--store", str(store), "--bot", BOT_ID, "--group", OTHER,
+        "--user", "7",
+    )  # fmt: skip
+    assert nothing.exit_code == 2
+    assert "nothing to forget: no learned items about member 7" in nothing.output
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        (["--user", "7", "--all"], "--all forgets everything of the group"),
+        (["--user", "7", "--kind", "teaching", "--key", "k"], "--key names one item already"),
+    ],
+)
+def test_forget_by_member_refuses_what_contradicts_it(
+    store: Path, options: list[str], error: str
+) -> None:
+    result = invoke(
+        "learned", "forget", "--store", str(store), "--bot", BOT_ID, "--group", OTHER, *options
+    )
+    assert result.exit_code == 2 and error in result.output
