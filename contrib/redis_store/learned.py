@@ -46,7 +46,7 @@ from promptweave.store.learned import (
     LearnedItem,
     LearnerCursor,
     PutResult,
-    eviction_order,
+    beyond_cap,
     merge_item,
 )
 from promptweave.store.learned_memory import sorted_items
@@ -277,7 +277,7 @@ class RedisLearnedStore:
                 if cap is None:
                     continue
                 of_kind = list(kept[kind].values())
-                for item in sorted(of_kind, key=eviction_order)[: max(0, len(of_kind) - cap)]:
+                for item in beyond_cap(of_kind, cap):
                     del kept[kind][item.key]
                     evicted.setdefault(kind, []).append(item.key)
                     result.evicted.append((kind, item.key))

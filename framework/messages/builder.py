@@ -7,12 +7,13 @@ sections render (the timeline and the quoted bot text come from the store) and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Container, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from promptweave.messages.ambient import snapshot_from_timeline
+from promptweave.messages.ambient import AmbientEntry, snapshot_from_timeline
 from promptweave.messages.images import vision_image_urls
 from promptweave.messages.message_cache import HistoryTexts, MessageCache
 from promptweave.messages.prompt_message import PromptMessage
@@ -76,11 +77,17 @@ class TurnMessages:
 
     :param trace: builds the trace entries (``degraded``, ``messages``, ``budget``,
         ``injection_snapshot``, ``vision``) when called; nothing of it is built before.
+    :param ambient_snapshot: the group turns the messages carry (the trace's injection
+        snapshot), worked out once when first called, without the rest of the trace: what a
+        delivered reply's injection records.
     """
 
     messages: tuple[PromptMessage, ...]
     vision_images: tuple[str, ...]
     trace: Callable[[], dict[str, Any]] = attrs.field(eq=False, repr=False)
+    ambient_snapshot: Callable[[], tuple[AmbientEntry, ...]] = attrs.field(
+        default=tuple, eq=False, repr=False
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -159,21 +166,25 @@ def build_turn_messages(
         fitted = _Fitted(kept=kept, report=lambda: report)
     kept_messages = tuple(fitted.kept)
 
-    def trace() -> dict[str, Any]:
+    @functools.cache
+    def snapshot() -> tuple[str, tuple[AmbientEntry, ...]]:
         tokens = {message.source_token for message in kept_messages if message.source_token}
         if part.token is not None and part.token in tokens:
-            snapshot_source, entries = "ambient_excerpt", part.entries
-        elif timeline.text and turn.group_id is not None:
-            snapshot_source = "timeline"
-            entries = snapshot_from_timeline(
-                timeline,
-                bot_id=turn.bot.id,
-                group_id=group_scope(turn.group_id),
-                line_chars=config.timeline.line_chars,
-                entry=cache.snapshot,
+            return "ambient_excerpt", tuple(part.entries)
+        if timeline.text and turn.group_id is not None:
+            return "timeline", tuple(
+                snapshot_from_timeline(
+                    timeline,
+                    bot_id=turn.bot.id,
+                    group_id=group_scope(turn.group_id),
+                    line_chars=config.timeline.line_chars,
+                    entry=cache.snapshot,
+                )
             )
-        else:
-            snapshot_source, entries = "none", ()
+        return "none", ()
+
+    def trace() -> dict[str, Any]:
+        snapshot_source, entries = snapshot()
         return {
             "degraded": reader.degraded,
             "messages": {
@@ -196,7 +207,12 @@ def build_turn_messages(
             },
         }
 
-    return TurnMessages(messages=kept_messages, vision_images=timeline.images, trace=trace)
+    return TurnMessages(
+        messages=kept_messages,
+        vision_images=timeline.images,
+        trace=trace,
+        ambient_snapshot=lambda: snapshot()[1],
+    )
 
 
 def _current_message(turn: Turn, cache: MessageCache, max_len: int) -> PromptMessage | None:

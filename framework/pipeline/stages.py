@@ -183,6 +183,8 @@ class TurnPipeline:
     decision: Decision | None = None
     retrieval: RetrievalOutcome | None = None
     rendered: RenderedTurn | None = None
+    #: The rendered turn's messages, with what they carried (the injection reads it).
+    built: TurnMessages | None = None
     #: The render context the turn context was built from.
     render_context: RenderContext | None = None
     turn_context: TurnContext | None = None
@@ -408,6 +410,7 @@ class TurnPipeline:
             cache=cache,
         )
         durations["messages"] = _ms(start)
+        self.built = built
         # The faults are those of this turn so far: read now, not when the trace is first read.
         faults = deadline.trace()
         warnings = parts.registries.section_warnings
@@ -435,7 +438,8 @@ class TurnPipeline:
         if rendered is None:
             return ReplyInjection()
         retrieval = self.retrieval
-        snapshot = rendered.trace.get("injection_snapshot") or {}
+        # The group turns the messages carried, without building the rest of the trace.
+        ambient = self.built.ambient_snapshot() if self.built is not None else ()
         bot = self.turn.bot
         return ReplyInjection(
             sections=tuple(
@@ -460,11 +464,11 @@ class TurnPipeline:
             ambient=tuple(
                 InjectedSource(
                     section="ambient",
-                    id=str(entry.get("turn_id", "")),
-                    text_hash=str(entry.get("text_hash", "")),
-                    preview=str(entry.get("text_preview", ""))[:INJECTED_PREVIEW_CHARS],
+                    id=entry.turn_id,
+                    text_hash=entry.text_hash,
+                    preview=entry.text_preview[:INJECTED_PREVIEW_CHARS],
                 )
-                for entry in snapshot.get("ambient_turns", ())
+                for entry in ambient
             ),
             self_aliases=tuple(dict.fromkeys(a for a in (bot.name, *bot.aliases) if a)),
         )

@@ -15,7 +15,7 @@ frees it when its lease expires. And it keeps the injection snapshot of each del
 (:class:`DeliveredInjection`), which negative feedback reads.
 
 What an implementation keeps and evicts is decided by the functions of this module, which every
-backend calls (:func:`merge_item`, :func:`eviction_order`, :func:`tombstoned`). In-memory
+backend calls (:func:`merge_item`; :func:`beyond_cap`, which evicts in :func:`eviction_order`). In-memory
 (:mod:`promptweave.store.learned_memory`), SQLite (:mod:`promptweave.store.learned_sqlite`) and
 Redis (``promptweave.contrib.redis_store``) implementations exist. Every method takes the time it
 acts at from the caller, so a replay learns on the log's clock.
@@ -44,6 +44,7 @@ __all__ = [
     "LearningSource",
     "LoggedMessage",
     "PutResult",
+    "beyond_cap",
     "eviction_order",
     "item_key",
     "merge_item",
@@ -167,6 +168,13 @@ def eviction_order(item: LearnedItem) -> tuple[int, float, str]:
     """Items of one kind and scope beyond its cap are evicted in this order (smallest first):
     the least counted, then the least recently learned, then by key."""
     return item.count, (item.updated_at or item.learned_at).timestamp(), item.key
+
+
+def beyond_cap(items: Iterable[LearnedItem], cap: int) -> list[LearnedItem]:
+    """What a store evicts of the items of one kind and scope to keep at most ``cap`` of them:
+    the first in :func:`eviction_order`."""
+    ordered = sorted(items, key=eviction_order)
+    return ordered[: max(0, len(ordered) - cap)]
 
 
 @attrs.frozen(kw_only=True)

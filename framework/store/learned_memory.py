@@ -17,7 +17,7 @@ from promptweave.store.learned import (
     LearnedItem,
     LearnerCursor,
     PutResult,
-    eviction_order,
+    beyond_cap,
     merge_item,
 )
 
@@ -76,7 +76,7 @@ class MemoryLearnedStore:
                     continue
                 kept = self._items[scope]
                 of_kind = [i for (k, _key), i in kept.items() if k == kind]
-                for item in sorted(of_kind, key=eviction_order)[: max(0, len(of_kind) - cap)]:
+                for item in beyond_cap(of_kind, cap):
                     del kept[(kind, item.key)]
                     evicted.append((kind, item.key))
                     gone.add((scope, kind, item.key))

@@ -27,7 +27,7 @@ from promptweave.store.learned import (
     LearnedItem,
     LearnerCursor,
     PutResult,
-    eviction_order,
+    beyond_cap,
     merge_item,
 )
 from promptweave.store.learned_memory import sorted_items
@@ -275,7 +275,7 @@ class SQLiteLearnedStore:
                         (*scope, kind),
                     )
                 ]
-                for item in sorted(of_kind, key=eviction_order)[: max(0, len(of_kind) - cap)]:
+                for item in beyond_cap(of_kind, cap):
                     connection.execute(
                         "DELETE FROM learned_items"
                         " WHERE bot_id = ? AND group_id = ? AND kind = ? AND key = ?",

@@ -75,3 +75,15 @@ def test_a_pipeline_reads_the_session_once_for_route_and_assembly(monkeypatch) -
     pipeline = _runtime().pipeline(load_turn_file(EXAMPLES / "at_question.json"))
     pipeline.render(decision=pipeline.decide())
     assert len(reads) == 1
+
+
+def test_the_injection_carries_the_ambient_turns_the_trace_shows() -> None:
+    turn = load_turn_file(EXAMPLES / "at_question.json")
+    pipeline = _runtime().pipeline(turn)
+    rendered = pipeline.render(decision=pipeline.decide())
+    injection = pipeline.injection()
+    shown = rendered.trace["injection_snapshot"]["ambient_turns"]
+    assert shown  # the example's group messages stand in for the ambient excerpt
+    assert [(s.id, s.text_hash, s.preview) for s in injection.ambient] == [
+        (entry["turn_id"], entry["text_hash"], entry["text_preview"]) for entry in shown
+    ]
