@@ -351,6 +351,7 @@ def retrieve_behavior_reference(query: RetrievalQuery) -> RetrievalResult:
                     score=score,
                     source=record.learning_type.value,
                     details={"support": record.support},
+                    id=record.id,
                 )
             )
     return RetrievalResult(items=items, hits=hits)

@@ -447,6 +447,75 @@ class LoopConfig:
 
 
 @attrs.frozen(kw_only=True)
+class LearningModelConfig:
+    """``[learning.model]``: the model the model learners, the session summary and the image
+    descriptions ask (``docs/learning.md``, the learning model). Every empty setting falls back to
+    ``[provider]``'s.
+
+    :param enabled: ask a model at all; ``false`` leaves strategies, person facts, relationships,
+        group events to no one, and summaries to the extractive default.
+    :param client: who answers: ``auto`` (the turns' client: ``offline`` when the ``offline_model``
+        plugin is enabled, else the client plugin of ``api`` when it is enabled), ``offline`` (the
+        deterministic offline learning model), ``openai_compat`` or ``anthropic_messages``.
+    :param api: ``openai_chat``, ``openai_responses`` or ``anthropic``; ``""``: ``[provider] api``.
+    :param model: the model name; ``""``: ``[provider] model``.
+    :param base_url: the endpoint; ``""``: ``[provider] base_url`` (for the same ``api``), else the
+        client's environment variables and default.
+    :param api_key: the key; ``""``: ``[provider] api_key`` (for the same ``api``), else the
+        client's environment variables.
+    :param structured: how an OpenAI-format request asks for JSON that follows the answer's schema:
+        ``json_schema`` (``response_format`` of type ``json_schema``: OpenAI, llama.cpp's own
+        server, vLLM) or ``json_object`` (type ``json_object`` with a ``schema``:
+        llama-cpp-python's server). Anthropic is always asked through a forced tool call.
+    :param max_tokens: each answer's token limit.
+    :param temperature: sampling temperature.
+    :param timeout_s: each attempt's timeout (the client retries as ``[provider] max_attempts``).
+    :param vision: the model accepts images: ``describe_image`` asks it to describe the images of
+        a session being summarized (with ``[session] describe_images`` on).
+    """
+
+    enabled: bool = True
+    client: str = attrs.field(
+        default="auto",
+        validator=attrs.validators.in_(("auto", "offline", "openai_compat", "anthropic_messages")),
+    )
+    api: str = attrs.field(
+        default="",
+        validator=attrs.validators.in_(("", "openai_chat", "openai_responses", "anthropic")),
+    )
+    model: str = ""
+    base_url: str = ""
+    api_key: str = attrs.field(default="", repr=False)
+    structured: str = attrs.field(
+        default="json_schema", validator=attrs.validators.in_(("json_schema", "json_object"))
+    )
+    max_tokens: int = attrs.field(default=512, validator=_positive)
+    temperature: float = attrs.field(
+        default=0.2, validator=[attrs.validators.ge(0.0), attrs.validators.le(2.0)]
+    )
+    timeout_s: float = attrs.field(default=60.0, validator=[attrs.validators.gt(0), finite_seconds])
+    vision: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class LearningBudgetConfig:
+    """``[learning.budget]``: what learning may spend (``docs/learning.md``, the budget). Over a
+    rolling hour and a rolling day (24 hours), overall and per (bot, group); ``0`` is no limit.
+    Tokens are those the provider reports (prompt and output). When a limit is reached, model
+    learners wait until the window frees; turns never wait.
+    """
+
+    calls_per_hour: int = attrs.field(default=120, validator=attrs.validators.ge(0))
+    calls_per_day: int = attrs.field(default=1000, validator=attrs.validators.ge(0))
+    tokens_per_hour: int = attrs.field(default=200_000, validator=attrs.validators.ge(0))
+    tokens_per_day: int = attrs.field(default=1_000_000, validator=attrs.validators.ge(0))
+    group_calls_per_hour: int = attrs.field(default=30, validator=attrs.validators.ge(0))
+    group_calls_per_day: int = attrs.field(default=200, validator=attrs.validators.ge(0))
+    group_tokens_per_hour: int = attrs.field(default=50_000, validator=attrs.validators.ge(0))
+    group_tokens_per_day: int = attrs.field(default=200_000, validator=attrs.validators.ge(0))
+
+
+@attrs.frozen(kw_only=True)
 class LearningConfig:
     """``[learning]``: the learner stage (``docs/learning.md``).
 
@@ -461,6 +530,8 @@ class LearningConfig:
         what was learned of them is deleted when the stage starts.
     :param learners: ``[learning.learners.NAME]``: ``enabled``, ``min_batch``, ``interval_s``,
         ``max_batch``, ``max_items`` (the cap of each kind it writes), and the learner's own keys.
+    :param model: ``[learning.model]``: the model the model learners ask.
+    :param budget: ``[learning.budget]``: what they may spend.
     """
 
     enabled: bool = True
@@ -472,6 +543,8 @@ class LearningConfig:
     retry_max_s: float = attrs.field(default=600.0, validator=attrs.validators.gt(0))
     opt_out_groups: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     learners: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    model: LearningModelConfig = LearningModelConfig()
+    budget: LearningBudgetConfig = LearningBudgetConfig()
 
     def opted_out(self, bot_id: str, group_id: str) -> bool:
         """Whether nothing of this (bot, group) may be learned or kept."""

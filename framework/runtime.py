@@ -25,6 +25,8 @@ from promptweave.decision import Decision
 from promptweave.delivery.recorder import Recorder
 from promptweave.delivery.store_writes import BackgroundRunner
 from promptweave.errors import ConfigError
+from promptweave.learning.budget import LearningBudget
+from promptweave.learning.model import LearningModel, RunModel
 from promptweave.learning.stage import LearningStage
 from promptweave.messages.message_cache import MessageCache
 from promptweave.pipeline.stages import TurnParts, TurnPipeline
@@ -149,6 +151,10 @@ class Promptweave:
     recorder: Recorder = attrs.field(init=False)
     #: The learner stage (``docs/learning.md``): what the bot learns of its groups.
     learning: LearningStage = attrs.field(init=False)
+    #: The learning model (``[learning.model]``, ``docs/learning.md``), ``None`` when there is none
+    #: (:attr:`learning_model_unavailable` says why).
+    learning_model: LearningModel | None = attrs.field(default=None, init=False)
+    learning_model_unavailable: str | None = attrs.field(default=None, init=False)
     #: The door to the hooks (the plugin manager's :attr:`PluginManager.hooks`).
     hooks: Hooks = attrs.field(init=False)
     _message_cache: MessageCache | None = attrs.field(default=None, init=False, repr=False)
@@ -170,7 +176,32 @@ class Promptweave:
             background=self.background,
             watchdog=self.watchdog,
         )
+        self._build_learning_model()
         self._build_learning()
+
+    def _build_learning_model(self) -> None:
+        """The learning model and its budget; the recorder hands it to session compression."""
+        budget = LearningBudget(limits=self.config.learning.budget, store=self.stores.learned)
+        self.learning_model, self.learning_model_unavailable = LearningModel.from_config(
+            self.config, budget, enabled_plugins=tuple(self.plugins.infos), clock=self.clock
+        )
+        if self.learning_model is not None:
+            try:
+                budget.prime(self.clock())
+            except STORE_ERRORS as exc:
+                log.warning("learning spend of the last day not read back: %s", exc)
+        self.recorder.model_for = None if self.learning_model is None else self._model_for
+
+    def _model_for(
+        self, learner: str, bot_id: str, group_id: str | None, now: dt.datetime
+    ) -> RunModel | None:
+        """The learning model as one session-compression hook call sees it."""
+        model = self.learning_model
+        if model is None:
+            return None
+        return RunModel(
+            model=model, learner=learner, bot_id=bot_id, group_id=group_id or "", now=now
+        )
 
     def _build_learning(self) -> None:
         """The learner stage over the registered learners; the recorder tells it of every group
@@ -182,6 +213,9 @@ class Promptweave:
             stores=self.stores,
             config=self.config,
             bot_names=self._bot_names,
+            model=self.learning_model,
+            model_unavailable=self.learning_model_unavailable,
+            persona=self.persona,
         )
         self.recorder.on_group_message = self.learning.note if self.learning.enabled else None
         self.recorder.on_reply = self.learning.note_reply if self.learning.enabled else None
@@ -466,6 +500,8 @@ class Promptweave:
         self.retrieval_runner.close()
         self.watchdog.close()
         self.learning.close()
+        if self.learning_model is not None:
+            self.learning_model.close()
         self.stores.close()
         loop: asyncio.AbstractEventLoop | None = getattr(self._loops, "loop", None)
         if loop is not None:

@@ -17,12 +17,14 @@ import enum
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from promptweave.config import Config
 from promptweave.messages.images import is_vision_url
+from promptweave.plugins.contributions import ModelAsker
 from promptweave.plugins.manager import PluginManager
 from promptweave.plugins.watchdog import NETWORK_BOUND_FACTOR, Watchdog
 from promptweave.store.session_rows import SUMMARY_MARK, SessionSummary, SessionTurn, TurnKind
@@ -31,7 +33,13 @@ from promptweave.text.rules import IMAGE_MARK
 from promptweave.text.sanitize import sanitize_block
 from promptweave.timing import elapsed_ms, stage_log
 
-__all__ = ["CompressionResult", "CompressionStatus", "clean_summary", "compress_session"]
+__all__ = [
+    "CompressionResult",
+    "CompressionStatus",
+    "ModelFor",
+    "clean_summary",
+    "compress_session",
+]
 
 log = logging.getLogger("promptweave")
 
@@ -67,6 +75,10 @@ class CompressionResult:
     duration_ms: float = attrs.field(default=0.0, eq=False)
 
 
+#: ``model_for(learner, bot_id, group_id, now)``: the learning model as one hook call sees it.
+ModelFor = Callable[[str, str, str | None, dt.datetime], ModelAsker | None]
+
+
 def _skipped(reason: str) -> CompressionResult:
     return CompressionResult(status=CompressionStatus.SKIPPED, reason=reason)
 
@@ -85,6 +97,7 @@ class _ImageDescriber:
     enabled: bool
     watchdog: Watchdog | None = None
     seconds: float | None = None
+    model: ModelAsker | None = None
     _found: dict[str, str | None] = attrs.field(factory=dict, init=False)
 
     def __call__(self, url: str) -> str | None:
@@ -94,7 +107,12 @@ class _ImageDescriber:
         if url not in self._found:
             # A plugin that fails leaves the image undescribed: it stays [图片].
             found, fault = self.plugins.hooks.describe_image(
-                url, self.bot_id, self.group_id, watchdog=self.watchdog, seconds=self.seconds
+                url,
+                self.bot_id,
+                self.group_id,
+                watchdog=self.watchdog,
+                seconds=self.seconds,
+                model=self.model,
             )
             if fault is not None:
                 log.warning("image not described: %s", fault.describe())
@@ -136,6 +154,7 @@ def compress_session(
     user_id: str,
     now: dt.datetime,
     watchdog: Watchdog | None = None,
+    model_for: ModelFor | None = None,
 ) -> CompressionResult:
     """Compress one session if it is long enough and the cooldown allows.
 
@@ -148,6 +167,8 @@ def compress_session(
     :param watchdog: bounds each ``summarize_session`` and ``describe_image`` call by
         ``[provider] timeout_s`` times
         :data:`promptweave.plugins.watchdog.NETWORK_BOUND_FACTOR`.
+    :param model_for: ``model_for(learner, bot_id, group_id, now)``: the learning model as the
+        ``summary`` and ``describe_image`` hooks see it (``None``: there is none).
     """
     start = time.perf_counter()
     result = _compress(
@@ -159,6 +180,7 @@ def compress_session(
         user_id=user_id,
         now=now,
         watchdog=watchdog,
+        model_for=model_for,
     )
     result = attrs.evolve(result, duration_ms=elapsed_ms(start))
     stage_log.debug(
@@ -183,6 +205,7 @@ def _compress(
     user_id: str,
     now: dt.datetime,
     watchdog: Watchdog | None,
+    model_for: ModelFor | None = None,
 ) -> CompressionResult:
     settings = config.session
     sessions = stores.sessions
@@ -209,7 +232,13 @@ def _compress(
     previous_text = previous.content.removeprefix(SUMMARY_MARK).strip() if previous else None
     seconds = config.provider.timeout_s * NETWORK_BOUND_FACTOR
     describe = _ImageDescriber(
-        plugins, bot_id, group_id, settings.describe_images, watchdog=watchdog, seconds=seconds
+        plugins,
+        bot_id,
+        group_id,
+        settings.describe_images,
+        watchdog=watchdog,
+        seconds=seconds,
+        model=None if model_for is None else model_for("describe_image", bot_id, group_id, now),
     )
     described = [_described(row, describe) for row in conversation]
     found, fault = plugins.hooks.summarize_session(
@@ -221,6 +250,7 @@ def _compress(
         turns=tuple(described),
         previous_summary=previous_text,
         max_chars=settings.summary_max_chars,
+        model=None if model_for is None else model_for("summary", bot_id, group_id, now),
     )
     if fault is not None:
         log.warning("session not compressed: %s", fault.describe())

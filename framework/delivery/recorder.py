@@ -38,7 +38,7 @@ from promptweave.timing import elapsed_ms, stage_log
 from promptweave.turn import ChatMessage, Turn
 
 if TYPE_CHECKING:
-    from promptweave.compression.summary import CompressionResult
+    from promptweave.compression.summary import CompressionResult, ModelFor
 
 __all__ = ["Recorder"]
 
@@ -66,6 +66,9 @@ class Recorder:
     clock: Callable[[], dt.datetime]
     background: BackgroundRunner
     watchdog: Watchdog | None = None
+    #: ``model_for(learner, bot_id, group_id, now)``: the learning model as session compression's
+    #: hooks see it (the runtime sets it when ``[learning.model]`` gives one).
+    model_for: ModelFor | None = None
     #: Told of every group message stored (``(bot_id, group_id, time)``, the bot's own included):
     #: the learner stage notes its waiting work there (``docs/learning.md``).
     on_group_message: Callable[[str, str | None, dt.datetime], None] | None = None
@@ -342,4 +345,5 @@ class Recorder:
             user_id=user_id,
             now=now or self.clock(),
             watchdog=self.watchdog,
+            model_for=self.model_for,
         )

@@ -39,6 +39,8 @@ import attrs
 from promptweave._dates import shifted
 from promptweave.config import Config
 from promptweave.delivery.outgoing import ReplyInjection
+from promptweave.learning.budget import BudgetSpent
+from promptweave.learning.model import LearningModel, ModelCall, ModelUnavailable, RunModel
 from promptweave.plugins.contributions import Learner, LearnerBatch, LearnerResult
 from promptweave.store.learned import (
     DeliveredInjection,
@@ -48,6 +50,7 @@ from promptweave.store.learned import (
 )
 from promptweave.store.sqlite import STORE_ERRORS
 from promptweave.store.stores import Stores
+from promptweave.text.persona import PersonaPack
 from promptweave.turn import ChatMessage
 
 __all__ = [
@@ -79,6 +82,7 @@ class RunStatus:
     LEASE_LOST = "lease_lost"  # the lease expired during the run: nothing kept
     FAILED = "failed"  # the learner raised or timed out, or a store failed
     OPTED_OUT = "opted_out"
+    WAITING_BUDGET = "waiting_budget"  # [learning.budget] is spent: the cursor stays until then
 
 
 @attrs.frozen(kw_only=True)
@@ -88,7 +92,8 @@ class LearnerRun:
     :param learned: items stored per kind (new or counted again).
     :param evicted: items evicted to stay within a cap, per kind.
     :param position: the cursor after the run.
-    :param retry_at: when a failed run is tried again.
+    :param retry_at: when a failed run, or one waiting for the budget, is tried again.
+    :param model_calls: what it asked the learning model (each call's status and spend).
     """
 
     learner: str
@@ -106,6 +111,7 @@ class LearnerRun:
     error: str = ""
     retry_at: dt.datetime | None = None
     duration_ms: float = 0.0
+    model_calls: tuple[ModelCall, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -123,19 +129,38 @@ class LearnerRun:
             "error": self.error,
             "retry_at": None if self.retry_at is None else self.retry_at.isoformat(),
             "duration_ms": round(self.duration_ms, 3),
+            "model_calls": [call.to_json() for call in self.model_calls],
         }
+
+    def spent(self) -> str:
+        """What its model calls spent, for the log: ``2 model calls, 1,234 tokens`` (``""``
+        when it made none)."""
+        calls = sum(call.spend.calls for call in self.model_calls)
+        if not calls:
+            return ""
+        tokens = sum(call.spend.tokens for call in self.model_calls)
+        invalid = sum(call.spend.invalid for call in self.model_calls)
+        text = f"{calls} model call{'s' if calls != 1 else ''}, {tokens:,} tokens"
+        return text + (
+            f", {invalid} invalid answer{'s' if invalid != 1 else ''}" if invalid else ""
+        )
 
     def describe(self) -> str:
         """One line for the operator's log."""
         where = f"learner {self.learner} in group {self.group_id} (bot {self.bot_id})"
         if self.status == RunStatus.FAILED:
             retry = "" if self.retry_at is None else f"; retrying at {self.retry_at.isoformat()}"
-            return f"{where} failed on {self.messages} messages: {self.error}{retry}"
+            spent = f" ({self.spent()})" if self.spent() else ""
+            return f"{where} failed on {self.messages} messages: {self.error}{spent}{retry}"
+        if self.status == RunStatus.WAITING_BUDGET:
+            return f"{where} waits: {self.error}"
         if self.status == RunStatus.LEARNED:
             learned = ", ".join(f"{n} {kind}" for kind, n in self.learned.items()) or "nothing"
             text = f"{where} learned {learned} from {self.messages} messages"
             if self.evicted:
                 text += " (evicted " + ", ".join(f"{n} {k}" for k, n in self.evicted.items()) + ")"
+            if self.spent():
+                text += f" ({self.spent()})"
             if self.notes:
                 text += "; " + "; ".join(self.notes)
             return text
@@ -209,6 +234,14 @@ class LearningStage:
     runs: deque[LearnerRun] = attrs.field(factory=lambda: deque(maxlen=RUNS_KEPT))
     listeners: list[Callable[[LearnerRun], None]] = attrs.field(factory=list)
     bot_names: Callable[[str], Sequence[str]] | None = None
+    #: The learning model (``[learning.model]``); ``None`` when there is none, and then the
+    #: learners that use one do not run (:attr:`model_unavailable` says why).
+    model: LearningModel | None = None
+    model_unavailable: str | None = None
+    persona: PersonaPack | None = None
+    #: The learners that do not run, with why (``[learning.learners.NAME] enabled = false``, no
+    #: learning model), for ``promptweave learn`` and the replay's report.
+    skipped: dict[str, str] = attrs.field(factory=dict)
     _plans: list[_Plan] = attrs.field(factory=list, init=False)
     _waiting: dict[tuple[str, str, str], _Waiting] = attrs.field(factory=dict, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
@@ -221,6 +254,13 @@ class LearningStage:
             table = settings.learner(learner.name)
             if table.get("enabled", True) is False:
                 log.info("learner %s is off ([learning.learners.%s])", learner.name, learner.name)
+                self.skipped[learner.name] = f"[learning.learners.{learner.name}] enabled = false"
+                continue
+            if learner.uses_model and self.model is None:
+                why = self.model_unavailable or "no learning model"
+                self.skipped[learner.name] = why
+                if settings.enabled:
+                    log.warning("learner %s does not run: %s", learner.name, why)
                 continue
             self._plans.append(_plan(learner, table))
         unknown = sorted(set(settings.learners) - {learner.name for learner in self.learners})
@@ -492,6 +532,8 @@ class LearningStage:
                 )
                 waiting.retry_at = shifted(now, delay)
                 run = attrs.evolve(run, retry_at=waiting.retry_at)
+            elif run.status == RunStatus.WAITING_BUDGET:
+                waiting.retry_at = run.retry_at  # not a failure: no backoff, the window frees
             elif run.status in (RunStatus.LEASED_ELSEWHERE, RunStatus.LEASE_LOST):
                 waiting.since = now  # try again after interval_s: another process learns it
             else:
@@ -506,6 +548,7 @@ class LearningStage:
 
     def _run(self, plan: _Plan, bot_id: str, group_id: str, now: dt.datetime) -> LearnerRun:
         learner = plan.learner
+        run_model: RunModel | None = None
 
         def done(status: str, **details: Any) -> LearnerRun:
             return LearnerRun(
@@ -514,11 +557,20 @@ class LearningStage:
                 group_id=group_id,
                 at=now,
                 status=status,
+                model_calls=() if run_model is None else tuple(run_model.calls),
                 **details,
             )
 
         if self.config.learning.opted_out(bot_id, group_id):
             return done(RunStatus.OPTED_OUT)
+        if learner.uses_model and self.model is not None:
+            try:
+                self.model.budget.check(bot_id, group_id, now)
+            except BudgetSpent as spent:
+                return done(RunStatus.WAITING_BUDGET, error=str(spent), retry_at=spent.retry_at)
+            run_model = RunModel(
+                model=self.model, learner=learner.name, bot_id=bot_id, group_id=group_id, now=now
+            )
         learned = self.stores.learned
         source = self.stores.group_log
         assert learned is not None and isinstance(source, LearningSource)
@@ -554,6 +606,8 @@ class LearningStage:
                 settings=plan.settings,
                 stores=self.stores,
                 config=self.config,
+                persona=self.persona,
+                model=run_model,
             )
             result = self._call(learner, batch)
             stored = learned.put_items(result.items, caps=plan.caps)
@@ -569,6 +623,15 @@ class LearningStage:
                     messages=len(messages),
                     error="the lease expired during the run; another process may learn the batch",
                 )
+        except BudgetSpent as spent:
+            return done(
+                RunStatus.WAITING_BUDGET,
+                messages=len(messages),
+                error=str(spent),
+                retry_at=spent.retry_at,
+            )
+        except ModelUnavailable as exc:
+            return done(RunStatus.FAILED, messages=len(messages), error=str(exc))
         except _Timeout as exc:
             return done(RunStatus.FAILED, messages=len(messages), error=str(exc))
         except STORE_ERRORS as exc:
@@ -626,7 +689,7 @@ class LearningStage:
             log.warning("%s", run.describe())
         elif run.status == RunStatus.LEARNED and (run.learned or run.notes):
             log.info("%s", run.describe())
-        elif run.status == RunStatus.LEASE_LOST:
+        elif run.status in (RunStatus.LEASE_LOST, RunStatus.WAITING_BUDGET):
             log.warning("%s", run.describe())
         else:
             log.debug("%s", run.describe())

@@ -10,7 +10,7 @@ import enum
 import random
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from promptweave.prompt.render_context import RenderContext
     from promptweave.store.learned import LearnedItem, LoggedMessage
     from promptweave.store.stores import Stores
+    from promptweave.text.persona import PersonaPack
 
 __all__ = [
     "DEFAULT_RULE_ORDER",
@@ -31,6 +32,7 @@ __all__ = [
     "Learner",
     "LearnerBatch",
     "LearnerResult",
+    "ModelAsker",
     "OverrideMode",
     "PhrasePool",
     "Retriever",
@@ -337,6 +339,26 @@ def _caps(value: Mapping[str, int]) -> dict[str, int]:
     return caps
 
 
+@runtime_checkable
+class ModelAsker(Protocol):
+    """The learning model as a learner run, a session summary or an image description sees it
+    (:class:`promptweave.learning.model.RunModel`): ``ask(task)`` sends a
+    :class:`promptweave.learning.model.ModelTask` and returns its valid answer, or ``None``; it
+    raises :class:`promptweave.learning.budget.BudgetSpent` while ``[learning.budget]`` is spent
+    and :class:`promptweave.learning.model.ModelUnavailable` when the provider fails."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def offline(self) -> bool: ...
+
+    @property
+    def vision(self) -> bool: ...
+
+    def ask(self, task: Any) -> Any: ...
+
+
 @attrs.frozen(kw_only=True)
 class Learner:
     """A learner: what it reads, what kinds of item it writes, and its run (``docs/learning.md``).
@@ -362,6 +384,8 @@ class Learner:
         learner records the outcome's phrases in the feedback ledger there).
     :param forgotten: ``forgotten(items, stores)`` after items of its kinds were forgotten.
     :param description: one line for ``docs`` and ``promptweave learn``.
+    :param uses_model: it asks the learning model (``batch.model``): it runs only when one is
+        configured (``[learning.model]``), and waits while ``[learning.budget]`` is spent.
     """
 
     name: str = attrs.field(validator=_check_id("learner"))
@@ -376,6 +400,7 @@ class Learner:
     stored: Callable[..., Any] | None = None
     forgotten: Callable[..., Any] | None = None
     description: str = ""
+    uses_model: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -394,6 +419,10 @@ class LearnerBatch:
     :param stores: the runtime's stores (``stores.learned``: what was learned; ``stores.group_log``
         to find a quoted message).
     :param config: the runtime's configuration.
+    :param persona: the runtime's persona pack (the prompts of the model learners:
+        ``[learning_prompts.NAME]``).
+    :param model: for a learner that ``uses_model``, the learning model as this run sees it
+        (:class:`promptweave.learning.model.RunModel`: ``model.ask(task)``); ``None`` otherwise.
     """
 
     learner: str
@@ -407,6 +436,8 @@ class LearnerBatch:
     settings: Mapping[str, Any] = attrs.field(factory=dict, converter=_json_mapping)
     stores: Stores | None = None
     config: Config | None = None
+    persona: PersonaPack | None = None
+    model: ModelAsker | None = None
 
 
 def _learned_items(values: Iterable[LearnedItem]) -> tuple[LearnedItem, ...]:

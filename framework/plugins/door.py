@@ -18,7 +18,7 @@ import attrs
 import pluggy
 
 from promptweave.errors import ConfigError, PluginRegistrationError, PromptweaveError
-from promptweave.plugins.contributions import SectionOverride
+from promptweave.plugins.contributions import ModelAsker, SectionOverride
 from promptweave.plugins.observers import Observations
 from promptweave.plugins.watchdog import (
     PluginFault,
@@ -573,6 +573,7 @@ class Hooks:
         max_chars: int,
         watchdog: Watchdog | None,
         seconds: float | None,
+        model: ModelAsker | None = None,
     ) -> tuple[str | None, PluginFault | None]:
         """The first summary, each implementation bounded by ``seconds``; and the fault that
         stopped the call."""
@@ -587,6 +588,7 @@ class Hooks:
             turns=turns,
             previous_summary=previous_summary,
             max_chars=max_chars,
+            model=model,
         )
 
     def describe_image(
@@ -597,6 +599,7 @@ class Hooks:
         *,
         watchdog: Watchdog | None,
         seconds: float | None,
+        model: ModelAsker | None = None,
     ) -> tuple[str | None, PluginFault | None]:
         """The first description of an image, each implementation bounded by ``seconds``; and
         the fault that stopped the call."""
@@ -608,6 +611,7 @@ class Hooks:
             url=url,
             bot_id=bot_id,
             group_id=group_id,
+            model=model,
         )
 
     # -- delivery: reading the answer and sending it -----------------------------------------

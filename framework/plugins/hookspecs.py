@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from promptweave.plugins.contributions import (
         DecisionRule,
         Learner,
+        ModelAsker,
         PhrasePool,
         Retriever,
         Section,
@@ -402,6 +403,7 @@ def summarize_session(
     turns: Sequence[SessionTurn],
     previous_summary: str | None,
     max_chars: int,
+    model: ModelAsker | None,
 ) -> str | None:
     """Summarize the older turns of a long session into one short Chinese text.
 
@@ -419,13 +421,19 @@ def summarize_session(
         (see ``describe_image``) in their ``content``.
     :param previous_summary: the text of the summary these turns follow, if any.
     :param max_chars: the longest summary kept (longer text is cut).
+    :param model: the learning model (``[learning.model]``, counted against ``[learning.budget]``
+        as learner ``summary``), ``None`` when there is none. The built-in ``model_summary``
+        plugin asks it (``docs/learning.md``, summaries); while the budget is spent or the model
+        fails, it answers nothing and the extractive summary is written.
     :returns: the summary text, or ``None`` to leave it to the next plugin; a blank result or one
         containing ``【此前对话摘要】`` is rejected and the session is left as it is.
     """
 
 
 @hookspec(firstresult=True)
-def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
+def describe_image(
+    url: str, bot_id: str, group_id: str | None, model: ModelAsker | None
+) -> str | None:
     """Describe an image of the session history, only when a summary needs it.
 
     Images in history are stored as placeholders with their URL; this runs for each such URL
@@ -440,6 +448,9 @@ def describe_image(url: str, bot_id: str, group_id: str | None) -> str | None:
     :param url: the image's URL.
     :param bot_id: the bot's account id.
     :param group_id: the group's id; ``None`` for a private chat.
+    :param model: the learning model (learner ``describe_image`` in ``[learning.budget]``), or
+        ``None``; the built-in ``model_summary`` plugin asks it when ``[learning.model] vision`` is
+        on.
     :returns: a short description (shown as ``[图片：…]``), ``"[图片]"`` to keep the placeholder,
         or ``None`` to leave it to the next plugin.
     """

@@ -6,8 +6,15 @@
   ``imported:expression_pair:<key>``; the retrieval trace and the injection snapshot of a reply
   show it, so negative feedback can score it.
 - The rhythm baseline: an imported one when the operator imported one, else the learned one.
-- Memories: the learned teachings (``【用户明确教导】``), scored against the query with the same
-  term scoring as the imported memories, merged with them by score.
+- Memories: the learned teachings (``【用户明确教导】``) and confirmed group events
+  (``【已确认群事件】``), scored against the query with the same term scoring as the imported
+  memories, merged with them by score.
+- Behaviour strategies: the learned ones (both learning types, most supported first) before the
+  imported ones, each with the id ``learned:strategy:<key>``.
+- Person facts: a member's learned facts (newest first) before the imported ones, the same text
+  once.
+- The relationship note: an imported one when the operator imported one for the member, else the
+  learned one (its facts, guidance and affinity).
 - Negative feedback: a learned item, an imported expression pair or memory (by its id), whose
   feedback score (:func:`feedback_scores`) fell to :data:`FEEDBACK_DROP_SCORE` or below is not
   read again.
@@ -25,7 +32,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from promptweave.items import MemoryKind
+from promptweave.items import LearningType, MemoryKind
 from promptweave.store.learned import LearnedItem, LearnedStore, item_key
 from promptweave.store.retrieval import (
     BehaviorRecord,
@@ -64,7 +71,14 @@ LEARNED_READ = 1000
 T = TypeVar("T")
 
 #: The source type negative feedback scores each learned kind under.
-_SCORED_AS = {"expression_pair": "expression", "teaching": "memory"}
+_SCORED_AS = {
+    "expression_pair": "expression",
+    "teaching": "memory",
+    "group_event": "memory",
+    "strategy": "strategy",
+}
+#: The learned kinds the memory section reads, with the memory block each goes to.
+_MEMORY_KINDS = {"teaching": MemoryKind.TEACHING, "group_event": MemoryKind.GROUP_EVENT}
 
 
 def learned_id(item: LearnedItem) -> str:
@@ -96,6 +110,14 @@ def feedback_scores(
             if isinstance(delta, int | float) and not isinstance(delta, bool) and key[1]:
                 scores[key] = scores.get(key, 0.0) + float(delta) * weight
     return scores
+
+
+def _texts(value: Any) -> tuple[str, ...]:
+    """A learned list of lines (a relationship's facts or guidance), blank and non-text left
+    out."""
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(str(line).strip() for line in value if isinstance(line, str) and line.strip())
 
 
 def _utc_now() -> dt.datetime:
@@ -233,11 +255,12 @@ class LearnedRetrievalStore:
         )
         teachings = self.cache.get(
             (bot_id, group_id),
-            ("learned_teachings",),
+            ("learned_memories",),
             self.learned.version(bot_id, group_id),
             lambda: tuple(
-                (self._teaching(item), text_terms(str(item.fields.get("text", ""))))
-                for item in self._learned(bot_id, group_id, "teaching")
+                (self._memory(item), text_terms(str(item.fields.get("text", ""))))
+                for kind in _MEMORY_KINDS
+                for item in self._learned(bot_id, group_id, kind)
                 if str(item.fields.get("text", "")).strip()
             ),
         )
@@ -276,7 +299,7 @@ class LearnedRetrievalStore:
             if item.fields.get("subject") != subject
             and score_text(terms, text_terms(str(item.fields.get("text", ""))))[1] > 0
         ]
-        return [self._teaching(item) for item in (names + related)[: max(0, limit)]]
+        return [self._memory(item) for item in (names + related)[: max(0, limit)]]
 
     def _kept_memories(
         self, bot_id: str, group_id: str, found: list[Scored[MemoryRecord]]
@@ -297,13 +320,14 @@ class LearnedRetrievalStore:
         ]
 
     @staticmethod
-    def _teaching(item: LearnedItem) -> MemoryRecord:
+    def _memory(item: LearnedItem) -> MemoryRecord:
+        kind = _MEMORY_KINDS[item.kind]
         return MemoryRecord(
             bot_id=item.bot_id,
             group_id=item.group_id,
-            kind=MemoryKind.TEACHING,
+            kind=kind,
             text=str(item.fields["text"]),
-            source="teach",
+            source="teach" if kind is MemoryKind.TEACHING else "group_event",
             id=learned_id(item),
             created_at=item.learned_at,
         )
@@ -319,17 +343,80 @@ class LearnedRetrievalStore:
         return self.imported.search_knowledge(bot_id, group_id, terms, limit=limit)
 
     def relationship(self, bot_id: str, group_id: str, user_id: str) -> RelationshipRecord | None:
-        return self.imported.relationship(bot_id, group_id, user_id)
+        imported = self.imported.relationship(bot_id, group_id, user_id)
+        if imported is not None:
+            return imported
+        for item in self._learned(bot_id, group_id, "relationship"):
+            if item.user_id != user_id:
+                continue
+            affinity = item.fields.get("affinity", 0.0)
+            if isinstance(affinity, bool) or not isinstance(affinity, int | float):
+                affinity = 0.0
+            return RelationshipRecord(
+                bot_id=bot_id,
+                group_id=group_id,
+                user_id=user_id,
+                facts=_texts(item.fields.get("facts")),
+                guidance=_texts(item.fields.get("guidance")),
+                affinity=max(-1.0, min(1.0, float(affinity))),
+            )
+        return None
 
     def person_facts(
         self, bot_id: str, group_id: str, user_id: str, *, limit: int
     ) -> list[PersonFactRecord]:
-        return self.imported.person_facts(bot_id, group_id, user_id, limit=limit)
+        learned = sorted(
+            (
+                item
+                for item in self._learned(bot_id, group_id, "person_fact")
+                if item.user_id == user_id and str(item.fields.get("text", "")).strip()
+            ),
+            key=lambda item: item.updated_at or item.learned_at,
+            reverse=True,
+        )
+        found = [
+            PersonFactRecord(
+                bot_id=bot_id, group_id=group_id, user_id=user_id, text=str(item.fields["text"])
+            )
+            for item in learned[:limit]
+        ]
+        if len(found) >= limit:
+            return found
+        seen = {fact.text for fact in found}
+        for fact in self.imported.person_facts(bot_id, group_id, user_id, limit=limit):
+            if fact.text not in seen and len(found) < limit:
+                found.append(fact)
+        return found
 
     def behavior_strategies(
         self, bot_id: str, group_id: str, *, limit: int
     ) -> list[BehaviorRecord]:
-        return self.imported.behavior_strategies(bot_id, group_id, limit=limit)
+        learned = []
+        for item in self._learned(bot_id, group_id, "strategy"):
+            fields = item.fields
+            scene = str(fields.get("scene", "")).strip()
+            action = str(fields.get("action", "")).strip()
+            kind = str(fields.get("learning_type", ""))
+            if not scene or not action or kind not in {t.value for t in LearningType}:
+                continue
+            learned.append(
+                BehaviorRecord(
+                    bot_id=bot_id,
+                    group_id=group_id,
+                    scene=scene,
+                    action=action,
+                    outcome=str(fields.get("outcome", "")).strip(),
+                    learning_type=LearningType(kind),
+                    support=item.count,
+                    id=learned_id(item),
+                )
+            )
+        learned.sort(key=lambda record: -record.support)
+        if len(learned) >= limit:
+            return learned[:limit]
+        return learned + self.imported.behavior_strategies(
+            bot_id, group_id, limit=limit - len(learned)
+        )
 
     def list_summaries(
         self, bot_id: str, group_id: str | None, user_id: str, limit: int

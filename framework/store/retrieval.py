@@ -184,6 +184,8 @@ class BehaviorRecord:
     """A pick-up strategy (scene → action → outcome).
 
     :param support: how many exchanges it was learned from; more support ranks higher.
+    :param id: the strategy's id, when it has one (a learned one's ``learned:strategy:…``):
+        negative feedback scores it.
     """
 
     bot_id: str = _required
@@ -195,6 +197,7 @@ class BehaviorRecord:
         default=LearningType.OBSERVED, converter=_learning_type
     )
     support: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    id: str = ""
 
 
 @attrs.frozen(kw_only=True)

@@ -20,6 +20,7 @@ __all__ = [
     "GuardTexts",
     "IdentityTexts",
     "Labels",
+    "LearningPrompt",
     "PackInfo",
     "PersonaPack",
     "PersonaTexts",
@@ -106,6 +107,23 @@ class UserTurnTexts:
     injection_suffix: str
 
 
+@attrs.frozen(kw_only=True)
+class LearningPrompt:
+    """What a model learner asks the learning model (``docs/learning.md``): the system prompt
+    and the instruction that comes before the input (JSON) in the user message.
+
+    ``{persona}`` and ``{self}`` are filled as everywhere in the pack; ``{max_chars}`` with the
+    learner's length limit where it has one.
+    """
+
+    system: str
+    instruction: str
+
+
+def _prompts(values: Mapping[str, LearningPrompt]) -> Mapping[str, LearningPrompt]:
+    return FrozenMapping(values)
+
+
 def _read_only(names: Mapping[str, str]) -> Mapping[str, str]:
     # The pack is shared by every turn: a plugin must not be able to rename members for all.
     return FrozenMapping(names)
@@ -123,6 +141,7 @@ class PersonaPack:
     user_turn: UserTurnTexts
     relationship: RelationshipTexts = attrs.field(factory=RelationshipTexts)
     display_names: Mapping[str, str] = attrs.field(factory=dict, converter=_read_only)
+    learning_prompts: Mapping[str, LearningPrompt] = attrs.field(factory=dict, converter=_prompts)
 
     @classmethod
     def from_file(cls, path: Path) -> PersonaPack:
