@@ -227,7 +227,7 @@ def retrieve_relationship(query: RetrievalQuery) -> RetrievalResult:
     hit = RetrievalHit(
         text="；".join((*record.facts, *record.guidance)),
         score=record.affinity,
-        id=record.user_id,
+        id=record.id or record.user_id,
         details={"affinity": record.affinity, "level": affinity_label(record.affinity)},
     )
     return RetrievalResult(items=[note], hits=[hit])
@@ -241,12 +241,17 @@ def retrieve_person_facts(query: RetrievalQuery) -> RetrievalResult:
     )
     terms = query.terms
     # Every stable preference applies; those touching the message come first.
-    facts = [
-        PersonFact(text=record.text, score=score_text(terms, terms_of(record.text))[0])
-        for record in records
-    ]
-    facts.sort(key=lambda fact: -fact.score)
-    return RetrievalResult(items=facts)
+    scored = [(score_text(terms, terms_of(record.text))[0], record) for record in records]
+    scored.sort(key=lambda pair: -pair[0])
+    return RetrievalResult(
+        items=[PersonFact(text=record.text, score=score) for score, record in scored],
+        # The learned facts are named in the trace (and in a reply's injection snapshot).
+        hits=[
+            RetrievalHit(text=record.text, score=score, id=record.id)
+            for score, record in scored
+            if record.id
+        ],
+    )
 
 
 def retrieve_mid_term(query: RetrievalQuery) -> RetrievalResult:

@@ -8,10 +8,11 @@ import datetime as dt
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
 from promptweave.cli.common import config_option, load_config, not_blank, open_store
@@ -24,6 +25,7 @@ from promptweave.cli.problems import (
 )
 from promptweave.config import Config
 from promptweave.errors import PromptweaveError
+from promptweave.learning.budget import SPEND_KIND, Spend, hour_of, spend_totals
 from promptweave.learning.stage import LearnerRun, RunStatus
 from promptweave.runtime import Promptweave
 from promptweave.store.learned import LearnedItem, LearnedStore
@@ -253,6 +255,8 @@ def _learn_line(scope: _Scope, runs: Sequence[LearnerRun]) -> tuple[str, bool]:
             problems.append(f"learner {run.learner} lost its lease: {run.error}")
         elif run.status == RunStatus.OPTED_OUT:
             problems.append(f"learner {run.learner} skipped: the group opted out")
+        elif run.status == RunStatus.WAITING_BUDGET:
+            problems.append(f"learner {run.learner} waits: {run.error}")
     learned: dict[str, int] = {}
     for kind, _key in keys:
         learned[kind] = learned.get(kind, 0) + 1
@@ -300,6 +304,8 @@ def learned_list(
         found: list[tuple[_Scope, list[LearnedItem]]] = []
         for scope in _matching(store.scopes(), bot_id, group_id):
             items = store.items(*scope, kind=kind, user_id=user_id, limit=LIST_LIMIT)
+            if kind is None:  # what learning spent is bookkeeping: ``learned stats`` shows it
+                items = [item for item in items if item.kind != SPEND_KIND]
             if items:
                 found.append((scope, items))
     finally:
@@ -443,3 +449,196 @@ def _counts(items: Sequence[LearnedItem]) -> dict[str, int]:
 def _summary(fields: Mapping[str, Any]) -> str:
     """The item's fields on one line, for the forget report."""
     return "  ".join(f"{name}: {_value(value)}" for name, value in fields.items())
+
+
+# -- promptweave learned stats -------------------------------------------------------------------
+
+#: The window ``learned stats`` sums "today" over.
+STATS_WINDOW = dt.timedelta(hours=24)
+#: The most session rows of a group read for the turns' spend.
+TURN_ROWS = 1_000_000
+
+
+@learned.command("stats")
+@store_option
+@bot_option
+@group_option
+@click.option(
+    "--now",
+    "now",
+    default=None,
+    callback=_when,
+    metavar="ISO",
+    help="The end of the 24 hours summed (default: now), ISO 8601 with its UTC offset.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a group, then the total.")
+@config_option
+def learned_stats(
+    store_path: Path | None,
+    bot_id: str | None,
+    group_id: str | None,
+    now: dt.datetime | None,
+    as_json: bool,
+    config_path: Path | None,
+) -> None:
+    """What learning spent, per group and learner, beside what the turns spent: model calls and
+    tokens over the last 24 hours and over all the store keeps, and the budget in force."""
+    config, stores, shown = _open(config_path, store_path)
+    moment = now or dt.datetime.now(dt.UTC)
+    since = hour_of(moment) - STATS_WINDOW + dt.timedelta(hours=1)
+    try:
+        store = _learned_store(stores, shown)
+        scopes = set(store.scopes())
+        source: Any = stores.group_log
+        if source is not None and hasattr(source, "group_scopes"):
+            scopes.update(source.group_scopes())
+        rows: list[_GroupSpend] = []
+        for scope in _matching(sorted(scopes), bot_id, group_id):
+            spend = store.items(*scope, kind=SPEND_KIND, limit=LIST_LIMIT)
+            recent = [item for item in spend if _spend_hour(item) >= since]
+            rows.append(
+                _GroupSpend(
+                    scope=scope,
+                    learning_day=_per_learner(recent),
+                    learning_kept=_per_learner(spend),
+                    turns_day=_turn_spend(stores, scope, moment - STATS_WINDOW, moment),
+                )
+            )
+    finally:
+        stores.close()
+    learning_total = _sum(spent for row in rows for spent in row.learning_day.values())
+    turns_total = _sum_turns(row.turns_day for row in rows)
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row.to_json(), ensure_ascii=False))
+        click.echo(
+            json.dumps(
+                {
+                    "total": {"learning_day": learning_total.to_json(), "turns_day": turns_total},
+                    "budget": attrs.asdict(config.learning.budget),
+                },
+                ensure_ascii=False,
+            )
+        )
+        return
+    if not rows:
+        only = _filter_name(bot_id, group_id)
+        click.echo(f"nothing recorded{' of ' + only if only else ''} in {shown}", err=True)
+        return
+    click.echo(f"the 24 hours to {moment.isoformat()} ({shown})")
+    for row in rows:
+        click.echo(_scope_name(*row.scope))
+        day = _sum(row.learning_day.values())
+        click.echo(f"  learning: {_spend_text(day)}")
+        for learner, spent in sorted(row.learning_day.items()):
+            click.echo(f"    {learner}: {_spend_text(spent)}")
+        kept = _sum(row.learning_kept.values())
+        if kept.calls != day.calls:
+            click.echo(f"  learning, all the store keeps: {_spend_text(kept)}")
+        click.echo(f"  turns: {_turns_text(row.turns_day)}")
+    click.echo(f"total: learning {_spend_text(learning_total)}; turns {_turns_text(turns_total)}")
+    click.echo("budget: " + _budget_text(config))
+
+
+@attrs.frozen(kw_only=True)
+class _GroupSpend:
+    """One group's line of ``learned stats``."""
+
+    scope: _Scope
+    learning_day: dict[str, Spend]
+    learning_kept: dict[str, Spend]
+    turns_day: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bot_id": self.scope[0],
+            "group_id": self.scope[1],
+            "learning_day": {k: v.to_json() for k, v in self.learning_day.items()},
+            "learning_kept": {k: v.to_json() for k, v in self.learning_kept.items()},
+            "turns_day": self.turns_day,
+        }
+
+
+def _spend_hour(item: LearnedItem) -> dt.datetime:
+    value = item.fields.get("hour")
+    try:
+        return dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        return item.learned_at
+
+
+def _per_learner(items: Sequence[LearnedItem]) -> dict[str, Spend]:
+    return {learner: spent for (_b, _g, learner), spent in spend_totals(items).items()}
+
+
+def _sum(spends: Iterable[Spend]) -> Spend:
+    total = Spend()
+    for spent in spends:
+        total.add(spent)
+    return total
+
+
+def _spend_text(spent: Spend) -> str:
+    if not spent.calls:
+        return "no model calls"
+    text = (
+        f"{spent.calls} model call{'s' if spent.calls != 1 else ''}, {spent.tokens:,} tokens "
+        f"({spent.prompt_tokens:,} prompt, {spent.output_tokens:,} output, "
+        f"{spent.cached_tokens:,} cached)"
+    )
+    if spent.invalid:
+        text += f", {spent.invalid} invalid answer{'s' if spent.invalid != 1 else ''}"
+    return text
+
+
+def _turn_spend(
+    stores: Stores, scope: _Scope, since: dt.datetime, until: dt.datetime
+) -> dict[str, int]:
+    """What the turns of a group spent between ``since`` and ``until``: the answers the kept
+    sessions record, and the tokens the provider reported for them."""
+    totals = {"answers": 0, "prompt_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
+    sessions = stores.sessions
+    if sessions is None:
+        return totals
+    for row in sessions.group_turns(*scope, until=until, since=since, limit=TURN_ROWS):
+        if row.role != "assistant":
+            continue
+        totals["answers"] += 1
+        for key in ("prompt_tokens", "output_tokens", "cached_tokens"):
+            value = (row.usage or {}).get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                totals[key] += value
+    return totals
+
+
+def _sum_turns(rows: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total = {"answers": 0, "prompt_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
+    for row in rows:
+        for key in total:
+            total[key] += row[key]
+    return total
+
+
+def _turns_text(turns: Mapping[str, int]) -> str:
+    tokens = turns["prompt_tokens"] + turns["output_tokens"]
+    return (
+        f"{turns['answers']} answer{'s' if turns['answers'] != 1 else ''}, {tokens:,} tokens "
+        f"({turns['prompt_tokens']:,} prompt, {turns['output_tokens']:,} output, "
+        f"{turns['cached_tokens']:,} cached)"
+    )
+
+
+def _budget_text(config: Config) -> str:
+    limits = config.learning.budget
+
+    def limit(value: int) -> str:
+        return f"{value:,}" if value else "no limit"
+
+    return (
+        f"{limit(limits.calls_per_hour)} calls and {limit(limits.tokens_per_hour)} tokens an hour, "
+        f"{limit(limits.calls_per_day)} calls and {limit(limits.tokens_per_day)} tokens a day; "
+        f"per group {limit(limits.group_calls_per_hour)} calls and "
+        f"{limit(limits.group_tokens_per_hour)} tokens an hour, "
+        f"{limit(limits.group_calls_per_day)} calls and {limit(limits.group_tokens_per_day)} "
+        "tokens a day ([learning.budget])"
+    )

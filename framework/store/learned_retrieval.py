@@ -359,6 +359,7 @@ class LearnedRetrievalStore:
                 facts=_texts(item.fields.get("facts")),
                 guidance=_texts(item.fields.get("guidance")),
                 affinity=max(-1.0, min(1.0, float(affinity))),
+                id=learned_id(item),
             )
         return None
 
@@ -376,7 +377,11 @@ class LearnedRetrievalStore:
         )
         found = [
             PersonFactRecord(
-                bot_id=bot_id, group_id=group_id, user_id=user_id, text=str(item.fields["text"])
+                bot_id=bot_id,
+                group_id=group_id,
+                user_id=user_id,
+                text=str(item.fields["text"]),
+                id=learned_id(item),
             )
             for item in learned[:limit]
         ]

@@ -128,6 +128,8 @@ class RelationshipRecord:
     """What the bot knows of its relationship with one member of one group.
 
     :param affinity: from -1 (aversion) to 1 (close friend).
+    :param id: the note's id, when it has one (a learned one's ``learned:relationship:…``); the
+        retrieval trace shows the member's id otherwise.
     """
 
     bot_id: str = _required
@@ -139,16 +141,21 @@ class RelationshipRecord:
         default=0.0,
         validator=attrs.validators.and_(attrs.validators.ge(-1.0), attrs.validators.le(1.0)),
     )
+    id: str = ""
 
 
 @attrs.frozen(kw_only=True)
 class PersonFactRecord:
-    """A stable preference of one member."""
+    """A stable preference of one member.
+
+    :param id: the fact's id, when it has one (a learned one's ``learned:person_fact:…``).
+    """
 
     bot_id: str = _required
     group_id: str
     user_id: str = _required
     text: str = _required
+    id: str = ""
 
 
 @attrs.frozen(kw_only=True)
