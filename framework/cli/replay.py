@@ -180,9 +180,20 @@ def learning_lines(learning: Mapping[str, Any] | None) -> list[str]:
         f"learning: learners {', '.join(learning['learners'])} · {runs} runs"
         + (f", {failed} failed" if failed else "")
     ]
+    model = learning.get("model")
+    if model:
+        calls = ", ".join(f"{n} {status}" for status, n in learning.get("model_calls", {}).items())
+        lines.append(f"learning model: {model} · calls: {calls or 'none'}")
+    elif learning.get("model_off"):
+        lines.append(f"learning model: none ({learning['model_off']})")
+    for name, why in learning.get("skipped", {}).items():
+        lines.append(f"learner {name} did not run: {why}")
     for group in learning["groups"]:
         counts = ", ".join(f"{n} {kind}" for kind, n in group["counts"].items())
         lines.append(f"group {group['group_id']} learned: {counts or 'nothing'}")
+        spent = _spent_line(group)
+        if spent:
+            lines.append(f"  spent: {spent}")
         entries = group["first_in_prompt"]
         found = [
             f"{f['kind']} in {f['section']} at {_at(f)}" for f in entries if f["index"] is not None
@@ -199,6 +210,26 @@ def learning_lines(learning: Mapping[str, Any] | None) -> list[str]:
             f"{failure['error']}"
         )
     return lines
+
+
+def _spent_line(group: Mapping[str, Any]) -> str:
+    """``learning 12 calls, 8,431 tokens (strategies 3, …); turns 40 requests, 120,113 tokens``."""
+    spend = group.get("learning_spend") or {}
+    turns = group.get("turns_spend") or {}
+    parts = []
+    if spend.get("calls"):
+        per = ", ".join(
+            f"{learner} {s['calls']}" for learner, s in sorted(group.get("spend", {}).items())
+        )
+        invalid = f", {spend['invalid']} invalid" if spend.get("invalid") else ""
+        parts.append(
+            f"learning {spend['calls']} model calls{invalid}, {spend['tokens']:,} tokens ({per})"
+        )
+    if turns.get("requests"):
+        tokens = turns["prompt_tokens"] + turns["output_tokens"]
+        estimated = " (prompts estimated)" if turns.get("estimated") else ""
+        parts.append(f"turns {turns['requests']} requests, {tokens:,} tokens{estimated}")
+    return "; ".join(parts)
 
 
 def _progress(total: int, enabled: bool) -> tuple[Callable[[], None], Callable[[], None]]:

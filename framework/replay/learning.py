@@ -21,6 +21,8 @@ from typing import Any
 import attrs
 
 from promptweave.delivery.outgoing import ReplyInjection
+from promptweave.learning.budget import SPEND_KIND, Spend, spend_totals
+from promptweave.learning.model import ModelCall
 from promptweave.learning.stage import LearnerRun, RunStatus
 from promptweave.plugins.hookspecs import hookimpl
 from promptweave.runtime import Promptweave
@@ -36,6 +38,8 @@ __all__ = [
     "run_record",
 ]
 
+#: The most unanswered learning-model calls (invalid, failed, over budget) the summary lists.
+INVALID_KEPT = 20
 #: The id of a learned item's retrieval hit starts with this: ``learned:<kind>:<key>``.
 LEARNED_PREFIX = "learned:"
 #: The kinds of learned item a prompt carries, and the section each is expected in; the summary
@@ -45,13 +49,26 @@ LEARNED_SECTIONS: Mapping[str, str] = {
     # The learned rhythm shapes the reply and is shown with the group's expression.
     "rhythm": "group_expression",
     "teaching": "memory",
+    "strategy": "behavior_reference",
+    "person_fact": "person_facts",
+    "relationship": "relationship",
+    "group_event": "memory",
 }
 
 
 def run_record(run: LearnerRun) -> dict[str, Any]:
     """One learner run as a message record lists it: :meth:`LearnerRun.to_json` without its
-    duration."""
+    duration (nor its model calls')."""
     data = run.to_json()
+    data.pop("duration_ms", None)
+    for call in data.get("model_calls") or ():
+        call.pop("duration_ms", None)
+    return data
+
+
+def call_record(call: ModelCall) -> dict[str, Any]:
+    """One learning-model call as the summary lists it, without its duration."""
+    data = call.to_json()
     data.pop("duration_ms", None)
     return data
 
@@ -110,10 +127,16 @@ def learning_state(runtime: Promptweave) -> dict[str, Any]:
     scopes = sorted(learned.scopes()) if learned is not None else []
     for bot_id, group_id in scopes:
         assert learned is not None
+        every = learned.items(bot_id, group_id)
+        spent = {
+            learner: spend.to_json()
+            for (_b, _g, learner), spend in sorted(spend_totals(every).items())
+        }
         items = sorted(
-            learned.items(bot_id, group_id), key=lambda item: (item.kind, -item.count, item.key)
+            (item for item in every if item.kind != SPEND_KIND),
+            key=lambda item: (item.kind, -item.count, item.key),
         )
-        if not items:
+        if not items and not spent:
             continue
         counts: dict[str, int] = {}
         for item in items:
@@ -124,22 +147,39 @@ def learning_state(runtime: Promptweave) -> dict[str, Any]:
                 "group_id": group_id,
                 "counts": dict(sorted(counts.items())),
                 "items": [item.to_json() for item in items],
+                "spend": spent,
             }
         )
+    model = runtime.learning_model
+    calls: dict[str, int] = {}
+    invalid: list[dict[str, Any]] = []
+    for call in model.calls if model is not None else ():
+        calls[call.status] = calls.get(call.status, 0) + 1
+        if call.status != "ok" and len(invalid) < INVALID_KEPT:
+            invalid.append(call_record(call))
     return {
         "enabled": stage.enabled,
         "off": stage.unavailable,
         "learners": [learner.name for learner in stage.plans],
+        "skipped": dict(sorted(stage.skipped.items())),
+        "model": None if model is None else model.label,
+        "model_off": runtime.learning_model_unavailable,
+        "model_calls": dict(sorted(calls.items())),
+        "model_problems": invalid,
         "groups": groups,
     }
 
 
 def learning_summary(
-    records: Sequence[Mapping[str, Any]], state: Mapping[str, Any] | None
+    records: Sequence[Mapping[str, Any]],
+    state: Mapping[str, Any] | None,
+    *,
+    turns: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The summary's ``learning`` object: ``state`` (:func:`learning_state`), the runs of the
     records by status, the learners that failed (named, with their first error), and per group
-    its items, failures, and the first answered turn whose prompt carried each kind."""
+    its items, failures, the first answered turn whose prompt carried each kind, and what
+    learning spent (per learner) beside what the turns spent (``turns``, per group)."""
     state = state or {"enabled": False, "off": "not recorded", "learners": [], "groups": []}
     runs: dict[str, int] = {}
     failures: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -182,8 +222,13 @@ def learning_summary(
         {*stored, *(r["group_id"] for r in records if r.get("group_id") is not None)}
     )
     groups = []
+    total = Spend()
     for group_id in group_ids:
-        group = stored.get(group_id, {"group_id": group_id, "counts": {}, "items": []})
+        group = stored.get(group_id, {"group_id": group_id, "counts": {}, "items": [], "spend": {}})
+        spent = Spend()
+        for learner_spend in group.get("spend", {}).values():
+            spent.add(Spend.from_fields(learner_spend))
+        total.add(spent)
         kinds = [
             *LEARNED_SECTIONS,
             *sorted({k for g, k in first if g == group_id} - {*LEARNED_SECTIONS}),
@@ -191,6 +236,8 @@ def learning_summary(
         groups.append(
             {
                 **group,
+                "learning_spend": spent.to_json(),
+                "turns_spend": dict((turns or {}).get(group_id, {})),
                 "failures": [f for (_b, g, _l), f in sorted(failures.items()) if g == group_id],
                 "first_in_prompt": [
                     first.get(
@@ -207,5 +254,11 @@ def learning_summary(
         "learners": list(state["learners"]),
         "runs": dict(sorted(runs.items())),
         "failures": [failures[key] for key in sorted(failures)],
+        "skipped": dict(state.get("skipped", {})),
+        "model": state.get("model"),
+        "model_off": state.get("model_off"),
+        "model_calls": dict(state.get("model_calls", {})),
+        "model_problems": list(state.get("model_problems", [])),
+        "spend": total.to_json(),
         "groups": groups,
     }

@@ -339,5 +339,35 @@ def summarize(
             "requests": len(reuse),
         },
         "stage_ms": {stage: _percentiles(values) for stage, values in sorted(stages.items())},
-        "learning": learning_summary(records, learned),
+        "learning": learning_summary(records, learned, turns=_turns_by_group(requested)),
     }
+
+
+def _turns_by_group(requested: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """What the turns spent per group (the requests sent, their prompt, output and cached
+    tokens as reported, else the prompt estimated at four characters a token), beside what
+    learning spent."""
+    groups: dict[str, dict[str, Any]] = {}
+    for record in requested:
+        group_id = record.get("group_id")
+        if group_id is None:
+            continue
+        usage = record["usage"] or {}
+        group = groups.setdefault(
+            group_id,
+            {
+                "requests": 0,
+                "prompt_tokens": 0,
+                "output_tokens": 0,
+                "cached_tokens": 0,
+                "estimated": False,
+            },
+        )
+        group["requests"] += 1
+        prompt = usage.get("prompt_tokens")
+        if prompt is None:
+            prompt, group["estimated"] = (_sent_chars(record) + 3) // 4, True
+        group["prompt_tokens"] += prompt
+        group["output_tokens"] += usage.get("output_tokens") or 0
+        group["cached_tokens"] += usage.get("cached_tokens") or 0
+    return dict(sorted(groups.items()))

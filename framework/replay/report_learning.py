@@ -124,6 +124,41 @@ def _items_html(items: list[Any]) -> str:
     )
 
 
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _spend_html(group: Mapping[str, Any]) -> str:
+    """What learning spent in the group, per learner, beside what its turns spent."""
+    per = _mapping(group.get("spend"))
+    turns = _mapping(group.get("turns_spend"))
+    if not per and not _count(turns.get("requests")):
+        return ""
+    rows = "".join(
+        f"<tr><td>{_str(learner)}</td><td>{_count(_mapping(s).get('calls'))}</td>"
+        f"<td>{_count(_mapping(s).get('invalid'))}</td>"
+        f"<td>{_count(_mapping(s).get('prompt_tokens')):,}</td>"
+        f"<td>{_count(_mapping(s).get('output_tokens')):,}</td>"
+        f"<td>{_count(_mapping(s).get('cached_tokens')):,}</td></tr>"
+        for learner, s in per.items()
+    )
+    if _count(turns.get("requests")):
+        estimated = " (estimated)" if turns.get("estimated") is True else ""
+        rows += (
+            f"<tr class='turns'><td>the turns ({_count(turns.get('requests'))} requests)</td>"
+            f"<td>{_count(turns.get('requests'))}</td><td>—</td>"
+            f"<td>{_count(turns.get('prompt_tokens')):,}{estimated}</td>"
+            f"<td>{_count(turns.get('output_tokens')):,}</td>"
+            f"<td>{_count(turns.get('cached_tokens')):,}</td></tr>"
+        )
+    return (
+        "<table class='learned spend'><caption>What learning spent, beside the turns"
+        "</caption><thead><tr><th>who</th><th>model calls</th><th>invalid</th>"
+        "<th>prompt tokens</th><th>output tokens</th><th>cached</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
 def learning_html(summary: Mapping[str, Any] | None) -> str:
     """The section's HTML (escaped) from the summary record, or a line saying why it is empty."""
     learning = _mapping(_mapping(summary).get("learning"))
@@ -135,6 +170,38 @@ def learning_html(summary: Mapping[str, Any] | None) -> str:
     learners = ", ".join(_str(name) for name in _list(learning.get("learners")))
     counted = ", ".join(f"{_str(status)} {_str(n)}" for status, n in runs.items())
     parts = [f"<p class='muted'>Learners: {learners}. Runs: {counted or 'none'}.</p>"]
+    model = learning.get("model")
+    if isinstance(model, str):
+        calls = ", ".join(
+            f"{_str(status)} {_str(n)}"
+            for status, n in _mapping(learning.get("model_calls")).items()
+        )
+        parts.append(
+            f"<p class='muted'>Learning model: {_str(model)}. Calls: {calls or 'none'}.</p>"
+        )
+    elif learning.get("model_off"):
+        parts.append(f"<p class='muted'>No learning model: {_str(learning.get('model_off'))}.</p>")
+    skipped = _mapping(learning.get("skipped"))
+    if skipped:
+        rows = "".join(
+            f"<li><b>{_str(name)}</b> did not run: {_str(why)}</li>"
+            for name, why in skipped.items()
+        )
+        parts.append(f"<ul class='skipped-learners'>{rows}</ul>")
+    problems = _list(learning.get("model_problems"))
+    if problems:
+        rows = "".join(
+            f"<tr><td>{_str(c.get('task'))}</td><td>{_str(c.get('group_id'))}</td>"
+            f"<td>{_str(c.get('status'))}</td><td>{_str(c.get('attempts'))}</td>"
+            f"<td class='reason'>{_str(c.get('error'))}</td></tr>"
+            for c in map(_mapping, problems)
+        )
+        parts.append(
+            "<table class='learned model-problems'><caption>Model calls without a valid "
+            "answer (nothing of them was stored)</caption><thead><tr><th>task</th><th>group</th>"
+            "<th>status</th><th>attempts</th><th>why</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
+        )
     for group in map(_mapping, _list(learning.get("groups"))):
         counts = ", ".join(
             f"{_str(n)} {_str(kind)}" for kind, n in _mapping(group.get("counts")).items()
@@ -143,6 +210,7 @@ def learning_html(summary: Mapping[str, Any] | None) -> str:
             f"<div class='learned-group' data-group='{_str(group.get('group_id'))}'>"
             f"<h3>group {_str(group.get('group_id'))}</h3>"
             f"<p>{counts or 'nothing learned'}</p>"
+            f"{_spend_html(group)}"
             f"{_first_html(_list(group.get('first_in_prompt')))}"
             f"{_failures_html(_list(group.get('failures')))}"
             f"{_items_html(_list(group.get('items')))}</div>"
