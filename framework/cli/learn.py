@@ -188,6 +188,8 @@ def learn(
             line, scope_failed = _learn_line(scope, runs[scope])
             failed = failed or scope_failed
             click.echo(line)
+        for name, why in sorted(stage.skipped.items()):
+            click.echo(f"learner {name} did not run: {why}")
     finally:
         runtime.close()
     if failed:

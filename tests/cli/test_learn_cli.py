@@ -613,3 +613,47 @@ def test_forget_by_member_refuses_what_contradicts_it(
         "learned", "forget", "--store", str(store), "--bot", BOT_ID, "--group", OTHER, *options
     )
     assert result.exit_code == 2 and error in result.output
+
+
+def test_learned_stats_shows_what_learning_spent_beside_the_turns(
+    notes: NotesPlugin, store: Path
+) -> None:
+    from promptweave.config import LearningBudgetConfig
+    from promptweave.learning.budget import LearningBudget, Spend
+
+    config = Config(store=StoreConfig(path=str(store)))
+    stores = Stores.from_config(config)
+    try:
+        assert stores.learned is not None
+        budget = LearningBudget(limits=LearningBudgetConfig(), store=stores.learned)
+        now = dt.datetime.fromisoformat(NOW)
+        budget.record(
+            BOT_ID, LUNCH, "strategies", now, Spend(calls=2, prompt_tokens=900, output_tokens=100)
+        )
+        budget.record(BOT_ID, LUNCH, "members", now, Spend(calls=1, invalid=1, prompt_tokens=300))
+        budget.record(BOT_ID, LUNCH, "strategies", now - dt.timedelta(days=3), Spend(calls=5))
+    finally:
+        stores.close()
+    result = invoke("learned", "stats", "--store", str(store), "--now", NOW)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1] == "group 20001 (bot 10001)"
+    assert lines[2] == (
+        "  learning: 3 model calls, 1,300 tokens (1,200 prompt, 100 output, 0 cached), "
+        "1 invalid answer"
+    )
+    assert "    strategies: 2 model calls, 1,000 tokens (900 prompt, 100 output, 0 cached)" in lines
+    assert "  learning, all the store keeps: 8 model calls, 1,300 tokens" in result.stdout
+    assert "group 20002 (bot 10001)" in lines
+    assert lines[-1].startswith("budget: 120 calls and 200,000 tokens an hour")
+    # Spend is bookkeeping: learned list leaves it out unless asked for.
+    listed = invoke("learned", "list", "--store", str(store), "--json")
+    assert all(item["kind"] != "spend" for item in _json_lines(listed))
+    asked = _json_lines(
+        invoke("learned", "list", "--store", str(store), "--kind", "spend", "--json")
+    )
+    assert len(asked) == 3
+    data = _json_lines(invoke("learned", "stats", "--store", str(store), "--now", NOW, "--json"))
+    assert data[0]["learning_day"]["strategies"]["calls"] == 2
+    assert data[-1]["total"]["learning_day"]["tokens"] == 1300
+    assert data[-1]["budget"]["group_calls_per_hour"] == 30
