@@ -598,7 +598,13 @@ def _turn_spend(
 ) -> dict[str, int]:
     """What the turns of a group spent between ``since`` and ``until``: the answers the kept
     sessions record, and the tokens the provider reported for them."""
-    totals = {"answers": 0, "prompt_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
+    totals = {
+        "answers": 0,
+        "reported": 0,
+        "prompt_tokens": 0,
+        "output_tokens": 0,
+        "cached_tokens": 0,
+    }
     sessions = stores.sessions
     if sessions is None:
         return totals
@@ -606,6 +612,7 @@ def _turn_spend(
         if row.role != "assistant":
             continue
         totals["answers"] += 1
+        totals["reported"] += 1 if row.usage else 0
         for key in ("prompt_tokens", "output_tokens", "cached_tokens"):
             value = (row.usage or {}).get(key)
             if isinstance(value, int) and not isinstance(value, bool):
@@ -614,7 +621,13 @@ def _turn_spend(
 
 
 def _sum_turns(rows: Iterable[Mapping[str, int]]) -> dict[str, int]:
-    total = {"answers": 0, "prompt_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
+    total = {
+        "answers": 0,
+        "reported": 0,
+        "prompt_tokens": 0,
+        "output_tokens": 0,
+        "cached_tokens": 0,
+    }
     for row in rows:
         for key in total:
             total[key] += row[key]
@@ -622,12 +635,17 @@ def _sum_turns(rows: Iterable[Mapping[str, int]]) -> dict[str, int]:
 
 
 def _turns_text(turns: Mapping[str, int]) -> str:
+    answers = f"{turns['answers']} answer{'s' if turns['answers'] != 1 else ''}"
+    if not turns["reported"]:
+        return answers + (", none with the tokens it used recorded" if turns["answers"] else "")
     tokens = turns["prompt_tokens"] + turns["output_tokens"]
-    return (
-        f"{turns['answers']} answer{'s' if turns['answers'] != 1 else ''}, {tokens:,} tokens "
-        f"({turns['prompt_tokens']:,} prompt, {turns['output_tokens']:,} output, "
-        f"{turns['cached_tokens']:,} cached)"
+    text = (
+        f"{answers}, {tokens:,} tokens ({turns['prompt_tokens']:,} prompt, "
+        f"{turns['output_tokens']:,} output, {turns['cached_tokens']:,} cached)"
     )
+    if turns["reported"] < turns["answers"]:
+        text += f" reported for {turns['reported']}"
+    return text
 
 
 def _budget_text(config: Config) -> str:

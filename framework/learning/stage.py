@@ -259,8 +259,8 @@ class LearningStage:
             if learner.uses_model and self.model is None:
                 why = self.model_unavailable or "no learning model"
                 self.skipped[learner.name] = why
-                if settings.enabled:
-                    log.warning("learner %s does not run: %s", learner.name, why)
+                if settings.enabled:  # said once; `learn`, a replay and its report say it too
+                    log.info("learner %s does not run: %s", learner.name, why)
                 continue
             self._plans.append(_plan(learner, table))
         unknown = sorted(set(settings.learners) - {learner.name for learner in self.learners})

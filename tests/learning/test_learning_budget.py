@@ -188,7 +188,7 @@ def test_a_model_learner_without_a_model_does_not_run_and_says_why(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     config = Config(learning=LearningConfig(model=LearningModelConfig(enabled=False)))
-    with caplog.at_level(logging.WARNING, logger="promptweave.learning"):
+    with caplog.at_level(logging.INFO, logger="promptweave.learning"):
         stage = LearningStage(
             learners=[ECHO],
             stores=Stores.in_memory(config),
