@@ -195,9 +195,10 @@ class Promptweave:
     def _model_for(
         self, learner: str, bot_id: str, group_id: str | None, now: dt.datetime
     ) -> RunModel | None:
-        """The learning model as one session-compression hook call sees it."""
+        """The learning model as one session-compression hook call sees it; none for a group
+        that opted out of learning (its sessions are summarized without a model)."""
         model = self.learning_model
-        if model is None:
+        if model is None or (group_id and self.config.learning.opted_out(bot_id, group_id)):
             return None
         return RunModel(
             model=model, learner=learner, bot_id=bot_id, group_id=group_id or "", now=now

@@ -378,21 +378,32 @@ class LearningModel:
         attempts = 0
         status = CallStatus.INVALID
         while attempts < ANSWER_ATTEMPTS:
+            if attempts:
+                # Asking again is a call like any: not past the budget.
+                try:
+                    self.budget.check(bot_id, group_id, at)
+                except BudgetSpent as spent:
+                    error += f"; not asked again: {spent}"
+                    break
             attempts += 1
             result = self._send(request, task)
             if result.status != "ok":
                 status, error = CallStatus.ERROR, result.detail or result.status
                 if result.sent:
-                    spend.add(_spend(result.usage, invalid=False))
+                    self._count(
+                        spend, _spend(result.usage, invalid=False), learner, bot_id, group_id, at
+                    )
                 break
             text = _answer_text(self.api, result, task.name)
             try:
                 answer = _parse(task, text)
             except ValueError as exc:
-                spend.add(_spend(result.usage, invalid=True))
+                self._count(
+                    spend, _spend(result.usage, invalid=True), learner, bot_id, group_id, at
+                )
                 error, preview = str(exc), " ".join(text.split())[:ANSWER_PREVIEW_CHARS]
                 continue
-            spend.add(_spend(result.usage, invalid=False))
+            self._count(spend, _spend(result.usage, invalid=False), learner, bot_id, group_id, at)
             status, error, preview = CallStatus.OK, "", ""
             break
         call = ModelCall(
@@ -435,10 +446,15 @@ class LearningModel:
         self._record(call)
         return call
 
+    def _count(
+        self, total: Spend, spent: Spend, learner: str, bot_id: str, group_id: str, at: dt.datetime
+    ) -> None:
+        """Count one request at once, so the next one (asking again) sees it in the budget."""
+        total.add(spent)
+        self.budget.record(bot_id, group_id, learner, at, spent)
+
     def _record(self, call: ModelCall) -> None:
         self.calls.append(call)
-        if call.spend.calls:
-            self.budget.record(call.bot_id, call.group_id, call.learner, call.at, call.spend)
         for listener in self.listeners:
             listener(call)
 

@@ -369,3 +369,12 @@ def test_spend_is_kept_in_the_learned_store() -> None:
     assert item.fields["calls"] == 2
     assert item.fields["learner"] == "words"
     assert item.fields["hour"] == "2026-12-05T14:00:00+00:00"
+
+
+def test_an_invalid_answer_is_not_asked_again_past_the_budget() -> None:
+    submit, seen = _answering("not json", '{"word": "桌游", "count": 2}')
+    model = _model(submit, group_calls_per_hour=1)
+    answer, call = model.ask(_task(), learner="words", bot_id="1", group_id="2")
+    assert answer is None
+    assert (call.status, call.attempts, len(seen)) == (CallStatus.INVALID, 1, 1)
+    assert "not asked again: learning budget spent (group calls per hour 1)" in call.error
