@@ -473,5 +473,5 @@ def test_offline_rules_are_the_extractive_summary_and_an_honest_label() -> None:
 
 def test_model_summary_is_not_trylast() -> None:
     for hook in (model_summary.summarize_session, model_summary.describe_image):
-        marks = hook.promptweave_impl
-        assert not marks.get("trylast")
+        marks = hook.__dict__["promptweave_impl"]  # what @hookimpl noted
+        assert marks["trylast"] is False and marks["tryfirst"] is False
