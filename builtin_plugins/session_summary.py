@@ -90,8 +90,8 @@ def _similar(pairs: set[str], other: set[str]) -> bool:
     return len(pairs & other) / len(pairs | other) >= SIMILAR_CLAUSE_OVERLAP
 
 
-def _clauses(turn: SessionTurn) -> list[str]:
-    text = _IMAGE_MARK.sub("", turn.content)
+def _clauses(content: str) -> list[str]:
+    text = _IMAGE_MARK.sub("", content)
     injection = _built()[1]
     found = []
     for part in _CLAUSE_SPLIT.split(text):
@@ -102,25 +102,38 @@ def _clauses(turn: SessionTurn) -> list[str]:
     return found
 
 
+def speaker_of(turn: SessionTurn) -> str:
+    """How a summary names a turn's speaker: ``你`` for the bot's, ``对方`` for the user's."""
+    return "你" if turn.role == "assistant" else "对方"
+
+
 def extractive_summary(
     turns: Sequence[SessionTurn], previous_summary: str | None, max_chars: int
 ) -> str | None:
     """The summary of ``turns`` as described in this module's docstring; ``None`` when no clause
     is worth keeping."""
+    lines = [(speaker_of(turn), turn.content) for turn in turns]
+    return extractive_summary_of_lines(lines, previous_summary, max_chars)
+
+
+def extractive_summary_of_lines(
+    lines: Sequence[tuple[str, str]], previous_summary: str | None, max_chars: int
+) -> str | None:
+    """:func:`extractive_summary` over ``(speaker, text)`` pairs, the speaker ``你`` or
+    ``对方``: what the offline learning model answers for a summary (``model_summary``)."""
     units: list[tuple[int, str, str]] = []  # (position, speaker, clause)
-    for position, turn in enumerate(turns):
-        speaker = "你" if turn.role == "assistant" else "对方"
-        units += [(position, speaker, clause) for clause in _clauses(turn)]
+    for position, (speaker, content) in enumerate(lines):
+        units += [(position, speaker, clause) for clause in _clauses(content)]
     frequency: Counter[str] = Counter()
-    for turn in turns:
-        frequency.update(_bigrams(turn.content))
+    for _speaker, content in lines:
+        frequency.update(_bigrams(content))
     scored = []
     for index, (position, speaker, clause) in enumerate(units):
         pairs = _bigrams(clause)
         thread = math.log1p(sum(frequency[pair] - 1 for pair in pairs) / (len(pairs) or 1))
         cues = BOT_CUES if speaker == "你" else USER_CUES
         bonus = 0.5 * sum(1 for cue in cues if cue in clause)
-        recency = 0.2 * position / max(1, len(turns))
+        recency = 0.2 * position / max(1, len(lines))
         # The user's own words carry the topic thread; the bot's lines only add promises.
         weight = 1.0 if speaker == "对方" else 0.6
         scored.append((weight * (1.0 + thread + bonus) + recency, index))
