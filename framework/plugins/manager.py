@@ -71,6 +71,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "promptweave.builtin_plugins.routing_rules",
     "promptweave.builtin_plugins.phrase_pools",
     "promptweave.builtin_plugins.session_summary",
+    "promptweave.builtin_plugins.model_summary",
     "promptweave.builtin_plugins.delivery",
 )
 

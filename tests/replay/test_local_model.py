@@ -9,7 +9,6 @@ these tests always run there. Elsewhere they are skipped, with the reason, unles
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import statistics
 from pathlib import Path
@@ -29,21 +28,6 @@ CHAT = ROOT / "examples" / "replay" / "weekend_chat.onebot.jsonl"
 SPEAKER = "30063"
 REQUESTS = 10
 _PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
-
-
-@pytest.fixture(scope="module")
-def llama() -> tuple[str, Path]:
-    url = os.environ.get("PROMPTWEAVE_TEST_LLAMA_URL", "")
-    log = os.environ.get("PROMPTWEAVE_TEST_LLAMA_LOG", "")
-    if not url or not log:
-        reason = (
-            "PROMPTWEAVE_TEST_LLAMA_URL and PROMPTWEAVE_TEST_LLAMA_LOG are not set: these tests "
-            "need a llama.cpp server (see docs/replay.md, a real local model)"
-        )
-        if os.environ.get("PROMPTWEAVE_REQUIRE_LLAMA") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return url, Path(log)
 
 
 async def _no_pause(_seconds: float) -> None:

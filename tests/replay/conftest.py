@@ -1,0 +1,29 @@
+"""The real local model of the end-to-end tests (``docs/replay.md#a-real-local-model``).
+
+``.ci/run`` builds llama.cpp's OpenAI-compatible server, starts it and sets
+``PROMPTWEAVE_TEST_LLAMA_URL`` (its ``/v1`` base URL) and ``PROMPTWEAVE_TEST_LLAMA_LOG`` (its log
+file) with ``PROMPTWEAVE_REQUIRE_LLAMA=1``, so the tests that use :func:`llama` always run there.
+Elsewhere they are skipped, with the reason, unless those are set.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def llama() -> tuple[str, Path]:
+    url = os.environ.get("PROMPTWEAVE_TEST_LLAMA_URL", "")
+    log = os.environ.get("PROMPTWEAVE_TEST_LLAMA_LOG", "")
+    if not url or not log:
+        reason = (
+            "PROMPTWEAVE_TEST_LLAMA_URL and PROMPTWEAVE_TEST_LLAMA_LOG are not set: these tests "
+            "need a llama.cpp server (see docs/replay.md, a real local model)"
+        )
+        if os.environ.get("PROMPTWEAVE_REQUIRE_LLAMA") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return url, Path(log)
