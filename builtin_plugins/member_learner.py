@@ -266,8 +266,8 @@ _CUES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"我(?:也|还|就|真的|其实)?不(?:太|怎么)?喜欢", "ta 不喜欢{x}"),
         (r"我(?:也|还|就|真的|其实)?讨厌", "ta 讨厌{x}"),
         (r"我(?:也|还|就|真的|其实)?(?:很|超|最|特别|挺|超级|巨)?喜欢", "ta 喜欢{x}"),
-        (r"我(?:也|还|就)?(?:最近)?在学", "ta 在学{x}"),
         (r"我最近在", "ta 最近在{x}"),
+        (r"我(?:也|还|就)?在学", "ta 在学{x}"),
         (r"我(?:家)?养了", "ta 养了{x}"),
         (r"我是", "ta 是{x}"),
     )
@@ -303,12 +303,18 @@ def _is_positive(text: str) -> bool:
 
 
 def _cue_facts(line: str) -> list[str]:
+    """The facts of ``line``'s cues, in the order of :data:`_CUES`; one fact per 我 (the first
+    cue that matches there)."""
     facts = []
+    taken: set[int] = set()
     for pattern, template in _CUES:
         for match in pattern.finditer(line):
             thing = match.group("x")
-            if template.startswith("ta 是") and thing.startswith(_NOT_IDENTITY):
+            if match.start() in taken or (
+                template.startswith("ta 是") and thing.startswith(_NOT_IDENTITY)
+            ):
                 continue
+            taken.add(match.start())
             facts.append(template.replace("{x}", thing)[:FACT_CHARS])
     return facts
 
