@@ -97,10 +97,12 @@ _PLAN = re.compile(
     r"火锅|烧烤|爬山|看电影|开黑|打球|露营|唱歌|开会"
 )
 _CONFIRM = re.compile(
-    r"好|可以|行|\+1|＋1|我去|我也去|算我一个|算我|没问题|定了|ok|同意|冲|来了|报名|参加",
+    r"好|可以|行|\+1|＋1|我去|我也去|一定去|算我一个|算我|没问题|定了|ok|同意|冲|来了|报名|参加",
     re.IGNORECASE,
 )
-_DECLINE = re.compile(r"不行|不可以|不好|不去|去不了|没空|来不了|不了|算了|不一定|不确定|再说|吗|？|\?")
+_DECLINE = re.compile(
+    r"不行|不可以|不好|不去|去不了|没空|来不了|不了|算了|不一定|不确定|再说|吗|？|\?"
+)
 #: The longest line read as a confirmation.
 CONFIRM_CHARS = 20
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -110,7 +112,8 @@ _CHANGE = re.compile(r"改到|改成|推迟到|提前到|换到")
 
 
 def is_proposal(text: str) -> bool:
-    """A line holding both a time word and a plan word."""
+    """A line holding both a time word and a plan word (the learner also leaves out a line
+    addressed to a bot, and one that is itself a confirmation)."""
     return bool(_TIME.search(text)) and bool(_PLAN.search(text))
 
 
@@ -118,9 +121,7 @@ def is_confirmation(text: str) -> bool:
     """A short line (at most :data:`CONFIRM_CHARS` characters) holding a confirmation word and
     no refusal, doubt or question."""
     return (
-        0 < len(text) <= CONFIRM_CHARS
-        and bool(_CONFIRM.search(text))
-        and not _DECLINE.search(text)
+        0 < len(text) <= CONFIRM_CHARS and bool(_CONFIRM.search(text)) and not _DECLINE.search(text)
     )
 
 
@@ -140,7 +141,9 @@ def _date_check(_instance: Any, _attribute: attrs.Attribute[Any], value: str) ->
     dt.date.fromisoformat(value)  # raises ValueError for 2026-02-30
 
 
-def _confirmers_check(_instance: Any, _attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+def _confirmers_check(
+    _instance: Any, _attribute: attrs.Attribute[Any], value: tuple[str, ...]
+) -> None:
     if len(value) < MIN_CONFIRMATIONS:
         raise ValueError(f"confirmed_by: at least {MIN_CONFIRMATIONS} user ids, not {len(value)}")
     if not all(isinstance(uid, str) and uid.strip() for uid in value):
@@ -225,12 +228,14 @@ def resolve_date(text: str, today: dt.date) -> dt.date | None:
     day of next week; 下周 alone its Monday), M月N号, N号 (this month's, or next month's when
     passed). After 改到/改成/推迟到 the words that follow win. ``None`` when it names none."""
     change = _CHANGE.search(text)
-    for part in ((text[change.end() :], text) if change else (text,)):
+    for part in (text[change.end() :], text) if change else (text,):
         match = _RELATIVE.search(part)
         if match is None:
             continue
         if match["day"]:
-            offset = 0 if match["day"].startswith("今") else 1 if match["day"].startswith("明") else 2
+            offset = (
+                0 if match["day"].startswith("今") else 1 if match["day"].startswith("明") else 2
+            )
             return today + dt.timedelta(days=offset)
         if match["next"]:
             monday = today + dt.timedelta(days=7 - today.weekday())
@@ -246,7 +251,9 @@ def resolve_date(text: str, today: dt.date) -> dt.date | None:
             found = _valid(today.year, today.month, day, None)
             if found is not None and found >= today:
                 return found
-            year, month = (today.year + 1, 1) if today.month == 12 else (today.year, today.month + 1)
+            year, month = (
+                (today.year + 1, 1) if today.month == 12 else (today.year, today.month + 1)
+            )
             return _valid(year, month, day, None)
     return None
 
@@ -356,7 +363,14 @@ def _candidates(
             continue
         speakers.add(message.sender_id)
         text = clean_text(message.text)
-        if text and not is_command(message.text) and is_proposal(text):
+        to_bot = message.addressed or any(m in batch.bot_ids for m in message.mentions)
+        if (
+            text
+            and not to_bot
+            and not is_command(message.text)
+            and is_proposal(text)
+            and not is_confirmation(text)
+        ):
             open_.append(
                 {
                     "id": message.id,
@@ -436,9 +450,14 @@ def learn_group_events(batch: LearnerBatch) -> LearnerResult:
         if event.date not in text:
             text = f"{event.date}：{text}"
         source = _source_of(ready, confirmers)
-        ids = [] if source is None else [source["id"], *(
-            source["confirmers"][uid] for uid in confirmers if uid in source["confirmers"]
-        )]
+        ids = (
+            []
+            if source is None
+            else [
+                source["id"],
+                *(source["confirmers"][uid] for uid in confirmers if uid in source["confirmers"]),
+            ]
+        )
         fields = {"text": text, "date": event.date, "confirmed_by": confirmers}
         items.append(
             _item(

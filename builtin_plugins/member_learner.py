@@ -127,6 +127,8 @@ OPEN_KEPT_S = 600.0
 BOTS_KEPT = 16
 
 OUTCOMES = ("positive", "neutral", "negative")
+#: The shortest clause the offline rule takes for a topic.
+TOPIC_SHORTEST = 4
 
 
 # -- the answer ------------------------------------------------------------------------------
@@ -280,13 +282,21 @@ _EXTRA_NEGATIVE = ("无语",)
 _DONT = re.compile(r"(?<![特区分告级类性识辨差个])别(?![的人处致墅针名])")
 
 
-def _first_clause(text: str, chars: int) -> str:
-    body = text.strip(_CLAUSE_END)
-    for index, char in enumerate(body):
+def _clauses(text: str) -> list[str]:
+    clauses, current = [], ""
+    for char in text:
         if char in _CLAUSE_END:
-            body = body[:index]
-            break
-    return body[:chars]
+            if current:
+                clauses.append(current)
+            current = ""
+        else:
+            current += char
+    return [*clauses, current] if current else clauses
+
+
+def _first_clause(text: str, chars: int, shortest: int = 1) -> str:
+    """The first clause of ``text`` of at least ``shortest`` characters, cut to ``chars``."""
+    return next((c[:chars] for c in _clauses(text) if len(c) >= shortest), "")
 
 
 def _is_negative(text: str) -> bool:
@@ -328,7 +338,8 @@ def offline_members(payload: Mapping[str, Any]) -> dict[str, Any]:
       become 「ta 喜欢X」…, X cut at the first punctuation; a fact like a known one is left out; at
       most :data:`MAX_FACTS`.
     - relationship facts: 「和{self}聊过X」, X the first clause (at most 20 characters) of the
-      first exchange's member line.
+      first exchange's member line, of at least :data:`TOPIC_SHORTEST` characters (「嗯」「记住」
+      name no topic); none when it has no such clause.
     - guidance: a reaction with a negative word (the negative-feedback words, 无语, 别…) gives
       「ta 不喜欢被这样回：…」 with the bot's reply's first clause; a reaction asking back gives
       「ta 爱追问，回答要具体」.
@@ -352,7 +363,7 @@ def offline_members(payload: Mapping[str, Any]) -> dict[str, Any]:
                     facts.append(fact)
     notes: list[str] = []
     if exchanges:
-        topic = _first_clause(str(exchanges[0].get("member") or ""), 20)
+        topic = _first_clause(str(exchanges[0].get("member") or ""), 20, TOPIC_SHORTEST)
         if topic:
             notes.append(f"和{self_label}聊过{topic}"[:NOTE_CHARS])
     guidance: list[str] = []
@@ -403,9 +414,7 @@ def _injection_answering(batch: LearnerBatch, message_id: str) -> str | None:
     return None if injection is None else (injection.answering or "")
 
 
-def exchanges_of(
-    batch: LearnerBatch, window: float
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def exchanges_of(batch: LearnerBatch, window: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The exchanges the batch completes (oldest first), and the state to keep: the requests
     still awaiting the bot's reply, the exchanges awaiting a reaction, the bot's recent ids.
 
@@ -452,7 +461,9 @@ def exchanges_of(
             elif answering is None and message.reply_to is not None:
                 request = next((r for r in open_requests if r["id"] == message.reply_to), None)
             if request is None and answering is None and message.reply_to is None:
-                fresh = [r for r in open_requests if not r["passed"] and _within(ts, r["ts"], window)]
+                fresh = [
+                    r for r in open_requests if not r["passed"] and _within(ts, r["ts"], window)
+                ]
                 request = fresh[-1] if fresh else None
             for r in open_requests:
                 r["passed"] = True
@@ -484,12 +495,7 @@ def exchanges_of(
             mine["reaction"] = text
             mine["ids"].append(message.id)
             done.append(mine)
-        if (
-            message.id is not None
-            and text
-            and not is_command(message.text)
-            and to_bot(message)
-        ):
+        if message.id is not None and text and not is_command(message.text) and to_bot(message):
             open_requests.append(
                 {
                     "id": message.id,
@@ -556,8 +562,10 @@ def learn_members(batch: LearnerBatch) -> LearnerResult:
             )
         )
         known = [str(item.fields.get("text", "")) for item in known_items][:KNOWN_FACTS_SENT]
-        old = None if learned is None else learned.item(
-            batch.bot_id, batch.group_id, "relationship", rel_key
+        old = (
+            None
+            if learned is None
+            else learned.item(batch.bot_id, batch.group_id, "relationship", rel_key)
         )
         old_fields: Mapping[str, Any] = old.fields if old is not None else {}
         payload = {
@@ -640,9 +648,7 @@ def learn_members(batch: LearnerBatch) -> LearnerResult:
         old_count = old_fields.get("exchanges", 0)
         count = (old_count if isinstance(old_count, int) else 0) + len(exchanges)
         fields = {**notes, "affinity": round(affinity, 6), "exchanges": count}
-        items.append(
-            _item(batch, "relationship", rel_key, fields, user_id=user_id, ids=all_ids)
-        )
+        items.append(_item(batch, "relationship", rel_key, fields, user_id=user_id, ids=all_ids))
     return _result(items, state=state, notes=_skipped(skipped, "of the members' answers"))
 
 

@@ -259,7 +259,9 @@ def test_an_answer_over_the_limits_is_invalid() -> None:
     assert _parse(task, ok).facts == ("ta 喜欢桌游",)
     over = [
         '{"facts":["a","b","c","d","e","f"],"relationship":{"facts":[],"guidance":[]},"outcome":"neutral"}',
-        '{"facts":["' + "长" * 61 + '"],"relationship":{"facts":[],"guidance":[]},"outcome":"neutral"}',
+        '{"facts":["'
+        + "长" * 61
+        + '"],"relationship":{"facts":[],"guidance":[]},"outcome":"neutral"}',
         '{"facts":[" "],"relationship":{"facts":[],"guidance":[]},"outcome":"neutral"}',
         '{"facts":[],"relationship":{"facts":["a","b","c","d"],"guidance":[]},"outcome":"neutral"}',
         '{"facts":[],"relationship":{"facts":[],"guidance":[]},"outcome":"great"}',
