@@ -329,10 +329,25 @@ def test_the_bundled_chat_teaches_members_and_events(replayed: list[dict[str, An
         },
         "tokens": sum(call["spend"]["tokens"] for call in calls),
     }
-    print(json.dumps(report, ensure_ascii=False))
+    assert all(call["status"] == "ok" for call in calls)
+    # What the offline learning model's rules produce over the bundled chat: no member states a
+    # stable preference to the bot (no 我喜欢X in a line to it), so no person fact; one
+    # relationship per member who talked with the bot; the confirmed plans with their dates.
+    assert report["counts"] == {
+        "20001": {"group_event": 4, "relationship": 8},
+        "20002": {"group_event": 1, "relationship": 5},
+    }
+    assert report["calls"] == {"members": 32, "group_events": 5}
+    assert report["tokens"] > 0
+    events = {i["date"] for i in items["20001"] if i["kind"] == "group_event"}
+    assert events == {"2026-12-05", "2026-12-12"}
+    dinner = next(i for i in items["20001"] if "年终聚餐" in i.get("text", ""))
+    assert dinner["date"] == "2026-12-12" and len(set(dinner["confirmed_by"])) == 2
+    rejected = next(
+        i for i in items["20001"] if i["kind"] == "relationship" and i["user_id"] == "30017"
+    )
+    assert rejected["affinity"] == pytest.approx(-0.03) and rejected["exchanges"] == 5
     for group in items.values():
         for item in group:
-            if item["kind"] in ("person_fact", "relationship", "group_event"):
-                print(json.dumps(item, ensure_ascii=False))
-    assert all(call["status"] == "ok" for call in calls)
-    assert report["calls"]["members"] > 0
+            if item["kind"] == "relationship":
+                assert item["user_id"] and item["key"]
