@@ -33,6 +33,8 @@ _DEFINED_IN: dict[str, str] = {
     "LearnerBatch": "promptweave.plugins.contributions",
     "LearnerResult": "promptweave.plugins.contributions",
     "LearnedItem": "promptweave.store.learned",
+    "ModelAsker": "promptweave.plugins.contributions",
+    "ModelTask": "promptweave.learning.model",
     "PoolQuery": "promptweave.routing.low_engagement",
     # What a section, a routing rule and a retriever receive and return.
     "RenderContext": "promptweave.prompt.render_context",
@@ -158,6 +160,7 @@ if TYPE_CHECKING:
         RhythmBaseline as RhythmBaseline,
         TopicSummary as TopicSummary,
     )
+    from promptweave.learning.model import ModelTask as ModelTask
     from promptweave.loop.events import IncomingEvent as IncomingEvent, TurnOutcome as TurnOutcome
     from promptweave.loop.live import BotLoop as BotLoop
     from promptweave.messages.images import (
@@ -174,6 +177,7 @@ if TYPE_CHECKING:
         Learner as Learner,
         LearnerBatch as LearnerBatch,
         LearnerResult as LearnerResult,
+        ModelAsker as ModelAsker,
         PhrasePool as PhrasePool,
         Retriever as Retriever,
         Section as Section,

@@ -65,6 +65,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "promptweave.builtin_plugins.retrieval_sections",
     "promptweave.builtin_plugins.retrievers",
     "promptweave.builtin_plugins.learners",
+    "promptweave.builtin_plugins.member_learner",
+    "promptweave.builtin_plugins.event_learner",
     "promptweave.builtin_plugins.turn_sections",
     "promptweave.builtin_plugins.overrides_file",
     "promptweave.builtin_plugins.request_defaults",
