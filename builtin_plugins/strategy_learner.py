@@ -182,6 +182,11 @@ _NEWS = (
     "刚", "终于", "搞定", "做完", "写完", "到了", "买了", "我今天", "分享", "发现", "居然",
     "听说", "新闻", "刚刚", "出炉", "上线", "换地方",
 )  # fmt: skip
+#: Words that make a line a question even without ？ or a final 吗 (``learning_rules.is_question``).
+_QUESTION_WORDS = (
+    "怎么", "为什么", "为啥", "咋", "啥时候", "多少", "几个", "哪里", "哪儿", "有没有", "是不是",
+    "要不", "能不能", "谁",
+)  # fmt: skip
 _AGREE_START = (
     "确实",
     "对",
@@ -229,7 +234,9 @@ def _has_sticker(text: str) -> bool:
 
 
 def _scene(text: str) -> str:
-    """The situation an exchange answered, classified by rules over its text."""
+    """The situation an exchange answered, classified by rules over its text, the first that
+    holds: only an image or a face; a plan or invitation; a greeting; a complaint or emotion;
+    laughter; a question; news or progress; else small talk."""
     cleaned = clean_text(text)
     if not cleaned:
         return "对方发图或表情时" if text.strip() else "群友闲聊时"
@@ -241,7 +248,7 @@ def _scene(text: str) -> str:
         return "对方吐槽或闹情绪时"
     if _has(cleaned, _LAUGHTER):
         return "大家在说笑时"
-    if is_question(cleaned):
+    if is_question(cleaned) or _has(cleaned, _QUESTION_WORDS):
         return "对方提问时"
     if _has(cleaned, _NEWS):
         return "对方分享进展或新鲜事时"
