@@ -64,6 +64,7 @@ from promptweave.turn import ChatMessage
 
 __all__ = [
     "ACTION_CHARS",
+    "ANSWER_TOKENS",
     "EXCHANGES_PER_TYPE",
     "INTERVAL_S",
     "KNOWN_SENT",
@@ -104,6 +105,9 @@ INTERVAL_S = 600.0
 #: Two strategies of one learning type are the same when both their scenes and their actions
 #: share at least this share of character bigrams (Jaccard), or their normalized texts are equal.
 SIMILAR_OVERLAP = 0.5
+#: The answer's token limit at least (24 strategies of about 60 tokens each); a larger
+#: ``[learning.model] max_tokens`` is kept.
+ANSWER_TOKENS = 1600
 #: The task's name: its ``[learning_prompts.NAME]`` and the schema's name on the wire.
 TASK = "strategies"
 
@@ -537,6 +541,7 @@ def learn_strategies(batch: LearnerBatch) -> LearnerResult:
             "action_chars": ACTION_CHARS,
             "outcome_chars": OUTCOME_CHARS,
         },
+        max_tokens=max(ANSWER_TOKENS, _configured_tokens(batch)),
     )
     answer = batch.model.ask(task)
     if answer is None:
@@ -545,6 +550,11 @@ def learn_strategies(batch: LearnerBatch) -> LearnerResult:
     for exchange, ids in chosen:
         ids_of[exchange["learning_type"]].extend(ids)
     return _stored(batch, answer, stored, ids_of, offensive, pack.persona.name, new_state)
+
+
+def _configured_tokens(batch: LearnerBatch) -> int:
+    config = batch.config
+    return config.learning.model.max_tokens if config is not None else 0
 
 
 def _stored(

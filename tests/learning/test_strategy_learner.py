@@ -249,6 +249,7 @@ def test_the_task_sends_the_exchanges_the_known_strategies_and_the_packs_prompt(
     assert exchange["after"] is None and exchange["how"] == "adjacent"
     assert "最多 12 条" in task.user and "不超过 80 字" in task.user
     assert "{" not in task.system
+    assert task.max_tokens == 1600  # 24 strategies do not fit the default 512
 
 
 def test_at_most_twelve_exchanges_of_a_type_the_newest() -> None:
