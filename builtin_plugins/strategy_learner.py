@@ -42,6 +42,7 @@ from promptweave.builtin_plugins.learners import (
     ADJACENT_WINDOW_S,
     PICKUP_REACTION_WINDOW_S,
     _find,
+    _integer,
     _item,
     _number,
     _words,
@@ -105,8 +106,8 @@ INTERVAL_S = 600.0
 #: Two strategies of one learning type are the same when both their scenes and their actions
 #: share at least this share of character bigrams (Jaccard), or their normalized texts are equal.
 SIMILAR_OVERLAP = 0.5
-#: The answer's token limit at least (24 strategies of about 60 tokens each); a larger
-#: ``[learning.model] max_tokens`` is kept.
+#: The answer's token limit by default (24 strategies of about 60 tokens each);
+#: ``[learning.learners.strategies] max_tokens`` sets another.
 ANSWER_TOKENS = 1600
 #: The task's name: its ``[learning_prompts.NAME]`` and the schema's name on the wire.
 TASK = "strategies"
@@ -541,7 +542,7 @@ def learn_strategies(batch: LearnerBatch) -> LearnerResult:
             "action_chars": ACTION_CHARS,
             "outcome_chars": OUTCOME_CHARS,
         },
-        max_tokens=max(ANSWER_TOKENS, _configured_tokens(batch)),
+        max_tokens=_integer(batch, "max_tokens", ANSWER_TOKENS, minimum=1),
     )
     answer = batch.model.ask(task)
     if answer is None:
@@ -550,11 +551,6 @@ def learn_strategies(batch: LearnerBatch) -> LearnerResult:
     for exchange, ids in chosen:
         ids_of[exchange["learning_type"]].extend(ids)
     return _stored(batch, answer, stored, ids_of, offensive, pack.persona.name, new_state)
-
-
-def _configured_tokens(batch: LearnerBatch) -> int:
-    config = batch.config
-    return config.learning.model.max_tokens if config is not None else 0
 
 
 def _stored(

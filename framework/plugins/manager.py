@@ -65,6 +65,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "promptweave.builtin_plugins.retrieval_sections",
     "promptweave.builtin_plugins.retrievers",
     "promptweave.builtin_plugins.learners",
+    "promptweave.builtin_plugins.strategy_learner",
     "promptweave.builtin_plugins.member_learner",
     "promptweave.builtin_plugins.event_learner",
     "promptweave.builtin_plugins.turn_sections",

@@ -109,7 +109,6 @@ def make_runtime(
         ),
     )
     runtime = Promptweave.from_config(config, stores=Stores.in_memory(config), clock=clock)
-    runtime.add_plugin(model_summary)
     spy = Spy()
     runtime.add_plugin(spy, name="spy")
     if server is not None:

@@ -40,11 +40,28 @@ def test_hook_register_learners() -> None:
         ("pickups", "learners", ("pickup",), {"pickup": PICKUP_CAP}, 10, 60.0),
         ("teachings", "learners", ("teaching",), {"teaching": TEACHING_CAP}, 1, 5.0),
         ("negative_feedback", "learners", ("feedback",), {"feedback": FEEDBACK_CAP}, 1, 5.0),
+        ("strategies", "strategy_learner", ("strategy",), {"strategy": 200}, 40, 600.0),
+        (
+            "members",
+            "member_learner",
+            ("person_fact", "relationship"),
+            {"person_fact": 400, "relationship": 200},
+            20,
+            600.0,
+        ),
+        ("group_events", "event_learner", ("group_event",), {"group_event": 100}, 30, 900.0),
+    ]
+    assert [name for name, entry in registries.learners.items() if entry.item.uses_model] == [
+        "strategies",
+        "members",
+        "group_events",
     ]
     feedback = registries.learners["negative_feedback"].item
     assert (feedback.stored, feedback.forgotten) == (record_outcomes, undo_outcomes)
 
 
 def test_a_disabled_learners_plugin_registers_nothing() -> None:
-    manager = build_plugin_manager(disabled=["learners"], environ={})
+    manager = build_plugin_manager(
+        disabled=["learners", "strategy_learner", "member_learner", "event_learner"], environ={}
+    )
     assert collect_registries(manager.pm).learners == {}

@@ -15,14 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from promptweave import ChatMessage, Config, Promptweave, Stores, Turn
-from promptweave.builtin_plugins import event_learner, member_learner
 from promptweave.builtin_plugins.event_learner import (
     EventAnswer,
     EventsAnswer,
     offline_group_events,
     resolve_date,
 )
-from promptweave.cli import replay as replay_cli
 from promptweave.cli.main import cli
 from promptweave.config import BotConfig, LearningConfig, LearningModelConfig
 from promptweave.learning.stage import LearnerRun
@@ -77,7 +75,6 @@ class Chat:
 def _chat(config: Config | None = None) -> Iterator[Chat]:
     config = config or _config()
     runtime = Promptweave.from_config(config, stores=Stores.in_memory(config), clock=lambda: T0)
-    runtime.add_plugin(event_learner)
     try:
         yield Chat(runtime=runtime)
     finally:
@@ -275,30 +272,22 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
         CHAT_CONFIG.read_text(encoding="utf-8") + '\n[learning.model]\nclient = "offline"\n',
         encoding="utf-8",
     )
-    real = replay_cli._runtime
-
-    def with_learners(*args: Any, **kwargs: Any) -> Promptweave:
-        given = kwargs.pop("extra_plugins", args[4] if len(args) > 4 else ())
-        return real(*args[:4], extra_plugins=[*given, member_learner, event_learner])
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(replay_cli, "_runtime", with_learners)
-        result = CliRunner().invoke(
-            cli,
-            [
-                "replay",
-                str(CHAT),
-                "--config",
-                str(config),
-                "--seed",
-                "1",
-                "--no-progress",
-                "--data",
-                str(tmp / "no-data"),
-                "--format",
-                "jsonl",
-            ],
-        )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "replay",
+            str(CHAT),
+            "--config",
+            str(config),
+            "--seed",
+            "1",
+            "--no-progress",
+            "--data",
+            str(tmp / "no-data"),
+            "--format",
+            "jsonl",
+        ],
+    )
     assert result.exit_code == 0, result.output
     return [json.loads(line) for line in result.stdout.splitlines()]
 

@@ -16,7 +16,6 @@ from learning_support import BOT, GROUP, PEER, Group, at, batch_of, message
 
 from promptweave import ChatMessage, Config, Promptweave, Stores, Turn
 from promptweave._convert import structure
-from promptweave.builtin_plugins import strategy_learner
 from promptweave.builtin_plugins.strategy_learner import (
     LEARNER,
     MAX_ANSWERS,
@@ -249,7 +248,7 @@ def test_the_task_sends_the_exchanges_the_known_strategies_and_the_packs_prompt(
     assert exchange["after"] is None and exchange["how"] == "adjacent"
     assert "最多 12 条" in task.user and "不超过 80 字" in task.user
     assert "{" not in task.system
-    assert task.max_tokens == 1600  # 24 strategies do not fit the default 512
+    assert task.max_tokens == 1600  # 24 strategies do not fit the default 512 of [learning.model]
 
 
 def test_at_most_twelve_exchanges_of_a_type_the_newest() -> None:
@@ -533,7 +532,6 @@ def runtime() -> Iterator[Promptweave]:
         ),
     )
     runtime = Promptweave.from_config(config, stores=Stores.in_memory(), clock=lambda: at(0))
-    runtime.add_plugin(strategy_learner)
     yield runtime
     runtime.close()
 
@@ -596,7 +594,6 @@ def test_both_groups_of_the_bundled_chat_learn_strategies_of_both_types() -> Non
         config, contrib=["onebot"], stores=Stores.in_memory(), clock=lambda: now
     )
     try:
-        runtime.add_plugin(strategy_learner)
         events = read_chat_log(CHAT, runtime).events
         bot_messages = {e.message.id for e in events if e.message.sender_id == "10001"}
         for event in events:
