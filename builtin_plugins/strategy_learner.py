@@ -99,10 +99,11 @@ OUTCOME_CHARS = 80
 KNOWN_SENT = 20
 #: The most strategies kept per group.
 STRATEGY_CAP = 200
-#: The default ``min_batch`` and ``interval_s``: a model call per 40 new messages, or ten
-#: minutes after new ones started waiting.
+#: The default ``min_batch`` and ``interval_s``: a model call per 40 new messages, or half an
+#: hour after new ones started waiting (a strategy is learned from many exchanges: asking less
+#: often costs less and learns the same).
 MIN_BATCH = 40
-INTERVAL_S = 600.0
+INTERVAL_S = 1800.0
 #: Two strategies of one learning type are the same when both their scenes and their actions
 #: share at least this share of character bigrams (Jaccard), or their normalized texts are equal.
 SIMILAR_OVERLAP = 0.5

@@ -188,12 +188,24 @@ def learn(
             line, scope_failed = _learn_line(scope, runs[scope])
             failed = failed or scope_failed
             click.echo(line)
-        for name, why in sorted(stage.skipped.items()):
-            click.echo(f"learner {name} did not run: {why}")
+        for why, names in _by_reason(stage.skipped).items():
+            click.echo(f"{_learners(names)} did not run: {why}")
     finally:
         runtime.close()
     if failed:
         click.get_current_context().exit(EXIT_CONFIG)
+
+
+def _by_reason(skipped: Mapping[str, str]) -> dict[str, list[str]]:
+    """The learners that did not run, by why (in registration order)."""
+    found: dict[str, list[str]] = {}
+    for name, why in skipped.items():
+        found.setdefault(why, []).append(name)
+    return found
+
+
+def _learners(names: Sequence[str]) -> str:
+    return f"learner {names[0]}" if len(names) == 1 else "learners " + ", ".join(names)
 
 
 @contextlib.contextmanager

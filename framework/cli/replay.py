@@ -186,8 +186,13 @@ def learning_lines(learning: Mapping[str, Any] | None) -> list[str]:
         lines.append(f"learning model: {model} · calls: {calls or 'none'}")
     elif learning.get("model_off"):
         lines.append(f"learning model: none ({learning['model_off']})")
+    by_reason: dict[str, list[str]] = {}
     for name, why in learning.get("skipped", {}).items():
-        lines.append(f"learner {name} did not run: {why}")
+        by_reason.setdefault(why, []).append(name)
+    for why, names in by_reason.items():
+        lines.append(
+            f"learner{'s' if len(names) > 1 else ''} {', '.join(names)} did not run: {why}"
+        )
     for group in learning["groups"]:
         counts = ", ".join(f"{n} {kind}" for kind, n in group["counts"].items())
         lines.append(f"group {group['group_id']} learned: {counts or 'nothing'}")

@@ -518,9 +518,8 @@ class LearningModel:
                 client = "openai_compat"
             else:
                 return None, (
-                    'no learning model: [learning.model] client = "auto" follows the turns\' '
-                    "client, and neither offline_model nor the client plugin of "
-                    f"{api.value} is enabled (set [learning.model] client)"
+                    f'no learning model: client "auto" finds no client plugin of {api.value} '
+                    "enabled, nor offline_model (set [learning.model] client)"
                 )
         extra: dict[str, Any] = {} if clock is None else {"clock": clock}
         if client == "offline":

@@ -40,7 +40,7 @@ def test_hook_register_learners() -> None:
         ("pickups", "learners", ("pickup",), {"pickup": PICKUP_CAP}, 10, 60.0),
         ("teachings", "learners", ("teaching",), {"teaching": TEACHING_CAP}, 1, 5.0),
         ("negative_feedback", "learners", ("feedback",), {"feedback": FEEDBACK_CAP}, 1, 5.0),
-        ("strategies", "strategy_learner", ("strategy",), {"strategy": 200}, 40, 600.0),
+        ("strategies", "strategy_learner", ("strategy",), {"strategy": 200}, 40, 1800.0),
         (
             "members",
             "member_learner",

@@ -283,7 +283,7 @@ def test_auto_follows_the_offline_stand_in_of_the_turns() -> None:
 def test_auto_without_a_client_plugin_says_why_there_is_no_model() -> None:
     model, why = LearningModel.from_config(Config(), _budget(), enabled_plugins=("learners",))
     assert model is None
-    assert why is not None and '[learning.model] client = "auto"' in why
+    assert why is not None and 'client "auto" finds no client plugin of openai_chat' in why
 
 
 def test_a_model_switched_off_is_none() -> None:
