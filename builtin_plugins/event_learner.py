@@ -181,7 +181,7 @@ SCHEMA = answer_schema(
             "items": answer_schema(
                 {
                     "text": {"type": "string", "description": f"at most {EVENT_CHARS} characters"},
-                    "date": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+                    "date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
                     "confirmed_by": {
                         "type": "array",
                         "items": {"type": "string"},

@@ -13,7 +13,8 @@ From each batch it collects exchanges of two learning types:
   the bot answered when it is known. These are the rule learner ``pickups``'s pick-ups
   (:func:`promptweave.builtin_plugins.learners.learn_pickups`).
 
-At most :data:`EXCHANGES_PER_TYPE` of each type (the newest) go to the learning model in one
+At most :data:`EXCHANGES_PER_TYPE` of each type (the newest; fewer with ``max_exchanges``) go to
+the learning model in one
 task ``strategies`` (prompt: the persona pack's ``[learning_prompts.strategies]``), with the
 scenes and actions already learned (:data:`KNOWN_SENT`). The answer is a list of strategies
 (:class:`StrategiesAnswer`): a scene (「对方分享进展时」), the action (how the reply was made) and
@@ -508,9 +509,13 @@ def learn_strategies(batch: LearnerBatch) -> LearnerResult:
     pack = batch.persona or default_pack()
     self_label = pack.labels.self_label
     by_id = {m.message.id: m.message for m in batch.messages if m.message.id is not None}
+    # ``max_exchanges`` may send fewer (a smaller prompt), never more than the answer may hold.
+    per_type = min(
+        EXCHANGES_PER_TYPE, _integer(batch, "max_exchanges", EXCHANGES_PER_TYPE, minimum=1)
+    )
     chosen = [
-        *_observed(batch, pairs.items[-EXCHANGES_PER_TYPE:], by_id, self_label),
-        *_reflections(batch, pickups.items[-EXCHANGES_PER_TYPE:], by_id, self_label),
+        *_observed(batch, pairs.items[-per_type:], by_id, self_label),
+        *_reflections(batch, pickups.items[-per_type:], by_id, self_label),
     ]
     if not chosen:
         return LearnerResult(state=new_state)
@@ -538,7 +543,7 @@ def learn_strategies(batch: LearnerBatch) -> LearnerResult:
         {"exchanges": [exchange for exchange, _ids in chosen], "known": known},
         offline_strategies,
         values={
-            "max_items": EXCHANGES_PER_TYPE,
+            "max_items": per_type,
             "scene_chars": SCENE_CHARS,
             "action_chars": ACTION_CHARS,
             "outcome_chars": OUTCOME_CHARS,

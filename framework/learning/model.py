@@ -503,6 +503,8 @@ class LearningModel:
             client plugin).
         """
         settings = config.learning.model
+        if not config.learning.enabled:
+            return None, "[learning] enabled = false"
         if not settings.enabled:
             return None, "[learning.model] enabled = false"
         provider = config.provider

@@ -319,14 +319,16 @@ def test_the_bundled_chat_teaches_members_and_events(replayed: list[dict[str, An
         "tokens": sum(call["spend"]["tokens"] for call in calls),
     }
     assert all(call["status"] == "ok" for call in calls)
-    # What the offline learning model's rules produce over the bundled chat: no member states a
-    # stable preference to the bot (no 我喜欢X in a line to it), so no person fact; one
-    # relationship per member who talked with the bot; the confirmed plans with their dates.
+    # What the offline learning model's rules produce over the bundled chat: the one stable
+    # preference a member tells the bot (栗子: 我喜欢推理类的桌游…); one relationship per member
+    # who talked with the bot; the confirmed plans with their dates.
     assert report["counts"] == {
-        "20001": {"group_event": 4, "relationship": 8},
+        "20001": {"group_event": 4, "person_fact": 1, "relationship": 8},
         "20002": {"group_event": 1, "relationship": 5},
     }
-    assert report["calls"] == {"members": 32, "group_events": 5}
+    liked = next(i for i in items["20001"] if i["kind"] == "person_fact")
+    assert (liked["user_id"], liked["text"]) == ("30063", "ta 喜欢推理类的桌游")
+    assert report["calls"] == {"members": 34, "group_events": 5}
     assert report["tokens"] > 0
     events = {i["date"] for i in items["20001"] if i["kind"] == "group_event"}
     assert events == {"2026-12-05", "2026-12-12"}

@@ -91,7 +91,7 @@ def test_the_bundled_chat_replays_every_message_with_its_decision(
 ) -> None:
     *messages, summary = seeded
     assert summary["type"] == "summary"
-    assert len(messages) == summary["messages"] == 340
+    assert len(messages) == summary["messages"] == 343
     assert all(set(record) == MESSAGE_KEYS for record in messages)
     assert [record["index"] for record in messages] == list(range(len(messages)))
     assert summary["recorded"] == 9  # the bot's own messages in the log
@@ -169,7 +169,7 @@ def test_the_text_output_shows_each_message_its_decision_and_the_bubbles() -> No
     result = CliRunner().invoke(cli, ["replay", str(CHAT), "--no-progress", "--seed", "1"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].startswith(f"replaying {CHAT} · 340 messages · model: offline stand-in")
+    assert lines[0].startswith(f"replaying {CHAT} · 343 messages · model: offline stand-in")
     assert any(line.startswith("retrieval data from ") for line in lines[:3])
     assert "  ← 小织: 离线回声：" in result.output
     assert any(line.startswith("  · pass · face") for line in lines)

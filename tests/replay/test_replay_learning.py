@@ -140,6 +140,7 @@ def test_no_learn_runs_no_learner_and_keeps_nothing(tmp_path: Path) -> None:
 
 
 def _stored_counts(store: Path) -> dict[str, int]:
+    """The learned items the store holds per kind, the spend bookkeeping left out."""
     config = Config.from_file(CHAT_CONFIG)
     config = Config(
         bots=config.bots,
@@ -149,7 +150,9 @@ def _stored_counts(store: Path) -> dict[str, int]:
     runtime = Promptweave.from_config(config)
     try:
         assert runtime.stores.learned is not None
-        return runtime.stores.learned.counts()
+        counts = runtime.stores.learned.counts()
+        counts.pop("spend", None)
+        return counts
     finally:
         runtime.close()
 
@@ -179,9 +182,12 @@ def test_the_text_summary_says_what_each_group_learned(tmp_path: Path) -> None:
         for kind in ("expression_pair", "rhythm", "teaching", "feedback"):
             assert kind in line
         start = summary.index(line) + 1
-        after = " ".join(summary[start : start + 2])
+        spent = summary[start]
+        assert spent.startswith("  spent: learning ") and " model calls, " in spent
+        assert "; turns " in spent  # beside what the turns spent
+        after = " ".join(summary[start + 1 : start + 3])
         assert after.startswith(("  first in a prompt: ", "  in no answered turn's prompt: "))
-        for kind in ("expression_pair", "rhythm", "teaching"):
+        for kind in ("expression_pair", "rhythm", "teaching", "strategy", "relationship"):
             assert kind in after
 
 
@@ -329,7 +335,8 @@ def test_the_first_answered_turn_carrying_each_kind_is_found_and_linked() -> Non
         "learning: learners expression_pairs · 0 runs",
         "group 20001 learned: nothing",
         "  first in a prompt: expression_pair in group_expression at #2 (20:02:00)",
-        "  in no answered turn's prompt: rhythm, teaching",
+        "  in no answered turn's prompt: rhythm, teaching, strategy, person_fact, relationship, "
+        "group_event",
     ]
     page = render_report([*records, {"type": "summary", "learning": summary}], title="t")
     tree = parse_html(page)
