@@ -160,16 +160,11 @@ class EventAnswer:
     confirmed_by: tuple[str, ...] = attrs.field(validator=_confirmers_check)
 
 
-def _events_check(_instance: Any, _attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
-    if len(value) > MAX_EVENTS:
-        raise ValueError(f"events: at most {MAX_EVENTS}, not {len(value)}")
-
-
 @attrs.frozen(kw_only=True)
 class EventsAnswer:
     """The answer of task ``group_events``: at most :data:`MAX_EVENTS` events."""
 
-    events: tuple[EventAnswer, ...] = attrs.field(validator=_events_check)
+    events: tuple[EventAnswer, ...] = attrs.field(validator=attrs.validators.max_len(MAX_EVENTS))
 
 
 #: The answer's JSON schema (strict-mode form).

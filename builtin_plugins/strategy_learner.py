@@ -142,16 +142,13 @@ class StrategyAnswer:
     outcome: str = attrs.field(validator=_at_most(OUTCOME_CHARS))
 
 
-def _few(_instance: Any, _attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
-    if len(value) > MAX_ANSWERS:
-        raise ValueError(f"strategies has {len(value)} items, more than {MAX_ANSWERS}")
-
-
 @attrs.frozen(kw_only=True)
 class StrategiesAnswer:
     """The answer of task ``strategies``: at most :data:`MAX_ANSWERS` strategies."""
 
-    strategies: tuple[StrategyAnswer, ...] = attrs.field(validator=_few)
+    strategies: tuple[StrategyAnswer, ...] = attrs.field(
+        validator=attrs.validators.max_len(MAX_ANSWERS)
+    )
 
 
 #: The answer's JSON schema (strict mode: every property required, nothing else). The lengths

@@ -343,3 +343,101 @@ def test_the_first_answered_turn_carrying_each_kind_is_found_and_linked() -> Non
     (listed,) = tree.find_all("ul", "first-in-prompt")
     links = [a.attributes["href"] for a in listed.find_all("a")]
     assert links == ["#m-2"]
+
+
+def test_the_model_learners_learn_the_bundled_chat_and_it_reaches_later_prompts(
+    learned: list[dict[str, Any]],
+) -> None:
+    """With the offline learning model: strategies of both learning types, a person fact,
+    relationship notes, confirmed group events and a model summary, each in a later prompt."""
+    *messages, summary = learned
+    learning = summary["learning"]
+    assert learning["model"] == "offline learning model (deterministic rules, not an LLM)"
+    assert learning["skipped"] == {}
+    assert set(learning["model_calls"]) == {"ok"}
+    groups = _groups(summary)
+    types = {i["learning_type"] for g in groups.values() for i in _items(g, "strategy")}
+    assert types == {"observed", "self_reflection"}
+    reached: dict[str, list[int]] = {}
+    for group in groups.values():
+        for first in group["first_in_prompt"]:
+            if first["index"] is not None:
+                reached.setdefault(first["kind"], []).append(first["index"])
+    for kind in ("strategy", "person_fact", "relationship", "group_event"):
+        assert reached.get(kind), f"no prompt carried a learned {kind}"
+    (fact,) = _items(groups["20001"], "person_fact")
+    assert (fact["user_id"], fact["text"]) == ("30063", "ta 喜欢推理类的桌游")
+    event = next(i for i in _items(groups["20002"], "group_event") if "最后一把" in i["text"])
+    assert event["date"] == "2026-12-04" and len(set(event["confirmed_by"])) >= 2
+    # The model's session summary, then the turns after it carry it in their history.
+    assert groups["20001"]["spend"]["summary"]["calls"] == 1
+    carried = [m for m in messages if m.get("chars") and m["chars"]["summary"]]
+    assert carried and {m["sender_id"] for m in carried} == {"30063"}
+    for group in groups.values():
+        spent = group["learning_spend"]
+        assert spent["calls"] == sum(s["calls"] for s in group["spend"].values())
+        assert spent["prompt_tokens"] > 0 and group["turns_spend"]["requests"] > 0
+
+
+def test_a_small_budget_makes_the_model_learners_wait_and_holds(tmp_path: Path) -> None:
+    config = tmp_path / "promptweave.toml"
+    config.write_text(
+        CHAT_CONFIG.read_text(encoding="utf-8")
+        + "\n[learning.budget]\ngroup_calls_per_hour = 3\ncalls_per_day = 20\n",
+        encoding="utf-8",
+    )
+    store = tmp_path / "budget.sqlite3"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "replay", str(CHAT), "--config", str(config), "--seed", "1", "--no-progress",
+            "--data", str(tmp_path / "no-data"), "--store", str(store), "--format", "jsonl",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    *messages, summary = (json.loads(line) for line in result.stdout.splitlines())
+    waits = [run for m in messages for run in m["learned"] if run["status"] == "waiting_budget"]
+    assert waits and all("learning budget spent" in run["error"] for run in waits)
+    assert summary["learning"]["model_calls"].get("budget", 0) >= 1  # a summary over budget
+    stats = CliRunner().invoke(
+        cli,
+        ["learned", "stats", "--store", str(store), "--config", str(config), "--json",
+         "--now", "2026-12-05T06:00:00+08:00"],
+    )  # fmt: skip
+    assert stats.exit_code == 0, stats.output
+    *_groups, total = (json.loads(line) for line in stats.stdout.splitlines())
+    assert total["total"]["learning_day"]["calls"] <= 20
+    listed = CliRunner().invoke(
+        cli, ["learned", "list", "--store", str(store), "--kind", "spend", "--json"]
+    )
+    hours: dict[tuple[str, str], int] = {}
+    for line in listed.stdout.splitlines():
+        item = json.loads(line)
+        key = (item["group_id"], item["hour"])
+        hours[key] = hours.get(key, 0) + item["calls"]
+    assert hours and max(hours.values()) <= 3
+
+
+def test_what_the_model_learned_about_a_member_is_listed_and_forgotten(tmp_path: Path) -> None:
+    store = tmp_path / "member.sqlite3"
+    _jsonl(tmp_path, "--store", str(store))
+    about = CliRunner().invoke(
+        cli, ["learned", "list", "--store", str(store), "--user", "30063", "--json"]
+    )
+    kinds = {json.loads(line)["kind"] for line in about.stdout.splitlines()}
+    assert {"person_fact", "relationship"} <= kinds
+    forget = CliRunner().invoke(
+        cli,
+        ["learned", "forget", "--store", str(store), "--bot", "10001", "--group", "20001",
+         "--user", "30063"],
+    )  # fmt: skip
+    assert forget.exit_code == 0, forget.output
+    assert "person_fact" in forget.stdout and "relationship" in forget.stdout
+    left = CliRunner().invoke(
+        cli, ["learned", "list", "--store", str(store), "--user", "30063", "--json"]
+    )
+    assert left.stdout == ""
+    others = CliRunner().invoke(
+        cli, ["learned", "list", "--store", str(store), "--kind", "relationship", "--json"]
+    )
+    assert len(others.stdout.splitlines()) == 12  # the other members' notes stay
