@@ -6,9 +6,8 @@ learning model (``docs/learning.md``, summaries and image descriptions).
 compressed (each as ``{"speaker": "对方"|"你", "text": …}``, at most 240 characters) and the
 previous summary. ``describe_image`` asks it (task and learner ``describe_image``) for at most 60
 characters describing one image, the image sent with the request, only when ``[learning.model]
-vision`` is on. Both prompts are the persona pack's ``[learning_prompts.summary]`` and
-``[learning_prompts.describe_image]``, from the bundled default pack: a compression hook is not
-told the runtime's persona pack.
+vision`` is on. Both prompts are the runtime's persona pack's ``[learning_prompts.summary]`` and
+``[learning_prompts.describe_image]`` (``model.persona``), else the bundled default pack's.
 
 Neither hook is ``trylast``, so an answer of the model wins; each returns ``None`` whenever the
 model cannot answer (there is no learning model, the budget is spent, the provider failed, no
@@ -39,6 +38,7 @@ from promptweave.learning.budget import BudgetSpent
 from promptweave.learning.model import ModelTask, ModelUnavailable, answer_schema
 from promptweave.plugins.contributions import ModelAsker
 from promptweave.store.session_rows import SUMMARY_MARK
+from promptweave.text.persona import PersonaPack
 
 __all__ = [
     "DESCRIPTION_CHARS",
@@ -147,7 +147,10 @@ def offline_description(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def summary_task(
-    turns: Sequence[SessionTurn], previous_summary: str | None, max_chars: int
+    turns: Sequence[SessionTurn],
+    previous_summary: str | None,
+    max_chars: int,
+    persona: PersonaPack | None = None,
 ) -> ModelTask[SummaryAnswer]:
     """The ``summary`` task over ``turns``: at most ``min(max_chars, 120)`` characters."""
     limit = min(max_chars, SUMMARY_CHARS)
@@ -164,12 +167,12 @@ def summary_task(
         SUMMARY_SCHEMA,
         payload,
         functools.partial(offline_summary, max_chars=limit),
-        persona=default_pack(),
+        persona=persona or default_pack(),
         values={"max_chars": limit},
     )
 
 
-def image_task(url: str) -> ModelTask[ImageAnswer]:
+def image_task(url: str, persona: PersonaPack | None = None) -> ModelTask[ImageAnswer]:
     """The ``describe_image`` task of the image at ``url``, sent with the request."""
     return model_task(
         None,
@@ -178,7 +181,7 @@ def image_task(url: str) -> ModelTask[ImageAnswer]:
         IMAGE_SCHEMA,
         {"url": url},
         offline_description,
-        persona=default_pack(),
+        persona=persona or default_pack(),
         values={"max_chars": DESCRIPTION_CHARS},
         images=(url,),
     )
@@ -226,7 +229,7 @@ def summarize_session(
         return None
     answer = _ask(
         model,
-        summary_task(turns, previous_summary, max_chars),
+        summary_task(turns, previous_summary, max_chars, model.persona),
         f"session summary of user {user_id} {_where(group_id)}",
         "the extractive summary is written",
     )
@@ -244,7 +247,7 @@ def describe_image(
         return None
     answer = _ask(
         model,
-        image_task(url),
+        image_task(url, model.persona),
         f"image description of {url[:URL_LOGGED_CHARS]} {_where(group_id)}",
         "the image stays [图片]",
     )

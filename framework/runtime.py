@@ -201,7 +201,12 @@ class Promptweave:
         if model is None or (group_id and self.config.learning.opted_out(bot_id, group_id)):
             return None
         return RunModel(
-            model=model, learner=learner, bot_id=bot_id, group_id=group_id or "", now=now
+            model=model,
+            learner=learner,
+            bot_id=bot_id,
+            group_id=group_id or "",
+            now=now,
+            persona=self.persona,
         )
 
     def _build_learning(self) -> None:

@@ -40,6 +40,7 @@ from promptweave.errors import ConfigError
 from promptweave.learning.budget import BudgetSpent, LearningBudget, Spend
 from promptweave.providers.exchange import ProviderApi, ProviderRequest, SubmitResult, Usage
 from promptweave.providers.prefix import canonical_json
+from promptweave.text.persona import PersonaPack
 
 __all__ = [
     "CALLS_KEPT",
@@ -558,6 +559,8 @@ class RunModel:
     group_id: str
     now: dt.datetime
     calls: list[ModelCall] = attrs.field(factory=list)
+    #: The runtime's persona pack, where the prompts of the tasks are read.
+    persona: PersonaPack | None = None
 
     @property
     def label(self) -> str:

@@ -569,7 +569,12 @@ class LearningStage:
             except BudgetSpent as spent:
                 return done(RunStatus.WAITING_BUDGET, error=str(spent), retry_at=spent.retry_at)
             run_model = RunModel(
-                model=self.model, learner=learner.name, bot_id=bot_id, group_id=group_id, now=now
+                model=self.model,
+                learner=learner.name,
+                bot_id=bot_id,
+                group_id=group_id,
+                now=now,
+                persona=self.persona,
             )
         learned = self.stores.learned
         source = self.stores.group_log

@@ -345,7 +345,8 @@ class ModelAsker(Protocol):
     (:class:`promptweave.learning.model.RunModel`): ``ask(task)`` sends a
     :class:`promptweave.learning.model.ModelTask` and returns its valid answer, or ``None``; it
     raises :class:`promptweave.learning.budget.BudgetSpent` while ``[learning.budget]`` is spent
-    and :class:`promptweave.learning.model.ModelUnavailable` when the provider fails."""
+    and :class:`promptweave.learning.model.ModelUnavailable` when the provider fails. ``persona``
+    is the runtime's persona pack, where a task's prompt is read (``None``: the bundled default)."""
 
     @property
     def label(self) -> str: ...
@@ -355,6 +356,9 @@ class ModelAsker(Protocol):
 
     @property
     def vision(self) -> bool: ...
+
+    @property
+    def persona(self) -> PersonaPack | None: ...
 
     def ask(self, task: Any) -> Any: ...
 

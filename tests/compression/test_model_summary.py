@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
-from base_support import BOT, GROUP, T0, Clock
+from base_support import BOT, GROUP, ROOT, T0, Clock
 
 from promptweave import ChatMessage, Config, Promptweave, SessionTurn, Stores, hookimpl
 from promptweave._convert import structure
@@ -96,12 +97,13 @@ def make_runtime(
     budget: LearningBudgetConfig | None = None,
     session: SessionConfig | None = None,
     server: FakeServer | None = None,
+    persona_pack: str = "default",
 ) -> tuple[Promptweave, Spy]:
     """A runtime on in-memory stores with ``model_summary`` registered, compressing at 8 user
     turns (4 rows kept); with ``server``, the learning model asks it instead of the offline
     rules."""
     config = attrs.evolve(
-        Config(),
+        Config(persona_pack=persona_pack),
         session=session or SessionConfig(summary_threshold=8, summary_keep=4),
         learning=LearningConfig(
             model=model or LearningModelConfig(client="offline"),
@@ -474,3 +476,18 @@ def test_model_summary_is_not_trylast() -> None:
     for hook in (model_summary.summarize_session, model_summary.describe_image):
         marks = hook.__dict__["promptweave_impl"]  # what @hookimpl noted
         assert marks["trylast"] is False and marks["tryfirst"] is False
+
+
+def test_the_runtime_s_persona_pack_gives_the_summary_prompt(clock: Clock, tmp_path: Path) -> None:
+    default = (ROOT / "builtin_plugins" / "persona_packs" / "default.toml").read_text("utf-8")
+    pack = tmp_path / "ajiu.toml"
+    pack.write_text(
+        default.replace("你把一段较早的群聊对话压成摘要", "阿玖的摘要员：把较早的对话压成摘要"),
+        encoding="utf-8",
+    )
+    server = FakeServer({"summary": ['{"summary": "对方在准备复试"}']})
+    runtime, _spy = make_runtime(clock, server=server, persona_pack=str(pack))
+    chat(runtime, clock, 8)
+    [request] = server.of("summary")
+    assert request.body["messages"][0]["content"].startswith("阿玖的摘要员：")
+    runtime.close()
