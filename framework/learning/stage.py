@@ -39,7 +39,7 @@ import attrs
 from promptweave._dates import shifted
 from promptweave.config import Config
 from promptweave.delivery.outgoing import ReplyInjection
-from promptweave.learning.budget import BudgetSpent
+from promptweave.learning.budget import SPEND_KIND, BudgetSpent
 from promptweave.learning.model import LearningModel, ModelCall, ModelUnavailable, RunModel
 from promptweave.plugins.contributions import Learner, LearnerBatch, LearnerResult
 from promptweave.store.learned import (
@@ -376,6 +376,7 @@ class LearningStage:
             for bot_id, group_id in learned.scopes():
                 if self.config.learning.opted_out(bot_id, group_id):
                     gone += self.forget(bot_id, group_id)
+                    learned.forget(bot_id, group_id, kind=SPEND_KIND)  # nothing of it is kept
                     learned.reset(bot_id, group_id)
         except STORE_ERRORS as exc:
             log.warning("learned data of opted-out groups not deleted: %s", exc)
@@ -387,11 +388,19 @@ class LearningStage:
         self, bot_id: str, group_id: str, *, kind: str | None = None, key: str | None = None
     ) -> list[LearnedItem]:
         """Forget items (one, a kind, or all of the group) and tell the learners that wrote
-        them (``Learner.forgotten``)."""
+        them (``Learner.forgotten``). All of the group leaves what learning spent there (kind
+        ``spend``, which is no knowledge of the group: the budget goes on counting it); asked by
+        its kind, it goes too."""
         learned = self.stores.learned
         if learned is None:
             return []
-        gone = learned.forget(bot_id, group_id, kind=kind, key=key)
+        if kind is None and key is None:
+            kinds = {item.kind for item in learned.items(bot_id, group_id, limit=10**9)}
+            gone = []
+            for each in sorted(kinds - {SPEND_KIND}):
+                gone += learned.forget(bot_id, group_id, kind=each)
+        else:
+            gone = learned.forget(bot_id, group_id, kind=kind, key=key)
         for plan in self._plans:
             mine = [item for item in gone if item.kind in plan.learner.writes]
             if mine and plan.learner.forgotten is not None:

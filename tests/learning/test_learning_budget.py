@@ -218,3 +218,16 @@ def test_a_model_failure_keeps_the_cursor_and_retries_with_backoff() -> None:
     assert run.retry_at == at(7)
     assert stores.learned is not None
     assert stores.learned.cursor("echo", BOT, GROUP).position == 0
+
+
+def test_forgetting_a_group_keeps_what_learning_spent_there() -> None:
+    stage, stores = _stage()
+    _say(stage, stores, "第一句", 1)
+    stage.run_due(at(2), threads=False)
+    assert stores.learned is not None
+    assert stores.learned.items(BOT, GROUP, kind="spend")
+    gone = stage.forget(BOT, GROUP)
+    assert {item.kind for item in gone} == {"echo"}
+    assert stores.learned.items(BOT, GROUP, kind="echo") == []
+    assert len(stores.learned.items(BOT, GROUP, kind="spend")) == 1  # the budget still counts it
+    assert [item.kind for item in stage.forget(BOT, GROUP, kind="spend")] == ["spend"]
