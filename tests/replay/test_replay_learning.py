@@ -271,6 +271,23 @@ def test_the_report_lists_what_each_group_learned(
             )
             assert f"{first['kind']} in" in text and said in text
     assert "我叫阿蒙不叫阿猛" in section.all_text() and "不可以，别这样说话" in section.all_text()
+    assert "Learning model: offline learning model (deterministic rules, not an LLM)" in (
+        section.all_text()
+    )
+    # What learning spent, per learner, beside the turns.
+    for group in learned[-1]["learning"]["groups"]:
+        block = next(
+            b
+            for b in section.find_all("div", "learned-group")
+            if b.attributes["data-group"] == group["group_id"]
+        )
+        (table,) = block.find_all("table", "spend")
+        cells = [row.all_text() for row in table.find_all("tr")]
+        for learner, spent in group["spend"].items():
+            assert any(
+                cell.startswith(learner) and f"{spent['prompt_tokens']:,}" in cell for cell in cells
+            )
+        assert any(f"the turns ({group['turns_spend']['requests']} requests)" in c for c in cells)
 
 
 # -- the first prompt a learned item reached ----------------------------------------------------
