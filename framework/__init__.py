@@ -66,6 +66,7 @@ _DEFINED_IN: dict[str, str] = {
     "Config": "promptweave.config",
     "IncomingEvent": "promptweave.loop.events",
     "PromptMessage": "promptweave.messages.prompt_message",
+    "WordingHint": "promptweave.messages.wording",
     "ImageLimits": "promptweave.messages.prompt_message",
     "FetchedImage": "promptweave.messages.prompt_message",
     "ProviderRequest": "promptweave.providers.exchange",
@@ -172,6 +173,7 @@ if TYPE_CHECKING:
         ImageLimits as ImageLimits,
         PromptMessage as PromptMessage,
     )
+    from promptweave.messages.wording import WordingHint as WordingHint
     from promptweave.plugins.contributions import (
         DecisionRule as DecisionRule,
         Learner as Learner,

@@ -24,6 +24,12 @@ from promptweave.messages.sequence import (
     current_text,
 )
 from promptweave.messages.timeline import GroupTimeline
+from promptweave.messages.wording import (
+    WORDING_HINT_SOURCE,
+    WordingHint,
+    clean_hints,
+    hint_messages,
+)
 from promptweave.messages.trimming import (
     MIN_CURRENT_LENGTH,
     BudgetReport,
@@ -107,15 +113,23 @@ def build_turn_messages(
     *,
     include_ambient_excerpt: bool = True,
     cache: MessageCache | None = None,
+    hints: Sequence[WordingHint] = (),
+    hint_failures: Sequence[dict[str, str]] = (),
 ) -> TurnMessages:
     """Build the sequence, apply the budget, and derive the injection snapshot from what
     survived: the ambient excerpt's entries only when its message is still there (found by its
     ``source_token``), else the timeline's entries when the timeline is in the system prompt.
 
+    The wording hints ride user messages of their own between the history and the current
+    message (:func:`promptweave.messages.wording.hint_messages`), in the budget like the rest:
+    oldest first, so they go after all history and before the current message is cut.
+
     :param measure: the length of a text for the budget; with the built-in :func:`len` the budget
         is filled from the newest message back, and the messages it drops are never built (the
         trace builds them when it is read).
     :param cache: the finished messages kept from earlier turns; a fresh one by default.
+    :param hints: the turn's wording hints (the ``collect_wording_hints`` hook); sanitized here.
+    :param hint_failures: the hook's failed implementations, for the trace.
     """
     config = reader.config
     persona = reader.persona
@@ -124,6 +138,8 @@ def build_turn_messages(
     history = reader.history()
     max_len = config.session.max_content_chars
     current = _current_message(turn, cache, max_len)
+    given_hints = clean_hints(hints)
+    hinted = hint_messages(given_hints)
     sources = dict(reader.sources)
     if reader.degraded is not None:
         rows: Sequence[HistoryRow] = ()
@@ -153,11 +169,13 @@ def build_turn_messages(
             cache,
             max_len,
             keep_tail,
+            hinted,
         )
     else:
         sequence = [
             *([part.message] if part.message is not None else []),
             *(m for row in rows if (m := cache.history_message(row, max_len)) is not None),
+            *hinted,
             *([current] if current is not None else []),
         ]
         kept, report = apply_budget(
@@ -165,6 +183,11 @@ def build_turn_messages(
         )
         fitted = _Fitted(kept=kept, report=lambda: report)
     kept_messages = tuple(fitted.kept)
+    # Hints are kept as a run just before the current message: the ones the budget dropped are
+    # the oldest, so the last ``n`` given hints are those still in the messages.
+    hints_kept = sum(1 for m in kept_messages if m.source.startswith(WORDING_HINT_SOURCE + ":"))
+    hints_sent = given_hints[len(given_hints) - hints_kept :]
+    hints_trimmed = given_hints[: len(given_hints) - hints_kept]
 
     @functools.cache
     def snapshot() -> tuple[str, tuple[AmbientEntry, ...]]:
@@ -196,6 +219,11 @@ def build_turn_messages(
                 ],
             },
             "budget": fitted.report().trace(),
+            "wording_hints": {
+                "sent": [{**h.to_json(), "chars": len(h.text)} for h in hints_sent],
+                "trimmed": [{**h.to_json(), "chars": len(h.text)} for h in hints_trimmed],
+                "failures": [dict(failure) for failure in hint_failures],
+            },
             "injection_snapshot": {
                 "source": snapshot_source,
                 "ambient_turns": [entry.to_json() for entry in entries],
@@ -233,6 +261,7 @@ def _fit_newest_first(
     cache: MessageCache,
     max_len: int,
     keep_tail: str,
+    hinted: Sequence[PromptMessage] = (),
 ) -> _Fitted:
     """:func:`promptweave.messages.trimming.apply_budget` in characters, taking messages from the newest back.
 
@@ -248,8 +277,17 @@ def _fit_newest_first(
         total += len(current.content)
     boundary = len(rows)  # rows[boundary:] are kept, or clean to no message at all
     full = False
+    hints_from = len(hinted)  # hinted[hints_from:] are kept
+    for hint in reversed(hinted):
+        size = len(hint.content)
+        if kept and total + size > budget:
+            full = True
+            break
+        kept.append(hint)
+        total += size
+        hints_from -= 1
     history_message = cache.history_message
-    for index, message in cache.newest_messages(rows, max_len):
+    for index, message in () if full else cache.newest_messages(rows, max_len):
         if message is not None:
             size = len(message.content)
             if kept and total + size > budget:
@@ -281,6 +319,7 @@ def _fit_newest_first(
         dropped = [
             *([ambient] if ambient is not None and not ambient_kept else []),
             *(m for row in rows[:boundary] if (m := history_message(row, max_len)) is not None),
+            *hinted[:hints_from],
         ]
         return BudgetReport(
             budget=budget,

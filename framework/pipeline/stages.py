@@ -38,6 +38,7 @@ from promptweave.delivery.recorder import Recorder
 from promptweave.items import ReplyShape, TurnPolicy
 from promptweave.messages.builder import TurnMessages, build_turn_messages, carried_by_history
 from promptweave.messages.message_cache import MessageCache
+from promptweave.messages.sequence import HistoryRow
 from promptweave.messages.timeline import build_group_timeline
 from promptweave.plugins.door import Hooks
 from promptweave.plugins.registry import Registries
@@ -398,6 +399,7 @@ class TurnPipeline:
 
         start = time.perf_counter()
         hooks = parts.hooks
+        hints, hint_failures = hooks.collect_wording_hints(context, _hint_history(history))
         built = build_turn_messages(
             reader,
             turn,
@@ -408,6 +410,8 @@ class TurnPipeline:
             hooks.measure_text if hooks.implemented("measure_text") else len,
             include_ambient_excerpt=decision.memory_policy.include_ambient_excerpt,
             cache=cache,
+            hints=hints,
+            hint_failures=hint_failures,
         )
         durations["messages"] = _ms(start)
         self.built = built
@@ -673,6 +677,14 @@ def _with_stored_history(turn: Turn, reader: SessionReader) -> Turn:
         return turn
     return attrs.evolve(
         turn, history=tuple(HistoryEntry(role=row.role, content=row.content) for row in rows)
+    )
+
+
+def _hint_history(rows: Sequence[HistoryRow]) -> tuple[HistoryEntry, ...]:
+    """The history the wording hints read: the user's rows as the messages carry them, the
+    summary rows left out."""
+    return tuple(
+        HistoryEntry(role=row.role, content=row.content) for row in rows if not row.summary
     )
 
 

@@ -42,17 +42,27 @@ if TYPE_CHECKING:
     from promptweave.items import ReplyShape
     from promptweave.loop.events import IncomingEvent
     from promptweave.messages.prompt_message import FetchedImage, ImageLimits, PromptMessage
+    from promptweave.messages.wording import WordingHint
     from promptweave.prompt.render_context import RenderContext
     from promptweave.providers.exchange import ProviderRequest, SubmitResult
     from promptweave.store.session_rows import SessionTurn
-    from promptweave.turn import ChatMessage
+    from promptweave.turn import ChatMessage, HistoryEntry
 
-__all__ = ["NOTES_PER_PLUGIN_MAX", "HookImplementation", "Hooks", "log_failure"]
+__all__ = [
+    "HINTS_PER_PLUGIN_MAX",
+    "NOTES_PER_PLUGIN_MAX",
+    "HookImplementation",
+    "Hooks",
+    "log_failure",
+]
 
 log = logging.getLogger("promptweave")
 
 #: The most notes one ``collect_turn_notes`` implementation adds to a turn; the rest are not read.
 NOTES_PER_PLUGIN_MAX = 32
+#: The most hints one ``collect_wording_hints`` implementation adds to a turn; the rest are not
+#: read.
+HINTS_PER_PLUGIN_MAX = 8
 
 
 @attrs.frozen
@@ -348,6 +358,54 @@ class Hooks:
                 return len(text)
             return measured
         return len(text)
+
+    def collect_wording_hints(
+        self, context: RenderContext, history: Sequence[HistoryEntry]
+    ) -> tuple[list[WordingHint], list[dict[str, str]]]:
+        """Every implementation's wording hints (at most :data:`HINTS_PER_PLUGIN_MAX` of each),
+        each with its ``plugin`` filled in; and one ``{"plugin", "error"}`` entry per
+        implementation that raised, hung or answered anything but hints (its hints are left
+        out, the fault is in the turn's ``plugin_faults`` too)."""
+        from promptweave.messages.wording import WordingHint
+
+        where = "hook collect_wording_hints"
+        hints: list[WordingHint] = []
+        failures: list[dict[str, str]] = []
+        for implementation in self.implementations("collect_wording_hints"):
+            plugin = implementation.plugin
+            try:
+                found: Any = call_plugin(
+                    plugin, where, implementation, context=context, history=history
+                )
+            except Exception as exc:
+                log_failure(log, exc, "collect_wording_hints of plugin %r raised", plugin)
+                detail = f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, PluginHungError):
+                    record_fault(
+                        PluginFault(plugin=plugin, where=where, kind="raised", detail=detail)
+                    )
+                failures.append({"plugin": plugin, "error": detail})
+                continue
+            if found is None:
+                continue
+            try:
+                if isinstance(found, str | bytes | WordingHint):
+                    raise TypeError  # one hint alone, or text: not a sequence of hints
+                given = list(itertools.islice(iter(found), HINTS_PER_PLUGIN_MAX))
+            except Exception:
+                given = [found]
+            wrong = next((hint for hint in given if not isinstance(hint, WordingHint)), None)
+            if wrong is not None:
+                error = (
+                    f"returned {type_name(found)} holding {type_name(wrong)}, "
+                    "expected WordingHint records"
+                )
+                log.error("collect_wording_hints of plugin %r %s", plugin, error)
+                record_fault(PluginFault(plugin=plugin, where=where, kind="wrong_type", detail=error))
+                failures.append({"plugin": plugin, "error": error})
+                continue
+            hints.extend(attrs.evolve(hint, plugin=plugin) for hint in given)
+        return hints, failures
 
     # -- turn context, provider request, submission ----------------------------------------
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from promptweave.items import ReplyShape
     from promptweave.loop.events import IncomingEvent
     from promptweave.messages.prompt_message import FetchedImage, ImageLimits, PromptMessage
+    from promptweave.messages.wording import WordingHint
     from promptweave.plugins.contributions import (
         DecisionRule,
         Learner,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from promptweave.prompt.render_context import RenderContext
     from promptweave.providers.exchange import ProviderRequest, SubmitResult
     from promptweave.store.session_rows import SessionTurn
-    from promptweave.turn import ChatMessage
+    from promptweave.turn import ChatMessage, HistoryEntry
 
 __all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
 
@@ -155,6 +156,30 @@ def override_section(
     :param context: the turn's render context. When sections are only listed
         (``promptweave sections``), a preview context whose message is empty.
     :returns: a :class:`promptweave.SectionOverride`, or ``None`` to leave the section as it is.
+    """
+
+
+@hookspec
+def collect_wording_hints(
+    context: RenderContext, history: Sequence[HistoryEntry]
+) -> Sequence[WordingHint] | None:
+    """Contribute wording hints (措辞提示) for this turn: how to open and close, not to repeat
+    a recent reply in the same words, the tone of a greeting (``docs/messages.md``).
+
+    Runs once per assembled turn (``render`` included), after the sections and before the
+    message sequence is fitted into ``[budget] chars``. Every implementation's hints are kept,
+    in the order pluggy calls them; each becomes a user message of its own just before the
+    current message (source ``wording_hint:<kind>``), counted and trimmed by the budget like any
+    message. An implementation that raises, hangs past the turn's deadline or answers anything but
+    :class:`promptweave.WordingHint` records is left out and traced; the others still deliver.
+    The built-in plugin ``wording_hints`` gives the ``repeat``, ``opening``, ``closing`` and
+    ``scene_tone`` hints from the persona pack's ``[wording_hints]``.
+
+    :param context: the turn's render context (its ``turn.recent_messages`` hold the group's
+        recent messages, the bot's own replies among them).
+    :param history: the current user's history as the messages carry it, oldest first (summary
+        rows left out).
+    :returns: hints, or ``None`` for none.
     """
 
 

@@ -69,6 +69,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "promptweave.builtin_plugins.member_learner",
     "promptweave.builtin_plugins.event_learner",
     "promptweave.builtin_plugins.turn_sections",
+    "promptweave.builtin_plugins.wording_hints",
     "promptweave.builtin_plugins.overrides_file",
     "promptweave.builtin_plugins.request_defaults",
     "promptweave.builtin_plugins.routing_rules",

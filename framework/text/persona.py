@@ -26,6 +26,7 @@ __all__ = [
     "PersonaTexts",
     "RelationshipTexts",
     "UserTurnTexts",
+    "WordingHintTexts",
 ]
 
 
@@ -120,6 +121,46 @@ class LearningPrompt:
     instruction: str
 
 
+def _tones(values: Mapping[str, str]) -> Mapping[str, str]:
+    return FrozenMapping(values)
+
+
+def _classes(values: Mapping[str, tuple[str, ...]]) -> Mapping[str, tuple[str, ...]]:
+    return FrozenMapping({label: str_tuple(words) for label, words in values.items()})
+
+
+@attrs.frozen(kw_only=True)
+class WordingHintTexts:
+    """What the built-in plugin ``wording_hints`` says, and the words it reads the replies and
+    the message with (``docs/persona_packs.md``, ``[wording_hints]``). Every text is optional:
+    ``""`` (the default, so an older pack loads) gives no hint of that kind.
+
+    :param repeat_same_message: 「同句重回」 when the user says again what the bot already answered:
+        ``{trigger}`` is the message, ``{previous}`` the bot's answer then.
+    :param repeat_own_reply: when the bot gave the same reply several times of late:
+        ``{previous}`` is the reply, ``{count}`` how often.
+    :param opening: when recent replies opened the same way: ``{openers}`` names the openings.
+    :param closing: when the last replies all ended with the same character ``{ending}``.
+    :param closing_question: the same, when that character is a question mark.
+    :param scene_tones: ``greeting``, ``praise``, ``agreement``: the tone of such a turn.
+    :param opener_words: openings counted as such (``确实``, ``行吧``…), matched at the start.
+    :param opener_classes: a label per family of openings (``哈哈类``: ``哈哈``, ``嘿嘿``…).
+    :param greeting_words: words that make the message a greeting.
+    :param praise_words: words that make the message praise.
+    """
+
+    repeat_same_message: str = ""
+    repeat_own_reply: str = ""
+    opening: str = ""
+    closing: str = ""
+    closing_question: str = ""
+    scene_tones: Mapping[str, str] = attrs.field(factory=dict, converter=_tones)
+    opener_words: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    opener_classes: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, converter=_classes)
+    greeting_words: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    praise_words: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+
+
 def _prompts(values: Mapping[str, LearningPrompt]) -> Mapping[str, LearningPrompt]:
     return FrozenMapping(values)
 
@@ -142,6 +183,7 @@ class PersonaPack:
     relationship: RelationshipTexts = attrs.field(factory=RelationshipTexts)
     display_names: Mapping[str, str] = attrs.field(factory=dict, converter=_read_only)
     learning_prompts: Mapping[str, LearningPrompt] = attrs.field(factory=dict, converter=_prompts)
+    wording_hints: WordingHintTexts = attrs.field(factory=WordingHintTexts)
 
     @classmethod
     def from_file(cls, path: Path) -> PersonaPack:
