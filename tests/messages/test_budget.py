@@ -40,7 +40,10 @@ def test_budget_drops_the_oldest_messages_first_and_never_the_current(
     assert budget["total"] <= 4000 and budget["dropped"]
     assert rendered.messages[-1].source == "current"
     assert rendered.messages[-1].content.endswith("所以你怎么看")
-    kept_numbers = [m.content.split("\n")[-1][:2] for m in rendered.messages[:-1]]
+    # Every reply of the history ends with 话: a closing hint rides just before the current
+    # message, and is kept before any history (docs/messages.md, wording hints).
+    assert rendered.messages[-2].source == "wording_hint:closing"
+    kept_numbers = [m.content.split("\n")[-1][:2] for m in rendered.messages[:-2]]
     assert kept_numbers == sorted(kept_numbers) and kept_numbers[-1] == "17"
     assert (
         len(rendered.system_prompt) + sum(len(m.content) for m in rendered.messages)
