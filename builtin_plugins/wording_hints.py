@@ -108,13 +108,20 @@ def previous_answer(context: RenderContext, history: Sequence[HistoryEntry]) -> 
             continue
         for later in messages[index + 1 :]:
             quoting = said.id is not None and later.reply_to == said.id
-            if later.sender_id == bot and later.text.strip() and (quoting or later is messages[index + 1]):
+            if (
+                later.sender_id == bot
+                and later.text.strip()
+                and (quoting or later is messages[index + 1])
+            ):
                 return later.text.strip()
     return ""
 
 
 def repeat_hint(
-    texts: WordingHintTexts, context: RenderContext, history: Sequence[HistoryEntry], replies: list[str]
+    texts: WordingHintTexts,
+    context: RenderContext,
+    history: Sequence[HistoryEntry],
+    replies: list[str],
 ) -> WordingHint | None:
     previous = previous_answer(context, history) if texts.repeat_same_message else ""
     if previous:
@@ -134,7 +141,9 @@ def repeat_hint(
     if best is None:
         return None
     count, index = best
-    text = texts.repeat_own_reply.replace("{previous}", quote_user_text(recent[index], PREVIOUS_CHARS))
+    text = texts.repeat_own_reply.replace(
+        "{previous}", quote_user_text(recent[index], PREVIOUS_CHARS)
+    )
     text = text.replace("{count}", str(count))
     return WordingHint(kind="repeat", text=text, reason=f"same_reply x{count}")
 

@@ -43,7 +43,9 @@ def echo_text(
         click.echo(coloured(line, None, bold=True) if line.startswith("【") else line)
     click.echo("\n" + heading("messages"))
     for message in result.messages:
-        click.echo(coloured(f"--- {message.role} ---", "magenta"))
+        # A wording hint says so: it is advice to the model, not something the user said.
+        label = f" ({message.source})" if message.source.startswith("wording_hint:") else ""
+        click.echo(coloured(f"--- {message.role}{label} ---", "magenta"))
         click.echo(message.content)
     if result.trace.get("degraded"):
         click.echo(coloured(f"\n(degraded: {result.trace['degraded']})", "yellow"))
@@ -54,6 +56,7 @@ def echo_text(
         threshold_tokens,
         context.trace["budget"],
     )
+    echo_wording_hints(result.trace["wording_hints"])
     click.echo("\n" + heading("decision"))
     decision = result.decision.trace()
     click.echo(
@@ -70,6 +73,26 @@ def echo_text(
     echo_sections(result.trace["sections"])
     echo_retrieval(result, given, store)
     echo_stages(turn_stages(result, context, request))
+
+
+def echo_wording_hints(hints: Mapping[str, Any]) -> None:
+    """One line per wording hint, sent or trimmed by the budget, and one per plugin that failed
+    (``docs/messages.md``, wording hints)."""
+    click.echo("\n" + heading("wording hints"))
+    rows = [("sent", hint) for hint in hints["sent"]] + [
+        ("trimmed", hint) for hint in hints["trimmed"]
+    ]
+    if not rows and not hints["failures"]:
+        click.echo("(none)")
+    kind_width = max((len(hint["kind"]) for _, hint in rows), default=0)
+    plugin_width = max((len(hint["plugin"]) for _, hint in rows), default=0)
+    for state, hint in rows:
+        click.echo(
+            f"{status(state, 7)}  {hint['kind']:<{kind_width}}  {hint['plugin']:<{plugin_width}}  "
+            f"{hint['chars']:>4} chars  {hint['reason']}".rstrip()
+        )
+    for failure in hints["failures"]:
+        click.echo(coloured(f"failed: plugin {failure['plugin']!r}: {failure['error']}", "red"))
 
 
 def echo_route_trace(route: dict[str, Any]) -> None:

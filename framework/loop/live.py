@@ -37,6 +37,8 @@ from promptweave.delivery.plan import plan_phrase
 from promptweave.items import RouteHints, ToolContext
 from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
 from promptweave.loop.tools import ToolRunner
+from promptweave.messages.builder import TurnMessages
+from promptweave.messages.wording import WORDING_HINT_SOURCE
 from promptweave.pipeline.stages import TurnPipeline
 from promptweave.providers.exchange import ProviderSpec
 from promptweave.providers.tools import with_tool_round, with_tools
@@ -452,6 +454,8 @@ class BotLoop:
         stage.enter("turn_context")
         context = pipeline.build_turn_context()
         trace["chars"] = _chars(runtime.config.budget.chars, rendered.sections, context.messages)
+        if pipeline.built is not None:
+            trace["wording_hints"] = _wording_hints(pipeline.built)
         stage.enter("request")
         request = pipeline.build_request(self.spec)
         tools = run.tools
@@ -667,8 +671,17 @@ def _sum_usage(usages: list[Any]) -> Any:
     return type(found[0])(**{name: total(name) for name in fields})
 
 
-#: The message kinds a request's characters are counted under (``PromptMessage.source``).
-MESSAGE_KINDS = ("ambient", "summary", "history", "current")
+#: The message kinds a request's characters are counted under (``PromptMessage.source``; the
+#: wording hints' ``wording_hint:<kind>`` all count as ``wording_hints``).
+MESSAGE_KINDS = ("ambient", "summary", "history", "wording_hints", "current")
+
+
+def _wording_hints(built: TurnMessages) -> dict[str, Any]:
+    """The wording hints of a turn for its trace: those sent and those the budget trimmed."""
+    return {
+        "sent": [hint.to_json() for hint in built.wording_hints],
+        "trimmed": [hint.to_json() for hint in built.wording_hints_trimmed],
+    }
 
 
 def _chars(budget: int, sections: Any, messages: Any) -> dict[str, Any]:
@@ -680,6 +693,8 @@ def _chars(budget: int, sections: Any, messages: Any) -> dict[str, Any]:
             counted["system"][section.id] = section.chars
     for message in messages:
         kind = message.source if message.source in MESSAGE_KINDS else "history"
+        if message.source.startswith(WORDING_HINT_SOURCE + ":"):
+            kind = "wording_hints"
         counted[kind] += len(message.content)
         if message.api_content is not None:
             counted["sidecar"] += max(0, len(message.api_content) - len(message.content))

@@ -24,18 +24,18 @@ from promptweave.messages.sequence import (
     current_text,
 )
 from promptweave.messages.timeline import GroupTimeline
-from promptweave.messages.wording import (
-    WORDING_HINT_SOURCE,
-    WordingHint,
-    clean_hints,
-    hint_messages,
-)
 from promptweave.messages.trimming import (
     MIN_CURRENT_LENGTH,
     BudgetReport,
     Measure,
     apply_budget,
     cut_current_text,
+)
+from promptweave.messages.wording import (
+    WORDING_HINT_SOURCE,
+    WordingHint,
+    clean_hints,
+    hint_messages,
 )
 from promptweave.store.sessions import group_scope
 from promptweave.turn import ChatMessage, Turn
@@ -86,6 +86,8 @@ class TurnMessages:
     :param ambient_snapshot: the group turns the messages carry (the trace's injection
         snapshot), worked out once when first called, without the rest of the trace: what a
         delivered reply's injection records.
+    :param wording_hints: the wording hints the messages carry, in order.
+    :param wording_hints_trimmed: the wording hints the budget trimmed.
     """
 
     messages: tuple[PromptMessage, ...]
@@ -94,6 +96,8 @@ class TurnMessages:
     ambient_snapshot: Callable[[], tuple[AmbientEntry, ...]] = attrs.field(
         default=tuple, eq=False, repr=False
     )
+    wording_hints: tuple[WordingHint, ...] = ()
+    wording_hints_trimmed: tuple[WordingHint, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -240,6 +244,8 @@ def build_turn_messages(
         vision_images=timeline.images,
         trace=trace,
         ambient_snapshot=lambda: snapshot()[1],
+        wording_hints=hints_sent,
+        wording_hints_trimmed=hints_trimmed,
     )
 
 

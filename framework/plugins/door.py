@@ -401,7 +401,9 @@ class Hooks:
                     "expected WordingHint records"
                 )
                 log.error("collect_wording_hints of plugin %r %s", plugin, error)
-                record_fault(PluginFault(plugin=plugin, where=where, kind="wrong_type", detail=error))
+                record_fault(
+                    PluginFault(plugin=plugin, where=where, kind="wrong_type", detail=error)
+                )
                 failures.append({"plugin": plugin, "error": error})
                 continue
             hints.extend(attrs.evolve(hint, plugin=plugin) for hint in given)

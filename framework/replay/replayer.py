@@ -263,6 +263,7 @@ def message_record(
         "prefix_break": None if prefix is None else prefix.first_difference,
         "request_bytes": None if request is None else len(request.body_bytes()),
         "chars": outcome.trace.get("chars"),
+        "wording_hints": outcome.trace.get("wording_hints"),
         "usage": None if outcome.usage is None else attrs.asdict(outcome.usage),
         "durations_ms": dict(outcome.stage_durations_ms),
     }
@@ -278,8 +279,8 @@ def _percentiles(values: Sequence[float]) -> dict[str, float] | None:
 
 def _sent_chars(record: Mapping[str, Any]) -> int:
     chars = record["chars"]
-    kinds = ("ambient", "summary", "history", "current", "sidecar")
-    return int(sum(chars["system"].values()) + sum(chars[kind] for kind in kinds))
+    kinds = ("ambient", "summary", "history", "wording_hints", "current", "sidecar")
+    return int(sum(chars["system"].values()) + sum(chars.get(kind, 0) for kind in kinds))
 
 
 def summarize(

@@ -92,6 +92,8 @@ class _Row:
     parts: tuple[BarPart, ...] | None
     budget: int
     usage: Mapping[str, Any]
+    #: ``(kind, text, trimmed)`` of each wording hint of the turn's messages.
+    hints: tuple[tuple[str, str, bool], ...] = ()
 
     @property
     def anchor(self) -> str:
@@ -137,7 +139,18 @@ class _Row:
             parts=_bar_parts(chars) if isinstance(chars, Mapping) else None,
             budget=_int(_mapping(chars).get("budget")) or 0,
             usage=_mapping(record.get("usage")),
+            hints=_hints(_mapping(record.get("wording_hints"))),
         )
+
+
+def _hints(found: Mapping[str, Any]) -> tuple[tuple[str, str, bool], ...]:
+    """The wording hints of a record: ``(kind, text, trimmed)``, those sent first."""
+    return tuple(
+        (str(hint.get("kind")), str(hint.get("text", "")), trimmed)
+        for key, trimmed in (("sent", False), ("trimmed", True))
+        for hint in map(_mapping, _list(found.get(key)))
+        if hint.get("kind")
+    )
 
 
 def _bar_parts(chars: Mapping[str, Any]) -> tuple[BarPart, ...]:
@@ -261,7 +274,28 @@ def _prompt_cell(row: _Row, request: int | None) -> str:
         reuse = f"prefix {row.prefix_reuse:.1%} reused{where}"
     return (
         f"<td class='prompt'>{chars_bar_svg(row.parts, row.budget)}"
-        f"<div class='facts'>{' · '.join(facts)}</div><div class='facts'>{reuse}</div></td>"
+        f"<div class='facts'>{' · '.join(facts)}</div><div class='facts'>{reuse}</div>"
+        f"{_hints_html(row.hints)}</td>"
+    )
+
+
+def _hints_html(hints: Sequence[tuple[str, str, bool]]) -> str:
+    """The turn's wording hints: their kinds (a trimmed one struck through), each text on
+    demand."""
+    if not hints:
+        return ""
+    kinds = ", ".join(
+        f"<s title='trimmed by the budget'>{escape(kind)}</s>" if trimmed else escape(kind)
+        for kind, _text, trimmed in hints
+    )
+    items = "".join(
+        f"<li><span class='term'>{escape(kind)}{' (trimmed)' if trimmed else ''}</span> "
+        f"{escape(text)}</li>"
+        for kind, text, trimmed in hints
+    )
+    return (
+        f"<details class='hints'><summary>wording hints: {kinds}</summary>"
+        f"<ul class='terms'>{items}</ul></details>"
     )
 
 

@@ -30,8 +30,9 @@ BAR_WIDTH = 300
 _BAR_HEIGHT = 14
 
 #: The message kinds a request's characters are counted under, in the order a request holds
-#: them: the ambient excerpt, the summary row, the history, the current message, its sidecar.
-MESSAGE_KINDS = ("ambient", "summary", "history", "current", "sidecar")
+#: them: the ambient excerpt, the summary row, the history, the wording hints, the current
+#: message, its sidecar.
+MESSAGE_KINDS = ("ambient", "summary", "history", "wording_hints", "current", "sidecar")
 
 # The built-in sections take the colour family of their volatility (static blue, profile
 # purple, retrieval green, turn amber), so the cacheable head of a bar reads as one block.
@@ -58,6 +59,7 @@ _KIND_COLOURS = {
     "ambient": "#00838f",
     "summary": "#6a1b9a",
     "history": "#c62828",
+    "wording_hints": "#795548",
     "current": "#ad1457",
     "sidecar": "#f06292",
 }
