@@ -66,7 +66,7 @@ _DEFINED_IN: dict[str, str] = {
     "Config": "promptweave.config",
     "IncomingEvent": "promptweave.loop.events",
     "PromptMessage": "promptweave.messages.prompt_message",
-    "WordingHint": "promptweave.messages.wording",
+    "WordingHint": "promptweave.messages.prompt_message",
     "ImageLimits": "promptweave.messages.prompt_message",
     "FetchedImage": "promptweave.messages.prompt_message",
     "ProviderRequest": "promptweave.providers.exchange",
@@ -172,8 +172,8 @@ if TYPE_CHECKING:
         FetchedImage as FetchedImage,
         ImageLimits as ImageLimits,
         PromptMessage as PromptMessage,
+        WordingHint as WordingHint,
     )
-    from promptweave.messages.wording import WordingHint as WordingHint
     from promptweave.plugins.contributions import (
         DecisionRule as DecisionRule,
         Learner as Learner,

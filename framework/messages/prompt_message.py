@@ -1,7 +1,7 @@
 """The records of the messages a request carries: :class:`PromptMessage`, and the images that go
 inline with it (:class:`ImageLimits`, :class:`FetchedImage`).
 
-The plugin contract and every stage after the session read carry them, so they sit in a module of
+A wording hint (:class:`WordingHint`) becomes such a message. The plugin contract and every stage after the session read carry them, so they sit in a module of
 records alone (``docs/architecture.md``, "Layers"); building the messages is
 :mod:`promptweave.messages.sequence`, choosing and fetching images :mod:`promptweave.messages.images`.
 """
@@ -15,10 +15,18 @@ import attrs
 from promptweave.config import ProviderConfig
 
 __all__ = [
+    "WORDING_HINT_KINDS",
+    "WORDING_HINT_SOURCE",
     "FetchedImage",
     "ImageLimits",
     "PromptMessage",
+    "WordingHint",
 ]
+
+#: The kinds of the built-in wording hints; a plugin may give a kind of its own.
+WORDING_HINT_KINDS = ("repeat", "opening", "closing", "scene_tone")
+#: The ``source`` of a wording hint's message is this prefix, a colon and the hint's kind.
+WORDING_HINT_SOURCE = "wording_hint"
 
 
 @attrs.frozen(kw_only=True)
@@ -83,3 +91,37 @@ class FetchedImage:
 
     def data_url(self) -> str:
         return f"data:{self.media_type};base64,{self.base64()}"
+
+
+def _kind(value: str) -> str:
+    kind = str(value).strip()
+    if not kind or any(char.isspace() for char in kind):
+        raise ValueError(f"a wording hint's kind is one word, got {value!r}")
+    return kind
+
+
+@attrs.frozen(kw_only=True)
+class WordingHint:
+    """One wording hint of a turn.
+
+    :param kind: ``repeat``, ``opening``, ``closing``, ``scene_tone``
+        (:data:`WORDING_HINT_KINDS`), or a plugin's own word (no spaces).
+    :param text: what the model reads (persona-pack text for the built-ins); sanitized like a
+        section block and cut at :data:`promptweave.messages.wording.WORDING_HINT_CHARS` when it
+        is merged.
+    :param reason: why it was given, for the trace (``"same_reply x3"``); never sent.
+    :param plugin: the plugin that gave it; the hook's caller fills it in.
+    """
+
+    kind: str = attrs.field(converter=_kind)
+    text: str
+    reason: str = ""
+    plugin: str = ""
+
+    @property
+    def source(self) -> str:
+        """The ``source`` of the message the hint rides: ``wording_hint:<kind>``."""
+        return f"{WORDING_HINT_SOURCE}:{self.kind}"
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "plugin": self.plugin, "reason": self.reason, "text": self.text}

@@ -1,6 +1,6 @@
 """Wording hints (措辞提示): per-turn advice on how to word the reply (``docs/messages.md``).
 
-The ``collect_wording_hints`` hook gives them: how to open and how to close, not to repeat the
+The ``collect_wording_hints`` hook gives them (:class:`promptweave.WordingHint` records): how to open and how to close, not to repeat the
 bot's own recent reply in the same words (「同句重回」), a scene tone for greetings, praise and
 agreement. Each hint becomes a user message of its own, just before the current message, so the
 character budget counts and trims it like every other message (``docs/design.md``, the
@@ -13,7 +13,12 @@ from collections.abc import Sequence
 
 import attrs
 
-from promptweave.messages.prompt_message import PromptMessage
+from promptweave.messages.prompt_message import (
+    WORDING_HINT_KINDS,
+    WORDING_HINT_SOURCE,
+    PromptMessage,
+    WordingHint,
+)
 from promptweave.text.sanitize import sanitize_block
 
 __all__ = [
@@ -25,45 +30,8 @@ __all__ = [
     "hint_messages",
 ]
 
-#: The kinds of the built-in hints; a plugin may give a kind of its own.
-WORDING_HINT_KINDS = ("repeat", "opening", "closing", "scene_tone")
-#: The ``source`` of a hint's message is this prefix and the hint's kind.
-WORDING_HINT_SOURCE = "wording_hint"
 #: The longest hint text kept (longer text is cut, like a note).
 WORDING_HINT_CHARS = 300
-
-
-def _kind(value: str) -> str:
-    kind = str(value).strip()
-    if not kind or any(char.isspace() for char in kind):
-        raise ValueError(f"a wording hint's kind is one word, got {value!r}")
-    return kind
-
-
-@attrs.frozen(kw_only=True)
-class WordingHint:
-    """One wording hint of a turn.
-
-    :param kind: ``repeat``, ``opening``, ``closing``, ``scene_tone``
-        (:data:`WORDING_HINT_KINDS`), or a plugin's own word (no spaces).
-    :param text: what the model reads (persona-pack text for the built-ins); sanitized like a
-        section block and cut at :data:`WORDING_HINT_CHARS` when it is merged.
-    :param reason: why it was given, for the trace (``"same_reply x3"``); never sent.
-    :param plugin: the plugin that gave it; the hook's caller fills it in.
-    """
-
-    kind: str = attrs.field(converter=_kind)
-    text: str
-    reason: str = ""
-    plugin: str = ""
-
-    @property
-    def source(self) -> str:
-        """The ``source`` of the message the hint rides: ``wording_hint:<kind>``."""
-        return f"{WORDING_HINT_SOURCE}:{self.kind}"
-
-    def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "plugin": self.plugin, "reason": self.reason, "text": self.text}
 
 
 def clean_hints(hints: Sequence[WordingHint]) -> tuple[WordingHint, ...]:

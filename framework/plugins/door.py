@@ -41,8 +41,12 @@ if TYPE_CHECKING:
     )
     from promptweave.items import ReplyShape
     from promptweave.loop.events import IncomingEvent
-    from promptweave.messages.prompt_message import FetchedImage, ImageLimits, PromptMessage
-    from promptweave.messages.wording import WordingHint
+    from promptweave.messages.prompt_message import (
+        FetchedImage,
+        ImageLimits,
+        PromptMessage,
+        WordingHint,
+    )
     from promptweave.prompt.render_context import RenderContext
     from promptweave.providers.exchange import ProviderRequest, SubmitResult
     from promptweave.store.session_rows import SessionTurn
@@ -366,7 +370,7 @@ class Hooks:
         each with its ``plugin`` filled in; and one ``{"plugin", "error"}`` entry per
         implementation that raised, hung or answered anything but hints (its hints are left
         out, the fault is in the turn's ``plugin_faults`` too)."""
-        from promptweave.messages.wording import WordingHint
+        from promptweave.messages.prompt_message import WordingHint
 
         where = "hook collect_wording_hints"
         hints: list[WordingHint] = []

@@ -28,8 +28,12 @@ if TYPE_CHECKING:
     )
     from promptweave.items import ReplyShape
     from promptweave.loop.events import IncomingEvent
-    from promptweave.messages.prompt_message import FetchedImage, ImageLimits, PromptMessage
-    from promptweave.messages.wording import WordingHint
+    from promptweave.messages.prompt_message import (
+        FetchedImage,
+        ImageLimits,
+        PromptMessage,
+        WordingHint,
+    )
     from promptweave.plugins.contributions import (
         DecisionRule,
         Learner,

@@ -86,6 +86,7 @@ TEXT_BLOCKS = [
     "system prompt",
     "messages",
     "budget",
+    "wording hints",
     "decision",
     "turn context",
     "sections",

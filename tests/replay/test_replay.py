@@ -49,6 +49,7 @@ MESSAGE_KEYS = {
     "prefix_break",
     "request_bytes",
     "chars",
+    "wording_hints",
     "usage",
     "durations_ms",
     "learned",
