@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+import attrs
+
 from promptweave import HistoryEntry, RenderContext, WordingHint, hookimpl, quote_user_text
 from promptweave.text.persona import WordingHintTexts
 from promptweave.text.sanitize import sanitize_literal
@@ -227,6 +229,21 @@ def scene_tone_hint(texts: WordingHintTexts, context: RenderContext) -> WordingH
     return WordingHint(kind="scene_tone", text=text, reason=scene)
 
 
+def _formatted(context: RenderContext) -> WordingHintTexts:
+    """The pack's texts with ``{persona}`` and ``{self}`` filled, before anything is quoted into
+    them."""
+    texts, fill = context.persona.wording_hints, context.persona.format
+    return attrs.evolve(
+        texts,
+        repeat_same_message=fill(texts.repeat_same_message),
+        repeat_own_reply=fill(texts.repeat_own_reply),
+        opening=fill(texts.opening),
+        closing=fill(texts.closing),
+        closing_question=fill(texts.closing_question),
+        scene_tones={scene: fill(text) for scene, text in texts.scene_tones.items()},
+    )
+
+
 @hookimpl
 def collect_wording_hints(
     context: RenderContext, history: Sequence[HistoryEntry]
@@ -235,7 +252,7 @@ def collect_wording_hints(
     silent turn gets none."""
     if context.turn_policy.reply_target == "silent":
         return None
-    texts = context.persona.wording_hints
+    texts = _formatted(context)
     replies = bot_replies(context, history)
     found = [
         repeat_hint(texts, context, history, replies),

@@ -488,3 +488,44 @@ def test_help_never_breaks_a_choice_mid_word(path, command, width):
         and starts.lstrip().startswith(choice[cut:])
     ]
     assert not broken, f"{' '.join(path)} --help at {width} columns breaks {broken}"
+
+
+def test_render_text_shows_the_wording_hints_sent_and_trimmed(run, tmp_path):
+    turn = json.loads((EXAMPLES / "at_question.json").read_text(encoding="utf-8"))
+    turn["message"]["text"] = "小织早上好"
+    turn["recent_messages"] = [
+        {"sender_id": "10001", "text": "哈哈确实", "time": f"2026-11-28T20:3{minute}:00+08:00"}
+        for minute in range(3)
+    ]
+    path = tmp_path / "hinted.json"
+    path.write_text(json.dumps(turn, ensure_ascii=False), encoding="utf-8")
+    output = blocks(run("render", str(path)).output)
+    hints = output["wording hints"]
+    assert [line.split()[:3] for line in hints] == [
+        ["sent", "repeat", "wording_hints"],
+        ["sent", "opening", "wording_hints"],
+        ["sent", "closing", "wording_hints"],
+        ["sent", "scene_tone", "wording_hints"],
+    ]
+    assert hints[0].endswith("same_reply x3") and hints[-1].endswith("greeting")
+    assert "--- user (wording_hint:repeat) ---" in output["messages"]
+    # With room for the current message and one hint alone, the older hints are trimmed.
+    rendered = json.loads(run("render", str(path), "--format", "json").output)
+    system = len(rendered["system_prompt"])
+    current, newest = rendered["messages"][-1], rendered["messages"][-2]
+    room = system + len(current["content"]) + len(newest["content"])
+    (tmp_path / "promptweave.toml").write_text(f"[budget]\nchars = {room}\n", encoding="utf-8")
+    tight = blocks(run("render", str(path), "--config", str(tmp_path / "promptweave.toml")).output)[
+        "wording hints"
+    ]
+    assert [line.split()[:2] for line in tight] == [
+        ["sent", "scene_tone"],
+        ["trimmed", "repeat"],
+        ["trimmed", "opening"],
+        ["trimmed", "closing"],
+    ]
+
+
+def test_render_text_says_when_a_turn_has_no_wording_hint(run, tmp_path):
+    output = blocks(run("render", str(without_group_messages("at_question", tmp_path))).output)
+    assert output["wording hints"] == ["(none)"]

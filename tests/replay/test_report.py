@@ -684,3 +684,31 @@ def test_console_error_check_catches_a_page_that_throws(browser: Path, tmp_path:
     problems = _problems(events)
     assert any("broken" in json.dumps(p) for p in problems)
     assert any("undefined_function" in json.dumps(p) for p in problems)
+
+
+def test_row_shows_the_wording_hints_under_the_prompt_bar() -> None:
+    hints = {
+        "sent": [
+            {
+                "kind": "repeat",
+                "plugin": "wording_hints",
+                "reason": "r",
+                "text": "【同句重回】换说法",
+            }
+        ],
+        "trimmed": [
+            {"kind": "scene_tone", "plugin": "wording_hints", "reason": "g", "text": "<招呼>"}
+        ],
+    }
+    page = parse_html(
+        render_report(_with_summary([_replied(0, wording_hints=hints), _replied(1)]), title="t")
+    )
+    first, second = (row.find_all("td", "prompt")[0] for row in _rows(page))
+    details = first.find_all("details", "hints")[0]
+    assert details.find_all("summary")[0].all_text() == "wording hints: repeat, scene_tone"
+    assert details.find_all("s")[0].all_text() == "scene_tone"  # trimmed by the budget
+    assert [li.all_text() for li in details.find_all("li")] == [
+        "repeat 【同句重回】换说法",
+        "scene_tone (trimmed) <招呼>",
+    ]
+    assert second.find_all("details", "hints") == []
