@@ -80,6 +80,15 @@ def hint_text(rendered: RenderedTurn, kind: str) -> str:
 # -- the built-in hints ----------------------------------------------------------------------
 
 
+def test_hook_collect_wording_hints(message: MessageFactory) -> None:
+    """The hook as a plugin implements it: its hints reach the messages, named with it."""
+    rendered = render(runtime(WeekendHint()), message, "周末去哪玩")
+    assert hints(rendered) == [("weekend", "周末")]
+    [sent] = rendered.trace["wording_hints"]["sent"]
+    assert sent["text"] == "【场景语气】聊周末：轻松一点。" and sent["plugin"] != "wording_hints"
+    assert [m.source for m in rendered.messages] == ["wording_hint:weekend", "current"]
+
+
 def test_a_bot_that_answered_the_same_three_times_is_told_to_say_it_differently(
     message: MessageFactory,
 ) -> None:
