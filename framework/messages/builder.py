@@ -66,6 +66,9 @@ class SessionInputs(Protocol):
     @property
     def sources(self) -> dict[str, str]: ...
 
+    @property
+    def quoted_lookup(self) -> list[dict[str, Any]]: ...
+
     def history(self) -> tuple[HistoryRow, ...]: ...
 
     def ambient(self) -> tuple[AmbientExcerpt | None, dict[str, Any]]: ...
@@ -125,6 +128,7 @@ def build_turn_messages(
     max_len = config.session.max_content_chars
     current = _current_message(turn, cache, max_len)
     sources = dict(reader.sources)
+    quoted_lookup = [dict(step) for step in reader.quoted_lookup]
     if reader.degraded is not None:
         rows: Sequence[HistoryRow] = ()
         part = AmbientPart()
@@ -190,6 +194,7 @@ def build_turn_messages(
             "messages": {
                 **notes,
                 "sources": sources,
+                **({"quoted_lookup": quoted_lookup} if quoted_lookup else {}),
                 "sent": [
                     {"role": m.role, "source": m.source, "chars": len(m.content)}
                     for m in kept_messages
