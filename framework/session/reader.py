@@ -146,8 +146,8 @@ class SessionReader:
         if given is not None:
             if given.id is not None and given.id != reply_to:
                 self._tried("event", "other_message")
-            elif self._quoted_in("event", given):
-                return given.images
+            else:
+                return given.images if self._quoted_in("event", given) else ()
         quoted = next((m for m in reversed(recent) if m.id == reply_to), None)
         if quoted is not None:
             return quoted.images if self._quoted_in("recent_messages", quoted) else ()
