@@ -12,7 +12,7 @@ import attrs
 import pytest
 from loop_support import BOT, GROUP, T0, event, make_loop, message
 
-from promptweave import ChatMessage, Config, IncomingEvent
+from promptweave import ChatMessage, Config, IncomingEvent, Promptweave, Stores, hookimpl
 from promptweave.config import LoopConfig, ProviderConfig, RoutingConfig
 from promptweave.contrib.onebot import fetch_quoted_message
 from promptweave.loop.quoted import QuotedFetches
@@ -224,3 +224,33 @@ async def test_a_get_msg_result_that_is_no_message_is_an_error(result: Any) -> N
     platform = Platform(known={4250: result})
     outcome = await loop.handle(_asking("4250"), platform)
     assert outcome.trace["quoted"]["result"].startswith("error: ValueError")
+
+
+async def test_hook_fetch_message() -> None:
+    """Through the hook: contrib ``onebot`` answers for OneBot v11, a plugin's own wins, and no
+    one answers for a platform no plugin speaks."""
+
+    class Elsewhere:
+        @hookimpl
+        def fetch_message(
+            self, message_id: str, bot_id: str, group_id: str | None, transport: Any
+        ) -> Any:
+            if transport.platform != "elsewhere":
+                return None
+
+            async def found() -> ChatMessage:
+                return ChatMessage(id=message_id, sender_id="1", text="远方", time=T0)
+
+            return found()
+
+    runtime = Promptweave.from_config(
+        Config(), contrib=["onebot"], extra_plugins=[Elsewhere()], stores=Stores.in_memory()
+    )
+    hooks = runtime.plugins.hooks
+    onebot = Platform(known={-9: _get_msg_answer(-9, PHOTO)})
+    pending = hooks.fetch_message("-9", BOT, GROUP, onebot)
+    assert pending is not None and (await pending).images == (PHOTO,)  # type: ignore[union-attr]
+    pending = hooks.fetch_message("7", BOT, GROUP, attrs.evolve(onebot, platform="elsewhere"))
+    assert pending is not None and (await pending).text == "远方"  # type: ignore[union-attr]
+    assert hooks.fetch_message("7", BOT, GROUP, attrs.evolve(onebot, platform="nowhere")) is None
+    runtime.close()
