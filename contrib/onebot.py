@@ -1,7 +1,8 @@
 """Contrib plugin ``onebot``: OneBot v11 messages as promptweave :class:`promptweave.ChatMessage`.
 
 Enable it by name (``[plugins] contrib = ["onebot"]``): it implements the ``parse_event`` hook,
-which the live loop calls, and ``runtime.plugins.hooks.parse_message("onebot", event, bot_id)``
+which the live loop calls, and ``fetch_message``, which asks a ``"onebot.v11"`` transport for a
+quoted message by its id (the ``get_msg`` action: :func:`fetch_quoted_message`); and ``runtime.plugins.hooks.parse_message("onebot", event, bot_id)``
 gives the event's message alone. Or use the functions directly::
 
     from promptweave.contrib.onebot import parse_event, parse_message
@@ -18,17 +19,22 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from promptweave import IMAGE_WITHOUT_URL, ChatMessage, IncomingEvent, hookimpl
 from promptweave.messages.images import is_vision_url
 
+if TYPE_CHECKING:
+    from promptweave import Transport
+
 __all__ = [
     "OneBotEvent",
     "escape_cq",
+    "fetch_quoted_message",
+    "message_from_get_msg",
     "parse_cq_string",
     "parse_event",
     "parse_incoming_event",
@@ -232,3 +238,55 @@ def parse_incoming_event(platform: str, payload: Any, bot_id: str) -> IncomingEv
         sender_role=str(role or "member"),
         self_sent=own,
     )
+
+
+#: The platform name of the transports :func:`fetch_quoted_message` speaks to.
+ONEBOT_V11 = "onebot.v11"
+
+
+def _action_id(value: str) -> int | str:
+    """A OneBot message id as the action takes it: a number, negative ones too (newer QQ
+    clients send them); any other id stays text."""
+    digits = value[1:] if value.startswith("-") else value
+    return int(value) if digits.isascii() and digits.isdigit() else value
+
+
+def message_from_get_msg(result: Mapping[str, Any], bot_id: str) -> ChatMessage:
+    """The :class:`ChatMessage` of a OneBot v11 ``get_msg`` result (``message_id``, ``time``,
+    ``sender``, ``message``), parsed like an incoming message.
+
+    :raises ValueError: the result is not a message (no ``message`` or ``time``).
+    """
+    if not isinstance(result, Mapping) or "message" not in result or "time" not in result:
+        raise ValueError(f"a get_msg result names a message and its time, not {result!r}")
+    sender = result.get("sender") or {}
+    if not isinstance(sender, Mapping):
+        sender = {}
+    message_id = result.get("message_id")
+    return parse_message(
+        result["message"],
+        bot_id=bot_id,
+        sender_id=str(sender.get("user_id") or result.get("user_id") or ""),
+        sender_name=str(sender.get("card") or sender.get("nickname") or ""),
+        message_id=None if message_id is None else str(message_id),
+        time=_event_time(result["time"]),
+    )
+
+
+async def _get_msg(message_id: str, bot_id: str, transport: Transport) -> ChatMessage | None:
+    result = await transport.call_api("get_msg", message_id=_action_id(message_id))
+    if result is None:
+        return None
+    return message_from_get_msg(result, bot_id)
+
+
+@hookimpl(specname="fetch_message")
+def fetch_quoted_message(
+    message_id: str, bot_id: str, group_id: str | None, transport: Transport
+) -> Awaitable[ChatMessage | None] | None:
+    """The message ``message_id`` from a ``"onebot.v11"`` transport: the ``get_msg`` action
+    (the id as a number, negative ones too), its result parsed like an incoming message;
+    whatever the action raises propagates (the live loop traces it)."""
+    if transport.platform != ONEBOT_V11:
+        return None
+    return _get_msg(message_id, bot_id, transport)

@@ -434,6 +434,9 @@ class LoopConfig:
     :param turn_deadline_s: the longest a turn may take from routing to the model's answer; past
         it the turn ends in silence and the trace names the stage it was in.
     :param send_timeout_s: the longest one send may take.
+    :param quoted_fetch_timeout_s: the longest the platform is waited for a quoted message that
+        neither the event nor the store holds (OneBot ``get_msg``); past it the turn goes on
+        without its images.
     :param tool_rounds: model calls that may request tools in one turn.
     :param tool_timeout_s: the longest one tool call may take.
     """
@@ -442,6 +445,7 @@ class LoopConfig:
     queue_per_conversation: int = attrs.field(default=16, validator=_positive)
     turn_deadline_s: float = attrs.field(default=90.0, validator=attrs.validators.gt(0))
     send_timeout_s: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    quoted_fetch_timeout_s: float = attrs.field(default=3.0, validator=attrs.validators.gt(0))
     tool_rounds: int = attrs.field(default=3, validator=_non_negative)
     tool_timeout_s: float = attrs.field(default=10.0, validator=attrs.validators.gt(0))
 

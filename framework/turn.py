@@ -293,8 +293,11 @@ class Turn:
         text (from the bot-reply context), shown as "what the bot just said".
     :param quoted_message_images: image URLs of the message this one replies to; they are sent
         with the current message, as images the user is asking about (``docs/design.md#images``).
-        Left empty, they are those of the ``message.reply_to`` message, found among the recent
-        messages or in the group log.
+        Left empty, they are those of ``quoted_message``, else of the ``message.reply_to``
+        message found among the recent messages or in the group log (``docs/messages.md``).
+    :param quoted_message: the message this one replies to, as the platform delivered it with
+        the event (the OneBot v11 adapter's ``event.reply``); its images are the quoted images
+        when the turn gives none of its own.
     :param route_hints: tool intent, scene and rhythm known to the bot, for routing.
     """
 
@@ -310,6 +313,7 @@ class Turn:
     tool_context: ToolContext | None = None
     quoted_bot_text: str | None = None
     quoted_message_images: tuple[str, ...] = attrs.field(default=(), converter=_image_entries)
+    quoted_message: ChatMessage | None = None
     route_hints: RouteHints = attrs.field(factory=RouteHints)
 
     @property

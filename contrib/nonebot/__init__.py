@@ -24,14 +24,21 @@ from pathlib import Path
 import attrs
 from nonebot import get_driver, get_plugin_config, logger as nonebot_logger, on_message
 from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, PrivateMessageEvent
+from nonebot.adapters.onebot.v11.event import Reply
 from nonebot.plugin import PluginMetadata
 from pydantic import BaseModel
 
-from promptweave import BotLoop, Config, IncomingEvent, Promptweave, TurnOutcome
+from promptweave import BotLoop, ChatMessage, Config, IncomingEvent, Promptweave, TurnOutcome
 from promptweave.contrib.onebot import parse_message
 from promptweave.delivery.onebot import OneBotTransport
 
-__all__ = ["NoneBotLogHandler", "PluginConfig", "incoming_event", "promptweave_loop"]
+__all__ = [
+    "NoneBotLogHandler",
+    "PluginConfig",
+    "incoming_event",
+    "promptweave_loop",
+    "quoted_message",
+]
 
 log = logging.getLogger("promptweave.nonebot")
 
@@ -114,7 +121,9 @@ def incoming_event(bot: Bot, event: GroupMessageEvent | PrivateMessageEvent) -> 
 
     The message is read from ``event.original_message``, which keeps the leading @bot and the
     reply segment the adapter strips from ``event.message``; ``event.to_me`` marks it addressed
-    (the adapter also sets it for the bot's nickname and for replies to the bot).
+    (the adapter also sets it for the bot's nickname and for replies to the bot). The replied-to
+    message the adapter read (``event.reply``, its ``get_msg`` answer) is the event's
+    ``quoted`` message: the first source of the quoted images (``docs/messages.md``).
     """
     message = parse_message(
         [{"type": segment.type, "data": dict(segment.data)} for segment in event.original_message],
@@ -132,6 +141,21 @@ def incoming_event(bot: Bot, event: GroupMessageEvent | PrivateMessageEvent) -> 
         group_id=str(event.group_id) if isinstance(event, GroupMessageEvent) else None,
         message=message,
         sender_role=str(getattr(event.sender, "role", None) or "member"),
+        quoted=None if event.reply is None else quoted_message(bot, event.reply),
+    )
+
+
+def quoted_message(bot: Bot, reply: Reply) -> ChatMessage:
+    """The replied-to message of an event (the adapter's ``event.reply``) as a
+    :class:`promptweave.ChatMessage`: its segments parsed like an incoming message's, so its
+    image segments' URLs are its ``images``."""
+    return parse_message(
+        [{"type": segment.type, "data": dict(segment.data)} for segment in reply.message],
+        bot_id=str(bot.self_id),
+        sender_id=str(reply.sender.user_id or ""),
+        sender_name=str(reply.sender.card or reply.sender.nickname or ""),
+        message_id=str(reply.message_id),
+        time=_event_time(reply.time),
     )
 
 

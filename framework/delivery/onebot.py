@@ -63,8 +63,10 @@ def onebot_segments(message: OutgoingMessage) -> list[dict[str, Any]]:
 
 
 def _platform_id(value: str) -> int | str:
-    """OneBot ids are numbers; a non-numeric id (another implementation's) stays text."""
-    return int(value) if value.isascii() and value.isdigit() else value
+    """OneBot ids are numbers, message ids negative ones too (newer QQ clients send them); a
+    non-numeric id (another implementation's) stays text."""
+    digits = value[1:] if value.startswith("-") else value
+    return int(value) if digits.isascii() and digits.isdigit() else value
 
 
 def onebot_action(message: OutgoingMessage) -> tuple[str, dict[str, Any]]:

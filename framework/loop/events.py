@@ -37,6 +37,9 @@ class IncomingEvent:
     :param sender_role: ``owner``, ``admin`` or ``member`` (anything else reads ``member``).
     :param self_sent: the bot's own message reported back by the platform (OneBot
         ``message_sent``): recorded as delivered, never answered.
+    :param quoted: the message ``message`` replies to, when the platform delivered it with the
+        event (the OneBot v11 adapter's ``event.reply``): the first source of the quoted images
+        (``docs/messages.md``).
     """
 
     platform: str
@@ -45,6 +48,7 @@ class IncomingEvent:
     message: ChatMessage
     sender_role: str = attrs.field(default="member", converter=_role)
     self_sent: bool = False
+    quoted: ChatMessage | None = None
 
     @property
     def conversation(self) -> tuple[str, str]:

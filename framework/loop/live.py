@@ -36,6 +36,7 @@ from promptweave.delivery.outgoing import DeliveryPlan, ModelAnswer, SendReceipt
 from promptweave.delivery.plan import plan_phrase
 from promptweave.items import RouteHints, ToolContext
 from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
+from promptweave.loop.quoted import QuotedFetches
 from promptweave.loop.tools import ToolRunner
 from promptweave.messages.builder import TurnMessages
 from promptweave.messages.wording import WORDING_HINT_SOURCE
@@ -161,6 +162,8 @@ class BotLoop:
         factory=OrderedDict, init=False
     )
     _closed: bool = attrs.field(default=False, init=False)
+    # The platform's answers for quoted messages, per message id (docs/messages.md).
+    _quoted: QuotedFetches = attrs.field(factory=QuotedFetches, init=False)
     _mentions: MentionCooldown = attrs.field(
         default=attrs.Factory(
             lambda self: MentionCooldown(self.runtime.config.delivery.mention_cooldown_s),
@@ -393,7 +396,7 @@ class BotLoop:
         if isinstance(routed, Decision):
             try:
                 async with asyncio.timeout_at(run.deadline_at):
-                    prepared = await self._prepare(run, routed)
+                    prepared = await self._prepare(run, routed, transport)
             except TimeoutError:
                 deadline_s = self.runtime.config.loop.turn_deadline_s
                 log.warning(
@@ -436,10 +439,33 @@ class BotLoop:
             )
             if background or intent
             else None,
+            quoted_message=event.quoted,
         )
         return turn, tools
 
-    async def _prepare(self, run: _TurnRun, decision: Decision) -> _Prepared | TurnOutcome:
+    async def _quoted_images(self, run: _TurnRun, transport: Transport) -> None:
+        """Ask the platform for the quoted message when neither the event nor the store had it
+        (``fetch_message``, cached, within ``[loop] quoted_fetch_timeout_s``): its images join
+        the turn before it is rendered, and the trace says what the platform said."""
+        pipeline = run.pipeline
+        message_id = pipeline.quoted_pending()
+        if message_id is None:
+            return
+        run.stage.enter("quoted")
+        fetched = await self._quoted.fetch(
+            self.runtime.plugins.hooks,
+            message_id,
+            bot_id=run.event.bot_id,
+            group_id=run.event.group_id,
+            transport=transport,
+            timeout_s=self.runtime.config.loop.quoted_fetch_timeout_s,
+        )
+        pipeline.quoted_fetched(fetched.trace(), fetched.images)
+        run.trace["quoted"] = fetched.trace()
+
+    async def _prepare(
+        self, run: _TurnRun, decision: Decision, transport: Transport
+    ) -> _Prepared | TurnOutcome:
         """Everything of a reply before sending, under the turn's deadline: the pipeline's
         stages after routing, with the tool rounds between submissions."""
         runtime, event, pipeline, stage, trace = (
@@ -449,6 +475,7 @@ class BotLoop:
             run.stage,
             run.trace,
         )
+        await self._quoted_images(run, transport)
         stage.enter("render")
         rendered = await pipeline.arender(decision=decision)
         stage.enter("turn_context")

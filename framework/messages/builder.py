@@ -72,6 +72,9 @@ class SessionInputs(Protocol):
     @property
     def sources(self) -> dict[str, str]: ...
 
+    @property
+    def quoted_lookup(self) -> list[dict[str, Any]]: ...
+
     def history(self) -> tuple[HistoryRow, ...]: ...
 
     def ambient(self) -> tuple[AmbientExcerpt | None, dict[str, Any]]: ...
@@ -145,6 +148,7 @@ def build_turn_messages(
     given_hints = clean_hints(hints)
     hinted = hint_messages(given_hints)
     sources = dict(reader.sources)
+    quoted_lookup = [dict(step) for step in reader.quoted_lookup]
     if reader.degraded is not None:
         rows: Sequence[HistoryRow] = ()
         part = AmbientPart()
@@ -217,6 +221,7 @@ def build_turn_messages(
             "messages": {
                 **notes,
                 "sources": sources,
+                **({"quoted_lookup": quoted_lookup} if quoted_lookup else {}),
                 "sent": [
                     {"role": m.role, "source": m.source, "chars": len(m.content)}
                     for m in kept_messages

@@ -250,6 +250,20 @@ class TurnPipeline:
             note = f"routing_state_unavailable: {exc}"
             return attrs.evolve(decision, notes=(*decision.notes, note))
 
+    def quoted_pending(self) -> str | None:
+        """The id of the message the turn replies to when neither the event nor the store had
+        it: the message to ask the platform for, before the turn is rendered."""
+        reader, _completed = self.read_session()
+        return reader.quoted_pending
+
+    def quoted_fetched(self, step: dict[str, Any], images: tuple[str, ...]) -> None:
+        """What the platform said of the quoted message (``step``, traced in ``quoted_lookup``)
+        and the images it gave: the completed turn's ``quoted_message_images`` from now on."""
+        reader, completed = self.read_session()
+        reader.quoted_fetched(step)
+        if images:
+            self.completed = attrs.evolve(completed, quoted_message_images=images)
+
     # -- retrieve --------------------------------------------------------------------------
 
     def retrieval_query(

@@ -705,6 +705,17 @@ class Hooks:
         )
         return pending
 
+    def fetch_message(
+        self, message_id: str, bot_id: str, group_id: str | None, transport: Transport
+    ) -> Awaitable[ChatMessage | None] | None:
+        """``fetch_message`` as pluggy calls it: the pending fetch, or ``None`` when no plugin
+        fetches from the transport's platform. The caller bounds the wait (the live loop:
+        ``[loop] quoted_fetch_timeout_s``)."""
+        pending: Awaitable[ChatMessage | None] | None = self.pm.hook.fetch_message(
+            message_id=message_id, bot_id=bot_id, group_id=group_id, transport=transport
+        )
+        return pending
+
     # -- after the fact: observation -------------------------------------------------------
 
     def _observe(self, hook_name: str, **kwargs: Any) -> bool:

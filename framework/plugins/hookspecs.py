@@ -556,6 +556,32 @@ def send_message(message: OutgoingMessage, transport: Transport) -> Awaitable[Se
     """
 
 
+@hookspec(firstresult=True)
+def fetch_message(
+    message_id: str, bot_id: str, group_id: str | None, transport: Transport
+) -> Awaitable[ChatMessage | None] | None:
+    """Ask the platform for one message by its id: the message a turn replies to, when neither
+    the event nor the message store has it, so its images reach the model
+    (``docs/messages.md``, the quoted images).
+
+    Runs in the live loop for a turn that speaks, before it is rendered, at most once per
+    message id while the loop's cache keeps the answer, bounded by ``[loop]
+    quoted_fetch_timeout_s``; a raise or a timeout is traced and the turn goes on without the
+    images. An implementation that does not speak ``transport.platform`` returns ``None`` at
+    once (not an awaitable that gives ``None``). Contrib ``onebot`` handles ``"onebot.v11"``:
+    the ``get_msg`` action, its result parsed like an incoming message.
+
+    Stops at first non-None result.
+
+    :param message_id: the platform's id of the message (OneBot ids may be negative).
+    :param bot_id: the bot's account id (its mentions in the message set ``addressed``).
+    :param group_id: the group of the turn; ``None`` for a private chat.
+    :param transport: the connection, with its ``platform`` name and async ``call_api``.
+    :returns: an awaitable of the :class:`promptweave.ChatMessage` (``None`` when the platform
+        has no such message), or ``None`` when this plugin does not handle the platform.
+    """
+
+
 # -------------------------------------------------------------------------
 # After the fact: observation, off the turn's path
 # -------------------------------------------------------------------------

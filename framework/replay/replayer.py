@@ -63,14 +63,17 @@ class ReplayClock:
 @attrs.define(eq=False)
 class ReplayTransport:
     """A OneBot v11 transport that sends nowhere: it keeps the calls and answers with fresh
-    message ids, as a platform would."""
+    message ids, as a platform would. It knows no message but the log's: ``get_msg`` (a quoted
+    message the log does not hold) finds none."""
 
     platform: str = "onebot.v11"
     next_id: int = 8_000_000_001
     calls: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
 
-    async def call_api(self, api: str, **params: Any) -> dict[str, Any]:
+    async def call_api(self, api: str, **params: Any) -> dict[str, Any] | None:
         self.calls.append((api, params))
+        if api == "get_msg":
+            return None
         message_id, self.next_id = self.next_id, self.next_id + 1
         return {"message_id": message_id}
 

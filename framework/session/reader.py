@@ -64,6 +64,9 @@ class SessionReader:
     cache: MessageCache | None = None
     degraded: str | None = attrs.field(init=False, default=None)
     sources: dict[str, str] = attrs.field(init=False, factory=dict)
+    #: Each source asked for the quoted message, in order, and what it gave
+    #: (``{"source": "group_log", "result": "missing"}``): the trace's ``quoted_lookup``.
+    quoted_lookup: list[dict[str, Any]] = attrs.field(init=False, factory=list)
     _history: tuple[HistoryRow, ...] | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
@@ -122,31 +125,77 @@ class SessionReader:
         return found
 
     def quoted_message_images(self, recent: Sequence[ChatMessage]) -> tuple[str, ...]:
-        """The images of the message the current one replies to: the turn's own
-        ``quoted_message_images``, else those of the ``reply_to`` message found among ``recent``
-        (the turn's recent messages), else in the group log (``docs/design.md#images``: the
-        received messages first, the message store as the fallback). A message newer than the
-        turn is not read, so a stored log can be replayed."""
+        """The images of the message the current one replies to (``docs/design.md#images``),
+        from the first source that has the message, in this order: the turn's own
+        ``quoted_message_images`` (source ``turn``); the quoted message the platform delivered
+        with the event (``turn.quoted_message``, source ``event``); the ``reply_to`` message
+        among ``recent`` (the turn's recent messages, source ``recent_messages``), else in the
+        group log (source ``group_log``). The source names where the message was found, also
+        when it has no image. When none has it, the source is ``none`` and the live
+        loop may still ask the platform (``get_msg``: :meth:`quoted_fetched`). A message newer
+        than the turn is not read, so a stored log can be replayed. Each source asked is in
+        :attr:`quoted_lookup`."""
         if self.turn.quoted_message_images:
             self.sources["quoted_message_images"] = "turn"
             return self.turn.quoted_message_images
         reply_to = self.turn.message.reply_to
         if reply_to is None:
             return ()
+        self.sources["quoted_message_images"] = "none"
+        given = self.turn.quoted_message
+        if given is not None:
+            if given.id is not None and given.id != reply_to:
+                self._tried("event", "other_message")
+            else:
+                return given.images if self._quoted_in("event", given) else ()
         quoted = next((m for m in reversed(recent) if m.id == reply_to), None)
-        source = "recent_messages"
+        if quoted is not None:
+            return quoted.images if self._quoted_in("recent_messages", quoted) else ()
+        self._tried("recent_messages", "missing")
         log_store = self.stores.group_log
-        if quoted is None and log_store is not None and self.turn.group_id is not None:
-            try:
-                quoted = log_store.find_group_message(self.turn.bot.id, self._scope, reply_to)
-            except STORE_ERRORS as exc:
-                log.warning("looking up the quoted message failed: %s", exc)
-                return ()
-            source = "group_log"
-        if quoted is None or not quoted.images or quoted.time > self.now:
+        if log_store is None or self.turn.group_id is None:
             return ()
+        try:
+            quoted = log_store.find_group_message(self.turn.bot.id, self._scope, reply_to)
+        except STORE_ERRORS as exc:
+            log.warning("looking up the quoted message failed: %s", exc)
+            self._tried("group_log", f"error: {exc}")
+            return ()
+        if quoted is None:
+            self._tried("group_log", "missing")
+            return ()
+        return quoted.images if self._quoted_in("group_log", quoted) else ()
+
+    def _tried(self, source: str, result: str) -> None:
+        self.quoted_lookup.append({"source": source, "result": result})
+
+    def _quoted_in(self, source: str, quoted: ChatMessage) -> bool:
+        """Whether ``source``'s copy of the quoted message gives images (noted either way). A
+        message newer than the turn is not read; one without images is still the quoted message
+        found (the source names it), and no later source is asked."""
+        if quoted.time > self.now:
+            self._tried(source, "newer_than_turn")
+            return False
         self.sources["quoted_message_images"] = source
-        return quoted.images
+        self._tried(source, "found" if quoted.images else "no_images")
+        return bool(quoted.images)
+
+    @property
+    def quoted_pending(self) -> str | None:
+        """The id of the quoted message when no source had it (source ``none``): the message
+        the live loop asks the platform for (``get_msg``)."""
+        if self.sources.get("quoted_message_images") != "none":
+            return None
+        return self.turn.message.reply_to
+
+    def quoted_fetched(self, step: dict[str, Any]) -> None:
+        """Note what the platform said of the quoted message when asked (``step``: its
+        ``source``, such as ``get_msg``, and ``result``): ``found`` or ``no_images`` when it gave
+        the message (the source then names it), else why not (``timeout``, ``error: …``,
+        ``missing``)."""
+        self.quoted_lookup.append(dict(step))
+        if step["result"] in ("found", "no_images"):
+            self.sources["quoted_message_images"] = step["source"]
 
     def history(self) -> tuple[HistoryRow, ...]:
         """The user's history: the turn's own, else the store's newest rows with the summary kept

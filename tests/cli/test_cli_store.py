@@ -67,6 +67,8 @@ def test_store_import_then_render_reads_timeline_history_and_quoted_text(tmp_pat
     assert rendered["trace"]["messages"]["sources"] == {
         "timeline": "store",
         "quoted_bot_text": "bot_reply_context",
+        # the quoted bot message was found in the timeline, without an image
+        "quoted_message_images": "recent_messages",
         "history": "store",
     }
 

@@ -358,6 +358,10 @@ def test_a_reply_finds_the_quoted_image_in_the_group_log(
     record(runtime, current)
     rendered = runtime.render(Turn(bot=BOT, group_id=GROUP, message=current, trigger=None))
     assert rendered.trace["messages"]["sources"]["quoted_message_images"] == "group_log"
+    assert rendered.trace["messages"]["quoted_lookup"] == [
+        {"source": "recent_messages", "result": "missing"},
+        {"source": "group_log", "result": "found"},
+    ]
     assert rendered.trace["vision"]["current"] == ["https://img.example/cat-1.jpg"]
     assert rendered.context is not None
     assert rendered.context.turn.quoted_message_images == ("https://img.example/cat-1.jpg",)
@@ -372,4 +376,9 @@ def test_a_reply_reads_no_quoted_image_newer_than_the_turn(
         message("30017", "后来的图", id="9900", images=("https://img.example/x.jpg",), minute=5),
     )
     rendered = runtime.render(Turn(bot=BOT, group_id=GROUP, message=current, trigger=None))
-    assert "quoted_message_images" not in rendered.trace["messages"]["sources"]
+    assert rendered.trace["messages"]["sources"]["quoted_message_images"] == "none"
+    assert rendered.trace["messages"]["quoted_lookup"] == [
+        {"source": "recent_messages", "result": "missing"},
+        {"source": "group_log", "result": "newer_than_turn"},
+    ]
+    assert rendered.trace["vision"]["current"] == []

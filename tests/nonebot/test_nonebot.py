@@ -15,7 +15,7 @@ from nonebug import App
 from onebot_events import SELF_ID, at, group_message_json, parse, preprocess, reply, text
 
 from promptweave import BotLoop, Config, PhrasePool, Promptweave, Stores, SubmitResult, hookimpl
-from promptweave.config import DeliveryConfig, LoopConfig, RoutingConfig
+from promptweave.config import DeliveryConfig, LoopConfig, ProviderConfig, RoutingConfig
 from promptweave.providers.exchange import ToolCall
 
 GROUP_A, GROUP_B = 20001, 20002
@@ -48,12 +48,14 @@ def use_loop() -> Iterator[Any]:
         routing: RoutingConfig | None = None,
         plugins: tuple[object, ...] = (),
         seed: int = 3,
+        provider: ProviderConfig | None = None,
     ) -> ScriptedModel:
         model = ScriptedModel(answers=list(answers) or ["好的"])
         config = Config(
             routing=routing or RoutingConfig(low_engagement=False),
             delivery=DeliveryConfig(pause_base_s=0, pause_per_char_s=0),
             loop=LoopConfig(turn_deadline_s=10),
+            provider=provider or ProviderConfig(),
         )
         runtime = Promptweave.from_config(
             config,
@@ -168,6 +170,93 @@ async def test_a_reply_to_a_candidate_is_quoted(app: App, use_loop: Any) -> None
             _send(GROUP_A, {"type": "reply", "data": {"id": "555"}}, _text("土豆比鸡多")),
             result={"message_id": 9003},
         )
+
+
+#: A quoted photo the store never saw (sent before the bot joined), and its id as newer QQ
+#: clients give it.
+QUOTED_PHOTO = "https://multimedia.nt.qq.com.cn/download?appid=1407&fileid=quoted-cat"
+QUOTED_ID = -2147480001
+SEES_IMAGES = ProviderConfig(supports_images=True, inline_images=False)
+
+
+def _quoted_photo_answer() -> dict[str, Any]:
+    """What ``get_msg`` answers for the quoted photo (NapCat's shape)."""
+    return {
+        "time": 1764000000,
+        "message_type": "group",
+        "message_id": QUOTED_ID,
+        "real_id": QUOTED_ID,
+        "sender": {"user_id": 30077, "nickname": "老王"},
+        "message": [
+            {
+                "type": "image",
+                "data": {"file": "cat.jpg", "url": QUOTED_PHOTO, "summary": "[图片]"},
+            }
+        ],
+    }
+
+
+def _sent_images(model: ScriptedModel) -> list[str]:
+    return [
+        part["image_url"]["url"]
+        for request in model.requests
+        for entry in request.body["messages"]
+        if isinstance(entry["content"], list)
+        for part in entry["content"]
+        if part["type"] == "image_url"
+    ]
+
+
+async def test_the_image_of_the_quoted_message_comes_from_event_reply(
+    app: App, use_loop: Any
+) -> None:
+    from promptweave.contrib.nonebot import incoming_event, messages
+
+    model = use_loop("是只橘猫", provider=SEES_IMAGES)
+    async with app.test_matcher(messages) as ctx:
+        bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
+        question = parse(
+            group_message_json(
+                group_id=GROUP_A, segments=[reply(QUOTED_ID), at(SELF_ID), text(" 这是什么猫")]
+            )
+        )
+        # the adapter reads the replied-to message itself (get_msg) into event.reply
+        ctx.should_call_api("get_msg", {"message_id": QUOTED_ID}, result=_quoted_photo_answer())
+        event = await preprocess(bot, question)
+        assert event.reply is not None
+        quoted = incoming_event(bot, event).quoted  # type: ignore[arg-type]
+        assert quoted is not None
+        assert (quoted.id, quoted.images) == (str(QUOTED_ID), (QUOTED_PHOTO,))
+        ctx.receive_event(bot, event)
+        # no second get_msg: the event's reply was the source
+        ctx.should_call_api(
+            "send_group_msg", _send(GROUP_A, _text("是只橘猫")), result={"message_id": 9011}
+        )
+    assert _sent_images(model) == [QUOTED_PHOTO]
+
+
+async def test_without_event_reply_the_plugin_asks_get_msg_itself(app: App, use_loop: Any) -> None:
+    from promptweave.contrib.nonebot import messages
+
+    model = use_loop("是只橘猫", provider=SEES_IMAGES)
+    async with app.test_matcher(messages) as ctx:
+        bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
+        question = parse(
+            group_message_json(
+                group_id=GROUP_B, segments=[reply(QUOTED_ID), at(SELF_ID), text(" 这是什么猫")]
+            )
+        )
+        # the adapter's own get_msg failed (the implementation was busy): no event.reply
+        ctx.should_call_api("get_msg", {"message_id": QUOTED_ID}, exception=TimeoutError("busy"))
+        event = await preprocess(bot, question)
+        assert event.reply is None
+        ctx.receive_event(bot, event)
+        # neither the event nor the store has the photo: the loop asks the platform
+        ctx.should_call_api("get_msg", {"message_id": QUOTED_ID}, result=_quoted_photo_answer())
+        ctx.should_call_api(
+            "send_group_msg", _send(GROUP_B, _text("是只橘猫")), result={"message_id": 9012}
+        )
+    assert _sent_images(model) == [QUOTED_PHOTO]
 
 
 async def test_a_canned_phrase_is_sent_without_a_model_call(app: App, use_loop: Any) -> None:

@@ -240,3 +240,39 @@ def test_hook_parse_event() -> None:
             platform="onebot", payload={**event, "sender": "x"}, bot_id="10001"
         )
     assert runtime.plugins.pm.hook.parse_event(platform="matrix", payload={}, bot_id="1") is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "[CQ:reply,id=-2147480001][CQ:at,qq=10001] 这是什么猫",
+        [
+            {"type": "reply", "data": {"id": "-2147480001"}},
+            {"type": "at", "data": {"qq": "10001"}},
+            {"type": "text", "data": {"text": " 这是什么猫"}},
+        ],
+        [
+            {"type": "reply", "data": {"id": -2147480001}},
+            {"type": "text", "data": {"text": "这是什么猫"}},
+        ],
+    ],
+)
+def test_negative_message_ids_of_newer_qq_are_ids_like_any_other(message: object) -> None:
+    event = {
+        "post_type": "message",
+        "message_type": "group",
+        "time": 1795925748,
+        "self_id": 10001,
+        "group_id": 20001,
+        "user_id": 30022,
+        "message_id": -2147480002,
+        "message": message,
+        "sender": {"user_id": 30022, "nickname": "amon"},
+    }
+    parsed = parse_event(event).message
+    assert (parsed.id, parsed.reply_to, parsed.text) == ("-2147480002", "-2147480001", "这是什么猫")
+    runtime = Promptweave.from_config(Config(), contrib=["onebot"], stores=Stores.in_memory())
+    incoming = runtime.plugins.hooks.parse_event("onebot", event, "10001")
+    assert isinstance(incoming, IncomingEvent)
+    assert incoming.message.reply_to == "-2147480001"
+    runtime.close()

@@ -134,3 +134,11 @@ def test_onebot_transport_wraps_a_bot_and_names_its_platform() -> None:
     result = asyncio.run(transport.call_api("send_group_msg", group_id=1, message=[]))
     assert result == {"message_id": 77}
     assert bot.calls == [("send_group_msg", {"group_id": 1, "message": []})]
+
+
+def test_a_negative_id_is_a_number_and_a_lone_minus_is_text() -> None:
+    from promptweave.delivery.onebot import _platform_id
+
+    assert _platform_id("-2147480001") == -2147480001
+    assert _platform_id("-") == "-"
+    assert _platform_id("-x1") == "-x1"

@@ -261,7 +261,11 @@ def test_a_reply_to_a_message_without_images_adds_none() -> None:
     turn = _asking_about_9105()
     turn = attrs.evolve(turn, message=attrs.evolve(turn.message, reply_to="9107"))
     rendered = make_runtime().render(turn)
-    assert "quoted_message_images" not in rendered.trace["messages"]["sources"]
+    # the quoted message is found among the recent messages: no later source is asked
+    assert rendered.trace["messages"]["sources"]["quoted_message_images"] == "recent_messages"
+    assert rendered.trace["messages"]["quoted_lookup"] == [
+        {"source": "recent_messages", "result": "no_images"}
+    ]
     assert rendered.trace["vision"]["current"] == []
     assert CAT in rendered.vision_images
 
