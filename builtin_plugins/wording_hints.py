@@ -24,6 +24,7 @@ oldest first; with none there, the assistant rows of the user's history.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 
@@ -31,6 +32,7 @@ import attrs
 
 from promptweave import HistoryEntry, RenderContext, WordingHint, hookimpl, quote_user_text
 from promptweave.text.persona import WordingHintTexts
+from promptweave.text.rules import InjectionDetector
 from promptweave.text.sanitize import sanitize_literal
 
 #: The bot's replies read, newest last.
@@ -119,6 +121,13 @@ def previous_answer(context: RenderContext, history: Sequence[HistoryEntry]) -> 
     return ""
 
 
+@functools.cache
+def _injection_detector() -> InjectionDetector:
+    """Built on first use: a hint quotes a member's line or the bot's reply only when it does
+    not look like a prompt injection (the same line is in the history, but a hint is advice)."""
+    return InjectionDetector("")
+
+
 def repeat_hint(
     texts: WordingHintTexts,
     context: RenderContext,
@@ -126,7 +135,8 @@ def repeat_hint(
     replies: list[str],
 ) -> WordingHint | None:
     previous = previous_answer(context, history) if texts.repeat_same_message else ""
-    if previous:
+    looks_injected = _injection_detector()
+    if previous and not (looks_injected(context.turn.message.text) or looks_injected(previous)):
         trigger = quote_user_text(context.turn.message.text, TRIGGER_CHARS)
         text = texts.repeat_same_message.replace("{trigger}", trigger)
         text = text.replace("{previous}", quote_user_text(previous, PREVIOUS_CHARS))
@@ -140,8 +150,8 @@ def repeat_hint(
         count = sum(1 for other in keys if same_utterance(key, other))
         if count >= REPEAT_MIN and (best is None or count >= best[0]):
             best = (count, index)
-    if best is None:
-        return None
+    if best is None or looks_injected(recent[best[1]]):
+        return None  # a hint never quotes what looks like an injection
     count, index = best
     text = texts.repeat_own_reply.replace(
         "{previous}", quote_user_text(recent[index], PREVIOUS_CHARS)
