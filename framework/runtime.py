@@ -185,11 +185,6 @@ class Promptweave:
         self.learning_model, self.learning_model_unavailable = LearningModel.from_config(
             self.config, budget, enabled_plugins=tuple(self.plugins.infos), clock=self.clock
         )
-        if self.learning_model is not None:
-            try:
-                budget.prime(self.clock())
-            except STORE_ERRORS as exc:
-                log.warning("learning spend of the last day not read back: %s", exc)
         self.recorder.model_for = None if self.learning_model is None else self._model_for
 
     def _model_for(

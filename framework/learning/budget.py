@@ -10,12 +10,13 @@ by its own size; no call starts past one.
 
 The counts are kept in the learned store as items of kind ``spend`` (one per bot, group, learner
 and hour, its fields the sums), so ``promptweave learned stats`` reads them and a restarted bot
-keeps its day's spend: :meth:`LearningBudget.prime` reads them back.
+keeps its day's spend: the first check reads them back (:meth:`LearningBudget.prime`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -24,6 +25,7 @@ import attrs
 
 from promptweave.config import LearningBudgetConfig
 from promptweave.store.learned import LearnedItem, LearnedStore, item_key
+from promptweave.store.sqlite import STORE_ERRORS
 
 __all__ = [
     "SPEND_KIND",
@@ -39,6 +41,7 @@ SPEND_KIND = "spend"
 #: The most spend items kept per (bot, group): several learners' hours over more than a day.
 SPEND_CAP = 400
 _HOUR = dt.timedelta(hours=1)
+log = logging.getLogger("promptweave.learning")
 _DAY_HOURS = 24
 
 
@@ -120,6 +123,7 @@ class LearningBudget:
     limits: LearningBudgetConfig
     store: LearnedStore | None = None
     _buckets: dict[_Bucket, Spend] = attrs.field(factory=dict, init=False)
+    _primed: bool = attrs.field(default=False, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
     def prime(self, now: dt.datetime) -> int:
@@ -141,7 +145,15 @@ class LearningBudget:
         return read
 
     def check(self, bot_id: str, group_id: str, now: dt.datetime) -> None:
-        """Raise :class:`BudgetSpent` when a limit is reached at ``now``."""
+        """Raise :class:`BudgetSpent` when a limit is reached at ``now``. The first check reads
+        back the last day's spend from the store (:meth:`prime`), so a command that never asks
+        the model never reads it."""
+        if not self._primed:
+            self._primed = True
+            try:
+                self.prime(now)
+            except STORE_ERRORS as exc:
+                log.warning("learning spend of the last day not read back: %s", exc)
         hour = hour_of(now)
         day_start = hour - _HOUR * (_DAY_HOURS - 1)
         limits = self.limits

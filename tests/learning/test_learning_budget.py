@@ -231,3 +231,16 @@ def test_forgetting_a_group_keeps_what_learning_spent_there() -> None:
     assert stores.learned.items(BOT, GROUP, kind="echo") == []
     assert len(stores.learned.items(BOT, GROUP, kind="spend")) == 1  # the budget still counts it
     assert [item.kind for item in stage.forget(BOT, GROUP, kind="spend")] == ["spend"]
+
+
+def test_the_first_check_reads_back_the_day_s_spend() -> None:
+    stores = Stores.in_memory()
+    assert stores.learned is not None
+    limits = LearningBudgetConfig(group_calls_per_hour=2)
+    LearningBudget(limits=limits, store=stores.learned).record(
+        "b", "g", "members", H, Spend(calls=2)
+    )
+    restarted = LearningBudget(limits=limits, store=stores.learned)
+    with pytest.raises(BudgetSpent):
+        restarted.check("b", "g", H)
+    restarted.check("b", "g", _hours(1))  # read once, counted once: the next hour is free
