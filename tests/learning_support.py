@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from promptweave.builtin_plugins.learners import LEARNERS
-from promptweave.config import BotConfig, Config, LearningConfig
+from promptweave.config import BotConfig, Config, LearningConfig, LearningModelConfig
 from promptweave.learning.stage import LearnerRun, LearningStage
 from promptweave.plugins.contributions import Learner, LearnerBatch, LearnerResult
 from promptweave.store.learned import DeliveredInjection, LearnedItem, LoggedMessage
@@ -26,6 +26,14 @@ T0 = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
 
 def at(seconds: float) -> dt.datetime:
     return T0 + dt.timedelta(seconds=seconds)
+
+
+def offline_learning_config(**learning: Any) -> Config:
+    """The bot 小织 (with its peer bot) learning with the offline learning model."""
+    return Config(
+        bots={BOT: BotConfig(name="小织", aliases=("织织",), peer_bot_ids=(PEER,))},
+        learning=LearningConfig(model=LearningModelConfig(client="offline"), **learning),
+    )
 
 
 def learner_named(name: str) -> Learner:

@@ -144,18 +144,16 @@ def _filter_name(bot_id: str | None, group_id: str | None) -> str:
 # -- promptweave learn ---------------------------------------------------------------------------
 
 
+def _now_option(help_text: str) -> Callable[[Any], Any]:
+    """``--now ISO``: an ISO 8601 time with its UTC offset (:func:`_when`)."""
+    return click.option("--now", "now", default=None, callback=_when, metavar="ISO", help=help_text)
+
+
 @click.command()
 @store_option
 @bot_option
 @group_option
-@click.option(
-    "--now",
-    "now",
-    default=None,
-    callback=_when,
-    metavar="ISO",
-    help="The time of the run (default: now), ISO 8601 with its UTC offset.",
-)
+@_now_option("The time of the run (default: now), ISO 8601 with its UTC offset.")
 @config_option
 def learn(
     store_path: Path | None,
@@ -477,14 +475,7 @@ TURN_ROWS = 1_000_000
 @store_option
 @bot_option
 @group_option
-@click.option(
-    "--now",
-    "now",
-    default=None,
-    callback=_when,
-    metavar="ISO",
-    help="The end of the 24 hours summed (default: now), ISO 8601 with its UTC offset.",
-)
+@_now_option("The end of the 24 hours summed (default: now), ISO 8601 with its UTC offset.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a group, then the total.")
 @config_option
 def learned_stats(

@@ -98,6 +98,7 @@ def make_runtime(
     session: SessionConfig | None = None,
     server: FakeServer | None = None,
     persona_pack: str = "default",
+    opt_out: tuple[str, ...] = (),
 ) -> tuple[Promptweave, Spy]:
     """A runtime on in-memory stores with ``model_summary`` registered, compressing at 8 user
     turns (4 rows kept); with ``server``, the learning model asks it instead of the offline
@@ -108,6 +109,7 @@ def make_runtime(
         learning=LearningConfig(
             model=model or LearningModelConfig(client="offline"),
             budget=budget or LearningBudgetConfig(),
+            opt_out_groups=opt_out,
         ),
     )
     runtime = Promptweave.from_config(config, stores=Stores.in_memory(config), clock=clock)
@@ -490,4 +492,14 @@ def test_the_runtime_s_persona_pack_gives_the_summary_prompt(clock: Clock, tmp_p
     chat(runtime, clock, 8)
     [request] = server.of("summary")
     assert request.body["messages"][0]["content"].startswith("阿玖的摘要员：")
+    runtime.close()
+
+
+def test_a_group_that_opted_out_is_summarized_without_the_model(clock: Clock) -> None:
+    server = FakeServer({"summary": ['{"summary": "对方在准备复试"}']})
+    runtime, spy = make_runtime(clock, server=server, opt_out=(GROUP,))
+    chat(runtime, clock, 8)
+    assert server.requests == []
+    assert summary_text(runtime) == spy.extractive()
+    assert calls(runtime, "summary") == []
     runtime.close()

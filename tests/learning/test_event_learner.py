@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import pytest
 from click.testing import CliRunner
+from learning_support import BOT, PEER, offline_learning_config
 
 from promptweave import ChatMessage, Config, Promptweave, Stores, Turn
 from promptweave.builtin_plugins.event_learner import (
@@ -22,13 +23,10 @@ from promptweave.builtin_plugins.event_learner import (
     resolve_date,
 )
 from promptweave.cli.main import cli
-from promptweave.config import BotConfig, LearningConfig, LearningModelConfig
 from promptweave.learning.stage import LearnerRun
 from promptweave.providers.exchange import SubmitResult
 from promptweave.store.learned import LearnedItem
 
-BOT = "10001"
-PEER = "10002"
 GROUP = "20001"
 CST = dt.timezone(dt.timedelta(hours=8))
 T0 = dt.datetime(2026, 11, 25, 20, 0, tzinfo=CST)  # a Wednesday
@@ -37,11 +35,7 @@ CHAT = ROOT / "examples" / "replay" / "weekend_chat.onebot.jsonl"
 CHAT_CONFIG = ROOT / "examples" / "replay" / "promptweave.toml"
 
 
-def _config(**learning: Any) -> Config:
-    return Config(
-        bots={BOT: BotConfig(name="小织", aliases=("织织",), peer_bot_ids=(PEER,))},
-        learning=LearningConfig(model=LearningModelConfig(client="offline"), **learning),
-    )
+_config = offline_learning_config
 
 
 @attrs.define

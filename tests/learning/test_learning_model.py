@@ -292,6 +292,12 @@ def test_a_model_switched_off_is_none() -> None:
     assert model is None and why == "[learning.model] enabled = false"
 
 
+def test_learning_switched_off_uses_no_learning_model() -> None:
+    config = Config(learning=LearningConfig(enabled=False))
+    model, why = LearningModel.from_config(config, _budget(), enabled_plugins=("offline_model",))
+    assert model is None and why == "[learning] enabled = false"
+
+
 def test_an_unknown_client_is_a_configuration_error(tmp_path: Any) -> None:
     path = tmp_path / "promptweave.toml"
     path.write_text('[learning.model]\nclient = "gpt"\n', encoding="utf-8")

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
+from learning_support import BOT, PEER, offline_learning_config
 
 from promptweave import ChatMessage, Config, Promptweave, Stores, Turn
 from promptweave.builtin_plugins.member_learner import (
@@ -18,24 +19,17 @@ from promptweave.builtin_plugins.member_learner import (
     bigram_similarity,
     offline_members,
 )
-from promptweave.config import BotConfig, LearningConfig, LearningModelConfig
 from promptweave.learning.model import ModelTask
 from promptweave.learning.stage import LearnerRun
 from promptweave.providers.exchange import SubmitResult, Usage
 from promptweave.store.learned import LearnedItem, item_key
 
-BOT = "10001"
-PEER = "10002"
 GROUP = "20001"
 CST = dt.timezone(dt.timedelta(hours=8))
 T0 = dt.datetime(2026, 11, 25, 12, 0, tzinfo=CST)
 
 
-def _config(**learning: Any) -> Config:
-    return Config(
-        bots={BOT: BotConfig(name="小织", aliases=("织织",), peer_bot_ids=(PEER,))},
-        learning=LearningConfig(model=LearningModelConfig(client="offline"), **learning),
-    )
+_config = offline_learning_config
 
 
 @attrs.define

@@ -264,6 +264,22 @@ def test_at_most_twelve_exchanges_of_a_type_the_newest() -> None:
     assert [e["reply"]["id"] for e in task.payload["exchanges"]] == [f"a{n}" for n in range(8, 20)]
 
 
+def test_max_exchanges_and_max_tokens_shrink_the_task() -> None:
+    messages = []
+    for n in range(5):
+        messages += [
+            message(A, f"第{n}个问题是什么", t=n * 1000, id=f"q{n}"),
+            message(B, f"答案{n}", t=n * 1000 + 5, id=f"a{n}"),
+        ]
+    asker = _Recording()
+    settings = {"max_exchanges": 2, "max_tokens": 192}
+    learn_strategies(attrs.evolve(batch_of("strategies", messages, settings=settings), model=asker))
+    (task,) = asker.tasks
+    assert [e["reply"]["id"] for e in task.payload["exchanges"]] == ["a3", "a4"]
+    assert task.max_tokens == 192
+    assert "最多 2 条" in task.user
+
+
 # -- dedup, filters ------------------------------------------------------------------------------
 
 
