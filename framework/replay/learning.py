@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: The most unanswered learning-model calls (invalid, failed, over budget) the summary lists.
-INVALID_KEPT = 20
+PROBLEMS_KEPT = 20
 #: The id of a learned item's retrieval hit starts with this: ``learned:<kind>:<key>``.
 LEARNED_PREFIX = "learned:"
 #: The kinds of learned item a prompt carries, and the section each is expected in; the summary
@@ -152,11 +152,11 @@ def learning_state(runtime: Promptweave) -> dict[str, Any]:
         )
     model = runtime.learning_model
     calls: dict[str, int] = {}
-    invalid: list[dict[str, Any]] = []
+    problems: list[dict[str, Any]] = []  # the calls that gave no valid answer
     for call in model.calls if model is not None else ():
         calls[call.status] = calls.get(call.status, 0) + 1
-        if call.status != "ok" and len(invalid) < INVALID_KEPT:
-            invalid.append(call_record(call))
+        if call.status != "ok" and len(problems) < PROBLEMS_KEPT:
+            problems.append(call_record(call))
     return {
         "enabled": stage.enabled,
         "off": stage.unavailable,
@@ -165,7 +165,7 @@ def learning_state(runtime: Promptweave) -> dict[str, Any]:
         "model": None if model is None else model.label,
         "model_off": runtime.learning_model_unavailable,
         "model_calls": dict(sorted(calls.items())),
-        "model_problems": invalid,
+        "model_problems": problems,
         "groups": groups,
     }
 
