@@ -29,7 +29,7 @@ from nonebot.plugin import PluginMetadata
 from pydantic import BaseModel
 
 from promptweave import BotLoop, ChatMessage, Config, IncomingEvent, Promptweave, TurnOutcome
-from promptweave.contrib.onebot import parse_message
+from promptweave.contrib.onebot import event_time, parse_message
 from promptweave.delivery.onebot import OneBotTransport
 
 __all__ = [
@@ -160,7 +160,9 @@ def quoted_message(bot: Bot, reply: Reply) -> ChatMessage:
 
 
 def _event_time(value: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(value, dt.UTC)
+    # A time too large for the platform's clock is a ValueError like any bad time: the handler
+    # logs the message as not handled instead of raising out of the matcher.
+    return event_time(value)
 
 
 driver = get_driver()

@@ -145,6 +145,10 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     ]
     if failed:
         lines.append(f"failed: {failed}")
+    rejected = summary.get("rejected_lines", [])
+    if rejected:
+        lines.append(f"rejected, not replayed (as the live loop would): {len(rejected)}")
+        lines += [f"  {r['line']}: {r['reason']}" for r in rejected]
     lines += [
         f"characters sent per reply: {spread(summary['chars_per_reply'])}",
         f"tokens sent per reply ({tokens}): {spread(summary['tokens_per_reply'])}",
@@ -399,7 +403,13 @@ def _run(
         records = asyncio.run(replay_events(loop, clock, log.events, on_record=emit, watch=watch))
     finally:
         close()
-    summary = summarize(records, model=model, model_label=label, learned=learning_state(runtime))
+    summary = summarize(
+        records,
+        model=model,
+        model_label=label,
+        learned=learning_state(runtime),
+        rejected=log.rejected,
+    )
     if output_format == "jsonl":
         click.echo(json.dumps(summary, ensure_ascii=False))
     else:

@@ -15,12 +15,15 @@ import unicodedata
 
 __all__ = [
     "BLOCK_MAX_CHARS",
+    "ECHO_MAX_CHARS",
+    "ERROR_MAX_CHARS",
     "HEADER_BRACKET_LOOKALIKES",
     "LITERAL_MAX_CHARS",
     "neutralize_markers",
     "quote_user_text",
     "sanitize_block",
     "sanitize_literal",
+    "shorten_error",
     "strip_lone_surrogates",
 ]
 
@@ -64,6 +67,35 @@ _LABEL_END = re.compile(r"[\s—–\-:：,，。、;；(（]")
 def _cut(text: str, max_len: int) -> str:
     if max_len >= 0 and len(text) > max_len:
         return text[:max_len].rstrip()
+    return text
+
+
+#: An input value quoted in an error message (``not 'xxx…'``) is cut to this many characters.
+ECHO_MAX_CHARS = 80
+#: An error message as a whole is cut to this many characters (the value cuts come first).
+ERROR_MAX_CHARS = 300
+# A quoted value as repr() and the errors write it: a quote that no letter precedes, to the
+# matching quote that no letter follows (so the apostrophe of "bot's" opens nothing).
+_QUOTED = re.compile(r"""(?<!\w)(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")(?!\w)""")
+
+
+def _cut_echo(found: re.Match[str]) -> str:
+    span = found.group(0)
+    if len(span) <= ECHO_MAX_CHARS + 2:
+        return span
+    return f"{span[: ECHO_MAX_CHARS + 1]}…{span[-1]} ({len(span) - 2} characters)"
+
+
+def shorten_error(text: str) -> str:
+    """An error message fit to print: every quoted input value in it cut to
+    :data:`ECHO_MAX_CHARS` characters (``'xxx…' (120000 characters)``), then the whole message to
+    :data:`ERROR_MAX_CHARS` (``docs/cli.md``, "Errors"): a megabyte of hostile input is not
+    echoed back."""
+    if len(text) <= ECHO_MAX_CHARS:
+        return text
+    text = _QUOTED.sub(_cut_echo, text)
+    if len(text) > ERROR_MAX_CHARS:
+        text = f"{text[:ERROR_MAX_CHARS]}… ({len(text)} characters)"
     return text
 
 
