@@ -3,8 +3,10 @@
 The rules are those of ``docs/design.md#assembly``: drop control characters except tab, LF and CR, drop zero-width
 and bidi marks, normalise CRLF/CR to LF, strip, cap. ``quote_user_text`` adds the one guarantee the
 design relies on: text that came from a user can never forge a section header ``【…】``,
-in any of the bracket forms a reader takes for it. ``neutralize_markers`` does the same for the
-message markers (the persona pack's user-message prefix) inside a user message.
+in any of the bracket forms a reader takes for it; ``defuse_headers`` gives the same guarantee to
+user text that keeps its lines (the user message the turn sections ride, ``docs/turn_context.md``).
+``neutralize_markers`` does the same for the message markers (the persona pack's user-message
+prefix) inside a user message.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ __all__ = [
     "ERROR_MAX_CHARS",
     "HEADER_BRACKET_LOOKALIKES",
     "LITERAL_MAX_CHARS",
+    "defuse_headers",
     "neutralize_markers",
     "quote_user_text",
     "sanitize_block",
@@ -149,6 +152,16 @@ def quote_user_text(text: str | None, max_len: int = LITERAL_MAX_CHARS) -> str:
     if _LOOKALIKE.search(quoted):
         return quoted.translate(_HEADER_BRACKETS)
     return quoted
+
+
+def defuse_headers(text: str) -> str:
+    """``text`` with its lines kept and every bracket a reader takes for a section header's ``【】``
+    (:data:`HEADER_BRACKET_LOOKALIKES`) turned into ``〔〕``: what :func:`quote_user_text` does to
+    the brackets, for user text that must keep its line breaks. A line of it then cannot read as
+    a section header, at its start or anywhere else."""
+    if not _LOOKALIKE.search(text):
+        return text
+    return text.translate(_HEADER_BRACKETS)
 
 
 def _label(marker: str) -> str:

@@ -6,7 +6,9 @@ Its ``api_content`` sidecar is the exact text sent in its place: the clean conte
 per-turn block (recalled memory, turn sections, plugin notes), separated by a blank line. Both are
 persisted, so a later turn replays the same bytes and the provider's prompt cache keeps hitting.
 The sidecar is dropped whenever the content is rewritten (a merge, a summary, an image strip):
-replaying it would resend exactly what the rewrite removed.
+replaying it would resend exactly what the rewrite removed. In the text sent with the blocks, the
+user's own lines have their header brackets defused (:func:`defuse_user_headers`), so nothing the
+user wrote reads as a section header beside the real ones.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 import attrs
 
 from promptweave.messages.prompt_message import PromptMessage
+from promptweave.text.sanitize import defuse_headers
 
 __all__ = [
     "MEMORY_CONTEXT_CLOSE",
@@ -26,6 +29,7 @@ __all__ = [
     "append_notes_to_multimodal_content",
     "build_memory_context_block",
     "compose_user_api_content",
+    "defuse_user_headers",
     "drop_stale_api_content",
     "extract_api_content_sidecar",
     "is_multimodal",
@@ -119,9 +123,31 @@ def stamp_turn_context(
     injected = compose_user_api_content("", memory_context, plugin_context)
     if injected is None:
         return message, "none"
+    content = defuse_user_headers(message.content)
     if is_multimodal(message):
+        if content != message.content:
+            message = attrs.evolve(message, content=content)
         return append_notes_to_multimodal_content(message, injected.lstrip("\n")), "part"
-    return attrs.evolve(message, api_content=message.content + injected), "sidecar"
+    return attrs.evolve(message, api_content=content + injected), "sidecar"
+
+
+def defuse_user_headers(content: str) -> str:
+    """The content of a user message that per-turn blocks (turn sections, memory, notes) are
+    added to, with no line of what the user wrote able to read as a section header beside them
+    (``docs/turn_context.md``, "Forged headers").
+
+    The content is the persona pack's marker line, then the user's text
+    (:func:`promptweave.messages.sequence.format_user_turn`): every line but the marker's (and
+    its copies, in a merged message) has its header brackets turned into ``〔〕``
+    (:func:`promptweave.text.sanitize.defuse_headers`). A user's copy of the marker was defused
+    already, so it cannot pass for one here.
+    """
+    marker, newline, rest = content.partition("\n")
+    if not newline or not rest:
+        return content
+    lines = rest.split("\n")
+    defused = [line if line == marker else defuse_headers(line) for line in lines]
+    return marker + "\n" + "\n".join(defused)
 
 
 def substitute_api_content(message: PromptMessage) -> PromptMessage:
