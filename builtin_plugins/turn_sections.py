@@ -8,8 +8,8 @@ from collections.abc import Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from promptweave import RenderContext, Section, TurnAction, hookimpl, quote_user_text
-from promptweave.delivery.reply_contract import strip_line_markup
 from promptweave.messages.timeline import TIMELINE_HEADER
+from promptweave.text.markup import strip_line_markup
 
 log = logging.getLogger("promptweave")
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from promptweave.delivery.outgoing import ModelAnswer
 from promptweave.items import ReplyShape
+from promptweave.text.markup import BLOCKQUOTE, BULLET, HEADING, RULE
 
 __all__ = [
     "LEAK_RUN_CHARS",
@@ -23,7 +24,6 @@ __all__ = [
     "QUOTABLE_HEADERS",
     "STICKER_MODES",
     "read_model_answer_default",
-    "strip_line_markup",
 ]
 
 #: A run of this many characters (whitespace ignored) copied from the system prompt is a leak.
@@ -86,11 +86,6 @@ _JSON_STICKER_KEYS = ("sticker", "表情")
 # The intent is short and holds no bracket, so an unclosed marker fails fast.
 _STICKER = re.compile(r"[\[［【]\s*表情\s*[：:]([^\[\]［］【】\n]{0,32})[\]］】]")
 
-# ``#`` or its full-width ``＃`` (what a Chinese input method types) opens a heading.
-_HEADING = re.compile(r"^\s{0,3}[#＃]{1,6}\s+(.*?)(\s+[#＃]+)?\s*$")
-_RULE = re.compile(r"^\s*([-*_])(\s*\1){2,}\s*$")
-_BLOCKQUOTE = re.compile(r"^\s*(>\s?)+")
-_BULLET = re.compile(r"^\s*([-*+•·]|\d{1,2}[.)])\s+")
 _LINK = re.compile(r"!?\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))+\)")
 _BOLD = re.compile(r"\*\*(?=\S)(.{1,200}?)(?<=\S)\*\*|__(?=\S)(.{1,200}?)(?<=\S)__")
 _INLINE_CODE = re.compile(r"`([^`\n]+)`")
@@ -359,37 +354,16 @@ def _changed(strip: Callable[[str], str], line: str, seen: dict[str, bool], name
 
 
 def _strip_markdown(line: str) -> str:
-    if _RULE.match(line):
+    if RULE.match(line):
         return ""
-    heading = _HEADING.match(line)
+    heading = HEADING.match(line)
     if heading is not None:
         line = heading.group(1)
-    line = _BLOCKQUOTE.sub("", line)
-    line = _BULLET.sub("", line)
+    line = BLOCKQUOTE.sub("", line)
+    line = BULLET.sub("", line)
     line = _LINK.sub(r"\1", line)
     line = _INLINE_CODE.sub(r"\1", line)
     return _BOLD.sub(lambda m: m.group(1) or m.group(2), line)
-
-
-def strip_line_markup(text: str) -> str:
-    """``text`` (one line) without what would make it start like a rule bullet, a heading, a
-    blockquote or a rule (``- 回复目标：…``, ``＃ 规则``, ``> …``): the markup a model's answer loses
-    (:func:`read_model_answer_default`), stripped again until none is left at its start.
-
-    For stored bot text shown where a line starts (the quoted bot text under
-    ``【{self}刚才说】``): an earlier answer, an imported reply or a turn file's text cannot pose as
-    one of the prompt's rules.
-    """
-    line = text.strip()
-    while True:
-        if _RULE.match(line):
-            return ""
-        heading = _HEADING.match(line)
-        stripped = heading.group(1) if heading is not None else line
-        stripped = _BULLET.sub("", _BLOCKQUOTE.sub("", stripped)).strip()
-        if stripped == line:
-            return line
-        line = stripped
 
 
 def _strip_label(line: str) -> str:

@@ -20,8 +20,8 @@ from hypothesis import given, strategies as st
 from support_turn_context import example_turn, make_runtime
 
 from promptweave import ChatMessage, Promptweave, build_provider_request, build_turn_context
-from promptweave.delivery.reply_contract import strip_line_markup
 from promptweave.providers.exchange import ProviderApi, ProviderSpec
+from promptweave.text.markup import strip_line_markup
 from promptweave.text.sanitize import HEADER_BRACKET_LOOKALIKES, defuse_headers
 from promptweave.turn_context.sidecar import defuse_user_headers
 
