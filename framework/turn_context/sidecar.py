@@ -55,13 +55,17 @@ def build_memory_context_block(raw: str) -> str:
 
     :param raw: the memory provider's recall for this turn.
     :returns: ``""`` for empty or whitespace-only input. Fence tags inside ``raw`` are removed
-        (and logged), so recalled text can never close the fence early.
+        (and logged), so recalled text can never close the fence early; its header brackets
+        become ``〔〕``, so it can never open a section either.
     """
     if not raw or not raw.strip():
         return ""
     cleaned = _FENCE.sub("", raw)
     if cleaned != raw:
         log.warning("memory context contained <memory-context> fence tags; they were removed")
+    # Recalled memory is text users wrote (what they taught): none of its lines may read as a
+    # section header beside the turn's real ones (docs/turn_context.md, "Forged headers").
+    cleaned = defuse_headers(cleaned)
     return (
         f"{MEMORY_CONTEXT_OPEN}\n{MEMORY_CONTEXT_NOTE}\n{cleaned.strip()}\n{MEMORY_CONTEXT_CLOSE}"
     )
