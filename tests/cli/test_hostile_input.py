@@ -125,9 +125,13 @@ def test_a_replayed_group_event_without_a_group_is_rejected_and_said_in_the_summ
     assert "'guild'" in summary["rejected_lines"][1]["reason"]
     # no record of a private chat was made of them
     assert all(r.get("group_id") == "20001" for r in records[:-1])
-    text = invoke("replay", log, "--no-learn")
+    report = tmp_path / "report.html"
+    text = invoke("replay", log, "--no-learn", "--report", report)
     assert "rejected, not replayed (as the live loop would): 2" in text.output
     assert f"{log}:2: OneBot group message has no group_id" in text.output
+    page = report.read_text(encoding="utf-8")
+    assert "<div class='label'>rejected</div><div class='value'>2</div>" in page
+    assert "OneBot group message has no group_id" in page
 
 
 def test_a_store_log_event_with_a_blank_group_is_rejected_not_a_private_chat(tmp_path):
