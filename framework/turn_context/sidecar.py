@@ -130,7 +130,9 @@ def stamp_turn_context(
     content = defuse_user_headers(message.content)
     if is_multimodal(message):
         if content != message.content:
-            message = attrs.evolve(message, content=content)
+            # The defused text is what is sent; the clean content stays, so the message is still
+            # found (and replayed) by it on later turns.
+            message = attrs.evolve(message, api_content=content)
         return append_notes_to_multimodal_content(message, injected.lstrip("\n")), "part"
     return attrs.evolve(message, api_content=content + injected), "sidecar"
 
