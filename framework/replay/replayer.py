@@ -147,8 +147,8 @@ def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None
             raise TurnFileError(
                 where,
                 [
-                    f"self_id {shorten_error(repr(data.get('self_id')))} names no bot: the bot the event "
-                    "is addressed to is unknown (give --bot ID)"
+                    f"self_id {data.get('self_id')!r} names no bot: the bot the event is "
+                    "addressed to is unknown (give --bot ID)"
                 ],
             )
         try:

@@ -22,6 +22,7 @@ import functools
 import inspect
 import itertools
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
@@ -33,7 +34,7 @@ from promptweave.plugins.contributions import Retriever
 from promptweave.plugins.registry import Registered
 from promptweave.plugins.workers import DaemonExecutor
 from promptweave.retrieval.query import RetrievalHit, RetrievalQuery, RetrievalResult, SkipReason
-from promptweave.store.sqlite import STORE_ERRORS
+from promptweave.store.sqlite import StoreUnavailableError
 
 __all__ = ["RetrievalOutcome", "RetrievalRunner", "RetrieverTrace"]
 
@@ -309,7 +310,9 @@ class RetrievalRunner:
         self, entry: Registered[Retriever], exc: Exception, start: float
     ) -> tuple[RetrieverTrace, tuple[Any, ...]]:
         """The trace of a retriever that raised; a store outage is logged once per outage."""
-        if not isinstance(exc, STORE_ERRORS):
+        # A store that cannot be reached (Redis away, a SQLite file failing), not any OSError a
+        # plugin's own code may raise.
+        if not isinstance(exc, StoreUnavailableError | sqlite3.Error):
             return _failed(entry, exc, start)
         name = entry.item.name
         with self._outages_lock:
