@@ -29,6 +29,7 @@ from zoneinfo import ZoneInfo
 
 import attrs
 
+from promptweave._convert import parse_json, read_text
 from promptweave.errors import TurnFileError
 from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
 from promptweave.loop.live import BotLoop
@@ -119,10 +120,8 @@ def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None
         the error names the file and line.
     """
     source = str(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TurnFileError(source, [f"cannot read: {exc}"]) from exc
+    # Unreadable or not UTF-8: one line naming where (``not UTF-8 at line N column C``).
+    lines = read_text(path, TurnFileError).splitlines()
     if _is_event_log(lines):
         converted, refused = _store_events(lines, source)
         return ReplayLog(source=source, events=tuple(converted), rejected=tuple(refused))
@@ -134,9 +133,11 @@ def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None
             continue
         where = f"{source}:{number}"
         try:
-            data = json.loads(line)
-        except (ValueError, RecursionError) as exc:
+            data = parse_json(line)
+        except json.JSONDecodeError as exc:
             raise TurnFileError(where, [f"not JSON: {exc}"]) from None
+        except ValueError as exc:  # nested too deep
+            raise TurnFileError(where, [f"invalid JSON: {exc}"]) from None
         if not isinstance(data, dict):
             raise TurnFileError(where, ["an event must be a JSON object"])
         if data.get("post_type") in SKIPPED_POST_TYPES:

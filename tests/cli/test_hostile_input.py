@@ -164,3 +164,13 @@ def test_shorten_error_cuts_quoted_values_and_keeps_words_around_them():
     assert shorten_error(plain) == plain  # apostrophes are no quotes
     assert len(shorten_error("z" * 10_000)) <= ERROR_MAX_CHARS + 30
     assert shorten_error("short 'x'") == "short 'x'"
+
+
+def test_a_replayed_log_nested_too_deep_or_not_utf8_is_one_error_line(tmp_path):
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(DEEP + "\n", encoding="utf-8")
+    assert_one_error(invoke("replay", deep, "--no-learn"), "deep.jsonl:1", "nested deeper")
+    late = tmp_path / "late.jsonl"
+    body = "\n".join([json.dumps(ONEBOT)] * 100).encode()
+    late.write_bytes(body + b'\n{"post_type": "caf\xe9"}\n')
+    assert_one_error(invoke("replay", late, "--no-learn"), "not UTF-8 at line 101 column 19")
