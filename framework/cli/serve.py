@@ -62,7 +62,7 @@ def _when(_ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
     help="The time 'today' is read at (default: the clock), ISO 8601 with its UTC offset.",
 )
 def serve(
-    store_path: Path | None,
+    store: Path | None,
     config_path: Path | None,
     host: str,
     port: int,
@@ -81,7 +81,7 @@ def serve(
             f"the dashboard needs {exc.name}: pip install 'promptweave[serve]'"
         ) from exc
     config = load_config(config_path)
-    path = store_path or config.resolve_path(config.store.path)
+    path = store or config.resolve_path(config.store.path)
     settings: dict[str, object] = {"config": config, "admin_token": admin_token or None}
     if now is not None:
         settings["clock"] = lambda: now

@@ -181,6 +181,7 @@ def turn_log_entry(
         prompt_tokens=getattr(usage, "prompt_tokens", None),
         cached_tokens=getattr(usage, "cached_tokens", None),
         output_tokens=getattr(usage, "output_tokens", None),
+        requested=outcome.request is not None,
         texts=texts,
         record=record,
     )

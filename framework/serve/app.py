@@ -12,6 +12,7 @@ cookie, so no other site can make a browser send it.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.resources
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,6 @@ import attrs
 import jinja2
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 import promptweave.serve.views as views
@@ -45,7 +45,8 @@ CONTENT_SECURITY_POLICY = (
     " connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 
-_STATIC = Path(__file__).parent / "static"
+#: The files under ``/static/``: the page's style and its one script, package data.
+STATIC_FILES = {"dashboard.css": "text/css", "dashboard.js": "text/javascript"}
 
 
 class DashboardError(PromptweaveError):
@@ -127,7 +128,10 @@ def create_app(dashboard: Dashboard) -> FastAPI:
     """The dashboard's application over ``dashboard``."""
     app = FastAPI(title="promptweave dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     templates = Jinja2Templates(env=_environment())
-    app.mount("/static", StaticFiles(directory=_STATIC), name="static")
+    static = {
+        name: (importlib.resources.files("promptweave.serve") / "static" / name).read_bytes()
+        for name in STATIC_FILES
+    }
 
     @app.middleware("http")
     async def _headers(request: Request, call_next: Callable[[Request], Any]) -> Response:
@@ -167,6 +171,16 @@ def create_app(dashboard: Dashboard) -> FastAPI:
             page_number=page_number,
             more=len(scopes) > (page_number + 1) * PAGE_SIZE,
             total=len(scopes),
+        )
+
+    @app.get("/static/{name}")
+    def static_file(name: str) -> Response:
+        if name not in static:
+            raise HTTPException(status_code=404, detail=f"no static file {name!r}")
+        return Response(
+            static[name],
+            media_type=STATIC_FILES[name],
+            headers={"Cache-Control": "max-age=300"},
         )
 
     @app.get("/live")

@@ -407,8 +407,9 @@ def spend_page(
     days: int,
     scope: tuple[str, str] | None,
 ) -> dict[str, Any]:
-    """Per group and day: the turns' tokens against learning's, the cache hit rate, and the
-    charts of both over the days shown."""
+    """The turns' tokens against learning's, the cache hit rate, and the charts of both over
+    the days shown: for one group, a row per day; for every group, a row per group (its own
+    page has its days)."""
     first = (now - dt.timedelta(days=days - 1)).astimezone(dt.UTC).date().isoformat()
     scopes = [scope] if scope is not None else reads.scopes()
     rows = reads.days(first, bot_id=scope[0], group_id=scope[1]) if scope else reads.days(first)
@@ -417,33 +418,27 @@ def spend_page(
         if row.group_id:
             turns[(row.bot_id, row.group_id, row.day)].append(row)
     learning = _learning_by_day(reads, scopes, config, first)
-    keys = sorted(
-        set(turns) | set(learning), key=lambda key: (key[2], key[0], key[1]), reverse=True
-    )
-    table: list[dict[str, Any]] = []
-    for key in keys:
-        totals = Totals.of(turns.get(key, ()))
-        learned = learning.get(key, {})
-        table.append(
-            {
-                "bot_id": key[0],
-                "group_id": key[1],
-                "day": key[2],
-                "turns": totals,
-                "learning": {
-                    "calls": learned.get("calls", 0),
-                    "prompt_tokens": learned.get("prompt_tokens", 0),
-                    "cached_tokens": learned.get("cached_tokens", 0),
-                    "output_tokens": learned.get("output_tokens", 0),
-                },
-                "learning_hit_rate": _rate(
-                    learned.get("cached_tokens", 0), learned.get("prompt_tokens", 0)
-                ),
-            }
+    keys = sorted(set(turns) | set(learning), key=lambda key: (key[2], key[0], key[1]))
+    days_table = [_spend_row(key, turns.get(key, ()), learning.get(key, {})) for key in keys]
+    if scope is not None:
+        table = days_table[::-1]
+    else:
+        merged_turns: dict[tuple[str, str, str], list[DailyRow]] = defaultdict(list)
+        merged_learning: dict[tuple[str, str, str], dict[str, int]] = defaultdict(
+            lambda: defaultdict(int)
         )
-    all_days = sorted({shown["day"] for shown in table})
+        for (bot_id, group_id, _day), found in turns.items():
+            merged_turns[(bot_id, group_id, "")] += found
+        for (bot_id, group_id, _day), learned in learning.items():
+            for name, value in learned.items():
+                merged_learning[(bot_id, group_id, "")][name] += value
+        table = [
+            _spend_row(key, merged_turns.get(key, ()), merged_learning.get(key, {}))
+            for key in sorted(set(merged_turns) | set(merged_learning))
+        ]
+    all_days = sorted({shown["day"] for shown in days_table})
     by_day: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for shown in table:
+    for shown in days_table:
         bucket = by_day[shown["day"]]
         turns_total: Totals = shown["turns"]
         bucket["turns cached"] += turns_total.cached_tokens
@@ -466,10 +461,28 @@ def spend_page(
     ]
     return {
         "rows": table,
+        "per_day": scope is not None,
         "chart": chart,
         "rates": _rate_chart(rates),
         "days": days,
         "first": first,
+    }
+
+
+def _spend_row(
+    key: tuple[str, str, str], turns: Iterable[DailyRow], learned: Mapping[str, int]
+) -> dict[str, Any]:
+    return {
+        "bot_id": key[0],
+        "group_id": key[1],
+        "day": key[2],
+        "turns": Totals.of(turns),
+        "learning": {
+            "calls": learned.get("calls", 0),
+            "prompt_tokens": learned.get("prompt_tokens", 0),
+            "cached_tokens": learned.get("cached_tokens", 0),
+            "output_tokens": learned.get("output_tokens", 0),
+        },
     }
 
 

@@ -112,6 +112,7 @@ class TurnLogEntry:
 
     :param day: the message's local date (``YYYY-MM-DD``) in the bot's time zone: the day the
         daily counts put it in.
+    :param requested: the turn sent the model a request (counted in ``requests``).
     :param texts: the section texts the record refers to by hash (hash → text).
     :param record: the rest of the turn, JSON-safe (``docs/dashboard.md`` lists its keys).
     """
@@ -127,6 +128,7 @@ class TurnLogEntry:
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     output_tokens: int | None = None
+    requested: bool = False
     texts: Mapping[str, str] = attrs.field(factory=dict)
     record: Mapping[str, Any] = attrs.field(factory=dict)
 
@@ -170,7 +172,6 @@ class SQLiteTurnLog:
                         pack_record(entry.record),
                     ),
                 )
-                requested = entry.prompt_tokens is not None or entry.output_tokens is not None
                 connection.execute(
                     "INSERT INTO turn_daily (bot_id, group_id, day, status, action, reason,"
                     " turns, requests, prompt_tokens, cached_tokens, output_tokens)"
@@ -187,7 +188,7 @@ class SQLiteTurnLog:
                         entry.status,
                         entry.action or "",
                         entry.reason,
-                        int(requested),
+                        int(entry.requested),
                         entry.prompt_tokens or 0,
                         entry.cached_tokens or 0,
                         entry.output_tokens or 0,
