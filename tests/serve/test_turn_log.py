@@ -1,0 +1,105 @@
+"""The turn log the live loop writes (``docs/dashboard.md``, "The turn log")."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import sqlite3
+from collections.abc import Iterable
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from conftest import BOT, GROUP
+
+from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
+from promptweave.loop.turn_log import record_turn, turn_log_entry
+from promptweave.store.sqlite import SQLiteDatabase, StoreUnavailableError
+from promptweave.store.stores import Stores
+from promptweave.store.turn_log_sqlite import (
+    SQLiteTurnLog,
+    TurnLogEntry,
+    pack_record,
+    unpack_record,
+)
+from promptweave.turn import ChatMessage
+
+AT = dt.datetime(2026, 12, 4, 23, 59, tzinfo=dt.timezone(dt.timedelta(hours=8)))
+
+
+def _outcome(group_id: str | None) -> TurnOutcome:
+    event = IncomingEvent(
+        platform="onebot",
+        bot_id=BOT,
+        group_id=group_id,
+        message=ChatMessage(sender_id="30001", text="在吗", time=AT, id="m1"),
+    )
+    return TurnOutcome(event=event, status=OutcomeStatus.DROPPED, reason="queue_full")
+
+
+def test_a_private_chat_and_a_turn_without_event_are_not_logged() -> None:
+    assert turn_log_entry(_outcome(None), None, timezone="Asia/Shanghai") is None
+    rejected = TurnOutcome(event=None, status=OutcomeStatus.REJECTED, reason="bad payload")
+    assert turn_log_entry(rejected, None, timezone="Asia/Shanghai") is None
+
+
+def test_the_day_is_the_bot_time_zone_s() -> None:
+    shanghai = turn_log_entry(_outcome(GROUP), None, timezone="Asia/Shanghai")
+    tokyo = turn_log_entry(_outcome(GROUP), None, timezone="Asia/Tokyo")
+    assert shanghai is not None and tokyo is not None
+    assert (shanghai.day, tokyo.day) == ("2026-12-04", "2026-12-05")
+    assert shanghai.record["reason"] == "queue_full"
+    assert shanghai.requested is False
+
+
+class _Failing:
+    def record(self, entries: Iterable[TurnLogEntry]) -> None:
+        raise StoreUnavailableError("disk full")
+
+
+def test_a_store_that_cannot_be_written_is_logged_and_the_turn_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="promptweave.loop"):
+        record_turn(_Failing(), _outcome(GROUP), None, timezone="Asia/Shanghai")  # type: ignore[arg-type]
+    assert "not written to the turn log: disk full" in caplog.text
+
+
+def test_daily_counts_add_up_per_day_status_and_reason(tmp_path: Path) -> None:
+    database = SQLiteDatabase(tmp_path / "store.sqlite3")
+    Stores.migrate(database)
+    log = SQLiteTurnLog(database)
+    entry = turn_log_entry(_outcome(GROUP), None, timezone="Asia/Shanghai")
+    assert entry is not None
+    log.record([entry, entry])
+    log.record([entry])
+    with closing(sqlite3.connect(tmp_path / "store.sqlite3")) as connection:
+        rows = connection.execute(
+            "SELECT day, status, reason, turns, requests FROM turn_daily"
+        ).fetchall()
+        logged = connection.execute("SELECT COUNT(*) FROM turn_records").fetchone()[0]
+    assert rows == [("2026-12-04", "dropped", "queue_full", 3, 0)]
+    assert logged == 3
+
+
+def test_a_record_round_trips_and_a_damaged_one_reads_empty() -> None:
+    record = {"text": "<b>你好</b>", "terms": [{"name": "mention", "points": 35}]}
+    assert unpack_record(pack_record(record)) == record
+    assert unpack_record(b"not zlib") == {}
+
+
+def test_each_section_text_is_stored_once_however_many_turns_carry_it(
+    replayed_store: Path,
+) -> None:
+    with closing(sqlite3.connect(replayed_store)) as connection:
+        blobs = [row[0] for row in connection.execute("SELECT record FROM turn_records")]
+        stored = connection.execute("SELECT COUNT(*), SUM(length(text)) FROM turn_texts").fetchone()
+    carried = [
+        (section["text"], section["chars"])
+        for record in map(unpack_record, blobs)
+        for section in record.get("sections", [])
+        if section.get("text")
+    ]
+    assert stored[0] == len({digest for digest, _ in carried})
+    # The static sections repeat on every answered turn: far fewer characters are kept than sent.
+    assert stored[1] < sum(chars for _, chars in carried) / 2
