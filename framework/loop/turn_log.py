@@ -195,14 +195,14 @@ def record_turn(
     timezone: str,
     trigger: str | None = None,
 ) -> None:
-    """Write ``outcome`` to the turn log ``turns`` (nothing when the store keeps none). A store
-    that cannot be written is logged; the turn is not affected."""
+    """Queue ``outcome`` for the turn log ``turns`` (nothing when the store keeps none); its
+    thread writes it. A store that cannot be written is logged; the turn is not affected."""
     if turns is None:
         return
     try:
         entry = turn_log_entry(outcome, sections, timezone=timezone, trigger=trigger)
         if entry is not None:
-            turns.record((entry,))
+            turns.add(entry)
     except STORE_ERRORS as exc:
         log.warning("turn of message %s not written to the turn log: %s", _id(outcome), exc)
 

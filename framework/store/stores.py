@@ -264,7 +264,10 @@ class Stores:
         return self.database.reading()
 
     def close(self) -> None:
-        """Close this thread's SQLite connection, if any, and run the :attr:`closers`."""
+        """Write the turn log's queue, close this thread's SQLite connection, if any, and run
+        the :attr:`closers`."""
+        if self.turns is not None:
+            self.turns.close()
         if self.database is not None:
             self.database.close()
         for close in self.closers:

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import threading
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from promptweave.store.sqlite import Migration, SQLiteDatabase
+from promptweave.store.sqlite import STORE_ERRORS, Migration, SQLiteDatabase
 
 __all__ = [
     "TURN_LOG_MIGRATIONS",
@@ -33,6 +35,16 @@ __all__ = [
     "text_hash",
     "unpack_record",
 ]
+
+log = logging.getLogger("promptweave.store")
+
+#: How long a turn waits in :meth:`SQLiteTurnLog.add`'s queue at most before it is written.
+FLUSH_S = 0.5
+#: A queue this long is written at once.
+FLUSH_BATCH = 256
+#: The most turns waiting; beyond it the oldest are dropped (a store that cannot keep up, or
+#: cannot be written), and the drop is logged.
+MAX_PENDING = 20_000
 
 TURN_LOG_MIGRATIONS = (
     Migration(
@@ -137,63 +149,147 @@ class TurnLogEntry:
 class SQLiteTurnLog:
     """Writes :class:`TurnLogEntry` rows into tables ``turn_records``, ``turn_texts`` and
     ``turn_daily`` of an already migrated database (:meth:`promptweave.store.stores.Stores.migrate`).
+
+    The live loop hands each turn to :meth:`add`, which only queues it: a thread of the turn log
+    packs and writes the queue in one transaction every :data:`FLUSH_S` seconds (or at once past
+    :data:`FLUSH_BATCH` turns), so a turn pays neither the packing nor a commit of its own.
+    :meth:`close` (from :meth:`promptweave.store.stores.Stores.close`) writes what is left.
     """
 
     database: SQLiteDatabase
+    flush_s: float = FLUSH_S
+    _pending: list[TurnLogEntry] = attrs.field(factory=list, init=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _wake: threading.Event = attrs.field(factory=threading.Event, init=False)
+    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+    _stopping: bool = attrs.field(default=False, init=False)
+    _dropped: int = attrs.field(default=0, init=False)
+
+    def add(self, entry: TurnLogEntry) -> None:
+        """Queue ``entry`` to be written within :attr:`flush_s` seconds. It never raises."""
+        with self._lock:
+            self._pending.append(entry)
+            if len(self._pending) > MAX_PENDING:
+                del self._pending[0]
+                self._dropped += 1
+            if self._thread is None or not self._thread.is_alive():
+                self._start()
+            if len(self._pending) >= FLUSH_BATCH:
+                self._wake.set()
+
+    def flush(self) -> None:
+        """Write what is queued, on the caller's thread.
+
+        :raises StoreUnavailableError: the file could not be written (what was queued is lost).
+        """
+        with self._lock:
+            entries, self._pending = self._pending, []
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            log.warning("turn log: %d turns dropped, the store did not keep up", dropped)
+        if entries:
+            self.record(entries)
+
+    def close(self) -> None:
+        """Stop the writing thread and write what is left; a failure is logged."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._stopping = True
+            self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        self._stopping = False
+        try:
+            self.flush()
+        except STORE_ERRORS as exc:
+            log.warning("turn log: the last turns were not written: %s", exc)
+
+    def _start(self) -> None:
+        self._stopping = False
+        self._wake.clear()
+        thread = threading.Thread(target=self._run, name="promptweave-turn-log", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as exc:
+            log.warning("turn log: no thread to write it (%s); written at close", exc)
+            return
+        self._thread = thread
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self.flush_s)
+            self._wake.clear()
+            if self._stopping:
+                return
+            try:
+                self.flush()
+            except STORE_ERRORS as exc:
+                log.warning("turn log: turns not written: %s", exc)
 
     def record(self, entries: Iterable[TurnLogEntry]) -> None:
-        """Write ``entries`` in one transaction.
+        """Write ``entries`` in one transaction: their records, their section texts not yet
+        kept, and their daily counts summed per row of ``turn_daily`` (one update a row).
 
         :raises StoreUnavailableError: the file could not be written.
         """
+        texts: dict[str, str] = {}
+        rows = []
+        daily: dict[tuple[str, str, str, str, str, str], list[int]] = {}
+        for entry in entries:
+            texts.update(entry.texts)
+            rows.append(
+                (
+                    entry.bot_id,
+                    entry.group_id,
+                    entry.message_id,
+                    entry.time,
+                    entry.day,
+                    entry.status,
+                    entry.action,
+                    entry.reason,
+                    entry.prompt_tokens,
+                    entry.cached_tokens,
+                    entry.output_tokens,
+                    pack_record(entry.record),
+                )
+            )
+            key = (
+                entry.bot_id,
+                entry.group_id,
+                entry.day,
+                entry.status,
+                entry.action or "",
+                entry.reason,
+            )
+            sums = daily.setdefault(key, [0, 0, 0, 0, 0])
+            sums[0] += 1
+            sums[1] += int(entry.requested)
+            sums[2] += entry.prompt_tokens or 0
+            sums[3] += entry.cached_tokens or 0
+            sums[4] += entry.output_tokens or 0
         with self.database.transaction(store_errors=True) as connection:
-            for entry in entries:
-                if entry.texts:
-                    connection.executemany(
-                        "INSERT OR IGNORE INTO turn_texts (hash, text) VALUES (?, ?)",
-                        list(entry.texts.items()),
-                    )
-                connection.execute(
-                    "INSERT INTO turn_records (bot_id, group_id, message_id, time, day, status,"
-                    " action, reason, prompt_tokens, cached_tokens, output_tokens, record)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        entry.bot_id,
-                        entry.group_id,
-                        entry.message_id,
-                        entry.time,
-                        entry.day,
-                        entry.status,
-                        entry.action,
-                        entry.reason,
-                        entry.prompt_tokens,
-                        entry.cached_tokens,
-                        entry.output_tokens,
-                        pack_record(entry.record),
-                    ),
+            if texts:
+                connection.executemany(
+                    "INSERT OR IGNORE INTO turn_texts (hash, text) VALUES (?, ?)",
+                    list(texts.items()),
                 )
-                connection.execute(
-                    "INSERT INTO turn_daily (bot_id, group_id, day, status, action, reason,"
-                    " turns, requests, prompt_tokens, cached_tokens, output_tokens)"
-                    " VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)"
-                    " ON CONFLICT (bot_id, group_id, day, status, action, reason) DO UPDATE SET"
-                    " turns = turns + 1, requests = requests + excluded.requests,"
-                    " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
-                    " cached_tokens = cached_tokens + excluded.cached_tokens,"
-                    " output_tokens = output_tokens + excluded.output_tokens",
-                    (
-                        entry.bot_id,
-                        entry.group_id,
-                        entry.day,
-                        entry.status,
-                        entry.action or "",
-                        entry.reason,
-                        int(entry.requested),
-                        entry.prompt_tokens or 0,
-                        entry.cached_tokens or 0,
-                        entry.output_tokens or 0,
-                    ),
-                )
+            connection.executemany(
+                "INSERT INTO turn_records (bot_id, group_id, message_id, time, day, status,"
+                " action, reason, prompt_tokens, cached_tokens, output_tokens, record)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            connection.executemany(
+                "INSERT INTO turn_daily (bot_id, group_id, day, status, action, reason,"
+                " turns, requests, prompt_tokens, cached_tokens, output_tokens)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (bot_id, group_id, day, status, action, reason) DO UPDATE SET"
+                " turns = turns + excluded.turns, requests = requests + excluded.requests,"
+                " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
+                " cached_tokens = cached_tokens + excluded.cached_tokens,"
+                " output_tokens = output_tokens + excluded.output_tokens",
+                [(*key, *sums) for key, sums in daily.items()],
+            )
 
     def texts(self, hashes: Sequence[str]) -> dict[str, str]:
         """The section texts stored under ``hashes``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import sqlite3
+import time
 from collections.abc import Iterable
 from contextlib import closing
 from pathlib import Path
@@ -52,23 +53,56 @@ def test_the_day_is_the_bot_time_zone_s() -> None:
     assert shanghai.requested is False
 
 
-class _Failing:
-    def record(self, entries: Iterable[TurnLogEntry]) -> None:
-        raise StoreUnavailableError("disk full")
+def _log(tmp_path: Path) -> SQLiteTurnLog:
+    database = SQLiteDatabase(tmp_path / "store.sqlite3")
+    Stores.migrate(database)
+    return SQLiteTurnLog(database, flush_s=0.05)
+
+
+def _logged(path: Path) -> int:
+    with closing(sqlite3.connect(path)) as connection:
+        count: int = connection.execute("SELECT COUNT(*) FROM turn_records").fetchone()[0]
+    return count
+
+
+def test_a_queued_turn_is_written_by_the_log_s_thread(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    record_turn(log, _outcome(GROUP), None, timezone="Asia/Shanghai")
+    deadline = time.monotonic() + 30
+    while _logged(tmp_path / "store.sqlite3") == 0:
+        assert time.monotonic() < deadline, "the turn log's thread wrote nothing"
+        time.sleep(0.02)
+    log.close()
+    assert _logged(tmp_path / "store.sqlite3") == 1
+
+
+def test_close_writes_what_is_queued(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    log.flush_s = 3600  # the thread would not write before close
+    for _ in range(3):
+        record_turn(log, _outcome(GROUP), None, timezone="Asia/Shanghai")
+    log.close()
+    assert _logged(tmp_path / "store.sqlite3") == 3
 
 
 def test_a_store_that_cannot_be_written_is_logged_and_the_turn_goes_on(
-    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="promptweave.loop"):
-        record_turn(_Failing(), _outcome(GROUP), None, timezone="Asia/Shanghai")  # type: ignore[arg-type]
-    assert "not written to the turn log: disk full" in caplog.text
+    log = _log(tmp_path)
+    log.flush_s = 3600
+
+    def failing(self: SQLiteTurnLog, entries: Iterable[TurnLogEntry]) -> None:
+        raise StoreUnavailableError("disk full")
+
+    monkeypatch.setattr(SQLiteTurnLog, "record", failing)
+    record_turn(log, _outcome(GROUP), None, timezone="Asia/Shanghai")
+    with caplog.at_level(logging.WARNING, logger="promptweave.store"):
+        log.close()
+    assert "the last turns were not written: disk full" in caplog.text
 
 
 def test_daily_counts_add_up_per_day_status_and_reason(tmp_path: Path) -> None:
-    database = SQLiteDatabase(tmp_path / "store.sqlite3")
-    Stores.migrate(database)
-    log = SQLiteTurnLog(database)
+    log = _log(tmp_path)
     entry = turn_log_entry(_outcome(GROUP), None, timezone="Asia/Shanghai")
     assert entry is not None
     log.record([entry, entry])
