@@ -299,7 +299,7 @@ class BotLoop:
             run, routed = self._route(event, record_ms)
         except Exception as exc:  # the loop's own fault must not stop the caller
             slots.release()
-            return _loop_error(event, record_ms, exc)
+            return self._loop_failed(event, record_ms, exc)
         if isinstance(routed, TurnOutcome):
             slots.release()
             return routed
@@ -332,7 +332,7 @@ class BotLoop:
                 try:
                     outcome = await self._turn(queued.event, queued.transport, queued.record_ms)
                 except Exception as exc:  # the loop's own fault must not stop the worker
-                    outcome = _loop_error(queued.event, queued.record_ms, exc)
+                    outcome = self._loop_failed(queued.event, queued.record_ms, exc)
             if not queued.future.done():
                 queued.future.set_result(outcome)
         if self._lanes.get(conversation) is lane and not lane.queue:
@@ -344,7 +344,7 @@ class BotLoop:
         try:
             return await self._finish(run, routed, transport)
         except Exception as exc:  # the loop's own fault must not stop the worker
-            return _loop_error(run.event, run.durations["record"], exc)
+            return self._loop_failed(run.event, run.durations["record"], exc)
 
     # -- one turn --------------------------------------------------------------------------
 
@@ -423,6 +423,17 @@ class BotLoop:
         outcome = await self._deliver(run, prepared, transport)
         run.close()
         return self._logged(run, outcome)
+
+    def _loop_failed(self, event: IncomingEvent, record_ms: float, exc: Exception) -> TurnOutcome:
+        """The outcome of a turn the loop's own fault ended, written to the turn log too."""
+        outcome = _loop_error(event, record_ms, exc)
+        record_turn(
+            self.runtime.stores.turns,
+            outcome,
+            None,
+            timezone=self.runtime.bot_for(event.bot_id).timezone,
+        )
+        return outcome
 
     def _logged(self, run: _TurnRun, outcome: TurnOutcome) -> TurnOutcome:
         """Write the finished turn to the store's turn log (``docs/dashboard.md``)."""

@@ -205,6 +205,8 @@ def record_turn(
             turns.add(entry)
     except STORE_ERRORS as exc:
         log.warning("turn of message %s not written to the turn log: %s", _id(outcome), exc)
+    except Exception:  # the log is a record of the turn, never a reason for it to fail
+        log.exception("turn of message %s not written to the turn log", _id(outcome))
 
 
 def _id(outcome: TurnOutcome) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import sqlite3
@@ -13,8 +14,12 @@ from pathlib import Path
 import pytest
 from conftest import BOT, GROUP
 
+from promptweave.config import Config, StoreConfig
 from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
+from promptweave.loop.live import BotLoop
 from promptweave.loop.turn_log import record_turn, turn_log_entry
+from promptweave.replay.replayer import ReplayTransport
+from promptweave.runtime import Promptweave
 from promptweave.store.sqlite import SQLiteDatabase, StoreUnavailableError
 from promptweave.store.stores import Stores
 from promptweave.store.turn_log_sqlite import (
@@ -137,3 +142,31 @@ def test_each_section_text_is_stored_once_however_many_turns_carry_it(
     assert stored[0] == len({digest for digest, _ in carried})
     # The static sections repeat on every answered turn: far fewer characters are kept than sent.
     assert stored[1] < sum(chars for _, chars in carried) / 2
+
+
+def test_a_turn_the_loop_s_own_fault_ended_is_in_the_turn_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = Config(store=StoreConfig(backend="sqlite", path=str(tmp_path / "store.sqlite3")))
+    runtime = Promptweave.from_config(config)
+
+    def broken(self: BotLoop, event: IncomingEvent, record_ms: float) -> None:
+        raise RuntimeError("a bug in routing")
+
+    monkeypatch.setattr(BotLoop, "_route", broken)
+
+    async def run() -> TurnOutcome:
+        loop = BotLoop(runtime, learn=False)
+        outcome = await loop.handle(_outcome(GROUP).event, ReplayTransport())  # type: ignore[arg-type]
+        await loop.aclose()
+        return outcome
+
+    outcome = asyncio.run(run())
+    runtime.stores.close()
+    assert (outcome.status, outcome.reason) == ("failed", "loop_error")
+    with closing(sqlite3.connect(tmp_path / "store.sqlite3")) as connection:
+        status, reason, blob = connection.execute(
+            "SELECT status, reason, record FROM turn_records"
+        ).fetchone()
+    assert (status, reason) == ("failed", "loop_error")
+    assert unpack_record(blob)["error"] == "RuntimeError: a bug in routing"
