@@ -77,6 +77,9 @@ class PluginConfig(BaseModel):
     """The keys this plugin reads from NoneBot's configuration."""
 
     promptweave_config: str | None = None
+    #: Serve the dashboard under this path of NoneBot's FastAPI app (docs/dashboard.md).
+    promptweave_dashboard_path: str | None = None
+    promptweave_dashboard_token: str | None = None
 
 
 __plugin_meta__ = PluginMetadata(
@@ -176,6 +179,21 @@ async def _open() -> None:
     nicknames = tuple(sorted(name for name in driver.config.nickname if name))
     _state.loop = BotLoop(runtime=runtime, fallback_names=nicknames)
     log.info("promptweave loop open (config %s)", config.source)
+    keys = get_plugin_config(PluginConfig)
+    if keys.promptweave_dashboard_path:
+        from nonebot import get_app
+
+        from promptweave.serve.app import mount  # the serve extra, only when asked for
+
+        path = config.resolve_path(config.store.path)
+        mount(
+            get_app(),
+            keys.promptweave_dashboard_path,
+            store=path,
+            config=config,
+            admin_token=keys.promptweave_dashboard_token,
+        )
+        log.info("promptweave dashboard at %s (store %s)", keys.promptweave_dashboard_path, path)
 
 
 @driver.on_shutdown

@@ -30,6 +30,7 @@ LAZY_COMMANDS = {
     "learned": ("promptweave.cli.learn", "learned"),
     "replay": ("promptweave.cli.replay", "replay"),
     "route": ("promptweave.cli.route", "route"),
+    "serve": ("promptweave.cli.serve", "serve"),
     "store": ("promptweave.cli.data", "store"),
 }
 

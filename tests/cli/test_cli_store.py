@@ -106,6 +106,7 @@ def test_importing_twice_skips_what_is_stored(tmp_path: Path) -> None:
         "retrieval": 2,
         "routing": 3,
         "sessions": 3,
+        "turn_log": 1,
     }
 
 
