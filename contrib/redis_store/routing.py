@@ -53,7 +53,7 @@ def _time(value: str | bytes | None) -> dt.datetime | None:
     return None if value is None else decode_time(json.loads(value))
 
 
-def _switch(value: str | None, disabled: str | None) -> GroupSwitch | None:
+def _switch(value: str | bytes | None, disabled: str | bytes | None) -> GroupSwitch | None:
     """The group's switch; ``disabled = "1"``, what releases before the switch wrote, is a
     switch off without an author."""
     if value is not None:
@@ -61,7 +61,9 @@ def _switch(value: str | None, disabled: str | None) -> GroupSwitch | None:
     return GroupSwitch(enabled=False) if disabled == "1" else None
 
 
-def _mute(switch: GroupSwitch | None, cooldown: str | None, silence: str | None) -> GroupMute:
+def _mute(
+    switch: GroupSwitch | None, cooldown: str | bytes | None, silence: str | bytes | None
+) -> GroupMute:
     return GroupMute(
         disabled=switch is not None and not switch.enabled,
         cooldown_until=_time(cooldown),
