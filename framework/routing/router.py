@@ -13,6 +13,8 @@ import datetime as dt
 import functools
 import logging
 import random
+import zoneinfo
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -46,7 +48,7 @@ from promptweave.routing.shape import (
 )
 from promptweave.routing.signals import MessageSignals
 from promptweave.store.routing_state import GroupSwitch, QuoteCandidate, RoutingState
-from promptweave.turn import ChatMessage, Turn
+from promptweave.turn import Bot, ChatMessage, Turn
 
 __all__ = ["DEFAULT_DECISION", "Router", "recent_bot_replies"]
 
@@ -191,6 +193,14 @@ def _quotable(
     return candidate
 
 
+def _local_day(now: dt.datetime, timezone: str) -> dt.date:
+    try:
+        zone: dt.tzinfo = zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        zone = dt.UTC
+    return now.astimezone(zone).date()
+
+
 def _trusts_none(plugin: str) -> bool:
     return False
 
@@ -272,6 +282,10 @@ class Router:
     _groups: dict[tuple[str, str], _GroupControl] = attrs.field(
         factory=dict, init=False, repr=False, eq=False
     )
+    # Each group's decisions of its current local day, by reason (decisions_today).
+    _decisions: dict[tuple[str, str], tuple[dt.date, Counter[str]]] = attrs.field(
+        factory=dict, init=False, repr=False, eq=False
+    )
 
     def _learned_replies(self, turn: Turn) -> Callable[[], Sequence[str]]:
         group_id, source = turn.group_id, self.learned_replies
@@ -317,7 +331,32 @@ class Router:
                 decision = self._decide(context, notes)
             else:
                 decision = _BELOW_THRESHOLD
+        if turn.group_id is not None:
+            self._count(turn.bot, turn.group_id, now, decision.reason)
         return self._complete(decision, context, notes, necessity)
+
+    # -- what was decided today ------------------------------------------------------------
+
+    def _count(self, bot: Bot, group_id: str, now: dt.datetime, reason: str) -> None:
+        day = _local_day(now, bot.timezone)
+        key = (bot.id, group_id)
+        known = self._decisions.get(key)
+        if known is None or known[0] != day:
+            if len(self._decisions) >= GROUPS_KEPT:
+                self._decisions.clear()
+            known = self._decisions[key] = (day, Counter())
+        known[1][reason] += 1
+
+    def decisions_today(
+        self, bot_id: str, group_id: str, now: dt.datetime, timezone: str
+    ) -> dict[str, int]:
+        """The decisions this router made in the group on ``now``'s day in ``timezone`` (the
+        bot's), by reason, most frequent first: counted in this process since the router was
+        built (``docs/groups.md``, the status command)."""
+        known = self._decisions.get((bot_id, group_id))
+        if known is None or known[0] != _local_day(now, timezone):
+            return {}
+        return dict(known[1].most_common())
 
     # -- group control ---------------------------------------------------------------------
 
