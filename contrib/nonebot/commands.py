@@ -45,6 +45,7 @@ from nonebot.permission import SUPERUSER
 from nonebot.rule import Rule
 
 from promptweave import Promptweave
+from promptweave.cli.problems import problems_of, report_lines
 from promptweave.errors import PromptweaveError
 from promptweave.learning.budget import SPEND_KIND, Spend, spend_totals
 from promptweave.prompt.overrides import reload_overrides_file
@@ -335,8 +336,9 @@ def _reload(runtime: Promptweave, bot_id: str, event: MessageEvent) -> str:
     try:
         overrides = reload_overrides_file(path)
     except PromptweaveError as exc:
-        log.warning("overrides file not reloaded: %s", exc)
-        return f"overrides not applied: {exc}"
+        problems = "; ".join(report_lines(problems_of(exc)))
+        log.warning("overrides file not reloaded: %s", problems)
+        return f"overrides not applied: {problems}"
     if not isinstance(event, GroupMessageEvent):
         return f"overrides file {path.name} reloaded."
     modes = overrides.modes(bot_id, str(event.group_id))

@@ -20,8 +20,16 @@ def _replay(tmp_path: Path, config: str, *args: str) -> list[dict[str, Any]]:
     path.write_text(config, encoding="utf-8")
     result = CliRunner().invoke(
         cli,
-        ["replay", str(EVENT_LOG), "--config", str(path), "--format", "jsonl", "--no-progress"]
-        + list(args),
+        [
+            "replay",
+            str(EVENT_LOG),
+            "--config",
+            str(path),
+            "--format",
+            "jsonl",
+            "--no-progress",
+            *args,
+        ],
     )
     assert result.exit_code == 0, result.output
     return [json.loads(line) for line in result.output.splitlines()]
