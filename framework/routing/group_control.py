@@ -149,7 +149,10 @@ class GroupSettings:
         zone = _zone(self.timezone)
         if zone is None:
             return None
-        local = now.astimezone(zone)
+        try:
+            local = now.astimezone(zone)
+        except OverflowError:  # a time at the edge of the calendar: read as it is written
+            local = now
         return next((span for span in self.quiet_hours if span.contains(local)), None)
 
     def to_json(self) -> dict[str, Any]:

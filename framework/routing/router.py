@@ -198,7 +198,10 @@ def _local_day(now: dt.datetime, timezone: str) -> dt.date:
         zone: dt.tzinfo = zoneinfo.ZoneInfo(timezone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         zone = dt.UTC
-    return now.astimezone(zone).date()
+    try:
+        return now.astimezone(zone).date()
+    except OverflowError:  # a time at the edge of the calendar: its own date
+        return now.date()
 
 
 def _trusts_none(plugin: str) -> bool:

@@ -248,3 +248,14 @@ def test_a_wrong_group_setting_is_a_config_error_naming_it(
     with pytest.raises(ConfigError) as raised:
         Config.from_file(path)
     assert problem in str(raised.value)
+
+
+def test_a_message_at_the_edge_of_the_calendar_is_routed_with_quiet_hours_set() -> None:
+    # New York's local time of the first half hour of the calendar is before it: read as written.
+    quiet = GroupConfig(quiet_hours=["00:00-01:00"])
+    west = _runtime(timezone="America/New_York", groups=_groups(every=quiet))
+    decision = west.decide(make_turn(AMBIENT, time="0001-01-01T00:30:00+00:00"))
+    assert decision.reason == "quiet_hours"
+    east = _runtime(groups=_groups(every=quiet))
+    late = east.decide(make_turn(AMBIENT, time="9999-12-31T23:30:00+00:00"))
+    assert late.reason == "necessity_below_threshold"
