@@ -48,7 +48,7 @@ from promptweave.routing.shape import (
 )
 from promptweave.routing.signals import MessageSignals
 from promptweave.store.routing_state import GroupSwitch, QuoteCandidate, RoutingState
-from promptweave.turn import Bot, ChatMessage, Turn
+from promptweave.turn import ChatMessage, Turn
 
 __all__ = ["DEFAULT_DECISION", "Router", "recent_bot_replies"]
 
@@ -193,14 +193,26 @@ def _quotable(
     return candidate
 
 
+#: An hour decisions are counted in: the date and hour of their time as written, and its zone.
+_Hour = tuple[dt.date, int, dt.tzinfo | None]
+#: Hours of decisions a router keeps per group: more than a day in any zone.
+HOURS_KEPT = 50
+
+
+def _hour_start(hour: _Hour) -> dt.datetime:
+    date, number, zone = hour
+    return dt.datetime.combine(date, dt.time(number), tzinfo=zone)
+
+
 def _local_day(now: dt.datetime, timezone: str) -> dt.date:
+    """The date of ``now`` in ``timezone`` (its own date at the edge of the calendar)."""
     try:
         zone: dt.tzinfo = zoneinfo.ZoneInfo(timezone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         zone = dt.UTC
     try:
         return now.astimezone(zone).date()
-    except OverflowError:  # a time at the edge of the calendar: its own date
+    except (OverflowError, ValueError):
         return now.date()
 
 
@@ -285,8 +297,8 @@ class Router:
     _groups: dict[tuple[str, str], _GroupControl] = attrs.field(
         factory=dict, init=False, repr=False, eq=False
     )
-    # Each group's decisions of its current local day, by reason (decisions_today).
-    _decisions: dict[tuple[str, str], tuple[dt.date, Counter[str]]] = attrs.field(
+    # Each group's decisions of its latest hours, by reason (decisions_today).
+    _decisions: dict[tuple[str, str], dict[_Hour, Counter[str]]] = attrs.field(
         factory=dict, init=False, repr=False, eq=False
     )
 
@@ -303,9 +315,12 @@ class Router:
         the routed group's small values are read once for the whole route.
         """
         state = RouteState(store=self.state, bot_id=turn.bot.id, group_id=turn.group_id)
-        control = self._group_control(turn, state, now)
+        candidates = _candidates(turn, state, self.config, self._quotable)
+        # The first read of the group's snapshot (with the reply count); group control then
+        # finds the switch in it.
+        recent = recent_bot_replies(turn, state, self.config, now)
+        control = self._group_control(turn, state)
         config = self.config if control is None else control.config
-        candidates = _candidates(turn, state, config, self._quotable)
         context = RouteContext(
             turn=turn,
             now=now,
@@ -315,7 +330,7 @@ class Router:
             ),
             state=state,
             candidates=candidates,
-            recent_bot_replies=recent_bot_replies(turn, state, config, now),
+            recent_bot_replies=recent,
             rng=self.rng,
             learned_replies=self._learned_replies(turn),
         )
@@ -335,20 +350,27 @@ class Router:
             else:
                 decision = _BELOW_THRESHOLD
         if turn.group_id is not None:
-            self._count(turn.bot, turn.group_id, now, decision.reason)
+            self._count(turn.bot.id, turn.group_id, now, decision.reason)
         return self._complete(decision, context, notes, necessity)
 
     # -- what was decided today ------------------------------------------------------------
 
-    def _count(self, bot: Bot, group_id: str, now: dt.datetime, reason: str) -> None:
-        day = _local_day(now, bot.timezone)
-        key = (bot.id, group_id)
-        known = self._decisions.get(key)
-        if known is None or known[0] != day:
+    def _count(self, bot_id: str, group_id: str, now: dt.datetime, reason: str) -> None:
+        # By the hour of the time as written: no time-zone conversion on the route (a
+        # microsecond each); decisions_today converts the few hours it sums.
+        hours = self._decisions.get((bot_id, group_id))
+        if hours is None:
             if len(self._decisions) >= GROUPS_KEPT:
                 self._decisions.clear()
-            known = self._decisions[key] = (day, Counter())
-        known[1][reason] += 1
+            hours = self._decisions[(bot_id, group_id)] = {}
+        hour = (now.date(), now.hour, now.tzinfo)
+        reasons = hours.get(hour)
+        if reasons is None:
+            if len(hours) >= HOURS_KEPT:
+                for oldest in sorted(hours, key=_hour_start)[: len(hours) - HOURS_KEPT + 1]:
+                    del hours[oldest]
+            reasons = hours[hour] = Counter()
+        reasons[reason] += 1
 
     def decisions_today(
         self, bot_id: str, group_id: str, now: dt.datetime, timezone: str
@@ -356,25 +378,23 @@ class Router:
         """The decisions this router made in the group on ``now``'s day in ``timezone`` (the
         bot's), by reason, most frequent first: counted in this process since the router was
         built (``docs/groups.md``, the status command)."""
-        known = self._decisions.get((bot_id, group_id))
-        if known is None or known[0] != _local_day(now, timezone):
-            return {}
-        return dict(known[1].most_common())
+        day = _local_day(now, timezone)
+        total: Counter[str] = Counter()
+        for hour, reasons in self._decisions.get((bot_id, group_id), {}).items():
+            if _local_day(_hour_start(hour), timezone) == day:
+                total.update(reasons)
+        return dict(total.most_common())
 
     # -- group control ---------------------------------------------------------------------
 
-    def _group_control(
-        self, turn: Turn, state: RoutingState, now: dt.datetime
-    ) -> _GroupControl | None:
+    def _group_control(self, turn: Turn, state: RoutingState) -> _GroupControl | None:
         """The group's settings, when it has any beyond ``[routing]`` or a run-time switch
         (``docs/groups.md``); ``None`` for a private chat and a group with neither."""
         group_id = turn.group_id
         if group_id is None:
             return None
         bot_id, config = turn.bot.id, self.config
-        # The route's one read of the group, with the reply count recent_bot_replies asks next.
-        since = shifted(now, -config.routing.bot_reply_window_s)
-        switch = state.snapshot(bot_id, group_id, replies_since=since).mute.switch
+        switch = state.mute(bot_id, group_id).switch
         bot = config.bots.get(bot_id)
         if switch is None and (
             bot is None or not (bot.groups or bot.allow_groups or bot.deny_groups)

@@ -259,3 +259,19 @@ def test_a_message_at_the_edge_of_the_calendar_is_routed_with_quiet_hours_set() 
     east = _runtime(groups=_groups(every=quiet))
     late = east.decide(make_turn(AMBIENT, time="9999-12-31T23:30:00+00:00"))
     assert late.reason == "necessity_below_threshold"
+
+
+def test_the_decisions_of_a_day_are_counted_on_the_bots_local_day() -> None:
+    runtime = _runtime()
+    # Times as NoneBot gives them (UTC): 23:30 and 00:30 in Shanghai, a day apart.
+    runtime.decide(make_turn(AMBIENT, time="2026-11-30T15:30:00+00:00"))
+    runtime.decide(make_turn("@小织 在吗", addressed=True, time="2026-11-30T16:30:00+00:00"))
+    runtime.decide(make_turn(AMBIENT, time="2026-11-30T16:40:00+00:00"))
+    runtime.decide(make_turn(AMBIENT, time="2026-11-30T16:45:00+00:00", private=True))
+    router = runtime.router
+    next_day = dt.datetime(2026, 12, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=8)))
+    today = router.decisions_today(BOT, GROUP, next_day, "Asia/Shanghai")
+    assert today == {"rule_reply_obligation": 1, "necessity_below_threshold": 1}
+    # In UTC all three were on November 30.
+    assert sum(router.decisions_today(BOT, GROUP, next_day, "UTC").values()) == 3
+    assert router.decisions_today(BOT, "20002", next_day, "UTC") == {}
