@@ -26,7 +26,7 @@ import datetime as dt
 import logging
 import zoneinfo
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import attrs
@@ -44,7 +44,7 @@ from nonebot.params import CommandArg
 from nonebot.permission import SUPERUSER
 from nonebot.rule import Rule
 
-from promptweave import Promptweave
+from promptweave import BotLoop, Promptweave
 from promptweave.cli.problems import problems_of, report_lines
 from promptweave.errors import PromptweaveError
 from promptweave.learning.budget import SPEND_KIND, Spend, spend_totals
@@ -58,6 +58,7 @@ __all__ = [
     "COMMAND_ALIASES",
     "SUBCOMMANDS",
     "GroupStatus",
+    "attach",
     "command",
     "group_status",
     "status_text",
@@ -217,13 +218,28 @@ def status_text(status: GroupStatus) -> str:
 # -- the handler ------------------------------------------------------------------------------
 
 
-def _runtime() -> Promptweave | None:
-    # The package's start-up hook opens the loop; imported here, so this module never imports
-    # its package while the package imports it.
-    from promptweave.contrib.nonebot import promptweave_loop
+@attrs.define(eq=False)
+class _Source:
+    """Where the commands find the plugin's loop: the package hands over its accessor
+    (:func:`attach`), so this module never imports its package."""
 
+    loop: Callable[[], BotLoop] | None = None
+
+
+_source = _Source()
+
+
+def attach(loop: Callable[[], BotLoop]) -> None:
+    """Give the commands the plugin's loop accessor (``promptweave_loop``, which raises
+    ``RuntimeError`` before start-up)."""
+    _source.loop = loop
+
+
+def _runtime() -> Promptweave | None:
+    if _source.loop is None:
+        return None
     try:
-        return promptweave_loop().runtime
+        return _source.loop().runtime
     except RuntimeError:
         return None
 
