@@ -225,3 +225,10 @@ async def _handle(bot: Bot, event: GroupMessageEvent | PrivateMessageEvent) -> N
         outcome.reason,
         len(outcome.bubbles),
     )
+
+
+# The chat commands (/pw on, off, status, forget, reload: docs/groups.md), after the names above
+# that they use.
+from promptweave.contrib.nonebot import commands as commands  # noqa: E402
+
+commands.attach(promptweave_loop)
