@@ -4,7 +4,6 @@ at its end, one of them addressed to the bot so that its reply echoes the markup
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sqlite3
 from contextlib import closing
@@ -12,21 +11,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from dashboard_support import (
+    BOT,
+    CHAT,
+    CONFIG,
+    GROUP,
+    HOSTILE_ADDRESSED,
+    HOSTILE_NAME,
+    HOSTILE_TEXT,
+)
 
 from promptweave.cli.main import cli
-
-ROOT = Path(__file__).resolve().parents[2]
-CHAT = ROOT / "examples" / "replay" / "weekend_chat.onebot.jsonl"
-CONFIG = ROOT / "examples" / "replay" / "promptweave.toml"
-BOT, GROUP = "10001", "20001"
-
-#: The hostile member's nickname and messages: markup that must render as text.
-HOSTILE_NAME = "<img src=x onerror=\"document.title='pwned'\">"
-HOSTILE_TEXT = "<script>document.title='pwned'</script><b>bold?</b>"
-HOSTILE_ADDRESSED = "<img src=x onerror=\"document.title='pwned'\">你好"
-
-#: The dashboard's "now" in the tests: the evening of the chat's first day, in the bot's zone.
-NOW = dt.datetime(2026, 12, 4, 23, 30, tzinfo=dt.timezone(dt.timedelta(hours=8)))
 
 
 def _hostile_events(after: int) -> list[dict[str, object]]:

@@ -15,8 +15,8 @@ from pathlib import Path
 import attrs
 import png
 import pytest
-from conftest import BOT, CONFIG, GROUP, HOSTILE_NAME, HOSTILE_TEXT, NOW
 from dashboard_browser import browser_page, chromium_or_skip, run_chromium, serving
+from dashboard_support import BOT, CONFIG, GROUP, HOSTILE_NAME, HOSTILE_TEXT, NOW
 from report_support import parse_html
 
 from promptweave.config import Config

@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import BOT, GROUP, HOSTILE_ADDRESSED, HOSTILE_NAME, HOSTILE_TEXT, NOW
+from dashboard_support import BOT, GROUP, HOSTILE_ADDRESSED, HOSTILE_NAME, HOSTILE_TEXT, NOW
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import uvicorn
 from click.testing import CliRunner
-from conftest import BOT, GROUP, NOW
+from dashboard_support import BOT, GROUP, NOW
 from fastapi.testclient import TestClient
 
 from promptweave.cli.main import cli

@@ -12,7 +12,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import BOT, GROUP
+from dashboard_support import BOT, GROUP
 
 from promptweave.config import Config, StoreConfig
 from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
