@@ -122,9 +122,12 @@ def replay_bodies(log_file: Path, config: Config, mode: str) -> list[tuple[str, 
                 sleep=_no_pause,
                 learn=False,
             )
-            asyncio.run(replay_events(loop, clock, log.events, watch=watch))
+            records = asyncio.run(replay_events(loop, clock, log.events, watch=watch))
         finally:
             runtime.close()
+    failed = [r["reason"] for r in records if r["status"] == "failed"]
+    if failed:
+        raise SystemExit(f"{mode} mode: {len(failed)} turns failed ({', '.join(set(failed))})")
     return capture.sent
 
 

@@ -87,9 +87,18 @@ class TimelineConfig:
 
 @attrs.frozen(kw_only=True)
 class HistoryConfig:
-    """The current user's history in the message sequence."""
+    """The current user's history in the message sequence.
+
+    :param user_window: the rows of the window (a summary row among them): the newest rows in
+        ``system`` mode; the least it holds in the cache mode.
+    :param window_step: in the cache mode (``[turn_context] turn_sections = "user"``) the window
+        moves by this many rows at once: it grows to ``user_window + window_step - 1`` rows, then
+        the oldest ``window_step`` leave together, so the cached prefix breaks once per step
+        (``docs/cost.md``). ``1`` moves it by one row each turn, as ``system`` mode always does.
+    """
 
     user_window: int = attrs.field(default=18, validator=_positive)
+    window_step: int = attrs.field(default=8, validator=_positive)
 
 
 @attrs.frozen(kw_only=True)

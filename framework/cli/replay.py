@@ -155,6 +155,13 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
             if reuse is None
             else f"median {reuse['median']:.1%}, min {reuse['min']:.1%} over {reuse['requests']} requests"
         ),
+        "bytes not a prefix of the previous request, per new byte: "
+        + (
+            "no consecutive requests"
+            if not summary.get("uncached_per_new_byte")
+            else "median {median:.2f}, summed {summed:.2f} ({uncached_bytes:,} of "
+            "{new_bytes:,} new)".format(**summary["uncached_per_new_byte"])
+        ),
         "time per stage (ms): "
         + ", ".join(
             f"{stage} {spread(value)}" for stage, value in summary["stage_ms"].items() if value

@@ -99,6 +99,10 @@ class TurnContext:
     :param conversation_key: bot, group and speaker (:func:`promptweave.turn_context.conversation_state.conversation_key`).
     :param prompt_cache_key: the key the OpenAI formats send so that one group's turns share a
         prompt cache (:func:`promptweave.turn_context.conversation_state.prompt_cache_key`); ``""`` sends none.
+        With ``turn_sections = "user"`` it is one key per speaker.
+    :param turn_part: how the current message carries the turn's own context: ``sidecar`` (its
+        text sent in place of the content), ``part`` (a trailing text part, the last of the
+        message: always in the cache mode, and for a message with images) or ``none``.
     :param turn_id: ``<conversation key>:<task id>:<8 hex>``, unique per turn.
     :param task_id: the caller's task id, or a fresh one.
     :param user_message: the current user message's content, lone surrogates removed.
@@ -150,6 +154,7 @@ class TurnContext:
     trace: Mapping[str, Any] = attrs.field(factory=dict)
     stage_durations_ms: Mapping[str, float] = attrs.field(factory=dict, eq=False)
     prompt_cache_key: str = ""
+    turn_part: str = "none"
 
     @property
     def system_prompt(self) -> str:
@@ -298,8 +303,13 @@ def build_turn_context(
     settings = parts.config.turn_context
     state = parts.conversations
     key = conversation_key(turn)
+    cache_mode = settings.turn_sections == "user"
     history, current = _current_message(parts, turn, rendered)
-    history = state.transcript.replay(key, history)
+    if not cache_mode:
+        # In the cache mode the history carries only what was said: a turn's context was that
+        # turn's alone, and resending it inside old messages would cost its bytes on every
+        # later turn (docs/cost.md, "The layout of a request").
+        history = state.transcript.replay(key, history)
     task = task_id or uuid.uuid4().hex
     turn_id = f"{key}:{task}:{uuid.uuid4().hex[:8]}"
     original = strip_lone_surrogates(
@@ -310,7 +320,7 @@ def build_turn_context(
     # profile sections are recalled for each message, and would change it turn after turn.
     stable, tail = _split_sections(
         rendered.sections,
-        STATIC_ONLY if settings.turn_sections == "user" else STABLE_VOLATILITIES,
+        STATIC_ONLY if cache_mode else STABLE_VOLATILITIES,
     )
     fresh = _active_prompt(stable)
     active = state.system_prompts.get(key)
@@ -378,13 +388,16 @@ def build_turn_context(
         index = reanchor_current_turn_user_idx(messages, current.content if current else "")
 
     sidecar_blocks = tuple(text for _, text in turn_pieces)
-    if settings.turn_sections == "user":
+    if cache_mode:
         turn_pieces = ()
     else:
         sidecar_blocks = ()
     budget_start = time.perf_counter()
     additions = TurnAdditions(
-        memory_context=memory_context, turn_sections=sidecar_blocks, notes=notes
+        memory_context=memory_context,
+        turn_sections=sidecar_blocks,
+        notes=notes,
+        trailing=cache_mode,
     )
     fitted = parts.watchdog.run(
         lambda: fit_turn_budget(
@@ -431,7 +444,8 @@ def build_turn_context(
     }
     return TurnContext(
         conversation_key=key,
-        prompt_cache_key=prompt_cache_key(turn),
+        prompt_cache_key=prompt_cache_key(turn, per_speaker=cache_mode),
+        turn_part=stamp if index >= 0 else "none",
         turn_id=turn_id,
         task_id=task,
         user_message=user_message,

@@ -79,18 +79,24 @@ def split_conversation_key(key: str) -> tuple[str, str | None, str]:
     return unquote(bot), None if group == PRIVATE_KEY_PART else unquote(group), unquote(speaker)
 
 
-def prompt_cache_key(turn: Turn) -> str:
+def prompt_cache_key(turn: Turn, *, per_speaker: bool = False) -> str:
     """The key OpenAI's prompt cache groups a turn's requests by: ``pw-`` and 16 hex digits.
 
     A group chat's key depends on the bot and the group only, so every member's turns share one
     cache (they share the system prompt and the timeline); a private chat's on the bot and the
     user. The ids are hashed, so the key carries no account number to the provider.
+
+    :param per_speaker: one key per speaker in a group too (``turn_sections = "user"``): there
+        the long cached prefix is the speaker's own history, behind a system prompt every
+        group shares, so each speaker's requests are routed together
+        (``docs/cost.md``, "The layout of a request").
     """
-    scope = (
-        (turn.bot.id, turn.group_id)
-        if turn.group_id
-        else (turn.bot.id, "private", turn.message.sender_id)
-    )
+    if turn.group_id and per_speaker:
+        scope: tuple[str, ...] = (turn.bot.id, turn.group_id, turn.message.sender_id)
+    elif turn.group_id:
+        scope = (turn.bot.id, turn.group_id)
+    else:
+        scope = (turn.bot.id, "private", turn.message.sender_id)
     digest = hashlib.sha256("\0".join(scope).encode("utf-8", "surrogatepass")).hexdigest()
     return f"pw-{digest[:16]}"
 
