@@ -178,7 +178,9 @@ def compare_sizes(system: Mapping[str, Any], user: Mapping[str, Any]) -> dict[st
     number in it) in ``system`` mode."""
     sizes = {tuple(r["request"]): r["bytes"] for r in system["rows"]}
     ratios = [
-        r["bytes"] / sizes[tuple(r["request"])] for r in user["rows"] if tuple(r["request"]) in sizes
+        r["bytes"] / sizes[tuple(r["request"])]
+        for r in user["rows"]
+        if tuple(r["request"]) in sizes
     ]
     return {
         "paired": len(ratios),

@@ -115,6 +115,7 @@ def _fetch_all(
             failures.append({"url": url, "reason": reason})
     return fetched, failures
 
+
 def _item_bytes(item: Any) -> int:
     # The comma that introduces an item belongs to it, as in the prefix report.
     return len(canonical_json(item).encode()) + 1

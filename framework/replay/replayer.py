@@ -360,7 +360,9 @@ def _uncached_per_new(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | 
     uncached = sum(r["uncached_bytes"] for r in records)
     new = sum(r["new_bytes"] for r in records)
     return {
-        "median": round(statistics.median(r["uncached_bytes"] / r["new_bytes"] for r in records), 3),
+        "median": round(
+            statistics.median(r["uncached_bytes"] / r["new_bytes"] for r in records), 3
+        ),
         "summed": round(uncached / new, 3),
         "uncached_bytes": uncached,
         "new_bytes": new,

@@ -300,9 +300,7 @@ class ConversationState:
     system_prompts: SystemPromptStore = attrs.field(factory=InMemorySystemPromptStore)
     transcript: TurnTranscript = attrs.field(factory=InMemoryTurnTranscript)
     last_requests: OrderedDict[tuple[str, str], bytes] = attrs.field(factory=OrderedDict)
-    last_messages: OrderedDict[tuple[str, str], tuple[str, ...]] = attrs.field(
-        factory=OrderedDict
-    )
+    last_messages: OrderedDict[tuple[str, str], tuple[str, ...]] = attrs.field(factory=OrderedDict)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
 
     def remember_request(

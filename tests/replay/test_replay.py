@@ -47,6 +47,8 @@ MESSAGE_KEYS = {
     "quoted_message_id",
     "prefix_reuse",
     "prefix_break",
+    "uncached_bytes",
+    "new_bytes",
     "request_bytes",
     "chars",
     "wording_hints",
