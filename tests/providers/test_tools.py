@@ -311,3 +311,15 @@ def test_tool_spec_holds_its_own_copy_of_plain_json():
         ToolSpec(name="x", description="", parameters=["city"])
     with pytest.raises(ValueError, match="name"):
         ToolSpec(name="", description="", parameters={})
+
+
+def test_a_rounds_new_bytes_are_the_round_and_it_is_compared_with_the_request_it_extends():
+    runtime = make_runtime()
+    request_for("openai_chat", runtime)
+    offered = with_tools(request_for("openai_chat", runtime), TOOLS)
+    assert offered.trace["new_bytes"] == offered.prefix.new_bytes > 0
+    answered = with_tool_round(offered, TOOLS, CALLS, RESULTS)
+    appended = answered.body["messages"][len(offered.body["messages"]) :]
+    assert answered.prefix.new_bytes == sum(len(canonical_json(m).encode()) + 1 for m in appended)
+    assert answered.prefix.previous_bytes == len(offered.body_bytes())
+    assert answered.prefix.uncached_bytes < 1.2 * answered.prefix.new_bytes
