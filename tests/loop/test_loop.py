@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import datetime as dt
 
 import attrs
@@ -413,7 +414,7 @@ def test_the_cache_modes_history_window_moves_in_steps() -> None:
     moves = [n for n in range(1, len(firsts)) if firsts[n] != firsts[n - 1]]
     assert moves == [3, 5]  # the window's first row changes once per step, not every turn
     # Between two moves each request's history starts with the previous request's whole.
-    for before, after in zip(windows, windows[1:], strict=False):
+    for before, after in itertools.pairwise(windows):
         if after and before and after[0] == before[0]:
             assert after[: len(before)] == before
 
