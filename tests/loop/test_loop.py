@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import datetime as dt
+import itertools
 
 import attrs
 from loop_support import (
