@@ -353,7 +353,7 @@ def summarize(
 
 def _uncached_per_new(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The bytes of each request that are not a prefix of its conversation's previous request,
-    per byte of what is new in it (``docs/cost.md``, "Reading the figures"): the median over the
+    per byte of what is new in it (``docs/replay.md``, "Prefix reuse"): the median over the
     requests and the sum over the replay."""
     if not records:
         return None

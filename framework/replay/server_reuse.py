@@ -1,5 +1,5 @@
 """The prompt tokens a model server did not evaluate again, as its log tells them
-(``docs/cost.md``, "Reading the figures").
+(``docs/replay.md``, "Prefix reuse").
 
 llama-cpp-python's server reports no cached tokens in its responses; its log says, for each
 request whose prompt starts like one it evaluated before,

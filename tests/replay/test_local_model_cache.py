@@ -1,5 +1,5 @@
 """The prompt tokens a real llama.cpp server did not evaluate again, in both ``turn_sections``
-modes (``docs/cost.md``, "Reading the figures").
+modes (``docs/replay.md``, "Prefix reuse").
 
 A short slice of the bundled chat (one member's first messages: three requests) is replayed
 through the server twice with ``promptweave replay --server-log``, once per mode. llama-cpp-python

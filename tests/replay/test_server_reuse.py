@@ -1,5 +1,5 @@
 """Reading a llama.cpp server's log for the prompt tokens it did not evaluate again
-(``promptweave replay --server-log``; ``docs/cost.md``, "Reading the figures")."""
+(``promptweave replay --server-log``; ``docs/replay.md``, "Prefix reuse")."""
 
 from __future__ import annotations
 
