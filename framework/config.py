@@ -369,8 +369,9 @@ class TurnContextConfig:
     :param image_token_cost: flat token cost of one image in the estimate (never its bytes).
     :param note_max_chars: a note longer than this is cut.
     :param turn_sections: where the retrieval and turn sections go: ``system`` (in the system
-        prompt, after the cached stable prefix) or ``user`` (in the current user message's
-        sidecar, so the whole history stays a byte-identical prefix turn after turn).
+        prompt, after the cached stable prefix) or ``user``, the cache mode (with the profile
+        sections, in a part of their own after the current user message's text, the history
+        sent as it was said, so that only what is new is processed again: ``docs/cost.md``).
     """
 
     threshold_tokens: int = attrs.field(default=24000, validator=_positive)

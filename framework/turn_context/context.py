@@ -5,7 +5,8 @@
 decides which system prompt is active for the conversation (built once and reused byte for byte,
 rebuilt only after a compression or when a static section changed), takes the turn's notes, runs
 the preflight compression, and stamps the per-turn context on the current user message: as its
-sidecar, or as a trailing text part when the message carries images. What is then sent is fitted
+sidecar, or as a trailing text part when the message carries images or in the cache mode
+(``turn_sections = "user"``, ``docs/cost.md``), where the history is sent as it was said. What is then sent is fitted
 into ``[budget] chars`` (:mod:`promptweave.turn_context.request_budget`). The result,
 :class:`TurnContext`, is what the provider request builders read. See ``docs/turn_context.md``.
 """
@@ -108,8 +109,8 @@ class TurnContext:
     :param user_message: the current user message's content, lone surrogates removed.
     :param original_user_message: the clean text the user wrote, for memory and log queries; no
         injected text ever lands in it.
-    :param messages: a copy of the history (with what was sent replayed) and the current message
-        carrying its sidecar or parts.
+    :param messages: a copy of the history (with what was sent replayed, in ``system`` mode) and
+        the current message carrying its sidecar or parts.
     :param conversation_history: the history as given; ``None`` after a compression rewrote it.
     :param active_system_prompt: the conversation's cached stable prefix.
     :param turn_sections: ``(section_id, text)`` of the per-turn sections that follow it in the
