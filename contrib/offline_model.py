@@ -9,8 +9,9 @@ request's own content, so bubbles, the reply contract, quotes, tools and sticker
   sidecar left out) is echoed back, cut to a short first bubble.
 - A question (``？``, ``?``, ``吗``, ``呢``) gets a second bubble saying a real model would answer.
 - An emotional message (哈哈, 累, 烦, 难绷…) ends with a ``[表情：…]`` sticker line.
-- When the request offers tools and has no tool result yet, it calls one: ``roll_dice`` for a
-  message about dice, ``upcoming_events`` for one about events, else the first offered tool.
+- When the request offers tools, has no tool result yet and its turn policy says the turn needs
+  a tool, it calls one: ``roll_dice`` for a message about dice, ``upcoming_events`` for one
+  about events, else the first offered tool.
   With tool results in the request, it reports them.
 - A message with nothing to echo gets ``PASS``.
 
@@ -39,6 +40,9 @@ _QUESTION = re.compile(r"[？?]|吗|呢")
 _EMOTION = re.compile(r"哈哈|笑死|难绷|绷不住|累|烦|破防|麻了|哭")
 _DICE = re.compile(r"骰|dice|roll", re.IGNORECASE)
 _EVENTS = re.compile(r"活动|安排|聚会|桌游")
+#: The line the turn policy section writes on a turn that needs a tool: the bot offers its
+#: tools on every turn, and like a model the stand-in calls one only when the turn asks for it.
+TOOL_TURN_LINE = "这轮需要完成任务"
 
 
 def _texts(content: Any) -> list[str]:
@@ -118,7 +122,7 @@ def answer_request(request: ProviderRequest) -> SubmitResult:
         shown = "；".join(_short(result, RESULT_CHARS) for result in results[-2:])
         return _ok(f"{MARK}工具结果是 {shown}")
     tools = _offered_tools(request)
-    if tools:
+    if tools and TOOL_TURN_LINE in request.body_text():
         wanted = (
             "roll_dice"
             if _DICE.search(text)

@@ -89,9 +89,18 @@ class TimelineConfig:
 
 @attrs.frozen(kw_only=True)
 class HistoryConfig:
-    """The current user's history in the message sequence."""
+    """The current user's history in the message sequence.
+
+    :param user_window: the rows of the window (a summary row among them): the newest rows in
+        ``system`` mode; the least it holds in the cache mode.
+    :param window_step: in the cache mode (``[turn_context] turn_sections = "user"``) the window
+        moves by this many rows at once: it grows to ``user_window + window_step - 1`` rows, then
+        the oldest ``window_step`` leave together, so the cached prefix breaks once per step
+        (``docs/cost.md``). ``1`` moves it by one row each turn, as ``system`` mode always does.
+    """
 
     user_window: int = attrs.field(default=18, validator=_positive)
+    window_step: int = attrs.field(default=8, validator=_positive)
 
 
 @attrs.frozen(kw_only=True)
@@ -362,8 +371,9 @@ class TurnContextConfig:
     :param image_token_cost: flat token cost of one image in the estimate (never its bytes).
     :param note_max_chars: a note longer than this is cut.
     :param turn_sections: where the retrieval and turn sections go: ``system`` (in the system
-        prompt, after the cached stable prefix) or ``user`` (in the current user message's
-        sidecar, so the whole history stays a byte-identical prefix turn after turn).
+        prompt, after the cached stable prefix) or ``user``, the cache mode (with the profile
+        sections, in a part of their own after the current user message's text, the history
+        sent as it was said, so that only what is new is processed again: ``docs/cost.md``).
     """
 
     threshold_tokens: int = attrs.field(default=24000, validator=_positive)

@@ -32,6 +32,7 @@ from promptweave.replay.replayer import (
     replay_events,
     summarize,
 )
+from promptweave.replay.server_reuse import ServerLog, server_reuse
 from promptweave.runtime import Promptweave
 from promptweave.store.retrieval_import import AUTO_KIND, RetrievalImportError, read_files
 
@@ -153,11 +154,19 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
         f"characters sent per reply: {spread(summary['chars_per_reply'])}",
         f"tokens sent per reply ({tokens}): {spread(summary['tokens_per_reply'])}",
         "provider-reported cached tokens: " + ("none reported" if cached is None else f"{cached}"),
+        *_server_lines(summary.get("server_reuse", False)),
         "byte-identical prefix reuse with the conversation's previous request: "
         + (
             "no consecutive requests"
             if reuse is None
             else f"median {reuse['median']:.1%}, min {reuse['min']:.1%} over {reuse['requests']} requests"
+        ),
+        "bytes not a prefix of the previous request, per new byte: "
+        + (
+            "no consecutive requests"
+            if not summary.get("uncached_per_new_byte")
+            else "median {median:.2f}, summed {summed:.2f} ({uncached_bytes:,} of "
+            "{new_bytes:,} new)".format(**summary["uncached_per_new_byte"])
         ),
         "time per stage (ms): "
         + ", ".join(
@@ -165,6 +174,20 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
         ),
     ]
     return lines + learning_lines(summary.get("learning"))
+
+
+def _server_lines(reuse: Mapping[str, Any] | bool | None) -> list[str]:
+    """The ``--server-log`` line of the summary (none without the option)."""
+    if reuse is False:
+        return []
+    if not reuse:
+        return ["server log: no prefix-match line (nothing reused, or not a llama.cpp log)"]
+    assert isinstance(reuse, Mapping)
+    return [
+        f"server log: {reuse['reused_tokens']:,} prompt tokens not evaluated again, "
+        f"{reuse['evaluated_tokens']:,} evaluated ({reuse['share']:.1%} reused) over "
+        f"{reuse['calls']} calls that reused a prefix"
+    ]
 
 
 def _at(record: Mapping[str, Any]) -> str:
@@ -300,6 +323,12 @@ def _progress(total: int, enabled: bool) -> tuple[Callable[[], None], Callable[[
     is_flag=True,
     help="Run no learner (as [learning] enabled = false): the replay learns nothing.",
 )
+@click.option(
+    "--server-log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A llama.cpp server's log: the summary gives the prompt tokens it did not evaluate again.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @config_option
 def replay(
@@ -313,6 +342,7 @@ def replay(
     bot_id: str | None,
     turn_sections: str | None,
     no_learn: bool,
+    server_log: Path | None,
     no_progress: bool,
     config_path: Path | None,
 ) -> None:
@@ -350,6 +380,7 @@ def replay(
                 data=data,
                 bot_id=bot_id,
                 progress=not no_progress,
+                server_log=ServerLog(server_log) if server_log is not None else None,
             )
         finally:
             runtime.close()
@@ -367,6 +398,7 @@ def _run(
     data: Path | None,
     bot_id: str | None,
     progress: bool,
+    server_log: ServerLog | None = None,
 ) -> None:
     try:
         log = read_chat_log(log_file, runtime, bot_id=bot_id)
@@ -410,6 +442,8 @@ def _run(
         learned=learning_state(runtime),
         rejected=log.rejected,
     )
+    if server_log is not None:
+        summary["server_reuse"] = server_reuse(server_log.hits())
     if output_format == "jsonl":
         click.echo(json.dumps(summary, ensure_ascii=False))
     else:

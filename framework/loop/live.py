@@ -517,7 +517,10 @@ class BotLoop:
         stage.enter("request")
         request = pipeline.build_request(self.spec)
         tools = run.tools
-        offered = tools.specs() if tools is not None and decision.action is TurnAction.TOOL else ()
+        # Every turn of a conversation offers the same tools (those the speaker is permitted),
+        # not only tool turns: the tools sit before the messages in the body, and a list that
+        # came and went would break the cached prefix there (docs/cost.md).
+        offered = tools.specs() if tools is not None else ()
         if offered:
             request = with_tools(request, offered)
         stage.enter("submit")

@@ -167,6 +167,9 @@ def build_turn_messages(
         )
         notes = {"history_turns": len(history), **part.notes}
     keep_tail = cache.injection_suffix
+    # In the cache mode the excerpt is the turn's own: it goes after the history, which then
+    # stays the previous request's prefix (docs/cost.md, "The layout of a request").
+    ambient_last = config.turn_context.turn_sections == "user"
     if measure is len and config.budget.chars > 0:
         fitted = _fit_newest_first(
             system_prompt,
@@ -178,11 +181,14 @@ def build_turn_messages(
             max_len,
             keep_tail,
             hinted,
+            ambient_last=ambient_last,
         )
     else:
+        ambient = [part.message] if part.message is not None else []
         sequence = [
-            *([part.message] if part.message is not None else []),
+            *([] if ambient_last else ambient),
             *(m for row in rows if (m := cache.history_message(row, max_len)) is not None),
+            *(ambient if ambient_last else []),
             *hinted,
             *([current] if current is not None else []),
         ]
@@ -273,8 +279,13 @@ def _fit_newest_first(
     max_len: int,
     keep_tail: str,
     hinted: Sequence[PromptMessage] = (),
+    *,
+    ambient_last: bool = False,
 ) -> _Fitted:
     """:func:`promptweave.messages.trimming.apply_budget` in characters, taking messages from the newest back.
+
+    :param ambient_last: the ambient excerpt goes after the history, just before the hints (the
+        cache mode), and is taken before the history.
 
     The oldest messages go first, so what the budget keeps is the longest run of newest messages
     that fits (at least the newest one): reading back from the current message and stopping at
@@ -297,6 +308,22 @@ def _fit_newest_first(
         kept.append(hint)
         total += size
         hints_from -= 1
+    ambient_kept = False
+
+    def take_ambient() -> None:
+        nonlocal total, ambient_kept, full
+        if full or ambient is None:
+            return
+        size = len(ambient.content)
+        if not kept or total + size <= budget:
+            kept.append(ambient)
+            total += size
+            ambient_kept = True
+        elif ambient_last:
+            full = True
+
+    if ambient_last:
+        take_ambient()
     history_message = cache.history_message
     for index, message in () if full else cache.newest_messages(rows, max_len):
         if message is not None:
@@ -307,13 +334,8 @@ def _fit_newest_first(
             kept.append(message)
             total += size
         boundary = index
-    ambient_kept = False
-    if not full and ambient is not None:
-        size = len(ambient.content)
-        if not kept or total + size <= budget:
-            kept.append(ambient)
-            total += size
-            ambient_kept = True
+    if not ambient_last:
+        take_ambient()
     kept.reverse()
     uncut = total
     cut = False

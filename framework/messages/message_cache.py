@@ -30,6 +30,7 @@ from promptweave.messages.sequence import (
     HistoryRow,
     format_assistant_turn,
     format_user_turn,
+    stepped_window,
 )
 from promptweave.messages.timeline import speaker_label, timeline_text
 from promptweave.store.session_rows import SUMMARY_MARK
@@ -104,13 +105,24 @@ def _with_summary(
 
 
 def turn_rows(
-    entries: Sequence[HistoryEntry], limit: int, row: Callable[[HistoryEntry], HistoryRow]
+    entries: Sequence[HistoryEntry],
+    limit: int,
+    row: Callable[[HistoryEntry], HistoryRow],
+    step: int = 1,
 ) -> tuple[HistoryRow, ...]:
     """:func:`promptweave.messages.sequence.window_history` of a turn's own history, with rows
     made for the window alone: the newest ``limit`` entries and, when they hold no summary, the
-    newest older summary in front."""
+    newest older summary in front.
+
+    :param step: above 1, the window moves in steps of that many rows instead
+        (:func:`promptweave.messages.sequence.stepped_window`, ``limit`` its floor).
+    """
     if limit <= 0:
         return ()
+    if step > 1:
+        summary, start = stepped_window([_is_summary(e) for e in entries], limit, step)
+        kept = [*([entries[summary]] if summary is not None else []), *entries[start:]]
+        return tuple(row(entry) for entry in kept)
     rows = tuple(row(entry) for entry in entries[-limit:])
     if len(rows) == len(entries) or any(found.summary for found in rows):
         return rows

@@ -37,6 +37,7 @@ __all__ = [
     "current_text",
     "format_assistant_turn",
     "format_user_turn",
+    "stepped_window",
     "window_history",
 ]
 
@@ -134,6 +135,33 @@ def window_history(rows: Sequence[HistoryRow], limit: int) -> list[HistoryRow]:
     if not older:
         return window
     return [older[-1], *window[1:]] if limit > 1 else [older[-1]]
+
+
+def stepped_window(summaries: Sequence[bool], floor: int, step: int) -> tuple[int | None, int]:
+    """Which rows a window that moves in steps keeps (the cache mode's history window,
+    ``docs/cost.md``, "The layout of a request").
+
+    The rows are counted from an anchor that only a compression moves: the newest summary row,
+    else the oldest row. Of the ``n`` rows after it the window keeps all while ``n`` is under
+    ``floor + step`` (the summary row counts in ``floor``), then drops them ``step`` at a time, so
+    it holds between ``floor`` and ``floor + step - 1`` rows and its first row changes once every
+    ``step`` rows, not with every new one.
+
+    :param summaries: for each row, oldest first, whether it is a summary row.
+    :returns: the index of the summary row kept at the front (``None``: none) and the index of
+        the first other row kept (all after it are kept).
+    """
+    newest = next((i for i in range(len(summaries) - 1, -1, -1) if summaries[i]), None)
+    if newest is None:
+        return None, _stepped_start(len(summaries), floor, step)
+    after = len(summaries) - newest - 1
+    return newest, newest + 1 + _stepped_start(after, max(floor - 1, 0), step)
+
+
+def _stepped_start(count: int, floor: int, step: int) -> int:
+    if count <= floor:
+        return 0
+    return (count - floor) // max(step, 1) * max(step, 1)
 
 
 def current_text(turn: Turn) -> str:

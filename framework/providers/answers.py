@@ -94,7 +94,8 @@ def parse_openai_chat(data: Any) -> ProviderAnswer:
 
     The text is ``message.content`` (a string, or the ``text`` parts some compatible servers
     send); cached tokens are ``usage.prompt_tokens_details.cached_tokens``, else DeepSeek's
-    ``usage.prompt_cache_hit_tokens``; cache writes ``prompt_tokens_details.cache_write_tokens``
+    ``usage.prompt_cache_hit_tokens``, else llama.cpp's ``timings.cache_n`` (the prompt tokens
+    its server did not evaluate again); cache writes ``prompt_tokens_details.cache_write_tokens``
     where the server reports them.
     """
     body = _mapping(data)
@@ -114,6 +115,8 @@ def parse_openai_chat(data: Any) -> ProviderAnswer:
     cached = _count(details.get("cached_tokens"))
     if cached is None:
         cached = _count(usage.get("prompt_cache_hit_tokens"))
+    if cached is None:
+        cached = _count(_mapping(body.get("timings")).get("cache_n"))
     return ProviderAnswer(
         text=text,
         tool_calls=tuple(calls),

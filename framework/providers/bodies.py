@@ -122,7 +122,9 @@ def anthropic_messages_body(
 
     ``cache_control`` breakpoints go at the end of the stable prefix (the block holding the cached
     static and profile sections) and on the last block of each of the last messages, never more
-    than :data:`MAX_CACHE_BREAKPOINTS` in all.
+    than :data:`MAX_CACHE_BREAKPOINTS` in all. When the current message ends with the turn's own
+    part (``turn_sections = "user"``), they go before that part instead
+    (:func:`_trailing_breakpoints`).
     """
     blocks: list[dict[str, Any]] = []
     labels: dict[tuple[str | int, ...], list[tuple[str, str]]] = {}
@@ -135,22 +137,42 @@ def anthropic_messages_body(
         labels[("system", len(blocks), "text")] = _section_pieces(system.turn)
         blocks.append({"type": "text", "text": turn_text})
     rendered: list[dict[str, Any]] = []
+    turn_block: tuple[int, int] | None = None  # (message, block) where the turn's own part starts
     for message in messages:
         parts = message.parts if message.role == "user" else (WireText(text=message.joined_text()),)
         content = [_anthropic_block(part) for part in parts if not _empty(part)]
+        if message.turn_parts and len(content) > message.turn_parts:
+            turn_block = (len(rendered), len(content) - message.turn_parts)
         rendered.append({"role": message.role, "content": content})
-    remaining = min(TAIL_BREAKPOINTS, MAX_CACHE_BREAKPOINTS - (1 if stable_text else 0))
-    for item in reversed(rendered):
-        if remaining == 0:
-            break
-        if item["content"]:
-            item["content"][-1]["cache_control"] = dict(EPHEMERAL)
-            remaining -= 1
+    if turn_block is not None:
+        _trailing_breakpoints(rendered, turn_block)
+    else:
+        remaining = min(TAIL_BREAKPOINTS, MAX_CACHE_BREAKPOINTS - (1 if stable_text else 0))
+        for item in reversed(rendered):
+            if remaining == 0:
+                break
+            if item["content"]:
+                item["content"][-1]["cache_control"] = dict(EPHEMERAL)
+                remaining -= 1
     body: Body = {"model": model, "max_tokens": max_tokens}
     if blocks:
         body["system"] = blocks
     body["messages"] = rendered
     return body, labels
+
+
+def _trailing_breakpoints(rendered: list[dict[str, Any]], turn_block: tuple[int, int]) -> None:
+    """The breakpoints of a request whose current message ends with the turn's own part (the
+    cache mode): on the block before that part, which caches the whole conversation up to the
+    current message's own words (the next turn sends them again, without the part), and on the
+    message before it (the previous answer). With the stable prefix that makes three, so a tool
+    round can still take the fourth."""
+    message, block = turn_block
+    rendered[message]["content"][block - 1]["cache_control"] = dict(EPHEMERAL)
+    for item in reversed(rendered[:message]):
+        if item["content"]:
+            item["content"][-1]["cache_control"] = dict(EPHEMERAL)
+            break
 
 
 def _empty(part: WireText | WireImage) -> bool:

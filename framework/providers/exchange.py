@@ -115,6 +115,9 @@ class ProviderRequest:
         the value: two requests that differ only here are equal.
     :param text_labels: which section each piece of the body's system prompt belongs to, so a
         request derived from this one (a tool round) reports its prefix by section too.
+    :param compared_with: the body ``prefix`` compares this one with (the conversation's
+        latest request when it was built; the request a tool round extends), so a request
+        derived from this one (:func:`promptweave.with_tools`) is compared with the same.
     """
 
     api: ProviderApi
@@ -127,6 +130,7 @@ class ProviderRequest:
     trace: Mapping[str, Any] = attrs.field(factory=dict)
     stage_durations_ms: Mapping[str, float] = attrs.field(factory=dict, eq=False)
     text_labels: TextLabels = attrs.field(factory=dict, repr=False, eq=False)
+    compared_with: bytes | None = attrs.field(default=None, repr=False, eq=False)
 
     def body_text(self) -> str:
         """The body as sent: compact JSON, UTF-8 characters kept, key order kept."""

@@ -98,12 +98,29 @@ class PrefixReport:
     :param first_difference: where the prefix ends: ``"section current_time"``,
         ``"message 4 (user)"``, a top-level key such as ``"model"``; ``None`` when identical or
         when this request only extends the previous one.
+    :param new_bytes: the bytes of what is new in this request: the current message with its
+        per-turn part (the per-turn sections of the system prompt, the sidecar, the ambient
+        excerpt, wording hints, the timeline's images) and the messages the previous request did
+        not carry (the previous answer); for a tool round, the round it appends
+        (``docs/cost.md``, "The layout of a request").
     """
 
     common_prefix_bytes: int
     request_bytes: int
     previous_bytes: int
     first_difference: str | None
+    new_bytes: int = 0
+
+    @property
+    def uncached_bytes(self) -> int:
+        """The bytes of this request that are not a prefix of the previous one."""
+        return self.request_bytes - self.common_prefix_bytes
+
+    @property
+    def uncached_per_new_byte(self) -> float | None:
+        """:attr:`uncached_bytes` per :attr:`new_bytes` (1.0: only what is new is processed
+        again); ``None`` when nothing is new."""
+        return self.uncached_bytes / self.new_bytes if self.new_bytes else None
 
     @property
     def ratio(self) -> float:
@@ -117,11 +134,18 @@ class PrefixReport:
             "previous_bytes": self.previous_bytes,
             "ratio": round(self.ratio, 4),
             "first_difference": self.first_difference,
+            "new_bytes": self.new_bytes,
+            "uncached_bytes": self.uncached_bytes,
         }
 
 
-def compare_request_prefix(previous: bytes, segments: Sequence[tuple[str, str]]) -> PrefixReport:
-    """Compare a previous body's bytes with this request's labelled segments."""
+def compare_request_prefix(
+    previous: bytes, segments: Sequence[tuple[str, str]], *, new_bytes: int = 0
+) -> PrefixReport:
+    """Compare a previous body's bytes with this request's labelled segments.
+
+    :param new_bytes: the bytes of what is new in this request (:attr:`PrefixReport.new_bytes`).
+    """
     current = b"".join(piece.encode() for _, piece in segments)
     # Binary search on slice equality: the comparisons run in C, not byte by byte in Python.
     low, high = 0, min(len(previous), len(current))
@@ -145,4 +169,5 @@ def compare_request_prefix(previous: bytes, segments: Sequence[tuple[str, str]])
         request_bytes=len(current),
         previous_bytes=len(previous),
         first_difference=first_difference,
+        new_bytes=new_bytes,
     )

@@ -12,6 +12,8 @@ import asyncio
 import inspect
 import logging
 import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -34,8 +36,9 @@ from promptweave.providers.prefix import (
     compare_request_prefix,
     labelled_segments,
 )
-from promptweave.providers.wire import images_to_send, wire_messages, wire_system
+from promptweave.providers.wire import WireMessage, images_to_send, wire_messages, wire_system
 from promptweave.timing import elapsed_ms, stage_log
+from promptweave.turn_context.conversation_state import message_fingerprint
 
 if TYPE_CHECKING:
     from promptweave.config import Config
@@ -44,7 +47,14 @@ if TYPE_CHECKING:
     from promptweave.turn_context.context import TurnContext
     from promptweave.turn_context.conversation_state import ConversationState
 
-__all__ = ["RequestParts", "asubmit_request", "build_provider_request", "submit_request"]
+__all__ = [
+    "HISTORY_SOURCES",
+    "RequestParts",
+    "asubmit_request",
+    "build_provider_request",
+    "new_bytes",
+    "submit_request",
+]
 
 
 class RequestParts(Protocol):
@@ -63,6 +73,9 @@ class RequestParts(Protocol):
 
 log = logging.getLogger("promptweave")
 
+
+#: Message sources that are history: what was said before (the rest is this turn's own).
+HISTORY_SOURCES = frozenset({"history", "summary"})
 
 _BUILDERS = {
     ProviderApi.OPENAI_CHAT: openai_chat_body,
@@ -101,6 +114,50 @@ def _fetch_all(
         if image is None:
             failures.append({"url": url, "reason": reason})
     return fetched, failures
+
+
+def _item_bytes(item: Any) -> int:
+    # The comma that introduces an item belongs to it, as in the prefix report.
+    return len(canonical_json(item).encode()) + 1
+
+
+def new_bytes(
+    context: TurnContext,
+    wired: Sequence[WireMessage],
+    body: Mapping[str, Any],
+    segments: Sequence[tuple[str, str]],
+    previous: Sequence[str] | None,
+) -> int:
+    """The bytes of what is new in a request (:attr:`promptweave.providers.prefix.PrefixReport.new_bytes`).
+
+    New are the system prompt's per-turn sections, every message that is the turn's own (the
+    current message with its sidecar or parts, the ambient excerpt, wording hints, the timeline's
+    images) and each history message the conversation's previous request did not carry, matched
+    by role and clean content (``previous``: their :func:`message_fingerprint`; ``None``, no
+    previous request: all of them).
+    """
+    turn_labels = {f"section {section_id}" for section_id, _ in context.turn_sections}
+    total = sum(len(piece.encode()) for label, piece in segments if label in turn_labels)
+    items = body.get("input") if "input" in body else body.get("messages")
+    items = list(items or [])
+    # The body's messages end with the wired ones (a Chat Completions system message before).
+    offset = len(items) - len(wired)
+    inserted = len(wired) - len(context.messages)  # the timeline's image message, if any
+    carried = Counter(previous or ())
+    position = 0
+    for index, _message in enumerate(wired):
+        if inserted and index == context.current_turn_user_idx:
+            total += _item_bytes(items[offset + index])  # the timeline's images: this turn's
+            continue
+        message = context.messages[position]
+        position += 1
+        if message.source in HISTORY_SOURCES and previous is not None:
+            fingerprint = message_fingerprint(message)
+            if carried[fingerprint] > 0:
+                carried[fingerprint] -= 1
+                continue
+        total += _item_bytes(items[offset + index])
+    return total
 
 
 def build_provider_request(
@@ -145,12 +202,24 @@ def build_provider_request(
         body["prompt_cache_key"] = context.prompt_cache_key
     segments = tuple(labelled_segments(body, labels))
     body_bytes = canonical_json(body).encode()
+    conversations = parts.conversations
+    key, api = context.conversation_key, spec.api.value
+    previous_messages = conversations.previous_messages(key, api)
     previous = (
-        parts.conversations.remember_request(context.conversation_key, spec.api.value, body_bytes)
+        conversations.remember_request(
+            key, api, body_bytes, [message_fingerprint(m) for m in context.messages]
+        )
         if record_prefix
-        else parts.conversations.last_requests.get((context.conversation_key, spec.api.value))
+        else conversations.last_requests.get((key, api))
     )
-    prefix = compare_request_prefix(previous, segments) if previous is not None else None
+    fresh = new_bytes(
+        context, messages, body, segments, previous_messages if previous is not None else None
+    )
+    prefix = (
+        compare_request_prefix(previous, segments, new_bytes=fresh)
+        if previous is not None
+        else None
+    )
     trace: dict[str, Any] = {
         "api": spec.api.value,
         "model": spec.model,
@@ -162,6 +231,7 @@ def build_provider_request(
             "failed": failures,
         },
         "request_bytes": len(body_bytes),
+        "new_bytes": fresh,
         "prefix": prefix.to_json() if prefix is not None else None,
     }
     return ProviderRequest(
@@ -175,6 +245,16 @@ def build_provider_request(
         trace=trace,
         stage_durations_ms={"request": elapsed_ms(start), **durations},
         text_labels=labels,
+        compared_with=previous,
+    )
+
+
+def _remember_sent(parts: RequestParts, request: ProviderRequest) -> None:
+    """Keep the body submitted (with its tools, or a tool round) as the conversation's latest
+    request: the next turn is compared with what went on the wire, not with what was built.
+    Taken before the hook runs, so a plugin that rewrites the body cannot change it."""
+    parts.conversations.remember_request(
+        request.conversation_key, request.api.value, request.body_bytes()
     )
 
 
@@ -205,6 +285,7 @@ def submit_request(parts: RequestParts, request: ProviderRequest) -> SubmitResul
     rather than an exception, so one failed call never takes the bot down.
     """
     start = time.perf_counter()
+    _remember_sent(parts, request)
     result, fault = parts.hooks.submit_request(
         request,
         parts.config,
@@ -234,6 +315,7 @@ async def asubmit_request(parts: RequestParts, request: ProviderRequest) -> Subm
     logged ``error`` result, never an exception; cancelling the caller cancels the request.
     """
     start = time.perf_counter()
+    _remember_sent(parts, request)
     hooks = parts.hooks
     name = "submit_request_async"
     try:

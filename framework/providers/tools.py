@@ -24,7 +24,7 @@ import attrs
 
 from promptweave.providers.bodies import EPHEMERAL, MAX_CACHE_BREAKPOINTS
 from promptweave.providers.exchange import ProviderRequest, ToolCall, ToolSpec
-from promptweave.providers.prefix import compare_request_prefix, labelled_segments
+from promptweave.providers.prefix import canonical_json, compare_request_prefix, labelled_segments
 
 __all__ = ["with_tool_round", "with_tools"]
 
@@ -211,29 +211,53 @@ def _breakpoints(body: Mapping[str, Any]) -> int:
 
 
 def _rebuilt(
-    request: ProviderRequest, body: Body, trace_update: Mapping[str, Any]
+    request: ProviderRequest,
+    body: Body,
+    trace_update: Mapping[str, Any],
+    *,
+    compared_with: bytes | None,
+    new_bytes: int,
 ) -> ProviderRequest:
     segments = tuple(labelled_segments(body, request.text_labels))
-    prefix = compare_request_prefix(request.body_bytes(), segments)
+    prefix = (
+        compare_request_prefix(compared_with, segments, new_bytes=new_bytes)
+        if compared_with is not None
+        else None
+    )
     trace = {
         **request.trace,
         **trace_update,
         "request_bytes": sum(len(piece.encode()) for _, piece in segments),
-        "prefix": prefix.to_json(),
+        "new_bytes": new_bytes,
+        "prefix": prefix.to_json() if prefix is not None else None,
     }
-    return attrs.evolve(request, body=body, segments=segments, prefix=prefix, trace=trace)
+    return attrs.evolve(
+        request,
+        body=body,
+        segments=segments,
+        prefix=prefix,
+        trace=trace,
+        compared_with=compared_with,
+    )
 
 
 def with_tools(request: ProviderRequest, tools: Sequence[ToolSpec]) -> ProviderRequest:
     """``request`` with ``tools`` offered (replacing any tools it offered; none removes them).
 
     The tools go where the format reads them (see the module's documentation); the request's
-    ``prefix`` then compares it with ``request``.
+    ``prefix`` then compares it with what ``request`` was compared with (the conversation's
+    previous request), as the body that is sent.
 
     :raises ValueError: when two tools share a name.
     """
     body = _offer(request.body, request.api.value, tools)
-    return _rebuilt(request, body, {"tools": [tool.name for tool in tools]})
+    return _rebuilt(
+        request,
+        body,
+        {"tools": [tool.name for tool in tools]},
+        compared_with=request.compared_with,
+        new_bytes=int(request.trace.get("new_bytes", 0)),
+    )
 
 
 def with_tool_round(
@@ -276,4 +300,8 @@ def with_tool_round(
     body[form.messages_key] = [*body.get(form.messages_key, []), *appended]
     rounds = int(request.trace.get("tool_rounds", 0)) + 1
     trace_update = {"tools": [tool.name for tool in tools], "tool_rounds": rounds}
-    return _rebuilt(request, body, trace_update)
+    # What is new is the round: everything before it is the request it extends, sent already.
+    fresh = sum(len(canonical_json(item).encode()) + 1 for item in appended)
+    return _rebuilt(
+        request, body, trace_update, compared_with=request.body_bytes(), new_bytes=fresh
+    )

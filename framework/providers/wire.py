@@ -52,8 +52,15 @@ WirePart = WireText | WireImage
 
 @attrs.frozen(kw_only=True)
 class WireMessage:
+    """One message as parts.
+
+    :param turn_parts: how many of the last parts are the turn's own context (the current
+        message's trailing turn part): a cache breakpoint goes before them, never on them.
+    """
+
     role: str
     parts: tuple[WirePart, ...]
+    turn_parts: int = 0
 
     @property
     def text_only(self) -> bool:
@@ -162,6 +169,9 @@ def wire_messages(
         u for u in vision_image_urls(context.timeline_images) if u.lower() not in current_urls
     ]
     wired = [_message(m, supports_images, inline, fetched) for m in context.messages]
+    if context.turn_part == "part" and current is not None and current.parts:
+        index = context.current_turn_user_idx
+        wired[index] = attrs.evolve(wired[index], turn_parts=1)
     if supports_images and timeline and context.current_turn_user_idx >= 0:
         parts: list[WirePart] = [WireText(text=TIMELINE_IMAGES_TEXT)]
         parts += _image_parts(timeline, inline, fetched)

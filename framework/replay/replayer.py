@@ -310,6 +310,8 @@ def message_record(
         "quoted_message_id": quoted,
         "prefix_reuse": None if prefix is None else round(prefix.ratio, 4),
         "prefix_break": None if prefix is None else prefix.first_difference,
+        "uncached_bytes": None if prefix is None else prefix.uncached_bytes,
+        "new_bytes": None if prefix is None else prefix.new_bytes,
         "request_bytes": None if request is None else len(request.body_bytes()),
         "chars": outcome.trace.get("chars"),
         "wording_hints": outcome.trace.get("wording_hints"),
@@ -361,6 +363,7 @@ def summarize(
     )
     cached = [r["usage"]["cached_tokens"] for r in requested if r["usage"]]
     reuse = [r["prefix_reuse"] for r in records if r["prefix_reuse"] is not None]
+    uncached = [r for r in records if r.get("uncached_bytes") is not None and r.get("new_bytes")]
     stages: dict[str, list[float]] = {}
     for record in records:
         for stage, ms in record["durations_ms"].items():
@@ -393,8 +396,28 @@ def summarize(
             "min": round(min(reuse), 4),
             "requests": len(reuse),
         },
+        "uncached_per_new_byte": _uncached_per_new(uncached),
         "stage_ms": {stage: _percentiles(values) for stage, values in sorted(stages.items())},
         "learning": learning_summary(records, learned, turns=_turns_by_group(requested)),
+    }
+
+
+def _uncached_per_new(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The bytes of each request that are not a prefix of its conversation's previous request,
+    per byte of what is new in it (``docs/replay.md``, "Prefix reuse"): the median over the
+    requests and the sum over the replay."""
+    if not records:
+        return None
+    uncached = sum(r["uncached_bytes"] for r in records)
+    new = sum(r["new_bytes"] for r in records)
+    return {
+        "median": round(
+            statistics.median(r["uncached_bytes"] / r["new_bytes"] for r in records), 3
+        ),
+        "summed": round(uncached / new, 3),
+        "uncached_bytes": uncached,
+        "new_bytes": new,
+        "requests": len(records),
     }
 
 

@@ -23,7 +23,7 @@ from promptweave.messages.ambient import (
     select_ambient_turns,
 )
 from promptweave.messages.message_cache import MessageCache, turn_rows
-from promptweave.messages.sequence import HistoryRow
+from promptweave.messages.sequence import HistoryRow, stepped_window
 from promptweave.messages.timeline import timeline_limit
 from promptweave.routing.signals import raw_reply_id
 from promptweave.store.session_rows import SessionTurn
@@ -206,37 +206,66 @@ class SessionReader:
 
     def _read_history(self) -> tuple[HistoryRow, ...]:
         window = self.config.history.user_window
+        # The cache mode's window moves in steps (docs/cost.md); system mode's by one row.
+        step = (
+            self.config.history.window_step
+            if self.config.turn_context.turn_sections == "user"
+            else 1
+        )
         if self.degraded is not None:
             return ()
         if self.turn.history:
             self.sources["history"] = "turn"
-            if self.cache is None:
-                return turn_rows(self.turn.history, window, HistoryRow.from_entry)
+            if self.cache is None or step > 1:
+                return turn_rows(self.turn.history, window, HistoryRow.from_entry, step)
             conversation = (self.turn.bot.id, self._scope, self.turn.message.sender_id)
             return self.cache.window_rows(conversation, self.turn.history, window)
-        sessions = self.stores.sessions
-        assert sessions is not None  # not degraded
-        bot_id, user_id = self.turn.bot.id, self.turn.message.sender_id
         try:
-            turns = sessions.user_turns(
-                bot_id, self._scope, user_id, until=self.now, limit=window + 1, since=self._since()
-            )
-            turns = [t for t in turns if not self._is_current(t)][-window:]
-            summary = None
-            if turns and not any(t.is_summary for t in turns):
-                summary = sessions.latest_summary(bot_id, self._scope, user_id, until=turns[0].time)
+            turns = self._window_turns(window, step)
         except STORE_ERRORS as exc:
             self._failed("the session history", exc)
             return ()
         self.sources["history"] = "store"
-        if summary is not None and window > 1:
-            turns = [summary, *turns[-(window - 1) :]]
         return tuple(
             HistoryRow(
                 role=t.role, content=t.display_text(), summary=t.is_summary, message_id=t.message_id
             )
             for t in turns
         )
+
+    def _window_turns(self, window: int, step: int) -> list[SessionTurn]:
+        """The session rows of the history window: the newest ``window`` (``step`` 1), or the
+        rows :func:`promptweave.messages.sequence.stepped_window` keeps of the session."""
+        sessions = self.stores.sessions
+        assert sessions is not None  # not degraded
+        bot_id, user_id = self.turn.bot.id, self.turn.message.sender_id
+
+        def read(limit: int) -> list[SessionTurn]:
+            found = sessions.user_turns(
+                bot_id, self._scope, user_id, until=self.now, limit=limit + 1, since=self._since()
+            )
+            return [t for t in found if not self._is_current(t)][-limit:]
+
+        if step <= 1:
+            turns = read(window)
+        else:
+            # Enough rows to find the anchor (the newest summary) in a session compressed as
+            # usual; the whole kept session when it is not among them.
+            limit = window + 3 * step
+            turns = read(limit)
+            if len(turns) >= limit and not any(t.is_summary for t in turns):
+                turns = read(self.config.session.storage_window)
+            summary_at, start = stepped_window([t.is_summary for t in turns], window, step)
+            if summary_at is not None:
+                return [turns[summary_at], *turns[start:]]
+            turns = turns[start:]
+            window = len(turns) + 1
+        summary = None
+        if turns and not any(t.is_summary for t in turns):
+            summary = sessions.latest_summary(bot_id, self._scope, user_id, until=turns[0].time)
+        if summary is not None and window > 1:
+            turns = [summary, *turns[-(window - 1) :]]
+        return turns
 
     def _is_current(self, turn: SessionTurn) -> bool:
         current = self.turn.message

@@ -5,7 +5,8 @@
 decides which system prompt is active for the conversation (built once and reused byte for byte,
 rebuilt only after a compression or when a static section changed), takes the turn's notes, runs
 the preflight compression, and stamps the per-turn context on the current user message: as its
-sidecar, or as a trailing text part when the message carries images. What is then sent is fitted
+sidecar, or as a trailing text part when the message carries images or in the cache mode
+(``turn_sections = "user"``, ``docs/cost.md``), where the history is sent as it was said. What is then sent is fitted
 into ``[budget] chars`` (:mod:`promptweave.turn_context.request_budget`). The result,
 :class:`TurnContext`, is what the provider request builders read. See ``docs/turn_context.md``.
 """
@@ -99,13 +100,17 @@ class TurnContext:
     :param conversation_key: bot, group and speaker (:func:`promptweave.turn_context.conversation_state.conversation_key`).
     :param prompt_cache_key: the key the OpenAI formats send so that one group's turns share a
         prompt cache (:func:`promptweave.turn_context.conversation_state.prompt_cache_key`); ``""`` sends none.
+        With ``turn_sections = "user"`` it is one key per speaker.
+    :param turn_part: how the current message carries the turn's own context: ``sidecar`` (its
+        text sent in place of the content), ``part`` (a trailing text part, the last of the
+        message: always in the cache mode, and for a message with images) or ``none``.
     :param turn_id: ``<conversation key>:<task id>:<8 hex>``, unique per turn.
     :param task_id: the caller's task id, or a fresh one.
     :param user_message: the current user message's content, lone surrogates removed.
     :param original_user_message: the clean text the user wrote, for memory and log queries; no
         injected text ever lands in it.
-    :param messages: a copy of the history (with what was sent replayed) and the current message
-        carrying its sidecar or parts.
+    :param messages: a copy of the history (with what was sent replayed, in ``system`` mode) and
+        the current message carrying its sidecar or parts.
     :param conversation_history: the history as given; ``None`` after a compression rewrote it.
     :param active_system_prompt: the conversation's cached stable prefix.
     :param turn_sections: ``(section_id, text)`` of the per-turn sections that follow it in the
@@ -150,6 +155,7 @@ class TurnContext:
     trace: Mapping[str, Any] = attrs.field(factory=dict)
     stage_durations_ms: Mapping[str, float] = attrs.field(factory=dict, eq=False)
     prompt_cache_key: str = ""
+    turn_part: str = "none"
 
     @property
     def system_prompt(self) -> str:
@@ -298,8 +304,13 @@ def build_turn_context(
     settings = parts.config.turn_context
     state = parts.conversations
     key = conversation_key(turn)
+    cache_mode = settings.turn_sections == "user"
     history, current = _current_message(parts, turn, rendered)
-    history = state.transcript.replay(key, history)
+    if not cache_mode:
+        # In the cache mode the history carries only what was said: a turn's context was that
+        # turn's alone, and resending it inside old messages would cost its bytes on every
+        # later turn (docs/cost.md, "The layout of a request").
+        history = state.transcript.replay(key, history)
     task = task_id or uuid.uuid4().hex
     turn_id = f"{key}:{task}:{uuid.uuid4().hex[:8]}"
     original = strip_lone_surrogates(
@@ -310,7 +321,7 @@ def build_turn_context(
     # profile sections are recalled for each message, and would change it turn after turn.
     stable, tail = _split_sections(
         rendered.sections,
-        STATIC_ONLY if settings.turn_sections == "user" else STABLE_VOLATILITIES,
+        STATIC_ONLY if cache_mode else STABLE_VOLATILITIES,
     )
     fresh = _active_prompt(stable)
     active = state.system_prompts.get(key)
@@ -378,13 +389,16 @@ def build_turn_context(
         index = reanchor_current_turn_user_idx(messages, current.content if current else "")
 
     sidecar_blocks = tuple(text for _, text in turn_pieces)
-    if settings.turn_sections == "user":
+    if cache_mode:
         turn_pieces = ()
     else:
         sidecar_blocks = ()
     budget_start = time.perf_counter()
     additions = TurnAdditions(
-        memory_context=memory_context, turn_sections=sidecar_blocks, notes=notes
+        memory_context=memory_context,
+        turn_sections=sidecar_blocks,
+        notes=notes,
+        trailing=cache_mode,
     )
     fitted = parts.watchdog.run(
         lambda: fit_turn_budget(
@@ -431,7 +445,8 @@ def build_turn_context(
     }
     return TurnContext(
         conversation_key=key,
-        prompt_cache_key=prompt_cache_key(turn),
+        prompt_cache_key=prompt_cache_key(turn, per_speaker=cache_mode),
+        turn_part=stamp if index >= 0 else "none",
         turn_id=turn_id,
         task_id=task,
         user_message=user_message,

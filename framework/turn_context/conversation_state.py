@@ -79,18 +79,24 @@ def split_conversation_key(key: str) -> tuple[str, str | None, str]:
     return unquote(bot), None if group == PRIVATE_KEY_PART else unquote(group), unquote(speaker)
 
 
-def prompt_cache_key(turn: Turn) -> str:
+def prompt_cache_key(turn: Turn, *, per_speaker: bool = False) -> str:
     """The key OpenAI's prompt cache groups a turn's requests by: ``pw-`` and 16 hex digits.
 
     A group chat's key depends on the bot and the group only, so every member's turns share one
     cache (they share the system prompt and the timeline); a private chat's on the bot and the
     user. The ids are hashed, so the key carries no account number to the provider.
+
+    :param per_speaker: one key per speaker in a group too (``turn_sections = "user"``): there
+        the long cached prefix is the speaker's own history, behind a system prompt every
+        group shares, so each speaker's requests are routed together
+        (``docs/cost.md``, "The layout of a request").
     """
-    scope = (
-        (turn.bot.id, turn.group_id)
-        if turn.group_id
-        else (turn.bot.id, "private", turn.message.sender_id)
-    )
+    if turn.group_id and per_speaker:
+        scope: tuple[str, ...] = (turn.bot.id, turn.group_id, turn.message.sender_id)
+    elif turn.group_id:
+        scope = (turn.bot.id, turn.group_id)
+    else:
+        scope = (turn.bot.id, "private", turn.message.sender_id)
     digest = hashlib.sha256("\0".join(scope).encode("utf-8", "surrogatepass")).hexdigest()
     return f"pw-{digest[:16]}"
 
@@ -284,21 +290,41 @@ class ConversationState:
     :param notes: notes queued for the next turn of each conversation.
     :param system_prompts: each conversation's active system prompt.
     :param transcript: what was sent, replayed on later turns.
-    :param last_requests: the previous request body of each conversation and API, for the prefix
-        report (bounded like the in-memory stores).
+    :param last_requests: the latest request body of each conversation and API, for the prefix
+        report (bounded like the in-memory stores): the body built last, replaced by the body
+        actually submitted (with its tools, or a tool round) when it is sent.
+    :param last_messages: the message fingerprints of each conversation's latest request.
     """
 
     notes: NoteQueue = attrs.field(factory=NoteQueue)
     system_prompts: SystemPromptStore = attrs.field(factory=InMemorySystemPromptStore)
     transcript: TurnTranscript = attrs.field(factory=InMemoryTurnTranscript)
     last_requests: OrderedDict[tuple[str, str], bytes] = attrs.field(factory=OrderedDict)
+    last_messages: OrderedDict[tuple[str, str], tuple[str, ...]] = attrs.field(factory=OrderedDict)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
 
-    def remember_request(self, key: str, api: str, body: bytes) -> bytes | None:
-        """Store ``body`` as the latest request of ``key`` for ``api``; return the one before."""
+    def remember_request(
+        self, key: str, api: str, body: bytes, messages: Sequence[str] | None = None
+    ) -> bytes | None:
+        """Store ``body`` as the latest request of ``key`` for ``api``; return the one before.
+
+        :param messages: the :func:`message_fingerprint` of each message the request carries, so
+            the next request can tell which of its messages are new; ``None`` keeps those of the
+            previous call (a body sent with tools, or a tool round, carries the same messages).
+        """
         with self._lock:
             previous = self.last_requests.pop((key, api), None)
             self.last_requests[(key, api)] = body
+            if messages is not None:
+                self.last_messages.pop((key, api), None)
+                self.last_messages[(key, api)] = tuple(messages)
             while len(self.last_requests) > MAX_CONVERSATIONS:
                 self.last_requests.popitem(last=False)
+            while len(self.last_messages) > MAX_CONVERSATIONS:
+                self.last_messages.popitem(last=False)
         return previous
+
+    def previous_messages(self, key: str, api: str) -> tuple[str, ...] | None:
+        """The message fingerprints of the latest request of ``key`` for ``api``, if any."""
+        with self._lock:
+            return self.last_messages.get((key, api))

@@ -39,7 +39,11 @@ from promptweave.messages.trimming import (
     cut_current_text,
     cut_to_length,
 )
-from promptweave.turn_context.sidecar import sent_text, stamp_turn_context
+from promptweave.turn_context.sidecar import (
+    compose_user_api_content,
+    sent_text,
+    stamp_turn_context,
+)
 
 __all__ = ["FittedTurn", "TurnAdditions", "TurnBudgetReport", "fit_turn_budget", "sent_length"]
 
@@ -54,16 +58,27 @@ class TurnAdditions:
     :param turn_sections: the texts of the turn sections that ride the message
         (``turn_sections = "user"``); never trimmed.
     :param notes: the turn's notes, in order.
+    :param trailing: put them on the message as a trailing text part (``turn_sections =
+        "user"``, the cache mode), never as a sidecar: the part is this turn's alone, the
+        message's own text stays a block of its own before it, and the next turn sends the
+        message without it (``docs/cost.md``, "The layout of a request").
     """
 
     memory_context: str = ""
     turn_sections: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    trailing: bool = False
 
     def stamp(self, message: PromptMessage) -> tuple[PromptMessage, str]:
-        """``message`` carrying these additions (:func:`promptweave.turn_context.sidecar.stamp_turn_context`)."""
+        """``message`` carrying these additions (:func:`promptweave.turn_context.sidecar.stamp_turn_context`,
+        or a trailing part when :attr:`trailing`)."""
         plugin_context = SECTION_SEPARATOR.join([*self.turn_sections, *self.notes])
-        return stamp_turn_context(message, self.memory_context, plugin_context)
+        if not self.trailing:
+            return stamp_turn_context(message, self.memory_context, plugin_context)
+        injected = compose_user_api_content("", self.memory_context, plugin_context)
+        if injected is None:
+            return message, "none"
+        return attrs.evolve(message, parts=(*message.parts, injected.lstrip("\n"))), "part"
 
 
 @attrs.frozen(kw_only=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 
 import attrs
 from loop_support import (
@@ -19,7 +20,13 @@ from loop_support import (
 )
 
 from promptweave import BotLoop, Config, SubmitResult, Tool, hookimpl
-from promptweave.config import LoopConfig, RoutingConfig
+from promptweave.config import (
+    HistoryConfig,
+    LoopConfig,
+    RoutingConfig,
+    SessionConfig,
+    TurnContextConfig,
+)
 from promptweave.loop.events import IncomingEvent, OutcomeStatus
 from promptweave.pipeline import stages
 from promptweave.session.reader import read_session
@@ -361,6 +368,59 @@ def test_a_tool_turn_runs_the_models_call_and_feeds_the_result_back() -> None:
     # the result reaches the conversation's next turn in section tool_context
     _run(loop.handle(event("小织 然后呢？", addressed=True, at=_later(20)), transport))
     assert "1d6: 4" in model.requests[-1].body_text()
+
+
+def test_every_turn_offers_the_same_tools_so_they_stay_in_the_cached_prefix() -> None:
+    loop, model = make_loop("好", "嗯", plugins=[_Dice()])
+    transport = RecordingTransport()
+    first = _run(loop.handle(event("小织 今天好累", addressed=True), transport))
+    second = _run(loop.handle(event("小织 帮我掷骰子", addressed=True, at=_later(20)), transport))
+    assert first.decision is not None and first.decision.action.value != "tool"
+    assert second.decision is not None and second.decision.action.value == "tool"
+    offered = [request.body["tools"] for request in model.requests]
+    assert offered[0] == offered[1] and offered[0][0]["function"]["name"] == "roll_dice"
+    # The tools sit before the messages: offered on both turns, they never break the prefix.
+    assert model.requests[1].prefix.first_difference != "tools"
+
+
+def _history_per_request(turn_sections: str) -> list[list[str]]:
+    """The history messages of each request of one conversation of 8 turns, with a window of 4
+    rows that moves in steps of 4."""
+    config = Config(
+        routing=RoutingConfig(low_engagement=False),
+        loop=LoopConfig(turn_deadline_s=5.0),
+        history=HistoryConfig(user_window=4, window_step=4),
+        session=SessionConfig(summary_threshold=100),
+        turn_context=TurnContextConfig(turn_sections=turn_sections),
+    )
+    # Answers that end differently, so no wording hint joins the messages.
+    answers = ("在的", "好呀", "可以", "懂了", "是吗", "对啊", "行吧", "嗯嗯")
+    loop, model = make_loop(*answers, config=config)
+    transport = RecordingTransport()
+    for number in range(8):
+        # One clock for the turns and the replies: the rows keep the order they were written.
+        _run(loop.handle(event(f"小织 第 {number} 个问题", addressed=True), transport))
+    return [
+        [str(m["content"]) for m in request.body["messages"][1:-1]] for request in model.requests
+    ]
+
+
+def test_the_cache_modes_history_window_moves_in_steps() -> None:
+    windows = _history_per_request("user")
+    # Two rows a turn (the question and its answer); at most 4 + 4 - 1 = 7 rows, then the
+    # oldest 4 leave together.
+    assert [len(rows) for rows in windows] == [0, 2, 4, 6, 4, 6, 4, 6]
+    firsts = [rows[0] for rows in windows if rows]
+    moves = [n for n in range(1, len(firsts)) if firsts[n] != firsts[n - 1]]
+    assert moves == [3, 5]  # the window's first row changes once per step, not every turn
+    # Between two moves each request's history starts with the previous request's whole.
+    for before, after in itertools.pairwise(windows):
+        if after and before and after[0] == before[0]:
+            assert after[: len(before)] == before
+
+
+def test_the_system_modes_history_window_slides_by_one_row() -> None:
+    assert [len(rows) for rows in _history_per_request("system")] == [0, 2, 4, 4, 4, 4, 4, 4]
 
 
 def test_the_bot_identity_comes_from_config_then_framework_names_then_the_persona() -> None:

@@ -397,3 +397,36 @@ def test_a_turn_carrying_a_history_appended_to_reads_only_its_window() -> None:
     window = runtime.config.history.user_window
     assert read[0] >= 2000
     assert max(read[1:]) <= 3 * window
+
+
+def test_a_stepped_window_keeps_between_its_floor_and_floor_plus_step_rows():
+    from promptweave.messages.sequence import stepped_window
+
+    floor, step = 18, 8
+    starts = []
+    for count in range(60):
+        summary, start = stepped_window([False] * count, floor, step)
+        assert summary is None
+        kept = count - start
+        assert min(count, floor) <= kept <= floor + step - 1
+        starts.append(start)
+    # The first row kept changes once every ``step`` rows, never with each new one.
+    moves = [count for count in range(1, 60) if starts[count] != starts[count - 1]]
+    assert moves == [26, 34, 42, 50, 58]
+
+
+def test_a_stepped_window_counts_from_the_newest_summary_and_keeps_it_in_front():
+    from promptweave.messages.sequence import stepped_window
+
+    rows = [False] * 5 + [True] + [False] * 30
+    summary, start = stepped_window(rows, 18, 8)
+    assert summary == 5
+    # 30 rows after the summary, 17 kept at least beside it: 30 - 17 = 13, by steps of 8.
+    assert start == 6 + 8 and 1 + len(rows) - start == 23
+
+
+def test_turn_rows_with_a_step_keep_the_stepped_window():
+    entries = (_entry(0, summary=True), *(_entry(n) for n in range(1, 31)))
+    rows = turn_rows(entries, 18, HistoryRow.from_entry, step=8)
+    assert rows[0].summary and rows[1].content == "第 9 句" and len(rows) == 23
+    assert turn_rows(entries, 18, HistoryRow.from_entry) == _expected(entries, 18)

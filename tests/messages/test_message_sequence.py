@@ -517,3 +517,24 @@ def test_routing_reads_the_stored_history_when_the_turn_carries_none(
     )
     assert carried.memory_policy.include_ambient_excerpt is False
     assert decision.memory_policy == carried.memory_policy
+
+
+@pytest.mark.parametrize("budget", [12000, 0])
+def test_the_cache_mode_sends_the_ambient_excerpt_after_the_history(
+    clock: object, message: MessageFactory, budget: int
+) -> None:
+    from promptweave.config import BudgetConfig, TurnContextConfig
+
+    config = Config(
+        turn_context=TurnContextConfig(turn_sections="user"), budget=BudgetConfig(chars=budget)
+    )
+    runtime = Promptweave.from_config(config, stores=Stores.in_memory(), clock=clock)
+    try:
+        exchange(runtime, message, "30017", "楼下新开了家米线", "听起来不错", 0)
+        exchange(runtime, message, "30022", "中午吃什么", "米线？", 1)
+        rendered = render(runtime, message("30022", "那我去试试", minute=3), trigger=None)
+    finally:
+        runtime.close()
+    # The excerpt is this turn's own: the history before it stays the previous request's prefix.
+    assert [m.source for m in rendered.messages] == ["history", "history", "ambient", "current"]
+    assert AMBIENT_HEADER in rendered.messages[2].content

@@ -272,3 +272,54 @@ def test_prompt_cache_key_can_be_switched_off():
     context = build_turn_context(runtime, turn, runtime.render(turn))
     assert "prompt_cache_key" not in build_provider_request(runtime, context, spec).body
     assert ProviderSpec.from_config(ProviderConfig()).prompt_cache_key is True
+
+
+def test_the_cache_mode_keys_each_speakers_prompt_cache_apart():
+    turn = example_turn()
+    key = prompt_cache_key(turn, per_speaker=True)
+    assert key != prompt_cache_key(turn)
+    assert prompt_cache_key(_other_speaker(turn), per_speaker=True) != key
+    private = attrs.evolve(turn, group_id=None)
+    assert prompt_cache_key(private, per_speaker=True) == prompt_cache_key(private)
+    runtime = make_runtime(turn_sections="user")
+    context = build_turn_context(runtime, turn, runtime.render(turn))
+    assert context.prompt_cache_key == key
+
+
+def test_anthropic_breakpoints_in_the_cache_mode_go_before_the_turns_part():
+    runtime = make_runtime(turn_sections="user")
+    turn = example_turn()
+    context = build_turn_context(runtime, turn, runtime.render(turn))
+    body = build_provider_request(runtime, context, ProviderSpec(api="anthropic", model="m")).body
+    (system,) = body["system"]  # the static sections alone
+    assert system["cache_control"] == {"type": "ephemeral"}
+    said, turn_part = body["messages"][-1]["content"]
+    assert said["text"] == context.current_message.content
+    assert said["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in turn_part and "【当前时间】" in turn_part["text"]
+    before = body["messages"][-2]["content"][-1]
+    assert before["cache_control"] == {"type": "ephemeral"}
+    marked = [b for m in body["messages"] for b in m["content"] if "cache_control" in b]
+    assert len(marked) == 2  # with the system block three: a tool round may take the fourth
+
+
+def test_openai_chat_sends_the_cache_modes_turn_part_after_the_message_text():
+    runtime = make_runtime(turn_sections="user")
+    turn = example_turn()
+    context = build_turn_context(runtime, turn, runtime.render(turn))
+    body = build_provider_request(runtime, context, ProviderSpec(api="openai_chat", model="m")).body
+    content = body["messages"][-1]["content"]
+    assert content == context.current_message.content + "\n\n" + context.current_message.parts[-1]
+
+
+def test_llama_cpp_timings_give_the_cached_tokens():
+    from promptweave.providers.answers import parse_openai_chat
+
+    answer = parse_openai_chat(
+        {
+            "choices": [{"message": {"content": "好"}}],
+            "usage": {"prompt_tokens": 3616, "completion_tokens": 1},
+            "timings": {"cache_n": 3615, "prompt_n": 1},
+        }
+    )
+    assert answer.usage is not None and answer.usage.cached_tokens == 3615

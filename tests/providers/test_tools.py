@@ -7,7 +7,7 @@ import attrs
 import pytest
 from support_turn_context import example_turn, make_runtime
 
-from promptweave import ProviderApi, build_provider_request, build_turn_context
+from promptweave import ProviderApi, build_provider_request, build_turn_context, submit_request
 from promptweave.providers.bodies import MAX_CACHE_BREAKPOINTS
 from promptweave.providers.exchange import ProviderSpec, ToolCall, ToolSpec
 from promptweave.providers.prefix import canonical_json
@@ -54,11 +54,30 @@ def request_for(api, runtime=None, context=None):
     ],
 )
 def test_tools_go_where_the_provider_reads_them(api, keys):
-    offered = with_tools(request_for(api), TOOLS)
+    runtime = make_runtime()
+    request_for(api, runtime)  # the conversation's previous request offered no tools
+    request = request_for(api, runtime)
+    offered = with_tools(request, TOOLS)
     assert list(offered.body) == keys
     assert offered.trace["tools"] == ["get_weather", "get_time"]
-    # Offering tools to a conversation that had none breaks the prefix there, and says so.
+    # Offering tools to a conversation that had none breaks the prefix there, and says so: the
+    # body is compared with the previous request, as it is sent, not with itself untooled.
+    assert request.prefix.first_difference is None
     assert offered.prefix.first_difference == "tools"
+    assert offered.prefix.previous_bytes == request.prefix.previous_bytes
+
+
+def test_the_first_request_of_a_conversation_with_tools_has_nothing_to_compare():
+    assert with_tools(request_for("openai_chat"), TOOLS).prefix is None
+
+
+def test_the_next_turn_is_compared_with_the_body_sent_with_its_tools():
+    runtime = make_runtime()
+    sent = with_tools(request_for("openai_chat", runtime), TOOLS)
+    submit_request(runtime, sent)
+    following = with_tools(request_for("openai_chat", runtime), TOOLS)
+    assert following.prefix.previous_bytes == len(sent.body_bytes())
+    assert following.prefix.first_difference is None  # the same turn again: one prefix
 
 
 def test_each_format_writes_the_tool_as_its_api_documents():
@@ -292,3 +311,15 @@ def test_tool_spec_holds_its_own_copy_of_plain_json():
         ToolSpec(name="x", description="", parameters=["city"])
     with pytest.raises(ValueError, match="name"):
         ToolSpec(name="", description="", parameters={})
+
+
+def test_a_rounds_new_bytes_are_the_round_and_it_is_compared_with_the_request_it_extends():
+    runtime = make_runtime()
+    request_for("openai_chat", runtime)
+    offered = with_tools(request_for("openai_chat", runtime), TOOLS)
+    assert offered.trace["new_bytes"] == offered.prefix.new_bytes > 0
+    answered = with_tool_round(offered, TOOLS, CALLS, RESULTS)
+    appended = answered.body["messages"][len(offered.body["messages"]) :]
+    assert answered.prefix.new_bytes == sum(len(canonical_json(m).encode()) + 1 for m in appended)
+    assert answered.prefix.previous_bytes == len(offered.body_bytes())
+    assert answered.prefix.uncached_bytes < 1.2 * answered.prefix.new_bytes

@@ -47,6 +47,8 @@ MESSAGE_KEYS = {
     "quoted_message_id",
     "prefix_reuse",
     "prefix_break",
+    "uncached_bytes",
+    "new_bytes",
     "request_bytes",
     "chars",
     "wording_hints",
@@ -265,3 +267,18 @@ def test_a_replay_is_observed_and_repeats_exactly_with_observers() -> None:
     # observers change nothing the bot does
     _events, without = _replayed([])
     assert _without_timing(records) == _without_timing(without)
+
+
+def test_the_cache_mode_sends_little_more_than_what_is_new() -> None:
+    # docs/cost.md, "The two modes": the bytes of a request that are not a prefix of its
+    # conversation's previous one, per byte of what is new in it, and the size of each request.
+    replays = {mode: _replay("--turn-sections", mode) for mode in ("system", "user")}
+    figures = {mode: records[-1]["uncached_per_new_byte"] for mode, records in replays.items()}
+    assert figures["user"]["median"] <= 1.2 and figures["user"]["summed"] <= 1.2
+    assert figures["system"]["summed"] > figures["user"]["summed"]
+    sizes = {
+        mode: {r["index"]: r["request_bytes"] for r in records[:-1] if r["request_bytes"]}
+        for mode, records in replays.items()
+    }
+    assert sizes["user"].keys() == sizes["system"].keys()
+    assert all(size <= 1.15 * sizes["system"][index] for index, size in sizes["user"].items())

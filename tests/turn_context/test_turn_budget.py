@@ -116,28 +116,54 @@ def test_within_the_budget_nothing_is_trimmed_and_the_body_is_unchanged(api):
 
 
 def test_replayed_sidecars_go_before_the_turns_own_notes():
-    # turn_sections = "user": each user message replays the turn sections it was sent with.
-    runtime = make_runtime(3000, turn_sections="user")
+    # turn_sections = "system": each user message replays the sidecar it was sent with (here the
+    # first turn's recalled memory).
+    runtime = make_runtime(2500)
     first_turn = example_turn("at_question")
-    first = build_turn_context(runtime, first_turn, runtime.render(first_turn))
-    first_request = build_provider_request(runtime, first, TEXT_ONLY)
+    recall = "她周末常去桌游吧，" * 40
+    first = build_turn_context(
+        runtime, first_turn, runtime.render(first_turn), memory_context=recall
+    )
+    assert first.current_message.api_content is not None
     turn = example_turn("at_question_followup")
     runtime.conversations.notes.push(conversation_key(turn), "他刚加入语音频道 桌游-语音")
     context = build_turn_context(runtime, turn, runtime.render(turn))
     budget = context.trace["budget"]
-    assert budget["before"] > 3000 >= budget["total"] == sent_total(context)
+    assert budget["before"] > 2500 >= budget["total"] == sent_total(context)
     assert budget["sidecars_dropped"] == 1
     assert not (budget["notes_cut"] or budget["notes_dropped"] or budget["dropped"])
     replayed = context.messages[3]
     assert replayed.content == first.current_message.content
     assert replayed.api_content is None
-    current = context.current_message
-    assert "桌游-语音" in current.api_content and "【当前时间】" in current.api_content
-    # The budget forced the change at the first turn's message; everything before it still
-    # matches the previous request byte for byte.
+    assert "桌游-语音" in context.current_message.api_content
+
+
+def test_the_cache_mode_sends_the_history_as_it_was_said():
+    # turn_sections = "user": the turn's part trails the current message and leaves with it.
+    runtime = make_runtime(12000, turn_sections="user")
+    first_turn = example_turn("at_question")
+    first = build_turn_context(
+        runtime, first_turn, runtime.render(first_turn), memory_context="她周末常去桌游吧"
+    )
+    first_request = build_provider_request(runtime, first, TEXT_ONLY)
+    assert first.turn_part == "part"
+    (turn_part,) = first.current_message.parts
+    assert "【当前时间】" in turn_part and "<memory-context>" in turn_part
+    assert first.current_message.api_content is None
+    turn = example_turn("at_question_followup")
+    context = build_turn_context(runtime, turn, runtime.render(turn))
+    said = context.messages[3]
+    assert said.content == first.current_message.content
+    assert (said.api_content, said.parts) == (None, ())
     request = build_provider_request(runtime, context, TEXT_ONLY)
+    # Everything up to the first turn's own words is the previous request's prefix; only its
+    # turn part, the answer and this turn's message differ.
+    sent_before = first_request.body["messages"][4]["content"]
+    assert sent_before.startswith(said.content + "\n\n")
     assert request.prefix.first_difference == "message 4 (user)"
-    assert first_request.prefix is None
+    escaped = json.dumps(said.content, ensure_ascii=False)[1:-1].encode()
+    assert escaped in request.body_bytes()[: request.prefix.common_prefix_bytes]
+    assert request.prefix.uncached_bytes <= 1.2 * request.prefix.new_bytes
 
 
 def test_the_measure_text_hook_measures_what_is_sent():

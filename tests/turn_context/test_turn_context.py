@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import attrs
 import pytest
 from support_turn_context import example_turn, later, make_runtime
@@ -389,25 +391,31 @@ def test_turn_sections_placement(placement):
     else:
         assert context.turn_sections == ()
         assert "【当前时间】" not in context.system_prompt
-        assert "【当前时间】" in current.api_content
-        assert TIMELINE_HEADER in current.api_content
+        # The turn's part trails the message as a part of its own, never as a sidecar.
+        assert current.api_content is None and context.turn_part == "part"
+        assert "【当前时间】" in current.parts[-1]
+        assert TIMELINE_HEADER in current.parts[-1]
 
 
 def test_user_placement_keeps_the_whole_history_a_byte_identical_prefix():
     runtime = make_runtime(turn_sections="user")
     spec = ProviderSpec(api=ProviderApi.OPENAI_CHAT, model="gpt-4o-mini", supports_images=False)
-    first = build_provider_request(runtime, build(runtime, example_turn("at_question")), spec)
+    first_context = build(runtime, example_turn("at_question"))
+    first = build_provider_request(runtime, first_context, spec)
     second = build_provider_request(
         runtime, build(runtime, example_turn("at_question_followup")), spec
     )
     assert second.prefix is not None
-    # Everything up to the end of the first request's last message is reused; both turns are
-    # of one group, so they carry the same prompt cache key after it.
-    key = first.body["prompt_cache_key"]
-    assert second.body["prompt_cache_key"] == key
-    tail = len(f'],"max_tokens":1024,"prompt_cache_key":"{key}"}}'.encode())
-    assert second.prefix.common_prefix_bytes == len(first.body_bytes()) - tail
-    assert second.prefix.first_difference == "message 5 (assistant)"
+    # Everything up to the end of the first request's current message's own words is reused:
+    # the next turn sends it as it was said, without the first turn's part.
+    said = json.dumps(first_context.current_message.content, ensure_ascii=False)[1:-1]
+    text = first.body_text()
+    reused = text[: text.rindex(said) + len(said)]
+    assert second.prefix.common_prefix_bytes == len(reused.encode())
+    assert second.prefix.first_difference == "message 4 (user)"
+    assert second.prefix.uncached_bytes <= 1.2 * second.prefix.new_bytes
+    # One speaker's turns share their prompt cache key.
+    assert second.body["prompt_cache_key"] == first.body["prompt_cache_key"]
 
 
 def test_timeline_images_message_is_where_an_image_turns_prefix_ends():
