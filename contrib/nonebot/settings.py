@@ -121,12 +121,12 @@ class Settings:
         else:
             sqlite = f"sqlite {config.resolve_path(store.path)} ({self.store_source})"
             where = sqlite if store.backend == "sqlite" else f"redis {store.url}, {sqlite}"
-        nonebot = (
-            f" ({', '.join(self.from_nonebot)} from NoneBot's config)" if self.from_nonebot else ""
-        )
+        model = model_endpoint(config, environ)
+        if self.from_nonebot:
+            given = f"{', '.join(self.from_nonebot)} from NoneBot's config"
+            model = f"{model[:-1]}; {given})" if model.endswith(")") else f"{model} ({given})"
         return (
-            f"promptweave ready · config {shown} · bots {bot_names} · model "
-            f"{model_endpoint(config, environ)}{nonebot} · store {where}"
+            f"promptweave ready · config {shown} · bots {bot_names} · model {model} · store {where}"
         )
 
 
