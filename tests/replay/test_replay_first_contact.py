@@ -190,3 +190,34 @@ def test_the_report_says_when_a_reply_below_the_threshold_bypassed_the_score() -
     )
     assert "not applied" not in render_report([_reply_record(80, "addressed")], title="t")
     assert "not applied" not in render_report([_reply_record(20, None)], title="t")
+
+
+def test_the_report_shows_learned_times_in_the_bots_zone_and_names_it() -> None:
+    summary = {
+        "type": "summary",
+        "model": "offline",
+        "timezone": "Asia/Shanghai",
+        "learning": {
+            "enabled": True,
+            "learners": ["teachings"],
+            "runs": {"learned": 1},
+            "groups": [
+                {
+                    "group_id": "20001",
+                    "counts": {"teaching": 1},
+                    "items": [
+                        {
+                            "kind": "teaching",
+                            "count": 1,
+                            "source_message_ids": ["m1"],
+                            "learned_at": "2026-12-04T12:19:15+00:00",
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    page = render_report([_reply_record(80, None), summary], title="t")
+    assert "times in the bot's time zone, Asia/Shanghai" in page
+    assert ">12-04 20:19:15</span>" in page
+    assert ">12-04 12:19:15</span>" not in page
