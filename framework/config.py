@@ -6,7 +6,6 @@ reported one line per problem with the key path.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import typing
@@ -672,6 +671,8 @@ _EXTRA_FIELDS = re.compile(r"^extra fields found \((?P<keys>.*)\) @ (?P<path>\$.
 def _did_you_mean(problem: str) -> str:
     """``extra fields found (modle) @ $.provider`` with ``did you mean model?`` when a known
     key of that table is close to the unknown one (difflib, as Python's own errors suggest)."""
+    import difflib  # only when a file is wrong: start-up stays lean (tests/project)
+
     found = _EXTRA_FIELDS.match(problem)
     if found is None:
         return problem
