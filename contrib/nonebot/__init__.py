@@ -40,6 +40,7 @@ from promptweave.contrib.nonebot.failure_log import FailureLog
 from promptweave.contrib.nonebot.settings import PluginConfig, Settings, nicknames_in_order
 from promptweave.contrib.onebot import parse_message
 from promptweave.delivery.onebot import OneBotTransport
+from promptweave.errors import PromptweaveError
 
 __all__ = [
     "HOMEPAGE",
@@ -57,9 +58,10 @@ log = logging.getLogger("promptweave.nonebot")
 #: The platform of the incoming events (the ``onebot`` contrib plugin's name).
 PLATFORM = "onebot"
 
-#: The loggers whose records also go to NoneBot's log, which an operator reads: what the learners
-#: learned, and what they could not do (``docs/learning.md``).
-FORWARDED_LOGGERS = ("promptweave.learning",)
+#: The loggers whose records also go to NoneBot's log, which an operator reads: everything
+#: promptweave says at INFO and above (what the learners learned and could not do,
+#: ``docs/learning.md``; a turn's deadline, a full queue, a failed send or plugin, ``docs/bot.md``).
+FORWARDED_LOGGERS = ("promptweave",)
 
 
 class NoneBotLogHandler(logging.Handler):
@@ -186,8 +188,14 @@ driver = get_driver()
 
 @driver.on_startup
 async def _open() -> None:
-    settings = Settings.load(get_plugin_config(PluginConfig), data_dir=_state.data_dir)
-    runtime = Promptweave.from_config(settings.config, contrib=["onebot"])
+    try:
+        settings = Settings.load(get_plugin_config(PluginConfig), data_dir=_state.data_dir)
+        runtime = Promptweave.from_config(settings.config, contrib=["onebot"])
+    except PromptweaveError as exc:
+        # A wrong file or a missing extra stops the start, said in one line before NoneBot's
+        # own report of the failed start-up.
+        nonebot_logger.error(f"promptweave cannot start: {exc}")
+        raise
     # NoneBot's NICKNAME names the bot where [bots."ID"] does not (before the persona pack), in
     # the order the operator wrote it.
     nicknames = nicknames_in_order(driver.config.nickname, driver.env)

@@ -420,3 +420,48 @@ async def test_no_api_key_is_warned_of_naming_the_keys_to_set(
     [line] = [line for line in nonebot_warnings if "got no answer" in line]
     assert "the model failed (no_key): no API key for the endpoint" in line
     assert "PROMPTWEAVE_API_KEY in .env" in line
+
+
+def test_what_the_loop_warns_of_is_in_nonebots_log() -> None:
+    import logging
+
+    from nonebot import logger
+
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="INFO")
+    try:
+        logging.getLogger("promptweave.loop").warning("message %s: turn deadline reached", "m9")
+        logging.getLogger("promptweave.stages").debug("not for the operator")
+    finally:
+        logger.remove(sink)
+    assert len(lines) == 1
+    assert "WARNING" in lines[0]
+    assert "[promptweave.loop] message m9: turn deadline reached" in lines[0]
+
+
+async def test_a_config_mistake_stops_the_start_with_one_error_line(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nonebot import logger
+
+    import promptweave.contrib.nonebot as plugin
+    from promptweave.contrib.nonebot.settings import PluginConfig
+    from promptweave.errors import ConfigError
+
+    broken = tmp_path / "promptweave.toml"
+    broken.write_text("[provider]\nmodle = 'x'\n", encoding="utf-8")
+    monkeypatch.setattr(
+        plugin, "get_plugin_config", lambda _cls: PluginConfig(promptweave_config=str(broken))
+    )
+    opened = plugin._state.loop
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="ERROR")
+    try:
+        with pytest.raises(ConfigError):
+            await plugin._open()
+    finally:
+        logger.remove(sink)
+    assert plugin._state.loop is opened
+    [line] = lines
+    assert "promptweave cannot start:" in line
+    assert f"{broken}: extra fields found (modle); did you mean model? @ $.provider" in line
