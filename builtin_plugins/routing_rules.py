@@ -33,7 +33,6 @@ _NOISE = GateSkip(reason="noise")
 _INCOMPLETE = GateSkip(reason="incomplete")
 _BYSTANDER = GateSkip(reason="bystander")
 _SHORT = GateSkip(reason="short")
-_DISABLED = GateSkip(reason="disabled")
 _SILENCED = GateSkip(reason="shut_up_silence")
 _COOLDOWN = GateSkip(reason="cooldown", keep_message=True)
 
@@ -77,13 +76,6 @@ def gate_short(context: RouteContext) -> GateSkip | None:
     return _SHORT
 
 
-def gate_disabled(context: RouteContext) -> GateSkip | None:
-    if context.group_id is None:
-        return None
-    mute = context.state.mute(context.bot_id, context.group_id)
-    return _DISABLED if mute.disabled else None
-
-
 def gate_silenced(context: RouteContext) -> GateSkip | None:
     if context.group_id is None or context.signals.addressed:
         return None
@@ -108,7 +100,6 @@ GATES: tuple[tuple[str, int, Callable[[RouteContext], GateSkip | None]], ...] = 
     ("incomplete", 1300, gate_incomplete),
     ("bystander", 1400, gate_bystander),
     ("short", 1500, gate_short),
-    ("disabled", 2000, gate_disabled),
     ("shut_up_silence", 2100, gate_silenced),
     ("cooldown", 2200, gate_cooldown),
 )

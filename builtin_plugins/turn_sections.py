@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from promptweave import RenderContext, Section, TurnAction, hookimpl, quote_user_text
 from promptweave.messages.timeline import TIMELINE_HEADER
+from promptweave.text.markup import strip_line_markup
 
 log = logging.getLogger("promptweave")
 
@@ -47,7 +48,9 @@ SOCIAL_ACTIONS = {
 
 def render_group_timeline(context: RenderContext) -> str:
     blocks = [context.timeline.text] if context.timeline.text else []
-    quoted = quote_user_text(context.turn.quoted_bot_text, QUOTED_BOT_TEXT_CHARS)
+    # Flattened to one line that starts under the header: it must not start like a rule
+    # bullet or a heading (docs/turn_context.md, "Forged headers").
+    quoted = strip_line_markup(quote_user_text(context.turn.quoted_bot_text, QUOTED_BOT_TEXT_CHARS))
     if quoted:
         # docs/design.md#bot-reply-context: the model must know which of its own messages the user
         # replied to.

@@ -2,8 +2,9 @@
 :class:`promptweave.SubmitResult`.
 
 Not a plugin (its name starts with ``_``). A request is retried on a rate limit (429), a server
-error (5xx), a timeout or a broken connection, at most ``max_attempts`` times in all; another
-4xx is final. Between attempts it waits what the server asked (``Retry-After``, in seconds or as
+error (5xx), a timeout, a broken connection, or a successful reply that is no answer (malformed
+JSON, not an object, no ``choices``/``output``/``content``), at most ``max_attempts`` times in
+all; another 4xx is final. Between attempts it waits what the server asked (``Retry-After``, in seconds or as
 an HTTP date, or ``retry-after-ms``), else an exponential backoff with jitter; never longer than
 ``max_wait_s``. tenacity runs the attempts, with ``time.sleep`` or ``asyncio.sleep`` (both
 injectable, so tests never sleep).
@@ -122,15 +123,51 @@ class RetryPolicy:
         return min(max(0.0, wait), self.max_wait_s)
 
 
+#: Where each format's answer is: a successful reply without it (or with an empty
+#: ``choices``) is malformed, and tried again like a 5xx.
+ANSWER_KEYS: Mapping[str, str] = {
+    "openai_chat": "choices",
+    "openai_responses": "output",
+    "anthropic": "content",
+}
+
+
 @attrs.frozen(kw_only=True)
 class Attempt:
-    """One try: the response, or else the transport error that stopped it."""
+    """One try: the response, or else the transport error that stopped it.
+
+    :param data: a successful response's JSON object.
+    :param malformed: why a successful (2xx) response is no answer (not JSON, not an object,
+        no ``choices``…): it is retried like a server error.
+    """
 
     response: httpx.Response | None = None
     error: httpx.HTTPError | None = None
+    data: dict[str, Any] | None = None
+    malformed: str | None = None
+
+    @classmethod
+    def of(cls, api: str, response: httpx.Response) -> Attempt:
+        """The attempt that got ``response``, its body read when it succeeded."""
+        if response.status_code >= 400:
+            return cls(response=response)
+        try:
+            data: Any = response.json()
+        except ValueError as exc:
+            return cls(response=response, malformed=f"reply is not JSON: {exc}")
+        if not isinstance(data, dict):
+            return cls(response=response, malformed="reply is not a JSON object")
+        key = ANSWER_KEYS.get(str(api))
+        answer = data.get(key) if key is not None else None
+        if key is not None and (not isinstance(answer, list) or (key == "choices" and not answer)):
+            found = "empty" if isinstance(answer, list) else "missing"
+            return cls(response=response, malformed=f"reply has no answer ({key!r} {found})")
+        return cls(response=response, data=data)
 
     @property
     def retryable(self) -> bool:
+        if self.malformed is not None:
+            return True
         if self.response is not None:
             return self.response.status_code in RETRY_STATUSES
         return isinstance(self.error, RETRY_ERRORS)
@@ -159,12 +196,10 @@ def _result(api: str, last: Attempt, attempts: int, reached: bool) -> SubmitResu
         body = response.text[:ERROR_BODY_CHARS]
         detail = f"HTTP {response.status_code}: {body}{retried}"
         return SubmitResult(sent=True, status="error", detail=detail)
-    try:
-        data: Any = response.json()
-    except ValueError as exc:
-        return SubmitResult(sent=True, status="error", detail=f"reply is not JSON: {exc}")
-    if not isinstance(data, dict):
-        return SubmitResult(sent=True, status="error", detail="reply is not a JSON object")
+    if last.malformed is not None or last.data is None:
+        detail = f"{last.malformed or 'reply is not a JSON object'}{retried}"
+        return SubmitResult(sent=True, status="error", detail=detail)
+    data = last.data
     answer = parse_answer(api, data)
     return SubmitResult(
         sent=True,
@@ -254,7 +289,7 @@ class ProviderHttp:
                 response = client.post(url, content=content, headers=headers)
             except httpx.HTTPError as exc:
                 return tally.record(Attempt(error=exc))
-            return tally.record(Attempt(response=response))
+            return tally.record(Attempt.of(api, response))
 
         retrying = tenacity.Retrying(sleep=self.retry.sleep, **self._retrying_options())
         last: Attempt = retrying(attempt)
@@ -272,7 +307,7 @@ class ProviderHttp:
                 response = await client.post(url, content=content, headers=headers)
             except httpx.HTTPError as exc:
                 return tally.record(Attempt(error=exc))
-            return tally.record(Attempt(response=response))
+            return tally.record(Attempt.of(api, response))
 
         retrying = tenacity.AsyncRetrying(sleep=self.retry.async_sleep, **self._retrying_options())
         last: Attempt = await retrying(attempt)

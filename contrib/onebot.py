@@ -10,7 +10,8 @@ gives the event's message alone. Or use the functions directly::
 A message is a CQ-code string (``[CQ:at,qq=10001] 你好``, with ``&amp; &#91; &#93;`` escaped in
 text and also ``&#44;`` in parameter values) or an array of segments (``{"type": "text",
 "data": {"text": "你好"}}``). Understood segments: ``text``; ``at`` (a mention of the bot sets
-``addressed`` and is left out of the text, others read ``@name``); ``reply`` (``reply_to``);
+``addressed`` and is left out of the text, others read ``@name``, one ``@`` even when the name
+carries its own); ``reply`` (``reply_to``; a blank id or ``0`` is no reply);
 ``image`` and ``mface`` (their HTTP(S) URL goes to ``images``, or :data:`promptweave.IMAGE_WITHOUT_URL`
 when the segment has none, so the message still shows ``[图片]``); ``face`` (``[表情]``). Other segments are kept only in ``raw``, which holds the message as received.
 """
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from promptweave import IMAGE_WITHOUT_URL, ChatMessage, IncomingEvent, hookimpl
+from promptweave._fields import has_lone_surrogate
 from promptweave.messages.images import is_vision_url
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OneBotEvent",
     "escape_cq",
+    "event_time",
     "fetch_quoted_message",
     "message_from_get_msg",
     "parse_cq_string",
@@ -99,6 +102,13 @@ def _segments(message: object) -> list[Mapping[str, Any]]:
     return list(message)
 
 
+def _reply_id(value: object) -> str | None:
+    """A reply segment's message id; blank, or ``0`` (Lagrange's "message not found"), is no
+    reply."""
+    text = "" if value is None else str(value).strip()
+    return None if text in ("", "0") else text
+
+
 def _image_url(data: Mapping[str, Any]) -> str | None:
     for key in ("url", "file"):
         value = str(data.get(key) or "").strip()
@@ -140,9 +150,11 @@ def parse_message(
             elif target == "all":
                 parts.append(MENTION_ALL_TEXT)
             elif target:
-                parts.append(f"@{data.get('name') or target}")
-        elif kind == "reply" and data.get("id") is not None:
-            reply_to = str(data["id"])
+                # Lagrange writes the name with its "@" already (``@小红``): shown once.
+                name = str(data.get("name") or "").lstrip("@") or target
+                parts.append(f"@{name}")
+        elif kind == "reply" and _reply_id(data.get("id")) is not None:
+            reply_to = _reply_id(data.get("id"))
         elif kind in ("image", "mface"):
             url = _image_url(data)
             if url is None:
@@ -195,21 +207,48 @@ def parse_event(event: Mapping[str, Any], bot_id: str | None = None) -> OneBotEv
     sender = event.get("sender") or {}
     if not isinstance(sender, Mapping):
         raise ValueError(f"OneBot event 'sender' must be an object, not {sender!r}")
-    group = event.get("group_id") if event.get("message_type") == "group" else None
+    group = _group_id(event)
     message = parse_message(
         event["message"],
         bot_id=receiver,
         sender_id=str(event["user_id"]),
         sender_name=str(sender.get("card") or sender.get("nickname") or ""),
         message_id=str(event["message_id"]) if event.get("message_id") is not None else None,
-        time=_event_time(event["time"]),
+        time=event_time(event["time"]),
     )
-    return OneBotEvent(
-        bot_id=receiver, group_id=None if group is None else str(group), message=message
-    )
+    return OneBotEvent(bot_id=receiver, group_id=group, message=message)
 
 
-def _event_time(value: object) -> dt.datetime:
+def _group_id(event: Mapping[str, Any]) -> str | None:
+    """The group of a message event; ``None`` for a private one.
+
+    :raises ValueError: a group message names no group (no ``group_id``, a blank one, or one
+        that is no text), or the message is neither private nor a group's (go-cqhttp's
+        ``guild`` channel messages): neither is taken as a private chat.
+    """
+    kind = event.get("message_type")
+    if kind == "private" or (kind is None and "group_id" not in event):
+        return None
+    if kind not in ("group", None):
+        raise ValueError(
+            f"OneBot message_type {kind!r} is neither 'group' nor 'private' "
+            "(guild and channel messages are not handled)"
+        )
+    value = event.get("group_id")
+    group = "" if value is None or isinstance(value, bool) else str(value)
+    if not group.strip():
+        raise ValueError(f"OneBot group message has no group_id (got {value!r})")
+    if has_lone_surrogate(group):
+        raise ValueError(f"OneBot group_id {group!r} holds a lone surrogate, which is not text")
+    return group
+
+
+def event_time(value: object) -> dt.datetime:
+    """The UTC time of a OneBot event's ``time`` (Unix seconds, a number or its text).
+
+    :raises ValueError: it is no number, or one the platform's clock cannot hold (too large,
+        too small, not finite).
+    """
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"OneBot event time must be a Unix timestamp, not {value!r}")
     try:
@@ -269,7 +308,7 @@ def message_from_get_msg(result: Mapping[str, Any], bot_id: str) -> ChatMessage:
         sender_id=str(sender.get("user_id") or result.get("user_id") or ""),
         sender_name=str(sender.get("card") or sender.get("nickname") or ""),
         message_id=None if message_id is None else str(message_id),
-        time=_event_time(result["time"]),
+        time=event_time(result["time"]),
     )
 
 

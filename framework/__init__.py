@@ -92,6 +92,7 @@ _DEFINED_IN: dict[str, str] = {
     "BotLoop": "promptweave.loop.live",
     "TurnOutcome": "promptweave.loop.events",
     "Stores": "promptweave.store.stores",
+    "effective_group_settings": "promptweave.routing.group_control",
     "RenderedTurn": "promptweave.prompt.rendered",
     "load_turn_file": "promptweave.turn",
     "History": "promptweave.turn",
@@ -210,6 +211,9 @@ if TYPE_CHECKING:
         RetrievalHit as RetrievalHit,
         RetrievalQuery as RetrievalQuery,
         RetrievalResult as RetrievalResult,
+    )
+    from promptweave.routing.group_control import (
+        effective_group_settings as effective_group_settings,
     )
     from promptweave.routing.low_engagement import PoolQuery as PoolQuery
     from promptweave.routing.model import MODEL_ANSWER_FORMAT as MODEL_ANSWER_FORMAT

@@ -27,6 +27,7 @@ __all__ = [
     "BudgetConfig",
     "Config",
     "DeliveryConfig",
+    "GroupConfig",
     "HistoryConfig",
     "PluginsConfig",
     "ProviderConfig",
@@ -554,28 +555,121 @@ class LearningConfig:
     budget: LearningBudgetConfig = LearningBudgetConfig()
 
     def opted_out(self, bot_id: str, group_id: str) -> bool:
-        """Whether nothing of this (bot, group) may be learned or kept."""
-        return group_id in self.opt_out_groups or f"{bot_id}:{group_id}" in self.opt_out_groups
+        """Whether nothing of this (bot, group) may be learned or kept (``"BOT:*"``: no group of
+        that bot, what ``learn = false`` in ``[bots."BOT".groups."*"]`` gives)."""
+        return (
+            group_id in self.opt_out_groups
+            or f"{bot_id}:{group_id}" in self.opt_out_groups
+            or f"{bot_id}:*" in self.opt_out_groups
+        )
 
     def learner(self, name: str) -> dict[str, Any]:
         """The ``[learning.learners.NAME]`` table (empty when absent)."""
         return dict(self.learners.get(name, {}))
 
 
+#: ``quiet_hours`` ranges: ``"23:00-07:30"`` (24-hour clock, the bot's time zone).
+QUIET_RANGE = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)-([01]?\d|2[0-3]|24):([0-5]\d)$")
+#: What ``quiet_allow`` may let through during quiet hours.
+QUIET_ALLOW = ("addressed", "none")
+
+
+def _quiet_hours(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    ranges = str_tuple(value)
+    for text in ranges:
+        found = QUIET_RANGE.match(text.strip())
+        if found is None or (found.group(3) == "24" and found.group(4) != "00"):
+            raise ValueError(
+                f'quiet_hours: {text!r} is not a range like "23:00-07:30" (HH:MM-HH:MM)'
+            )
+        if found.group(1, 2) == found.group(3, 4):
+            raise ValueError(f"quiet_hours: {text!r} starts where it ends")
+    return tuple(text.strip() for text in ranges)
+
+
+def _optional_probabilities(value: Any) -> tuple[float, ...] | None:
+    return None if value is None else tuple(value)
+
+
+def _optional_table(
+    instance: object, attribute: attrs.Attribute[Any], value: tuple[float, ...] | None
+) -> None:
+    if value is not None:
+        _probability_table(instance, attribute, value)
+
+
+@attrs.frozen(kw_only=True)
+class GroupConfig:
+    """``[bots."ID".groups."GROUP"]``: one bot's settings in one group, or with ``"*"`` in
+    every group of the bot (``docs/groups.md``). An unset key (``None``) takes the ``"*"`` table's
+    value, then ``[routing]``'s; :func:`promptweave.routing.group_control.group_settings` gives
+    the settings in force.
+
+    :param enabled: ``false`` keeps the bot silent in the group (``group_disabled``).
+    :param necessity_threshold: the reply-necessity score needed to proceed.
+    :param low_engagement: offer a canned phrase on a PASS.
+    :param low_engagement_probabilities: the exit's probability by recent bot replies.
+    :param quiet_hours: ranges ``"HH:MM-HH:MM"`` in the bot's time zone (``[bots."ID"]
+        timezone``), a range past midnight included (``"23:00-07:30"``); ``[]``: none.
+    :param quiet_allow: what goes through during quiet hours: ``addressed`` (messages addressed
+        to the bot: an @, a reply to it, its name) or ``none`` (nothing).
+    :param learn: ``false`` opts the group out of learning, as ``[learning] opt_out_groups``
+        does; an opt-out always wins (``true`` never undoes one given elsewhere).
+    """
+
+    enabled: bool | None = None
+    necessity_threshold: int | None = None
+    low_engagement: bool | None = None
+    low_engagement_probabilities: tuple[float, ...] | None = attrs.field(
+        default=None, converter=_optional_probabilities, validator=_optional_table
+    )
+    quiet_hours: tuple[str, ...] | None = attrs.field(default=None, converter=_quiet_hours)
+    quiet_allow: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(one_of(*QUIET_ALLOW))
+    )
+    learn: bool | None = None
+
+
+def _group_tables(value: Any) -> Mapping[str, GroupConfig]:
+    tables = dict(value)
+    for group_id in tables:
+        if not str(group_id).strip():
+            raise ValueError("groups: a group id cannot be blank")
+    return FrozenMapping({str(group_id): table for group_id, table in tables.items()})
+
+
 @attrs.frozen(kw_only=True)
 class BotConfig:
-    """``[bots."ID"]``: one bot account's identity (``docs/configuration.md``).
+    """``[bots."ID"]``: one bot account's identity and its groups (``docs/configuration.md``,
+    ``docs/groups.md``).
 
     :param name: its nickname; empty falls back to the persona pack's name.
     :param aliases: other names members use for it; empty falls back to the persona pack's.
-    :param timezone: IANA time zone of section ``current_time``.
+    :param timezone: IANA time zone of section ``current_time`` and of quiet hours.
     :param peer_bot_ids: accounts of other bots of the same deployment.
+    :param allow_groups: when not empty, the only groups the bot takes part in
+        (``group_not_allowed`` elsewhere).
+    :param deny_groups: groups the bot stays silent in (``group_denied``); not with
+        ``allow_groups``.
+    :param groups: ``[bots."ID".groups."GROUP"]`` (and ``"*"``): per-group settings.
     """
 
     name: str = ""
     aliases: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     timezone: str = "Asia/Shanghai"
     peer_bot_ids: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    allow_groups: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    deny_groups: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
+    groups: Mapping[str, GroupConfig] = attrs.field(factory=dict, converter=_group_tables)
+
+    def __attrs_post_init__(self) -> None:
+        if self.allow_groups and self.deny_groups:
+            raise ValueError(
+                "give allow_groups (the only groups) or deny_groups (every group but these), "
+                "not both"
+            )
 
 
 @attrs.frozen(kw_only=True)
@@ -635,9 +729,31 @@ class Config:
             return cls.from_file(local)
         return cls()
 
+    def __attrs_post_init__(self) -> None:
+        # ``learn = false`` of a group table is the learning opt-out (docs/groups.md): folded into
+        # [learning] opt_out_groups, which every learner and store already honours.
+        folded = _group_opt_outs(self.bots)
+        missing = [entry for entry in folded if entry not in self.learning.opt_out_groups]
+        if missing:
+            learning = attrs.evolve(
+                self.learning, opt_out_groups=(*self.learning.opt_out_groups, *missing)
+            )
+            # attrs' documented way to set a field of a frozen instance in its post-init.
+            object.__setattr__(self, "learning", learning)
+
     def resolve_path(self, value: str) -> Path:
         path = Path(value).expanduser()
         return path if path.is_absolute() else self.base_dir / path
+
+
+def _group_opt_outs(bots: Mapping[str, BotConfig]) -> list[str]:
+    """The ``opt_out_groups`` entries the group tables' ``learn = false`` stand for."""
+    return [
+        f"{bot_id}:{group_id}"
+        for bot_id, bot in bots.items()
+        for group_id, table in bot.groups.items()
+        if table.learn is False
+    ]
 
 
 @attrs.frozen(kw_only=True)

@@ -47,7 +47,9 @@ from promptweave.store.retrieval import (
 )
 from promptweave.store.routing_state import (
     CANDIDATE_TEXT_CHARS,
+    GroupMute,
     GroupSnapshot,
+    GroupSwitch,
     QuoteCandidate,
     RoutingState,
 )
@@ -595,6 +597,37 @@ class TestRoutingState:
         state.set_disabled("b", "g", False)
         assert not state.mute("b", "g").disabled
 
+    def test_a_group_switch_keeps_its_author_and_time_until_reset(
+        self, store_backend: StoreBackend
+    ) -> None:
+        state = store_backend.routing()
+        assert state.mute("b", "g").switch is None
+        assert state.switches() == ()
+        beijing = dt.timezone(dt.timedelta(hours=8))
+        off = GroupSwitch(enabled=False, by="chat:30001", at=T0.astimezone(beijing))
+        state.set_switch("b", "g", off)
+        mute = state.mute("b", "g")
+        assert mute.switch == off and mute.disabled
+        assert mute.switch.at is not None and mute.switch.at.utcoffset() == dt.timedelta(hours=8)
+        assert state.snapshot("b", "g").mute == mute
+        on = GroupSwitch(enabled=True, by="cli", at=T0)
+        state.set_switch("b", "h", on)
+        state.set_switch("a", "g", GroupSwitch(enabled=False))
+        assert not state.mute("b", "h").disabled
+        assert state.switches() == (
+            ("a", "g", GroupSwitch(enabled=False)),
+            ("b", "g", off),
+            ("b", "h", on),
+        )
+        assert state.switches("b") == (("b", "g", off), ("b", "h", on))
+        state.set_switch("b", "g", None)
+        assert state.mute("b", "g") == GroupMute()
+        assert state.snapshot("b", "g").mute == GroupMute()
+        assert state.switches("b") == (("b", "h", on),)
+        # set_disabled is a switch without an author.
+        state.set_disabled("c", "g", True)
+        assert state.switches("c") == (("c", "g", GroupSwitch(enabled=False)),)
+
     def test_kept_messages_come_back_once_oldest_first(self, store_backend: StoreBackend) -> None:
         state = store_backend.routing()
         # Fewer messages than the limit: all of them stay.
@@ -1047,6 +1080,10 @@ class TestSharedStorage:
         assert not second.sessions.claim_compaction(BOT, GROUP, "30022", now=T0, cooldown_s=600)
         first.routing.note_quote_delivered(BOT, GROUP, "9", T0)
         assert second.routing.last_quote_at(BOT, GROUP) == T0
+        switch = GroupSwitch(enabled=False, by="chat:30001", at=T0)
+        first.routing.set_switch(BOT, GROUP, switch)
+        assert second.routing.mute(BOT, GROUP).switch == switch
+        assert second.routing.switches(BOT) == ((BOT, GROUP, switch),)
         noted = first.deliveries.record_delivery(
             BOT, GROUP, answering="id:m1", message=None, now=T0
         )

@@ -38,7 +38,7 @@ from nonebot.plugin import PluginMetadata
 from promptweave import BotLoop, ChatMessage, IncomingEvent, Promptweave, TurnOutcome
 from promptweave.contrib.nonebot.failure_log import FailureLog
 from promptweave.contrib.nonebot.settings import PluginConfig, Settings, nicknames_in_order
-from promptweave.contrib.onebot import parse_message
+from promptweave.contrib.onebot import event_time, parse_message
 from promptweave.delivery.onebot import OneBotTransport
 from promptweave.errors import PromptweaveError
 
@@ -180,7 +180,9 @@ def quoted_message(bot: Bot, reply: Reply) -> ChatMessage:
 
 
 def _event_time(value: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(value, dt.UTC)
+    # A time too large for the platform's clock is a ValueError like any bad time: the handler
+    # logs the message as not handled instead of raising out of the matcher.
+    return event_time(value)
 
 
 driver = get_driver()
@@ -201,6 +203,24 @@ async def _open() -> None:
     nicknames = nicknames_in_order(driver.config.nickname, driver.env)
     _state.loop = BotLoop(runtime=runtime, fallback_names=nicknames)
     nonebot_logger.info(settings.startup_line(_bot_names(runtime, nicknames)))
+    keys = get_plugin_config(PluginConfig)
+    if keys.promptweave_dashboard_path:
+        from nonebot import get_app
+
+        from promptweave.serve.app import mount  # the serve extra, only when asked for
+
+        config = settings.config
+        path = config.resolve_path(config.store.path)
+        mount(
+            get_app(),
+            keys.promptweave_dashboard_path,
+            store=path,
+            config=config,
+            admin_token=keys.promptweave_dashboard_token,
+        )
+        nonebot_logger.info(
+            f"promptweave dashboard at {keys.promptweave_dashboard_path} (store {path})"
+        )
 
 
 def _bot_names(runtime: Promptweave, nicknames: tuple[str, ...]) -> str:
@@ -247,3 +267,10 @@ async def _handle(bot: Bot, event: GroupMessageEvent | PrivateMessageEvent) -> N
         outcome.reason,
         len(outcome.bubbles),
     )
+
+
+# The chat commands (/pw on, off, status, forget, reload: docs/groups.md), after the names above
+# that they use.
+from promptweave.contrib.nonebot import commands as commands  # noqa: E402
+
+commands.attach(promptweave_loop)

@@ -55,6 +55,9 @@ class PluginConfig(BaseModel):
     promptweave_api_key: str | None = None
     promptweave_model: str | None = None
     promptweave_store: str | None = None
+    #: Serve the dashboard under this path of NoneBot's FastAPI app (docs/dashboard.md).
+    promptweave_dashboard_path: str | None = None
+    promptweave_dashboard_token: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 from collections.abc import Callable, Sequence
 from typing import TypeVar
+from urllib.parse import quote
 
 import attrs
 
@@ -24,6 +25,7 @@ from promptweave.store.routing_state import (
     REPLY_LOG_MAX,
     GroupMute,
     GroupSnapshot,
+    GroupSwitch,
     QuoteCandidate,
     RoutingState,
     candidates_after,
@@ -37,6 +39,7 @@ T = TypeVar("T")
 
 #: The fields of a group's routing hash that :meth:`RedisRoutingState.snapshot` reads.
 _SNAPSHOT_FIELDS = (
+    "switch",
     "disabled",
     "cooldown_until",
     "silence_until",
@@ -48,6 +51,25 @@ _SNAPSHOT_FIELDS = (
 
 def _time(value: str | bytes | None) -> dt.datetime | None:
     return None if value is None else decode_time(json.loads(value))
+
+
+def _switch(value: str | bytes | None, disabled: str | bytes | None) -> GroupSwitch | None:
+    """The group's switch; ``disabled = "1"``, what releases before the switch wrote, is a
+    switch off without an author."""
+    if value is not None:
+        return GroupSwitch.from_json(json.loads(value))
+    return GroupSwitch(enabled=False) if disabled == "1" else None
+
+
+def _mute(
+    switch: GroupSwitch | None, cooldown: str | bytes | None, silence: str | bytes | None
+) -> GroupMute:
+    return GroupMute(
+        disabled=switch is not None and not switch.enabled,
+        cooldown_until=_time(cooldown),
+        silence_until=_time(silence),
+        switch=switch,
+    )
 
 
 def _rhythm(value: str | None) -> RhythmProfile | None:
@@ -104,17 +126,13 @@ class RedisRoutingState(RoutingState):
             if replies_since is not None:
                 pipeline.lrange(self._key(bot_id, group_id, "routing:replies"), 0, -1)
             found = pipeline.execute()
-        disabled, cooldown, silence, quoted, phrase, rhythm = found[0]
+        switch, disabled, cooldown, silence, quoted, phrase, rhythm = found[0]
         bot_replies = 0
         if replies_since is not None:
             since = replies_since.timestamp()
             bot_replies = sum(1 for stamp in found[1] if float(stamp) >= since)
         return GroupSnapshot(
-            mute=GroupMute(
-                disabled=disabled == "1",
-                cooldown_until=_time(cooldown),
-                silence_until=_time(silence),
-            ),
+            mute=_mute(_switch(switch, disabled), cooldown, silence),
             last_quote_at=_time(quoted),
             last_phrase=phrase,
             rhythm=_rhythm(rhythm),
@@ -123,17 +141,46 @@ class RedisRoutingState(RoutingState):
         )
 
     def mute(self, bot_id: str, group_id: str) -> GroupMute:
-        fields = ("disabled", "cooldown_until", "silence_until")
+        fields = ("switch", "disabled", "cooldown_until", "silence_until")
         with self.namespace.reached():
-            disabled, cooldown, silence = self.namespace.client.hmget(
+            switch, disabled, cooldown, silence = self.namespace.client.hmget(
                 self._key(bot_id, group_id), fields
             )
-        return GroupMute(
-            disabled=disabled == "1", cooldown_until=_time(cooldown), silence_until=_time(silence)
-        )
+        return _mute(_switch(switch, disabled), cooldown, silence)
 
-    def set_disabled(self, bot_id: str, group_id: str, disabled: bool) -> None:
-        self._set(bot_id, group_id, "disabled", "1" if disabled else "0")
+    @property
+    def _switch_index(self) -> str:
+        # One hash of every switch set, so that listing them needs no scan of the key space. It
+        # is outside any group's hash tag, so it is written beside the group's hash, not in one
+        # transaction with it: the group's hash is what routing reads.
+        return f"{self.namespace.prefix}group_switches"
+
+    def set_switch(self, bot_id: str, group_id: str, switch: GroupSwitch | None) -> None:
+        field = f"{quote(bot_id, safe='')}:{quote(group_id, safe='')}"
+        with self.namespace.reached():
+            pipeline = self.namespace.client.pipeline(transaction=False)
+            if switch is None:
+                pipeline.hdel(self._key(bot_id, group_id), "switch", "disabled")
+                pipeline.hdel(self._switch_index, field)
+            else:
+                value = dumps(switch.to_json())
+                pipeline.hset(self._key(bot_id, group_id), "switch", value)
+                pipeline.hdel(self._key(bot_id, group_id), "disabled")
+                indexed = {"bot_id": bot_id, "group_id": group_id, **switch.to_json()}
+                pipeline.hset(self._switch_index, field, dumps(indexed))
+            pipeline.execute()
+
+    def switches(self, bot_id: str | None = None) -> tuple[tuple[str, str, GroupSwitch], ...]:
+        with self.namespace.reached():
+            rows = self.namespace.client.hvals(self._switch_index)
+        found = []
+        for row in rows:
+            data = json.loads(row)
+            if bot_id is None or data["bot_id"] == bot_id:
+                found.append(
+                    (str(data["bot_id"]), str(data["group_id"]), GroupSwitch.from_json(data))
+                )
+        return tuple(sorted(found, key=lambda entry: (entry[0], entry[1])))
 
     def start_cooldown(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
         self._set(bot_id, group_id, "cooldown_until", dumps(encode_time(until)))

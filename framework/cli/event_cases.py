@@ -14,7 +14,9 @@ from pathlib import Path
 
 import attrs
 
+from promptweave._convert import read_text
 from promptweave.cli.route_batch import CaseState, RouteCase, load_route_file
+from promptweave.errors import TurnFileError
 from promptweave.replay.chat_log import LoggedReply, MessageEvent, read_events
 from promptweave.turn import Bot, ChatMessage, HistoryEntry, Turn
 
@@ -35,8 +37,10 @@ def is_event_log(path: Path) -> bool:
                 if line.strip() and not line.lstrip().startswith("#"):
                     data = json.loads(line)
                     return isinstance(data, dict) and "event" in data
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False  # the route-file reader reports what is wrong with it
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        # The route-file reader reports what is wrong with it (a line nested too deep for the
+        # JSON parser included).
+        return False
     return False
 
 
@@ -49,7 +53,9 @@ def load_route_input(path: Path, *, bot: Bot) -> list[RouteCase]:
     """
     if not is_event_log(path):
         return load_route_file(path, bot=bot)
-    lines = path.read_text(encoding="utf-8").split("\n")
+    # The whole file is decoded here: a byte that is not UTF-8 past the first line (past the
+    # 8 KB the sniffing above read) is the same one-line error as one inside it.
+    lines = read_text(path, TurnFileError).split("\n")
     log = read_events(lines, source=str(path))
     numbers = [number for number, line in enumerate(lines, 1) if line.strip()]
     return _cases(zip(numbers, log.events, strict=True), bot)

@@ -25,11 +25,13 @@ log = logging.getLogger("promptweave.cli")
 #: bring the live loop, delivery, the routing batch and the data importer, which ``render``
 #: never needs (``docs/performance.md``).
 LAZY_COMMANDS = {
+    "groups": ("promptweave.cli.groups", "groups"),
     "import": ("promptweave.cli.data", "import_data"),
     "learn": ("promptweave.cli.learn", "learn"),
     "learned": ("promptweave.cli.learn", "learned"),
     "replay": ("promptweave.cli.replay", "replay"),
     "route": ("promptweave.cli.route", "route"),
+    "serve": ("promptweave.cli.serve", "serve"),
     "store": ("promptweave.cli.data", "store"),
 }
 

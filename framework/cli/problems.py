@@ -4,7 +4,9 @@ Every problem is one line, ``Error: FILE:LINE: field.path: problem``, with the p
 known. The library's errors say the same things in their own words (``turn.json: required field
 missing @ $.bot.name``, ``memories.jsonl: line 2: …``); :func:`parse_problem` reads them into a
 :class:`Problem`, and :func:`report_lines` prints each distinct problem once, with the lines it
-occurred on collapsed into a count. The exit status says who has to act: 2 for the command line
+occurred on collapsed into a count, an input value it quotes cut to
+:data:`promptweave.text.sanitize.ECHO_MAX_CHARS` characters and the problem to
+:data:`~promptweave.text.sanitize.ERROR_MAX_CHARS`. The exit status says who has to act: 2 for the command line
 and the input files it names, 1 for the configuration (config file, persona pack, overrides,
 plugins) and for what failed at run time, 3 when ``render`` refuses to print a request for a turn
 the bot stays silent on.
@@ -22,6 +24,7 @@ import click
 
 from promptweave.cli.style import coloured
 from promptweave.errors import ConfigError
+from promptweave.text.sanitize import shorten_error
 
 __all__ = [
     "EXIT_CONFIG",
@@ -171,7 +174,7 @@ def report_lines(problems: Iterable[Problem]) -> list[str]:
             count = f" ({len(found)} lines: {_spans(numbers)})"
         else:
             count = f" (×{len(found)})"
-        lines.append(f"{first.where()}{first.text}{count}")
+        lines.append(f"{first.where()}{shorten_error(first.text)}{count}")
     if len(lines) > MAX_SHOWN:
         hidden = len(lines) - MAX_SHOWN
         lines = [*lines[:MAX_SHOWN], f"… and {hidden} more problems"]

@@ -151,6 +151,10 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
             f"the model gave no answer ({cause}) {seen['count']} times, first at "
             f"#{seen['first']}: {seen['reason']}. Fix: {seen['fix']}"
         )
+    rejected = summary.get("rejected_lines", [])
+    if rejected:
+        lines.append(f"rejected, not replayed (as the live loop would): {len(rejected)}")
+        lines += [f"  {r['line']}: {r['reason']}" for r in rejected]
     lines += [
         f"characters sent per reply: {spread(summary['chars_per_reply'])}",
         f"tokens sent per reply ({tokens}): {spread(summary['tokens_per_reply'])}",
@@ -409,7 +413,13 @@ def _run(
         records = asyncio.run(replay_events(loop, clock, log.events, on_record=emit, watch=watch))
     finally:
         close()
-    summary = summarize(records, model=model, model_label=label, learned=learning_state(runtime))
+    summary = summarize(
+        records,
+        model=model,
+        model_label=label,
+        learned=learning_state(runtime),
+        rejected=log.rejected,
+    )
     summary["timezone"] = bot.timezone  # the report says in which zone its times are
     if output_format == "jsonl":
         click.echo(json.dumps(summary, ensure_ascii=False))
@@ -424,6 +434,12 @@ def _run(
 
 def _no_messages(log: ReplayLog, log_file: Path) -> str:
     """Why a log with no message events cannot be replayed, in one line."""
+    if log.rejected:
+        first = log.rejected[0]
+        return (
+            f"no message events to replay ({len(log.rejected)} rejected as the live loop would, "
+            f"the first at {first.line}: {first.reason})"
+        )
     if log.skipped or log_file.read_text(encoding="utf-8").strip():
         return (
             f"no message events to replay ({log.skipped} meta, notice or request events, "

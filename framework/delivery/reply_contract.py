@@ -16,6 +16,7 @@ from typing import Any
 
 from promptweave.delivery.outgoing import ModelAnswer
 from promptweave.items import ReplyShape
+from promptweave.text.markup import BLOCKQUOTE, BULLET, HEADING, RULE
 
 __all__ = [
     "LEAK_RUN_CHARS",
@@ -85,10 +86,6 @@ _JSON_STICKER_KEYS = ("sticker", "表情")
 # The intent is short and holds no bracket, so an unclosed marker fails fast.
 _STICKER = re.compile(r"[\[［【]\s*表情\s*[：:]([^\[\]［］【】\n]{0,32})[\]］】]")
 
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)(\s+#+)?\s*$")
-_RULE = re.compile(r"^\s*([-*_])(\s*\1){2,}\s*$")
-_BLOCKQUOTE = re.compile(r"^\s*(>\s?)+")
-_BULLET = re.compile(r"^\s*([-*+•·]|\d{1,2}[.)])\s+")
 _LINK = re.compile(r"!?\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))+\)")
 _BOLD = re.compile(r"\*\*(?=\S)(.{1,200}?)(?<=\S)\*\*|__(?=\S)(.{1,200}?)(?<=\S)__")
 _INLINE_CODE = re.compile(r"`([^`\n]+)`")
@@ -357,13 +354,13 @@ def _changed(strip: Callable[[str], str], line: str, seen: dict[str, bool], name
 
 
 def _strip_markdown(line: str) -> str:
-    if _RULE.match(line):
+    if RULE.match(line):
         return ""
-    heading = _HEADING.match(line)
+    heading = HEADING.match(line)
     if heading is not None:
         line = heading.group(1)
-    line = _BLOCKQUOTE.sub("", line)
-    line = _BULLET.sub("", line)
+    line = BLOCKQUOTE.sub("", line)
+    line = BULLET.sub("", line)
     line = _LINK.sub(r"\1", line)
     line = _INLINE_CODE.sub(r"\1", line)
     return _BOLD.sub(lambda m: m.group(1) or m.group(2), line)

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from promptweave._fields import platform_id
 from promptweave.decision import Decision
 from promptweave.turn import ChatMessage
 
@@ -26,13 +27,29 @@ def _role(value: object) -> str:
     return role if role in SENDER_ROLES else "member"
 
 
+def _bot_id(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    # A blank id would run the turn for no bot at all.
+    if not value.strip():
+        raise ValueError(f"{attribute.name} must be the receiving bot's account id, not blank")
+
+
+def _group_id(_instance: Any, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    # A blank group id is no group: taking it as a private chat (None) would answer a group
+    # message as if one member had written to the bot alone (docs/bot.md).
+    if value is not None and not value.strip():
+        raise ValueError(
+            f"{attribute.name} must name the group, not be blank (None is a private chat)"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class IncomingEvent:
     """One incoming chat message, parsed.
 
     :param platform: the platform's name (``onebot`` for OneBot v11).
     :param bot_id: the receiving bot's account id.
-    :param group_id: the group's id; ``None`` for a private chat.
+    :param group_id: the group's id; ``None`` for a private chat. A blank id, or one holding
+        a lone surrogate, is refused (:class:`ValueError`), as is a blank ``bot_id``.
     :param message: the message (``addressed`` set when it @s, names or replies to the bot).
     :param sender_role: ``owner``, ``admin`` or ``member`` (anything else reads ``member``).
     :param self_sent: the bot's own message reported back by the platform (OneBot
@@ -43,8 +60,8 @@ class IncomingEvent:
     """
 
     platform: str
-    bot_id: str
-    group_id: str | None
+    bot_id: str = attrs.field(validator=[_bot_id, platform_id])
+    group_id: str | None = attrs.field(validator=[_group_id, platform_id])
     message: ChatMessage
     sender_role: str = attrs.field(default="member", converter=_role)
     self_sent: bool = False

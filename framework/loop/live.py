@@ -38,6 +38,7 @@ from promptweave.items import RouteHints, ToolContext
 from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
 from promptweave.loop.quoted import QuotedFetches
 from promptweave.loop.tools import ToolRunner
+from promptweave.loop.turn_log import record_turn
 from promptweave.messages.builder import TurnMessages
 from promptweave.messages.wording import WORDING_HINT_SOURCE
 from promptweave.pipeline.stages import TurnPipeline
@@ -230,7 +231,14 @@ class BotLoop:
                 conversation,
                 event.message.id,
             )
-            return _dropped(event, "queue_full")
+            dropped = _dropped(event, "queue_full")
+            record_turn(
+                self.runtime.stores.turns,
+                dropped,
+                None,
+                timezone=self.runtime.bot_for(event.bot_id).timezone,
+            )
+            return dropped
         future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
         lane.queue.append(
             _Queued(event=event, transport=transport, future=future, record_ms=record_ms)
@@ -292,7 +300,7 @@ class BotLoop:
             run, routed = self._route(event, record_ms)
         except Exception as exc:  # the loop's own fault must not stop the caller
             slots.release()
-            return _loop_error(event, record_ms, exc)
+            return self._loop_failed(event, record_ms, exc)
         if isinstance(routed, TurnOutcome):
             slots.release()
             return routed
@@ -325,7 +333,7 @@ class BotLoop:
                 try:
                     outcome = await self._turn(queued.event, queued.transport, queued.record_ms)
                 except Exception as exc:  # the loop's own fault must not stop the worker
-                    outcome = _loop_error(queued.event, queued.record_ms, exc)
+                    outcome = self._loop_failed(queued.event, queued.record_ms, exc)
             if not queued.future.done():
                 queued.future.set_result(outcome)
         if self._lanes.get(conversation) is lane and not lane.queue:
@@ -337,7 +345,7 @@ class BotLoop:
         try:
             return await self._finish(run, routed, transport)
         except Exception as exc:  # the loop's own fault must not stop the worker
-            return _loop_error(run.event, run.durations["record"], exc)
+            return self._loop_failed(run.event, run.durations["record"], exc)
 
     # -- one turn --------------------------------------------------------------------------
 
@@ -386,7 +394,7 @@ class BotLoop:
             return run, _Prepared(decision=decision, plan=plan, answer=None, kind="phrase")
         outcome = run.outcome(OutcomeStatus.SILENT, decision.reason or "pass", decision)
         run.close()
-        return run, outcome
+        return run, self._logged(run, outcome)
 
     async def _finish(
         self, run: _TurnRun, routed: Decision | _Prepared, transport: Transport
@@ -414,10 +422,33 @@ class BotLoop:
             prepared = routed
         if isinstance(prepared, TurnOutcome):
             run.close()
-            return prepared
+            return self._logged(run, prepared)
         run.stage.enter("deliver")
         outcome = await self._deliver(run, prepared, transport)
         run.close()
+        return self._logged(run, outcome)
+
+    def _loop_failed(self, event: IncomingEvent, record_ms: float, exc: Exception) -> TurnOutcome:
+        """The outcome of a turn the loop's own fault ended, written to the turn log too."""
+        outcome = _loop_error(event, record_ms, exc)
+        record_turn(
+            self.runtime.stores.turns,
+            outcome,
+            None,
+            timezone=self.runtime.bot_for(event.bot_id).timezone,
+        )
+        return outcome
+
+    def _logged(self, run: _TurnRun, outcome: TurnOutcome) -> TurnOutcome:
+        """Write the finished turn to the store's turn log (``docs/dashboard.md``)."""
+        rendered = run.pipeline.rendered
+        record_turn(
+            self.runtime.stores.turns,
+            outcome,
+            None if rendered is None else rendered.sections,
+            timezone=run.turn.bot.timezone,
+            trigger=None if run.turn.trigger is None else run.turn.trigger.value,
+        )
         return outcome
 
     def _turn_for(self, event: IncomingEvent) -> tuple[Turn, ToolRunner | None]:

@@ -22,7 +22,12 @@ from promptweave._convert import load_toml, structure
 from promptweave.plugins.contributions import OverrideMode, SectionOverride
 from promptweave.text.sanitize import sanitize_block
 
-__all__ = ["MAX_OVERRIDE_CONTENT_CHARS", "OverridesFile", "load_overrides_file"]
+__all__ = [
+    "MAX_OVERRIDE_CONTENT_CHARS",
+    "OverridesFile",
+    "load_overrides_file",
+    "reload_overrides_file",
+]
 
 MAX_OVERRIDE_CONTENT_CHARS = 12000
 
@@ -60,6 +65,12 @@ class OverridesFile:
         group = bot.groups.get(group_id) if bot is not None else None
         return group is not None and bool(group.sections)
 
+    def modes(self, bot_id: str, group_id: str) -> dict[str, str]:
+        """The mode of each section the file overrides for ``bot_id`` in ``group_id``."""
+        bot = self.bots.get(bot_id)
+        group = bot.groups.get(group_id) if bot is not None else None
+        return {} if group is None else {name: e.mode for name, e in group.sections.items()}
+
     def lookup(self, bot_id: str, group_id: str, section_id: str) -> SectionOverride | None:
         """The override for one section in one scope, content sanitized; ``None`` when absent."""
         bot = self.bots.get(bot_id)
@@ -83,3 +94,11 @@ def load_overrides_file(path: Path) -> OverridesFile:
     except OSError:
         return OverridesFile.from_file(path)  # raises a ConfigError naming the file
     return _load_cached(path, stat.st_mtime_ns, stat.st_size)
+
+
+def reload_overrides_file(path: Path) -> OverridesFile:
+    """Read ``path`` again now, whatever was read before (an edit that kept the file's size and
+    modification time included): what the NoneBot plugin's reload command does
+    (``docs/groups.md``)."""
+    _load_cached.cache_clear()
+    return load_overrides_file(path)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,16 +29,19 @@ from zoneinfo import ZoneInfo
 
 import attrs
 
+from promptweave._convert import parse_json, read_text
 from promptweave.errors import TurnFileError
 from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
 from promptweave.loop.live import BotLoop
-from promptweave.replay.chat_log import MessageEvent, read_events
+from promptweave.replay.chat_log import LoggedReply, MessageEvent, read_events
 from promptweave.replay.learning import InjectionWatch, learned_hits, learning_summary, run_record
 from promptweave.runtime import Promptweave
 from promptweave.text.rules import IMAGE_MARK
+from promptweave.text.sanitize import shorten_error
 from promptweave.turn import ChatMessage
 
 __all__ = [
+    "RejectedLine",
     "ReplayClock",
     "ReplayLog",
     "ReplayTransport",
@@ -45,6 +49,8 @@ __all__ = [
     "replay_events",
     "summarize",
 ]
+
+logger = logging.getLogger("promptweave.replay")
 
 #: OneBot v11 post types that carry no chat message.
 SKIPPED_POST_TYPES = ("meta_event", "notice", "request")
@@ -84,51 +90,85 @@ class ReplayLog:
     """The events of a chat log, in order.
 
     :param skipped: lines that carry no chat message (OneBot meta events, notices, requests).
+    :param rejected: the events the live loop would reject (a group message that names no
+        group, a guild message, a malformed OneBot event): each line and why, in order. They are
+        not replayed; the summary counts them (``docs/replay.md``).
     """
 
     source: str
     events: tuple[IncomingEvent, ...]
     skipped: int = 0
+    rejected: tuple[RejectedLine, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class RejectedLine:
+    """An event of the log the live loop would reject: where it is and why."""
+
+    line: str
+    reason: str
 
 
 def read_chat_log(path: Path, runtime: Promptweave, *, bot_id: str | None = None) -> ReplayLog:
     """Read a chat log in either format; OneBot lines are parsed by the ``parse_event`` hook.
 
+    An event the parser refuses is what the live loop would reject: it is kept in
+    :attr:`ReplayLog.rejected`, not replayed (and never taken as a private chat).
+
     :param bot_id: the bot OneBot events are addressed to; the event's ``self_id`` by default.
-    :raises TurnFileError: a line is not JSON, not an object, or not a valid event; the error
-        names the file and line.
+    :raises TurnFileError: a line is not JSON or not an object, an event of the store's log is
+        not valid, or a OneBot message event has a blank ``self_id`` and no ``bot_id`` is given;
+        the error names the file and line.
     """
     source = str(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TurnFileError(source, [f"cannot read: {exc}"]) from exc
+    # Unreadable or not UTF-8: one line naming where (``not UTF-8 at line N column C``).
+    lines = read_text(path, TurnFileError).splitlines()
     if _is_event_log(lines):
-        return ReplayLog(source=source, events=tuple(_store_events(lines, source)))
+        converted, refused = _store_events(lines, source)
+        return ReplayLog(source=source, events=tuple(converted), rejected=tuple(refused))
     events: list[IncomingEvent] = []
+    rejected: list[RejectedLine] = []
     skipped = 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         where = f"{source}:{number}"
         try:
-            data = json.loads(line)
-        except (ValueError, RecursionError) as exc:
+            data = parse_json(line)
+        except json.JSONDecodeError as exc:
             raise TurnFileError(where, [f"not JSON: {exc}"]) from None
+        except ValueError as exc:  # nested too deep
+            raise TurnFileError(where, [f"invalid JSON: {exc}"]) from None
         if not isinstance(data, dict):
             raise TurnFileError(where, ["an event must be a JSON object"])
         if data.get("post_type") in SKIPPED_POST_TYPES:
             skipped += 1
             continue
-        receiver = bot_id or str(data.get("self_id", ""))
+        receiver = bot_id or _self_id(data.get("self_id"))
+        if not receiver.strip():
+            raise TurnFileError(
+                where,
+                [
+                    f"self_id {data.get('self_id')!r} names no bot: the bot the event is "
+                    "addressed to is unknown (give --bot ID)"
+                ],
+            )
         try:
             parsed = runtime.plugins.hooks.parse_event("onebot", data, receiver)
         except (ValueError, TypeError) as exc:
-            raise TurnFileError(where, [str(exc)]) from None
+            rejected.append(RejectedLine(line=where, reason=shorten_error(str(exc))))
+            logger.warning(
+                "replay: %s rejected, as the live loop would: %s", where, shorten_error(str(exc))
+            )
+            continue
         if parsed is None:
             raise TurnFileError(where, ["no plugin parses OneBot events (enable contrib 'onebot')"])
         events.append(parsed)
-    return ReplayLog(source=source, events=tuple(events), skipped=skipped)
+    return ReplayLog(source=source, events=tuple(events), skipped=skipped, rejected=tuple(rejected))
+
+
+def _self_id(value: object) -> str:
+    return "" if value is None or isinstance(value, bool) else str(value)
 
 
 def _is_event_log(lines: Sequence[str]) -> bool:
@@ -141,37 +181,43 @@ def _is_event_log(lines: Sequence[str]) -> bool:
     return isinstance(data, dict) and "event" in data
 
 
-def _store_events(lines: Sequence[str], source: str) -> list[IncomingEvent]:
-    """The store's event log as loop events (a ``bot_reply`` is the bot's own message)."""
+def _store_events(
+    lines: Sequence[str], source: str
+) -> tuple[list[IncomingEvent], list[RejectedLine]]:
+    """The store's event log as loop events (a ``bot_reply`` is the bot's own message), and the
+    events the live loop would reject (a blank ``group_id`` is no group, nor a private chat:
+    that is ``null``)."""
     log = read_events(lines, source=source)
+    numbers = [number for number, line in enumerate(lines, 1) if line.strip()]
     converted = []
-    for event in log.events:
-        if isinstance(event, MessageEvent):
-            converted.append(
-                IncomingEvent(
-                    platform="log",
-                    bot_id=event.bot_id,
-                    group_id=event.group_id,
-                    message=event.message,
-                )
+    rejected = []
+    for number, event in zip(numbers, log.events, strict=True):
+        try:
+            converted.append(_store_event(event))
+        except ValueError as exc:
+            where = f"{source}:{number}"
+            rejected.append(RejectedLine(line=where, reason=shorten_error(str(exc))))
+            logger.warning(
+                "replay: %s rejected, as the live loop would: %s", where, shorten_error(str(exc))
             )
-        else:
-            reply = event.event
-            converted.append(
-                IncomingEvent(
-                    platform="log",
-                    bot_id=reply.bot_id,
-                    group_id=reply.group_id,
-                    message=ChatMessage(
-                        id=reply.message_id,
-                        sender_id=reply.bot_id,
-                        text=reply.text,
-                        time=reply.time,
-                    ),
-                    self_sent=True,
-                )
-            )
-    return converted
+    return converted, rejected
+
+
+def _store_event(event: MessageEvent | LoggedReply) -> IncomingEvent:
+    if isinstance(event, MessageEvent):
+        return IncomingEvent(
+            platform="log", bot_id=event.bot_id, group_id=event.group_id, message=event.message
+        )
+    reply = event.event
+    return IncomingEvent(
+        platform="log",
+        bot_id=reply.bot_id,
+        group_id=reply.group_id,
+        message=ChatMessage(
+            id=reply.message_id, sender_id=reply.bot_id, text=reply.text, time=reply.time
+        ),
+        self_sent=True,
+    )
 
 
 async def replay_events(
@@ -299,11 +345,14 @@ def summarize(
     model: str,
     model_label: str,
     learned: Mapping[str, Any] | None = None,
+    rejected: Sequence[RejectedLine] = (),
 ) -> dict[str, Any]:
     """The summary of a replay (the last JSON line of ``--format jsonl``).
 
     :param learned: what the learned store holds at the end
         (:func:`promptweave.replay.learning.learning_state`).
+    :param rejected: the log's events the live loop would reject (:attr:`ReplayLog.rejected`):
+        counted in ``rejected``, each line and why in ``rejected_lines``.
     """
     statuses = Counter(record["status"] for record in records)
     answered = [r for r in records if r["status"] == OutcomeStatus.REPLIED]
@@ -337,6 +386,8 @@ def summarize(
         "failed": dict(Counter(r["reason"] for r in records if r["status"] == "failed")),
         "model_failures": _model_failures(records),
         "recorded": statuses[OutcomeStatus.RECORDED],
+        "rejected": len(rejected),
+        "rejected_lines": [{"line": r.line, "reason": r.reason} for r in rejected],
         "chars_per_reply": _percentiles([float(_sent_chars(r)) for r in requested]),
         "tokens_per_reply": _percentiles(tokens),
         "tokens_estimated": estimated,

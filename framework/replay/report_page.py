@@ -51,6 +51,16 @@ def _figure(label: str, value: str, note: str = "") -> str:
     )
 
 
+def _rejected_lines(summary: Mapping[str, Any]) -> str:
+    """The log's lines the live loop would reject, each with why (``docs/replay.md``)."""
+    lines = summary.get("rejected_lines")
+    return "<br>".join(
+        f"{escape(str(item.get('line')))}: {escape(str(item.get('reason')))}"
+        for item in (lines if isinstance(lines, list) else ())
+        if isinstance(item, Mapping)
+    )
+
+
 def _by_reason(value: object) -> tuple[str, str]:
     counts = {
         str(reason): count
@@ -146,6 +156,7 @@ def summary_html(summary: Mapping[str, Any] | None) -> str:
         _figure("canned phrases", _count(summary.get("phrases"))),
         _figure("silences", silences, silence_reasons),
         _figure("failed", failed, failed_reasons),
+        _figure("rejected", _count(summary.get("rejected")), _rejected_lines(summary)),
         _figure("chars per reply", _percentiles(summary.get("chars_per_reply")), "p50 / p95"),
         _figure(
             "tokens per reply",

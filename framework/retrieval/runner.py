@@ -22,6 +22,8 @@ import functools
 import inspect
 import itertools
 import logging
+import sqlite3
+import threading
 import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any
@@ -32,6 +34,7 @@ from promptweave.plugins.contributions import Retriever
 from promptweave.plugins.registry import Registered
 from promptweave.plugins.workers import DaemonExecutor
 from promptweave.retrieval.query import RetrievalHit, RetrievalQuery, RetrievalResult, SkipReason
+from promptweave.store.sqlite import StoreUnavailableError
 
 __all__ = ["RetrievalOutcome", "RetrievalRunner", "RetrieverTrace"]
 
@@ -256,10 +259,12 @@ def _timed_out(
 
 
 def _failed(
-    entry: Registered[Retriever], exc: Exception, start: float
+    entry: Registered[Retriever], exc: Exception, start: float, *, logged: bool = False
 ) -> tuple[RetrieverTrace, tuple[Any, ...]]:
+    """The trace of a retriever that raised; logged with its traceback unless ``logged``."""
     retriever = entry.item
-    log.warning("retriever %r raised", retriever.name, exc_info=True)
+    if not logged:
+        log.warning("retriever %r raised", retriever.name, exc_info=True)
     return RetrieverTrace(
         retriever=retriever.name,
         plugin=entry.plugin,
@@ -296,6 +301,47 @@ class RetrievalRunner:
     _pool: DaemonExecutor | None = attrs.field(default=None, init=False, repr=False)
     # Sync retrievers still running past their timeout, by name, with the time they started.
     _hung: dict[str, float] = attrs.field(factory=dict, init=False, repr=False)
+    # Retrievers whose store is unavailable (a Redis outage), by name: logged once when the
+    # outage begins and once when it ends, not with a traceback every turn (docs/store.md).
+    _outages: set[str] = attrs.field(factory=set, init=False, repr=False)
+    _outages_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
+
+    def _raised(
+        self, entry: Registered[Retriever], exc: Exception, start: float
+    ) -> tuple[RetrieverTrace, tuple[Any, ...]]:
+        """The trace of a retriever that raised; a store outage is logged once per outage."""
+        # A store that cannot be reached (Redis away, a SQLite file failing), not any OSError a
+        # plugin's own code may raise.
+        if not isinstance(exc, StoreUnavailableError | sqlite3.Error):
+            return _failed(entry, exc, start)
+        name = entry.item.name
+        with self._outages_lock:
+            begins = name not in self._outages
+            self._outages.add(name)
+        if begins:
+            log.warning(
+                "retriever %r: its store is unavailable; it contributes nothing until the store "
+                "answers again (said once per outage): %s: %s",
+                name,
+                type(exc).__name__,
+                exc,
+            )
+        else:
+            log.debug("retriever %r: store still unavailable: %s", name, exc)
+        return _failed(entry, exc, start, logged=True)
+
+    def _answered(
+        self, entry: Registered[Retriever], result: RetrievalResult, start: float
+    ) -> tuple[RetrieverTrace, tuple[Any, ...]]:
+        """The trace of a retriever that returned; the end of its store's outage is logged."""
+        if self._outages:
+            name = entry.item.name
+            with self._outages_lock:
+                ended = name in self._outages
+                self._outages.discard(name)
+            if ended:
+                log.info("retriever %r: its store answers again", name)
+        return _traced(entry, result, start)
 
     def _executor(self) -> DaemonExecutor:
         if self._pool is None:
@@ -373,9 +419,9 @@ class RetrievalRunner:
             except TimeoutError:
                 traced.append(_timed_out(entry, timeout, called))
             except Exception as exc:
-                traced.append(_failed(entry, exc, called))
+                traced.append(self._raised(entry, exc, called))
             else:
-                traced.append(_traced(entry, result, called))
+                traced.append(self._answered(entry, result, called))
         return _outcome(query, traced, start)
 
     async def _call(self, retriever: Retriever, query: RetrievalQuery, timeout: float) -> Any:
@@ -452,8 +498,8 @@ class RetrievalRunner:
         except TimeoutError:
             return _timed_out(entry, timeout, start)
         except Exception as exc:
-            return _failed(entry, exc, start)
-        return _traced(entry, result, start)
+            return self._raised(entry, exc, start)
+        return self._answered(entry, result, start)
 
 
 def _timeout(

@@ -17,7 +17,13 @@ from collections.abc import Sequence
 import attrs
 
 from promptweave.items import RhythmProfile
-from promptweave.store.routing_state import GroupMute, GroupSnapshot, QuoteCandidate, RoutingState
+from promptweave.store.routing_state import (
+    GroupMute,
+    GroupSnapshot,
+    GroupSwitch,
+    QuoteCandidate,
+    RoutingState,
+)
 from promptweave.turn import ChatMessage
 
 __all__ = ["RouteState"]
@@ -105,9 +111,12 @@ class RouteState(RoutingState):
     def keep_message(self, bot_id: str, group_id: str, message: ChatMessage, limit: int) -> None:
         self.store.keep_message(bot_id, group_id, message, limit)
 
-    def set_disabled(self, bot_id: str, group_id: str, disabled: bool) -> None:
+    def set_switch(self, bot_id: str, group_id: str, switch: GroupSwitch | None) -> None:
         self._changed(bot_id, group_id)
-        self.store.set_disabled(bot_id, group_id, disabled)
+        self.store.set_switch(bot_id, group_id, switch)
+
+    def switches(self, bot_id: str | None = None) -> tuple[tuple[str, str, GroupSwitch], ...]:
+        return self.store.switches(bot_id)
 
     def start_cooldown(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
         self._changed(bot_id, group_id)

@@ -13,6 +13,8 @@ import datetime as dt
 import functools
 import logging
 import random
+import zoneinfo
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -33,6 +35,7 @@ from promptweave.plugins.contributions import DecisionRule, RuleStage
 from promptweave.plugins.door import log_failure
 from promptweave.plugins.registry import Registered, Registries
 from promptweave.plugins.watchdog import call_plugin
+from promptweave.routing.group_control import GroupSettings, group_gate, group_settings
 from promptweave.routing.group_snapshot import RouteState
 from promptweave.routing.low_engagement import low_engagement_exit
 from promptweave.routing.memory_policy import memory_policy_for
@@ -44,7 +47,7 @@ from promptweave.routing.shape import (
     rhythm_for,
 )
 from promptweave.routing.signals import MessageSignals
-from promptweave.store.routing_state import QuoteCandidate, RoutingState
+from promptweave.store.routing_state import GroupSwitch, QuoteCandidate, RoutingState
 from promptweave.turn import ChatMessage, Turn
 
 __all__ = ["DEFAULT_DECISION", "Router", "recent_bot_replies"]
@@ -190,6 +193,29 @@ def _quotable(
     return candidate
 
 
+#: An hour decisions are counted in: the date and hour of their time as written, and its zone.
+_Hour = tuple[dt.date, int, dt.tzinfo | None]
+#: Hours of decisions a router keeps per group: more than a day in any zone.
+HOURS_KEPT = 50
+
+
+def _hour_start(hour: _Hour) -> dt.datetime:
+    date, number, zone = hour
+    return dt.datetime.combine(date, dt.time(number), tzinfo=zone)
+
+
+def _local_day(now: dt.datetime, timezone: str) -> dt.date:
+    """The date of ``now`` in ``timezone`` (its own date at the edge of the calendar)."""
+    try:
+        zone: dt.tzinfo = zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        zone = dt.UTC
+    try:
+        return now.astimezone(zone).date()
+    except (OverflowError, ValueError):
+        return now.date()
+
+
 def _trusts_none(plugin: str) -> bool:
     return False
 
@@ -207,6 +233,27 @@ class _Step:
     evaluate: Callable[[RouteContext], Any]
     where: str
     direct: bool
+
+
+#: Groups whose settings a router keeps worked out.
+GROUPS_KEPT = 4096
+
+
+@attrs.frozen
+class _GroupControl:
+    """One group's settings as a router keeps them.
+
+    :param source: the configuration they were worked out from.
+    :param switch: the run-time switch they were worked out with.
+    :param config: the configuration the group's rules see (its own reply frequency).
+    :param notes: what the decision notes of every message of the group.
+    """
+
+    source: Config
+    switch: GroupSwitch | None
+    settings: GroupSettings
+    config: Config
+    notes: tuple[str, ...]
 
 
 @attrs.define
@@ -245,6 +292,15 @@ class Router:
     _steps: dict[RuleStage, tuple[Registries, tuple[_Step, ...]]] = attrs.field(
         factory=dict, init=False, repr=False, eq=False
     )
+    # Each group's settings and the configuration its rules see, with the configuration and
+    # switch they were worked out from: every message of a group asks for them.
+    _groups: dict[tuple[str, str], _GroupControl] = attrs.field(
+        factory=dict, init=False, repr=False, eq=False
+    )
+    # Each group's decisions of its latest hours, by reason (decisions_today).
+    _decisions: dict[tuple[str, str], dict[_Hour, Counter[str]]] = attrs.field(
+        factory=dict, init=False, repr=False, eq=False
+    )
 
     def _learned_replies(self, turn: Turn) -> Callable[[], Sequence[str]]:
         group_id, source = turn.group_id, self.learned_replies
@@ -260,22 +316,32 @@ class Router:
         """
         state = RouteState(store=self.state, bot_id=turn.bot.id, group_id=turn.group_id)
         candidates = _candidates(turn, state, self.config, self._quotable)
+        # The first read of the group's snapshot (with the reply count); group control then
+        # finds the switch in it.
+        recent = recent_bot_replies(turn, state, self.config, now)
+        control = self._group_control(turn, state)
+        config = self.config if control is None else control.config
         context = RouteContext(
             turn=turn,
             now=now,
-            config=self.config,
+            config=config,
             signals=MessageSignals.read(
-                turn, config=self.config.routing, candidates=candidates, now=now, state=self.state
+                turn, config=config.routing, candidates=candidates, now=now, state=self.state
             ),
             state=state,
             candidates=candidates,
-            recent_bot_replies=recent_bot_replies(turn, state, self.config, now),
+            recent_bot_replies=recent,
             rng=self.rng,
             learned_replies=self._learned_replies(turn),
         )
         notes: list[str] = []
         necessity = None
-        decision = self._gate(context, notes)
+        decision = None
+        if control is not None:
+            notes.extend(control.notes)
+            decision = group_gate(control.settings, now, addressed=context.signals.addressed)
+        if decision is None:
+            decision = self._gate(context, notes)
         if decision is None:
             necessity = self._necessity(context, notes)
             if necessity.proceeds:
@@ -283,7 +349,86 @@ class Router:
                 decision = self._decide(context, notes)
             else:
                 decision = _BELOW_THRESHOLD
+        if turn.group_id is not None:
+            self._count(turn.bot.id, turn.group_id, now, decision.reason)
         return self._complete(decision, context, notes, necessity)
+
+    # -- what was decided today ------------------------------------------------------------
+
+    def _count(self, bot_id: str, group_id: str, now: dt.datetime, reason: str) -> None:
+        # By the hour of the time as written: no time-zone conversion on the route (a
+        # microsecond each); decisions_today converts the few hours it sums.
+        hours = self._decisions.get((bot_id, group_id))
+        if hours is None:
+            if len(self._decisions) >= GROUPS_KEPT:
+                self._decisions.clear()
+            hours = self._decisions[(bot_id, group_id)] = {}
+        hour = (now.date(), now.hour, now.tzinfo)
+        reasons = hours.get(hour)
+        if reasons is None:
+            if len(hours) >= HOURS_KEPT:
+                for oldest in sorted(hours, key=_hour_start)[: len(hours) - HOURS_KEPT + 1]:
+                    del hours[oldest]
+            reasons = hours[hour] = Counter()
+        reasons[reason] += 1
+
+    def decisions_today(
+        self, bot_id: str, group_id: str, now: dt.datetime, timezone: str
+    ) -> dict[str, int]:
+        """The decisions this router made in the group on ``now``'s day in ``timezone`` (the
+        bot's), by reason, most frequent first: counted in this process since the router was
+        built (``docs/groups.md``, the status command)."""
+        day = _local_day(now, timezone)
+        total: Counter[str] = Counter()
+        for hour, reasons in self._decisions.get((bot_id, group_id), {}).items():
+            if _local_day(_hour_start(hour), timezone) == day:
+                total.update(reasons)
+        return dict(total.most_common())
+
+    # -- group control ---------------------------------------------------------------------
+
+    def _group_control(self, turn: Turn, state: RoutingState) -> _GroupControl | None:
+        """The group's settings, when it has any beyond ``[routing]`` or a run-time switch
+        (``docs/groups.md``); ``None`` for a private chat and a group with neither."""
+        group_id = turn.group_id
+        if group_id is None:
+            return None
+        bot_id, config = turn.bot.id, self.config
+        switch = state.mute(bot_id, group_id).switch
+        bot = config.bots.get(bot_id)
+        if switch is None and (
+            bot is None or not (bot.groups or bot.allow_groups or bot.deny_groups)
+        ):
+            return None
+        key = (bot_id, group_id)
+        known = self._groups.get(key)
+        if known is not None and known.source is config and known.switch == switch:
+            return known
+        settings = group_settings(config, bot_id, group_id, switch=switch)
+        notes = tuple(f"group control: {problem}" for problem in settings.problems)
+        if switch is not None and switch.enabled and not settings.configured:
+            notes = (
+                *notes,
+                f"group control: {settings.configured_reason} in the configuration, but the "
+                f"bot was switched on{' by ' + switch.by if switch.by else ''}",
+            )
+        routed = config
+        if settings.tuned:
+            routed = attrs.evolve(
+                config,
+                routing=attrs.evolve(
+                    config.routing,
+                    necessity_threshold=settings.necessity_threshold,
+                    low_engagement=settings.low_engagement,
+                    low_engagement_probabilities=settings.low_engagement_probabilities,
+                ),
+            )
+        if len(self._groups) >= GROUPS_KEPT:
+            self._groups.clear()
+        control = self._groups[key] = _GroupControl(
+            source=config, switch=switch, settings=settings, config=routed, notes=notes
+        )
+        return control
 
     # -- stages ----------------------------------------------------------------------------
 
@@ -342,7 +487,7 @@ class Router:
                 context.state.start_silence(turn.bot.id, group_id, silence_until)
             if group_id is not None and skip.keep_message:
                 context.state.keep_message(
-                    turn.bot.id, group_id, turn.message, self.config.routing.kept_messages_max
+                    turn.bot.id, group_id, turn.message, context.config.routing.kept_messages_max
                 )
             return Decision(
                 action=TurnAction.PASS,
@@ -366,7 +511,7 @@ class Router:
             bypassed = "required_tool_intent"
         return NecessityScore(
             score=sum(term.points for term in terms),
-            threshold=self.config.routing.necessity_threshold,
+            threshold=context.config.routing.necessity_threshold,
             terms=tuple(terms),
             bypassed=bypassed,
         )
@@ -378,7 +523,7 @@ class Router:
         return DEFAULT_DECISION
 
     def _decide(self, context: RouteContext, notes: list[str]) -> Decision:
-        if not self.config.routing.model_decision or self.model_hook is None:
+        if not context.config.routing.model_decision or self.model_hook is None:
             return self._rules(context, notes)
         hints = context.turn.route_hints
         if hints.tool_intent and hints.tools_permitted:
@@ -426,7 +571,7 @@ class Router:
         """The decision with what follows from it: the low-engagement exit, the kept messages,
         the turn policy, the reply shape, the memory policy, the notes, and the turn's necessity
         score when it got that far (one copy of the decision, not one per step)."""
-        turn, signals, routing = context.turn, context.signals, self.config.routing
+        turn, signals, routing = context.turn, context.signals, context.config.routing
         low_engagement = None
         if decision.action is TurnAction.PASS and routing.low_engagement:
             trigger = self._low_engagement_trigger(decision, signals)

@@ -49,8 +49,17 @@ def _text_tuple(value: Any) -> tuple[str, ...]:
 
 
 def _aware(_instance: Any, attribute: attrs.Attribute[Any], value: dt.datetime | None) -> None:
-    if value is not None and value.tzinfo is None:
+    if value is None:
+        return
+    if value.tzinfo is None:
         raise ValueError(f"{attribute.name} {value.isoformat()} has no UTC offset")
+    try:
+        value.astimezone(dt.UTC)  # the store keeps the UTC time
+    except OverflowError:
+        raise ValueError(
+            f"{attribute.name} {value.isoformat()} is outside the calendar in UTC "
+            "(0001-01-01 to 9999-12-31)"
+        ) from None
 
 
 def _member(enum_type: type[E], name: str, value: Any) -> E:

@@ -15,8 +15,8 @@ import abc
 import datetime as dt
 import threading
 from collections import deque
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -28,6 +28,7 @@ __all__ = [
     "REPLY_LOG_MAX",
     "GroupMute",
     "GroupSnapshot",
+    "GroupSwitch",
     "MemoryRoutingState",
     "QuoteCandidate",
     "RoutingState",
@@ -79,17 +80,53 @@ class QuoteCandidate:
 
 
 @attrs.frozen(kw_only=True)
+class GroupSwitch:
+    """The bot switched on or off in a group at run time, from chat or the ``promptweave groups``
+    command (``docs/groups.md``). It outlives restarts and wins over the configuration until it
+    is reset.
+
+    :param enabled: on (``True``) or off.
+    :param by: who switched it, as the switch's author wrote it (``chat:30001``, ``cli``).
+    :param at: when.
+    """
+
+    enabled: bool
+    by: str = ""
+    at: dt.datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The switch as a store keeps it."""
+        return {
+            "enabled": self.enabled,
+            "by": self.by,
+            "at": None if self.at is None else self.at.isoformat(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GroupSwitch:
+        """The switch :meth:`to_json` gave."""
+        at = data.get("at")
+        return cls(
+            enabled=bool(data["enabled"]),
+            by=str(data.get("by") or ""),
+            at=None if at is None else dt.datetime.fromisoformat(str(at)),
+        )
+
+
+@attrs.frozen(kw_only=True)
 class GroupMute:
     """Why a group may not get a reply right now.
 
-    :param disabled: the bot is switched off in this group.
+    :param disabled: the bot is switched off in this group (its ``switch`` is off).
     :param cooldown_until: replies wait until then; messages are kept meanwhile.
     :param silence_until: a shut-up request silenced the bot until then.
+    :param switch: the run-time switch, when one is set (``None``: the configuration decides).
     """
 
     disabled: bool = False
     cooldown_until: dt.datetime | None = None
     silence_until: dt.datetime | None = None
+    switch: GroupSwitch | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -187,11 +224,21 @@ class RoutingState(abc.ABC):
 
     @abc.abstractmethod
     def mute(self, bot_id: str, group_id: str) -> GroupMute:
-        """The group's disabled flag, cooldown and silence."""
+        """The group's run-time switch, cooldown and silence."""
 
     @abc.abstractmethod
+    def set_switch(self, bot_id: str, group_id: str, switch: GroupSwitch | None) -> None:
+        """Switch the bot on or off in a group at run time; ``None`` leaves it to the
+        configuration again (``docs/groups.md``)."""
+
+    @abc.abstractmethod
+    def switches(self, bot_id: str | None = None) -> tuple[tuple[str, str, GroupSwitch], ...]:
+        """Every group with a run-time switch set, as ``(bot_id, group_id, switch)``, sorted (of
+        ``bot_id`` only, when given)."""
+
     def set_disabled(self, bot_id: str, group_id: str, disabled: bool) -> None:
-        """Switch the bot off (or back on) in a group."""
+        """Switch the bot off (or back on) in a group: :meth:`set_switch` without an author."""
+        self.set_switch(bot_id, group_id, GroupSwitch(enabled=not disabled))
 
     @abc.abstractmethod
     def start_cooldown(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
@@ -270,7 +317,7 @@ class RoutingState(abc.ABC):
 
 @attrs.define
 class _GroupState:
-    disabled: bool = False
+    switch: GroupSwitch | None = None
     cooldown_until: dt.datetime | None = None
     silence_until: dt.datetime | None = None
     kept: list[ChatMessage] = attrs.field(factory=list)
@@ -314,18 +361,27 @@ class MemoryRoutingState(RoutingState):
     @staticmethod
     def _mute(group: _GroupState) -> GroupMute:
         return GroupMute(
-            disabled=group.disabled,
+            disabled=group.switch is not None and not group.switch.enabled,
             cooldown_until=group.cooldown_until,
             silence_until=group.silence_until,
+            switch=group.switch,
         )
 
     def mute(self, bot_id: str, group_id: str) -> GroupMute:
         with self._lock:
             return self._mute(self._group(bot_id, group_id))
 
-    def set_disabled(self, bot_id: str, group_id: str, disabled: bool) -> None:
+    def set_switch(self, bot_id: str, group_id: str, switch: GroupSwitch | None) -> None:
         with self._lock:
-            self._group(bot_id, group_id).disabled = disabled
+            self._group(bot_id, group_id).switch = switch
+
+    def switches(self, bot_id: str | None = None) -> tuple[tuple[str, str, GroupSwitch], ...]:
+        with self._lock:
+            return tuple(
+                (bot, group, state.switch)
+                for (bot, group), state in sorted(self._groups.items())
+                if state.switch is not None and bot_id in (None, bot)
+            )
 
     def start_cooldown(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
         with self._lock:

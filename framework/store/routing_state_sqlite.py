@@ -24,6 +24,7 @@ from promptweave.store.routing_state import (
     REPLY_LOG_MAX,
     GroupMute,
     GroupSnapshot,
+    GroupSwitch,
     QuoteCandidate,
     RoutingState,
     candidates_after,
@@ -135,6 +136,17 @@ ROUTING_MIGRATIONS = (
         ALTER TABLE routing_candidates_new RENAME TO routing_candidates;
         """,
     ),
+    Migration(
+        component="routing",
+        version=4,
+        # The run-time switch of a group with its author and time (docs/groups.md): a group
+        # switched off before keeps its switch, without an author.
+        sql="""
+        ALTER TABLE routing_groups ADD COLUMN switch TEXT;
+        UPDATE routing_groups SET switch = '{"enabled": false, "by": "", "at": null}'
+            WHERE disabled = 1;
+        """,
+    ),
 )
 
 
@@ -148,7 +160,7 @@ def _time(value: float | None) -> dt.datetime | None:
 
 #: One group's row; one row even for a group never written.
 _SNAPSHOT_ROW = (
-    "SELECT g.disabled, g.cooldown_until, g.silence_until, g.last_quote_at, g.last_phrase,"
+    "SELECT g.switch, g.cooldown_until, g.silence_until, g.last_quote_at, g.last_phrase,"
     " g.rhythm FROM (SELECT 1) LEFT JOIN routing_groups AS g"
     " ON g.bot_id = ?1 AND g.group_id = ?2"
 )
@@ -168,6 +180,19 @@ class _Kept:
 
 def _count_since(replies: tuple[float, ...], since: float) -> int:
     return sum(1 for at in replies if at >= since)
+
+
+def _switch(value: str | None) -> GroupSwitch | None:
+    return None if value is None else GroupSwitch.from_json(json.loads(value))
+
+
+def _mute(switch: GroupSwitch | None, cooldown: float | None, silence: float | None) -> GroupMute:
+    return GroupMute(
+        disabled=switch is not None and not switch.enabled,
+        cooldown_until=_time(cooldown),
+        silence_until=_time(silence),
+        switch=switch,
+    )
 
 
 def _rhythm(value: str | None) -> RhythmProfile | None:
@@ -297,18 +322,14 @@ class SQLiteRoutingState(RoutingState):
 
     @staticmethod
     def _read_group(connection: sqlite3.Connection, group: tuple[str, str]) -> _Kept:
-        disabled, cooldown, silence, quoted, phrase, rhythm = connection.execute(
+        switch, cooldown, silence, quoted, phrase, rhythm = connection.execute(
             _SNAPSHOT_ROW, group
         ).fetchone()
         replies = connection.execute(
             "SELECT at FROM routing_bot_replies WHERE bot_id = ? AND group_id = ?", group
         ).fetchall()
         return _Kept(
-            mute=GroupMute(
-                disabled=bool(disabled),
-                cooldown_until=_time(cooldown),
-                silence_until=_time(silence),
-            ),
+            mute=_mute(_switch(switch), cooldown, silence),
             last_quote_at=_time(quoted),
             last_phrase=None if phrase is None else str(phrase),
             rhythm=_rhythm(rhythm),
@@ -325,7 +346,7 @@ class SQLiteRoutingState(RoutingState):
         row = (
             self.database.connection()
             .execute(
-                "SELECT disabled, cooldown_until, silence_until FROM routing_groups"
+                "SELECT switch, cooldown_until, silence_until FROM routing_groups"
                 " WHERE bot_id = ? AND group_id = ?",
                 (bot_id, group_id),
             )
@@ -333,14 +354,35 @@ class SQLiteRoutingState(RoutingState):
         )
         if row is None:
             return GroupMute()
-        return GroupMute(
-            disabled=bool(row["disabled"]),
-            cooldown_until=_time(row["cooldown_until"]),
-            silence_until=_time(row["silence_until"]),
-        )
+        return _mute(_switch(row["switch"]), row["cooldown_until"], row["silence_until"])
 
-    def set_disabled(self, bot_id: str, group_id: str, disabled: bool) -> None:
-        self._set(bot_id, group_id, "disabled", int(disabled))
+    def set_switch(self, bot_id: str, group_id: str, switch: GroupSwitch | None) -> None:
+        with self.database.transaction() as connection:
+            self._changed(connection, bot_id, group_id)
+            self._ensure_group(connection, bot_id, group_id)
+            connection.execute(
+                "UPDATE routing_groups SET switch = ?, disabled = ?"
+                " WHERE bot_id = ? AND group_id = ?",
+                (
+                    None if switch is None else json.dumps(switch.to_json(), ensure_ascii=False),
+                    int(switch is not None and not switch.enabled),
+                    bot_id,
+                    group_id,
+                ),
+            )
+
+    def switches(self, bot_id: str | None = None) -> tuple[tuple[str, str, GroupSwitch], ...]:
+        rows = (
+            self.database.connection()
+            .execute(
+                "SELECT bot_id, group_id, switch FROM routing_groups"
+                " WHERE switch IS NOT NULL AND (?1 IS NULL OR bot_id = ?1)"
+                " ORDER BY bot_id, group_id",
+                (bot_id,),
+            )
+            .fetchall()
+        )
+        return tuple((row[0], row[1], GroupSwitch.from_json(json.loads(row[2]))) for row in rows)
 
     def start_cooldown(self, bot_id: str, group_id: str, until: dt.datetime) -> None:
         self._set(bot_id, group_id, "cooldown_until", _epoch(until))

@@ -7,6 +7,7 @@ import importlib
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -34,6 +35,9 @@ from promptweave.store.sessions_memory import (
     MemorySummaryStore,
 )
 from promptweave.store.sqlite import STORE_ERRORS, SQLiteDatabase
+
+if TYPE_CHECKING:
+    from promptweave.store.turn_log_sqlite import SQLiteTurnLog
 
 __all__ = ["STORE_DISABLED", "Stores", "TopicSummaries"]
 
@@ -102,6 +106,8 @@ class Stores:
         (:mod:`promptweave.store.deliveries`); in this process unless a shared one is given.
     :param learned: what the learners learned, their cursors and leases, and the injections of
         delivered replies (``docs/learning.md``); ``None`` when the store keeps none.
+    :param turns: the turn log the dashboard reads (``docs/dashboard.md``); ``None`` when the
+        store keeps none (the in-memory and Redis backends).
     """
 
     database: SQLiteDatabase | None = None
@@ -119,6 +125,7 @@ class Stores:
     closers: tuple[Callable[[], None], ...] = ()
     deliveries: DeliveryLedger = attrs.field(factory=MemoryDeliveryLedger)
     learned: LearnedStore | None = None
+    turns: SQLiteTurnLog | None = None
 
     def __attrs_post_init__(self) -> None:
         # The sections read what was learned next to what was imported (docs/learning.md).
@@ -166,8 +173,11 @@ class Stores:
         from promptweave.store.learned_sqlite import LEARNED_MIGRATIONS
         from promptweave.store.routing_state_sqlite import ROUTING_MIGRATIONS
         from promptweave.store.sessions_sqlite import SESSION_MIGRATIONS
+        from promptweave.store.turn_log_sqlite import TURN_LOG_MIGRATIONS
 
-        database.migrate((*SESSION_MIGRATIONS, *ROUTING_MIGRATIONS, *LEARNED_MIGRATIONS))
+        database.migrate(
+            (*SESSION_MIGRATIONS, *ROUTING_MIGRATIONS, *LEARNED_MIGRATIONS, *TURN_LOG_MIGRATIONS)
+        )
 
     @classmethod
     def sqlite(cls, database: SQLiteDatabase, config: Config | None = None) -> Stores:
@@ -185,6 +195,7 @@ class Stores:
             SQLiteSessionStore,
             SQLiteSummaryStore,
         )
+        from promptweave.store.turn_log_sqlite import SQLiteTurnLog
 
         session = (config or Config()).session
         return cls(
@@ -200,6 +211,7 @@ class Stores:
             routing=SQLiteRoutingState(database),
             deliveries=SQLiteDeliveryLedger(database),
             learned=SQLiteLearnedStore(database),
+            turns=SQLiteTurnLog(database),
         )
 
     @classmethod
@@ -252,7 +264,10 @@ class Stores:
         return self.database.reading()
 
     def close(self) -> None:
-        """Close this thread's SQLite connection, if any, and run the :attr:`closers`."""
+        """Write the turn log's queue, close this thread's SQLite connection, if any, and run
+        the :attr:`closers`."""
+        if self.turns is not None:
+            self.turns.close()
         if self.database is not None:
             self.database.close()
         for close in self.closers:

@@ -3,8 +3,10 @@
 The rules are those of ``docs/design.md#assembly``: drop control characters except tab, LF and CR, drop zero-width
 and bidi marks, normalise CRLF/CR to LF, strip, cap. ``quote_user_text`` adds the one guarantee the
 design relies on: text that came from a user can never forge a section header ``【…】``,
-in any of the bracket forms a reader takes for it. ``neutralize_markers`` does the same for the
-message markers (the persona pack's user-message prefix) inside a user message.
+in any of the bracket forms a reader takes for it; ``defuse_headers`` gives the same guarantee to
+user text that keeps its lines (the user message the turn sections ride, ``docs/turn_context.md``).
+``neutralize_markers`` does the same for the message markers (the persona pack's user-message
+prefix) inside a user message.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ import unicodedata
 
 __all__ = [
     "BLOCK_MAX_CHARS",
+    "ECHO_MAX_CHARS",
+    "ERROR_MAX_CHARS",
     "HEADER_BRACKET_LOOKALIKES",
     "LITERAL_MAX_CHARS",
+    "defuse_headers",
     "neutralize_markers",
     "quote_user_text",
     "sanitize_block",
     "sanitize_literal",
+    "shorten_error",
     "strip_lone_surrogates",
 ]
 
@@ -64,6 +70,35 @@ _LABEL_END = re.compile(r"[\s—–\-:：,，。、;；(（]")
 def _cut(text: str, max_len: int) -> str:
     if max_len >= 0 and len(text) > max_len:
         return text[:max_len].rstrip()
+    return text
+
+
+#: An input value quoted in an error message (``not 'xxx…'``) is cut to this many characters.
+ECHO_MAX_CHARS = 80
+#: An error message as a whole is cut to this many characters (the value cuts come first).
+ERROR_MAX_CHARS = 300
+# A quoted value as repr() and the errors write it: a quote that no letter precedes, to the
+# matching quote that no letter follows (so the apostrophe of "bot's" opens nothing).
+_QUOTED = re.compile(r"""(?<!\w)(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")(?!\w)""")
+
+
+def _cut_echo(found: re.Match[str]) -> str:
+    span = found.group(0)
+    if len(span) <= ECHO_MAX_CHARS + 2:
+        return span
+    return f"{span[: ECHO_MAX_CHARS + 1]}…{span[-1]} ({len(span) - 2} characters)"
+
+
+def shorten_error(text: str) -> str:
+    """An error message fit to print: every quoted input value in it cut to
+    :data:`ECHO_MAX_CHARS` characters (``'xxx…' (120000 characters)``), then the whole message to
+    :data:`ERROR_MAX_CHARS` (``docs/cli.md``, "Errors"): a megabyte of hostile input is not
+    echoed back."""
+    if len(text) <= ECHO_MAX_CHARS:
+        return text
+    text = _QUOTED.sub(_cut_echo, text)
+    if len(text) > ERROR_MAX_CHARS:
+        text = f"{text[:ERROR_MAX_CHARS]}… ({len(text)} characters)"
     return text
 
 
@@ -117,6 +152,16 @@ def quote_user_text(text: str | None, max_len: int = LITERAL_MAX_CHARS) -> str:
     if _LOOKALIKE.search(quoted):
         return quoted.translate(_HEADER_BRACKETS)
     return quoted
+
+
+def defuse_headers(text: str) -> str:
+    """``text`` with its lines kept and every bracket a reader takes for a section header's ``【】``
+    (:data:`HEADER_BRACKET_LOOKALIKES`) turned into ``〔〕``: what :func:`quote_user_text` does to
+    the brackets, for user text that must keep its line breaks. A line of it then cannot read as
+    a section header, at its start or anywhere else."""
+    if not _LOOKALIKE.search(text):
+        return text
+    return text.translate(_HEADER_BRACKETS)
 
 
 def _label(marker: str) -> str:

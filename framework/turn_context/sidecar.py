@@ -6,7 +6,9 @@ Its ``api_content`` sidecar is the exact text sent in its place: the clean conte
 per-turn block (recalled memory, turn sections, plugin notes), separated by a blank line. Both are
 persisted, so a later turn replays the same bytes and the provider's prompt cache keeps hitting.
 The sidecar is dropped whenever the content is rewritten (a merge, a summary, an image strip):
-replaying it would resend exactly what the rewrite removed.
+replaying it would resend exactly what the rewrite removed. In the text sent with the blocks, the
+user's own lines have their header brackets defused (:func:`defuse_user_headers`), so nothing the
+user wrote reads as a section header beside the real ones.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 import attrs
 
 from promptweave.messages.prompt_message import PromptMessage
+from promptweave.text.sanitize import defuse_headers
 
 __all__ = [
     "MEMORY_CONTEXT_CLOSE",
@@ -26,6 +29,7 @@ __all__ = [
     "append_notes_to_multimodal_content",
     "build_memory_context_block",
     "compose_user_api_content",
+    "defuse_user_headers",
     "drop_stale_api_content",
     "extract_api_content_sidecar",
     "is_multimodal",
@@ -51,13 +55,17 @@ def build_memory_context_block(raw: str) -> str:
 
     :param raw: the memory provider's recall for this turn.
     :returns: ``""`` for empty or whitespace-only input. Fence tags inside ``raw`` are removed
-        (and logged), so recalled text can never close the fence early.
+        (and logged), so recalled text can never close the fence early; its header brackets
+        become ``〔〕``, so it can never open a section either.
     """
     if not raw or not raw.strip():
         return ""
     cleaned = _FENCE.sub("", raw)
     if cleaned != raw:
         log.warning("memory context contained <memory-context> fence tags; they were removed")
+    # Recalled memory is text users wrote (what they taught): none of its lines may read as a
+    # section header beside the turn's real ones (docs/turn_context.md, "Forged headers").
+    cleaned = defuse_headers(cleaned)
     return (
         f"{MEMORY_CONTEXT_OPEN}\n{MEMORY_CONTEXT_NOTE}\n{cleaned.strip()}\n{MEMORY_CONTEXT_CLOSE}"
     )
@@ -119,9 +127,33 @@ def stamp_turn_context(
     injected = compose_user_api_content("", memory_context, plugin_context)
     if injected is None:
         return message, "none"
+    content = defuse_user_headers(message.content)
     if is_multimodal(message):
+        if content != message.content:
+            # The defused text is what is sent; the clean content stays, so the message is still
+            # found (and replayed) by it on later turns.
+            message = attrs.evolve(message, api_content=content)
         return append_notes_to_multimodal_content(message, injected.lstrip("\n")), "part"
-    return attrs.evolve(message, api_content=message.content + injected), "sidecar"
+    return attrs.evolve(message, api_content=content + injected), "sidecar"
+
+
+def defuse_user_headers(content: str) -> str:
+    """The content of a user message that per-turn blocks (turn sections, memory, notes) are
+    added to, with no line of what the user wrote able to read as a section header beside them
+    (``docs/turn_context.md``, "Forged headers").
+
+    The content is the persona pack's marker line, then the user's text
+    (:func:`promptweave.messages.sequence.format_user_turn`): every line but the marker's (and
+    its copies, in a merged message) has its header brackets turned into ``〔〕``
+    (:func:`promptweave.text.sanitize.defuse_headers`). A user's copy of the marker was defused
+    already, so it cannot pass for one here.
+    """
+    marker, newline, rest = content.partition("\n")
+    if not newline or not rest:
+        return content
+    lines = rest.split("\n")
+    defused = [line if line == marker else defuse_headers(line) for line in lines]
+    return marker + "\n" + "\n".join(defused)
 
 
 def substitute_api_content(message: PromptMessage) -> PromptMessage:

@@ -104,8 +104,9 @@ def test_importing_twice_skips_what_is_stored(tmp_path: Path) -> None:
     assert json.loads(out)["schema_versions"] == {
         "learning": 1,
         "retrieval": 2,
-        "routing": 3,
+        "routing": 4,
         "sessions": 3,
+        "turn_log": 1,
     }
 
 

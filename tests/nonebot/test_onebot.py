@@ -276,3 +276,29 @@ def test_negative_message_ids_of_newer_qq_are_ids_like_any_other(message: object
     assert isinstance(incoming, IncomingEvent)
     assert incoming.message.reply_to == "-2147480001"
     runtime.close()
+
+
+@pytest.mark.parametrize("name", ["@小红", "@@小红", "小红"])
+def test_an_at_whose_name_carries_its_own_at_sign_is_shown_once(name: str) -> None:
+    message = parse(
+        [
+            {"type": "at", "data": {"qq": "30099", "name": name}},
+            {"type": "text", "data": {"text": "你好"}},
+        ]
+    )
+    assert message.text == "@小红 你好"  # type: ignore[attr-defined]
+
+
+def test_an_at_named_only_at_signs_reads_its_id() -> None:
+    message = parse([{"type": "at", "data": {"qq": "30099", "name": "@"}}])
+    assert message.text == "@30099"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("reply_id", ["0", 0, "", " "])
+def test_a_reply_id_of_zero_or_blank_is_no_reply(reply_id: object) -> None:
+    message = parse(
+        [{"type": "reply", "data": {"id": reply_id}}, {"type": "text", "data": {"text": "嗯"}}]
+    )
+    assert message.reply_to is None  # type: ignore[attr-defined]
+    assert parse(f"[CQ:reply,id={reply_id}]嗯").reply_to is None  # type: ignore[attr-defined]
+    assert parse([{"type": "reply", "data": {"id": "-7"}}]).reply_to == "-7"  # type: ignore[attr-defined]

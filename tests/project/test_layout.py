@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline",),
     ("runtime", "loop"),
     ("replay",),
+    ("serve",),
     ("cli", "testing", "__main__", "__init__"),
 )
 

@@ -106,7 +106,7 @@ def test_no_key_headers_for_a_keyless_local_server():
 
     def handler(request):
         seen.append(request)
-        return httpx.Response(200, json={"choices": []})
+        return httpx.Response(200, json={"choices": [{"message": {"content": None}}]})
 
     result = _client(handler).submit(_request(make_runtime()))
     assert "Authorization" not in seen[0].headers

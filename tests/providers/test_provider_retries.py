@@ -214,15 +214,6 @@ def test_the_answer_carries_text_usage_and_raw(send):
     assert result.usage.prompt_tokens == 900
 
 
-def test_a_reply_that_is_not_json_is_an_error_and_not_retried(send):
-    server = Server(httpx.Response(200, text="<html>"))
-    result, _ = send(server)
-    assert result.detail.startswith("reply is not JSON")
-    assert len(server.seen) == 1
-    result, _ = send(Server(httpx.Response(200, json=["x"])))
-    assert result.detail == "reply is not a JSON object"
-
-
 def test_default_backoff_doubles_with_jitter_and_is_capped():
     jittered = RetryPolicy(initial_wait_s=1.0, max_wait_s=3.0, rng=random.Random(7))
     waits = [jittered.backoff_s(failed) for failed in (1, 2, 3, 4)]
@@ -337,3 +328,67 @@ def test_provider_retry_settings_load_from_toml_and_are_validated(tmp_path):
     path.write_text("[provider]\nretry_max_wait_s = -1\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"retry_max_wait_s"):
         Config.from_file(path)
+
+
+MALFORMED = {
+    "not JSON": httpx.Response(200, text='{"choices": [{"message": '),
+    "not an object": httpx.Response(200, json=["要的"]),
+    "no answer": httpx.Response(200, json={"id": "x", "usage": {}}),
+}
+
+
+@pytest.mark.parametrize("kind", list(MALFORMED))
+def test_a_malformed_answer_is_retried_like_a_server_error_then_answered(send, kind):
+    server = Server(MALFORMED[kind], httpx.Response(200, json=send.ok_body))
+    result, recorder = send(server)
+    assert (result.status, result.text) == ("ok", "要的")
+    assert len(server.seen) == 2
+    assert recorder.waits == [0.5]
+
+
+@pytest.mark.parametrize(
+    ("kind", "detail"),
+    [
+        ("not JSON", "reply is not JSON: "),
+        ("not an object", "reply is not a JSON object"),
+        ("no answer", "reply has no answer ("),
+    ],
+)
+def test_a_malformed_answer_uses_the_same_budget_of_tries(send, kind, detail):
+    server = Server(MALFORMED[kind])
+    result, recorder = send(server)
+    assert (result.sent, result.status) == (True, "error")
+    assert result.detail.startswith(detail) and result.detail.endswith("(after 3 attempts)")
+    assert len(server.seen) == 3
+    assert recorder.waits == [0.5, 1.0]
+
+
+def test_a_chat_answer_with_no_choices_is_retried_within_the_budget():
+    recorder = Recorder()
+    empty = httpx.Response(200, json={"choices": [], "usage": {}})
+    server = Server(empty, httpx.Response(503), empty, httpx.Response(200, json=CHAT_OK))
+    client = OpenAICompatClient(
+        base_url="http://llm.internal:8000/v1",
+        api_key="k",
+        retry=policy(recorder, max_attempts=3),
+        transport=httpx.MockTransport(server),
+    )
+    result = client.submit(_request(ProviderApi.OPENAI_CHAT))
+    assert (result.status, result.detail) == (
+        "error",
+        "reply has no answer ('choices' empty) (after 3 attempts)",
+    )
+    assert len(server.seen) == 3
+
+
+def test_an_anthropic_answer_with_empty_content_is_an_answer_not_a_retry():
+    recorder = Recorder()
+    server = Server(httpx.Response(200, json={**ANTHROPIC_OK, "content": []}))
+    client = AnthropicMessagesClient(
+        base_url="http://claude.internal",
+        api_key="k",
+        retry=policy(recorder),
+        transport=httpx.MockTransport(server),
+    )
+    result = client.submit(_request(ProviderApi.ANTHROPIC))
+    assert result.status == "ok" and len(server.seen) == 1

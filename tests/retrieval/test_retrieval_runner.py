@@ -426,3 +426,46 @@ def test_a_hung_retriever_is_skipped_inline_until_it_returns():
     finally:
         release.set()
         runner.close()
+
+
+def test_a_store_outage_is_logged_once_per_retriever_and_its_end_once(caplog):
+    from promptweave.store.sqlite import StoreUnavailableError
+
+    state = {"down": True}
+
+    def stored(query):
+        if state["down"]:
+            raise StoreUnavailableError("Redis store 127.0.0.1:6379/0: Connection refused")
+        return [memory("back")]
+
+    def broken(query):
+        raise ValueError("a bug of the plugin")
+
+    runner = RetrievalRunner()
+    entries = [entry("stored", stored, blocking=False), entry("broken", broken, blocking=False)]
+    caplog.set_level("INFO", logger="promptweave.retrieval")
+    try:
+        for _ in range(3):
+            outcome = runner.run_inline(entries, make_query(QUESTION))
+            assert outcome is not None
+            assert [t.reason for t in outcome.traces] == ["error", "error"]
+            assert "StoreUnavailableError" in str(outcome.traces[0].error)
+        outage = [r for r in caplog.records if "'stored'" in r.getMessage()]
+        assert len(outage) == 1 and outage[0].exc_info is None
+        assert "said once per outage" in outage[0].getMessage()
+        bugs = [r for r in caplog.records if "'broken' raised" in r.getMessage()]
+        assert len(bugs) == 3 and all(r.exc_info for r in bugs)  # a plugin's bug, every time
+        caplog.clear()
+        state["down"] = False
+        for _ in range(2):
+            runner.run_inline(entries, make_query(QUESTION))
+        back = [r.getMessage() for r in caplog.records if "answers again" in r.getMessage()]
+        assert back == ["retriever 'stored': its store answers again"]
+        caplog.clear()
+        state["down"] = True  # a second outage is said again
+        runner.run_inline(entries, make_query(QUESTION))
+        assert (
+            sum("'stored': its store is unavailable" in r.getMessage() for r in caplog.records) == 1
+        )
+    finally:
+        runner.close()

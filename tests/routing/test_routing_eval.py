@@ -41,7 +41,7 @@ def test_the_evaluation_set_covers_every_action_and_every_gate(results):
     assert actions == {"reply", "pass", "tool", "follow_up"}
     reasons = {reason for _, reason in decided}
     for reason in (
-        "shut_up", "face", "noise", "incomplete", "bystander", "short", "disabled",
+        "shut_up", "face", "noise", "incomplete", "bystander", "short", "group_switched_off",
         "shut_up_silence", "cooldown", "necessity_below_threshold", "required_tool_intent",
         "rule_short_vent_ack", "rule_reply_quote", "rule_low_value_social_pass",
         "rule_follow_up_missing_object", "rule_reply_obligation", "rule_default_reply",

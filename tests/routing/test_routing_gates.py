@@ -128,9 +128,9 @@ def test_a_bare_at_of_the_bot_is_a_summons_not_a_short_message():
 def test_a_disabled_group_skips_everything():
     runtime = make_runtime()
     runtime.stores.routing.set_disabled("10001", "20001", True)
-    assert runtime.decide(make_turn("@小织 在吗", addressed=True)).reason == "disabled"
+    assert runtime.decide(make_turn("@小织 在吗", addressed=True)).reason == "group_switched_off"
     runtime.stores.routing.set_disabled("10001", "20001", False)
-    assert runtime.decide(make_turn("@小织 在吗", addressed=True)).reason != "disabled"
+    assert runtime.decide(make_turn("@小织 在吗", addressed=True)).reason != "group_switched_off"
 
 
 def test_cooldown_keeps_the_message_for_the_next_trigger():

@@ -117,7 +117,7 @@ def test_a_route_reads_the_groups_routing_row_once_and_then_keeps_it(
     assert not [s for s in statements if "FROM routing_candidates" in s and "SELECT" in s]
     # A write of this connection is seen by the next route.
     runtime.stores.routing.set_disabled(BOT.id, GROUP, True)
-    assert runtime.decide(_turn(3)).reason == "disabled"
+    assert runtime.decide(_turn(3)).reason == "group_switched_off"
 
 
 def test_a_route_reads_the_store_in_one_read_transaction(
@@ -180,10 +180,19 @@ def test_a_change_from_another_process_is_seen_by_the_next_route(tmp_path: Path)
     runtime = Promptweave.from_config(sqlite_config(path))
     other = SQLiteRoutingState(SQLiteDatabase(path))
     try:
-        assert runtime.decide(_turn(1, "有人知道周末的活动几点开始吗？")).reason != "disabled"
+        assert (
+            runtime.decide(_turn(1, "有人知道周末的活动几点开始吗？")).reason
+            != "group_switched_off"
+        )
         other.set_disabled(BOT.id, GROUP, True)
-        assert runtime.decide(_turn(2, "有人知道周末的活动几点开始吗？")).reason == "disabled"
+        assert (
+            runtime.decide(_turn(2, "有人知道周末的活动几点开始吗？")).reason
+            == "group_switched_off"
+        )
         other.set_disabled(BOT.id, GROUP, False)
-        assert runtime.decide(_turn(3, "有人知道周末的活动几点开始吗？")).reason != "disabled"
+        assert (
+            runtime.decide(_turn(3, "有人知道周末的活动几点开始吗？")).reason
+            != "group_switched_off"
+        )
     finally:
         runtime.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import random
 import sys
 from pathlib import Path
@@ -377,3 +378,43 @@ def test_a_lookup_without_refresh_changes_nothing(redis_namespace: RedisNamespac
     late = T0 + dt.timedelta(minutes=5)
     assert reader.lookup("10001", "20001", "b", now=late) is None  # expired, but left in place
     assert writer.lookup("10001", "20001", "b", now=T0) == "乙"
+
+
+def test_during_an_outage_each_retriever_logs_once_not_a_traceback_per_turn(
+    redis_url: str, redis_prefix: str, message: MessageFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    outage = Outage(redis_url)
+    runtime = Promptweave.from_config(redis_config(outage.url, redis_prefix))
+    turns = [
+        Turn(
+            bot=BOT,
+            group_id=GROUP,
+            message=message("30022", "小织 桌游局在哪", minute=minute),
+            trigger=SpeakTrigger.MENTION,
+        )
+        for minute in range(1, 5)
+    ]
+    runtime.render(turns[0])
+    caplog.set_level(logging.INFO, logger="promptweave.retrieval")
+    outage.cut()
+    failed: set[str] = set()
+    for turn in turns[1:]:
+        sections = runtime.render(turn).trace["retrieval"]["sections"]
+        errors = [t for ts in sections.values() for t in ts if t.get("reason") == "error"]
+        assert errors and all("StoreUnavailableError" in str(t["error"]) for t in errors)
+        failed |= {t["retriever"] for t in errors}
+    records = [r for r in caplog.records if r.name == "promptweave.retrieval"]
+    began = [r for r in records if "store is unavailable" in r.getMessage()]
+    names = [r.getMessage().split("'")[1] for r in began]
+    # once each over the 3 turns of the outage, not once a turn
+    assert len(names) == len(set(names)) and set(names) == failed
+    assert all(r.exc_info is None for r in records)  # no traceback
+    assert all(r.levelno == logging.WARNING for r in began)
+    caplog.clear()
+    outage.restore()
+    sections = runtime.render(turns[-1]).trace["retrieval"]["sections"]
+    answered = {t["retriever"] for ts in sections.values() for t in ts if t["status"] != "skipped"}
+    back = [r.getMessage() for r in caplog.records if "answers again" in r.getMessage()]
+    assert back and sorted(m.split("'")[1] for m in back) == sorted(answered & set(names))
+    runtime.close()
+    outage.close()

@@ -23,13 +23,13 @@ def test_stores_build_the_routing_state_of_the_configured_backend(tmp_path: Path
     sqlite = Stores.from_config(Config(store=StoreConfig(path="r.sqlite3"), base_dir=tmp_path))
     assert isinstance(sqlite.routing, SQLiteRoutingState)
     # Created when the stores open the file, not inside the first message's transaction.
-    assert sqlite.database is not None and sqlite.database.schema_version("routing") == 3
+    assert sqlite.database is not None and sqlite.database.schema_version("routing") == 4
     fresh = SQLiteDatabase(tmp_path / "fresh.sqlite3")
     standalone = SQLiteRoutingState(fresh)
     tables = "SELECT name FROM sqlite_master WHERE name = 'routing_groups'"
     assert fresh.connection().execute(tables).fetchone() is None
     standalone.note_phrase("b", "g", "嗯")  # on its own, the tables appear on first use
-    assert fresh.schema_version("routing") == 3
+    assert fresh.schema_version("routing") == 4
 
 
 def test_version_1_quote_candidates_keep_their_rows_through_every_migration(
@@ -52,7 +52,7 @@ def test_version_1_quote_candidates_keep_their_rows_through_every_migration(
         " ORDER BY seq"
     )
     before = [tuple(row) for row in database.connection().execute(select)]
-    assert database.migrate(ROUTING_MIGRATIONS) == [("routing", 2), ("routing", 3)]
+    assert database.migrate(ROUTING_MIGRATIONS) == [("routing", 2), ("routing", 3), ("routing", 4)]
     assert [tuple(row) for row in database.connection().execute(select)] == before
     table = (
         database.connection()

@@ -1,0 +1,2 @@
+"""The dashboard: a local web page over the store of a running bot (``promptweave serve``,
+``docs/dashboard.md``)."""

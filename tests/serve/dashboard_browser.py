@@ -1,0 +1,170 @@
+"""Real headless Chromium against a live dashboard: the server in a thread of the test process
+(uvicorn on a free loopback port) and a Chrome DevTools Protocol session on one page, with
+synchronous calls (``websockets.sync``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from websockets.sync.client import ClientConnection, connect
+
+CHROMIUM = Path("/usr/bin/chromium")
+HEADLESS = ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,1600")
+
+#: How long a wait for the page may take before the test fails (a bound, not a measurement).
+WAIT_S = 60.0
+
+
+def chromium_or_skip() -> Path:
+    """Debian's Chromium; a skip without it, or a failure when ``PROMPTWEAVE_REQUIRE_CHROMIUM``
+    is set (CI sets it)."""
+    if not CHROMIUM.exists():
+        if os.environ.get("PROMPTWEAVE_REQUIRE_CHROMIUM"):
+            pytest.fail(f"PROMPTWEAVE_REQUIRE_CHROMIUM is set but {CHROMIUM} is missing")
+        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium fonts-noto-cjk)")
+    return CHROMIUM
+
+
+@contextmanager
+def serving(app: FastAPI) -> Iterator[str]:
+    """Serve ``app`` on a free port of 127.0.0.1 in a thread; its base URL."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + WAIT_S
+    while not server.started:
+        assert thread.is_alive(), "the dashboard's server stopped"
+        assert time.monotonic() < deadline, "the dashboard's server did not start"
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=WAIT_S)
+
+
+def run_chromium(*arguments: str, profile: Path) -> str:
+    """One headless Chromium run (``--dump-dom``, ``--screenshot``); its standard output."""
+    return subprocess.run(
+        [str(CHROMIUM), *HEADLESS, f"--user-data-dir={profile}", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "HOME": str(profile)},
+    ).stdout
+
+
+class Page:
+    """A DevTools session on Chromium's first tab."""
+
+    def __init__(self, socket: ClientConnection) -> None:
+        self.socket = socket
+        self.events: list[dict[str, Any]] = []
+        self._next_id = 0
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self._next_id += 1
+        self.socket.send(json.dumps({"id": self._next_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.socket.recv(timeout=WAIT_S))
+            if "method" in message:
+                self.events.append(message)
+            elif message.get("id") == self._next_id:
+                assert "error" not in message, message
+                result: dict[str, Any] = message["result"]
+                return result
+
+    def evaluate(self, expression: str) -> Any:
+        answer = self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
+        assert "exceptionDetails" not in answer, answer
+        return answer["result"].get("value")
+
+    def open(self, url: str) -> None:
+        """Navigate to ``url`` and wait until its document and script are loaded."""
+        self.call("Page.navigate", url=url)
+        self.wait_until(
+            "document.readyState === 'complete' && location.href === " + json.dumps(url)
+        )
+
+    def wait_until(self, expression: str) -> Any:
+        """Evaluate ``expression`` until it is truthy; its value."""
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            assert time.monotonic() < deadline, f"never true: {expression}"
+            time.sleep(0.05)
+
+    def problems(self) -> list[Any]:
+        """Uncaught exceptions and console errors seen so far."""
+        return [
+            event["params"]
+            for event in self.events
+            if event["method"] == "Runtime.exceptionThrown"
+            or (
+                event["method"] == "Runtime.consoleAPICalled"
+                and event["params"]["type"] in ("error", "assert")
+            )
+        ]
+
+
+@contextmanager
+def browser_page(profile: Path) -> Iterator[Page]:
+    """Headless Chromium under DevTools, its first tab."""
+    profile.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen(
+        [
+            str(CHROMIUM),
+            *HEADLESS,
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HOME": str(profile)},
+    )
+    try:
+        deadline = time.monotonic() + WAIT_S
+        port_file = profile / "DevToolsActivePort"
+        while not port_file.exists() or not port_file.read_text().strip():
+            assert process.poll() is None, "chromium exited before DevTools listened"
+            assert time.monotonic() < deadline, "DevTools never listened"
+            time.sleep(0.05)
+        port = int(port_file.read_text().split()[0])
+        targets: list[dict[str, Any]] = []
+        while not targets:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as answer:
+                targets = [t for t in json.load(answer) if t["type"] == "page"]
+            if not targets:
+                assert time.monotonic() < deadline, "no page target"
+                time.sleep(0.05)
+        with connect(targets[0]["webSocketDebuggerUrl"], max_size=None) as socket:
+            page = Page(socket)
+            for domain in ("Runtime", "Page"):
+                page.call(f"{domain}.enable")
+            yield page
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
