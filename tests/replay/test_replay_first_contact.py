@@ -221,3 +221,14 @@ def test_the_report_shows_learned_times_in_the_bots_zone_and_names_it() -> None:
     assert "times in the bot's time zone, Asia/Shanghai" in page
     assert ">12-04 20:19:15</span>" in page
     assert ">12-04 12:19:15</span>" not in page
+
+
+def test_a_log_whose_every_message_is_rejected_says_why_in_its_error_line(tmp_path: Path) -> None:
+    event = json.loads(_message(1, [_text("有人在吗")]))
+    del event["group_id"]  # a group message the live loop rejects
+    result = _run(str(_log(tmp_path, json.dumps(event, ensure_ascii=False))))
+    assert result.exit_code == 2
+    [error] = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert "no message events to replay (1 rejected as the live loop would" in error
+    assert "has no group_id" in error
+    assert "Traceback" not in result.output
