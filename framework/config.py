@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import attrs
 
 from promptweave._convert import load_toml, structure
 from promptweave._fields import FrozenMapping, finite_seconds, one_of, str_tuple
+from promptweave.errors import ConfigError
 
 __all__ = [
     "CONFIG_ENV",
@@ -715,7 +717,10 @@ class Config:
     def from_file(cls, path: Path) -> Config:
         """Load a config file; problems raise :class:`promptweave.errors.ConfigError`."""
         data: dict[str, Any] = load_toml(path)
-        loaded = structure(data, _FileConfig, str(path))
+        try:
+            loaded = structure(data, _FileConfig, str(path))
+        except ConfigError as exc:
+            raise ConfigError(exc.source, [_did_you_mean(p) for p in exc.problems]) from exc
         return cls(
             **attrs.asdict(loaded, recurse=False), base_dir=path.parent.resolve(), source=str(path)
         )
@@ -782,3 +787,53 @@ class _FileConfig:
     bots: dict[str, BotConfig] = attrs.field(factory=dict)
     delivery: DeliveryConfig = DeliveryConfig()
     learning: LearningConfig = LearningConfig()
+
+
+#: One step of a cattrs key path: ``.name`` or ``['key']``.
+_PATH_PART = re.compile(r"\.([^.\[]+)|\[['\"]?(.*?)['\"]?\]")
+_EXTRA_FIELDS = re.compile(r"^extra fields found \((?P<keys>.*)\) @ (?P<path>\$.*)$")
+
+
+def _did_you_mean(problem: str) -> str:
+    """``extra fields found (modle) @ $.provider`` with ``did you mean model?`` when a known
+    key of that table is close to the unknown one (difflib, as Python's own errors suggest)."""
+    import difflib  # only when a file is wrong: start-up stays lean (tests/project)
+
+    found = _EXTRA_FIELDS.match(problem)
+    if found is None:
+        return problem
+    table = _table_at(found["path"])
+    if table is None:
+        return problem
+    known = [field.name for field in attrs.fields(table)]
+    hints = []
+    for key in (key.strip() for key in found["keys"].split(",")):
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        if close:
+            hints.append(f"{close[0]} for {key}" if "," in found["keys"] else close[0])
+    if not hints:
+        return problem
+    # Before the key path, which the command line reads from the end of the problem.
+    return (
+        f"extra fields found ({found['keys']}); did you mean {', '.join(hints)}? @ {found['path']}"
+    )
+
+
+def _table_at(path: str) -> type | None:
+    """The attrs class of the table at ``path`` (``$``, ``$.provider``, ``$.bots.10001``)."""
+    table: Any = _FileConfig
+    parts = [name or key for name, key in _PATH_PART.findall(path.removeprefix("$"))]
+    for part in parts:
+        if not attrs.has(table):
+            # A dict of records (``bots``): the key names one of its values.
+            if typing.get_origin(table) is dict:
+                table = typing.get_args(table)[1]
+                continue
+            return None
+        hints = typing.get_type_hints(table)
+        if part not in hints:
+            return None
+        table = hints[part]
+    if typing.get_origin(table) is dict:
+        return None
+    return table if attrs.has(table) else None

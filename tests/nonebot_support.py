@@ -27,17 +27,24 @@ NONEBOT_INIT = {
 
 
 @pytest.fixture(scope="session")
-async def nonebot_started() -> AsyncIterator[None]:
+async def nonebot_started(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[None]:
     """NoneBot initialised, the OneBot v11 adapter registered, the plugin loaded, and the driver's
     lifespan running; the plugin is loaded before the lifespan starts, so its start-up hook
-    (opening the promptweave loop) runs."""
+    (opening the promptweave loop) runs. nonebot-plugin-localstore, which the plugin's
+    distribution brings, keeps its folders in a temporary directory, never the user's."""
     import nonebot
     from nonebot.adapters.onebot.v11 import Adapter
     from nonebot.matcher import matchers
     from nonebug.fixture import lifespan_ctx
     from nonebug.provider import NoneBugProvider
 
-    nonebot.init(**NONEBOT_INIT)
+    localstore = tmp_path_factory.mktemp("localstore")
+    nonebot.init(
+        **NONEBOT_INIT,
+        localstore_data_dir=str(localstore / "data"),
+        localstore_cache_dir=str(localstore / "cache"),
+        localstore_config_dir=str(localstore / "config"),
+    )
     matchers.set_provider(NoneBugProvider)
     nonebot.get_driver().register_adapter(Adapter)
     nonebot.load_plugin("promptweave.contrib.nonebot")

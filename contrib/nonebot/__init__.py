@@ -1,24 +1,32 @@
 """NoneBot2 plugin: a bot on NoneBot2 and OneBot v11 that takes part in its groups through
 promptweave's live loop (``docs/bot.md``).
 
-Load it in a NoneBot2 bot with ``nonebot.load_plugin("promptweave.contrib.nonebot")`` (install
-``promptweave[nonebot]``). It opens one :class:`promptweave.Promptweave` and one
-:class:`promptweave.BotLoop` per process at start-up and closes them at shutdown; one non-blocking
-message matcher hands every group and private message to the loop, which records it, routes it,
-and answers, quotes, @s, sends a short phrase or stays silent as the routing decides, sending
-through the bot's own API and recording the message ids it returns.
+Load it in a NoneBot2 bot through the ``nonebot-plugin-promptweave`` distribution
+(``nonebot.load_plugin("nonebot_plugin_promptweave")``, which also keeps the store in
+nonebot-plugin-localstore's data folder), or directly with
+``nonebot.load_plugin("promptweave.contrib.nonebot")``. It opens one
+:class:`promptweave.Promptweave` and one :class:`promptweave.BotLoop` per process at start-up and
+closes them at shutdown; one non-blocking message matcher hands every group and private message
+to the loop, which records it, routes it, and answers, quotes, @s, sends a short phrase or stays
+silent as the routing decides, sending through the bot's own API and recording the message ids it
+returns.
 
 The promptweave configuration is NoneBot's config key ``promptweave_config`` (``.env``:
 ``PROMPTWEAVE_CONFIG=...``), else ``$PROMPTWEAVE_CONFIG``, else ``./promptweave.toml``, else the
-defaults. The bot's name and aliases come from ``[bots."ID"]`` in that file, else the persona
-pack; NoneBot's ``NICKNAME`` is used when neither names the bot.
+defaults; NoneBot's ``PROMPTWEAVE_BASE_URL``, ``PROMPTWEAVE_API_KEY``, ``PROMPTWEAVE_MODEL`` and
+``PROMPTWEAVE_STORE`` win over the file (:mod:`promptweave.contrib.nonebot.settings`). The bot's
+name and aliases come from ``[bots."ID"]`` in that file, else NoneBot's ``NICKNAME`` (the first
+is the name), else the persona pack.
+
+Everything goes to NoneBot's log: at start-up one line with the configuration file, the bots,
+the model endpoint and the store; a turn the model left unanswered gives a warning with the reason
+and the fix, once per cause every ten minutes (:mod:`promptweave.contrib.nonebot.failure_log`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 from pathlib import Path
 
 import attrs
@@ -26,18 +34,23 @@ from nonebot import get_driver, get_plugin_config, logger as nonebot_logger, on_
 from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, PrivateMessageEvent
 from nonebot.adapters.onebot.v11.event import Reply
 from nonebot.plugin import PluginMetadata
-from pydantic import BaseModel
 
-from promptweave import BotLoop, ChatMessage, Config, IncomingEvent, Promptweave, TurnOutcome
+from promptweave import BotLoop, ChatMessage, IncomingEvent, Promptweave, TurnOutcome
+from promptweave.contrib.nonebot.failure_log import FailureLog
+from promptweave.contrib.nonebot.settings import PluginConfig, Settings, nicknames_in_order
 from promptweave.contrib.onebot import event_time, parse_message
 from promptweave.delivery.onebot import OneBotTransport
+from promptweave.errors import PromptweaveError
 
 __all__ = [
+    "HOMEPAGE",
+    "USAGE",
     "NoneBotLogHandler",
     "PluginConfig",
     "incoming_event",
     "promptweave_loop",
     "quoted_message",
+    "use_data_dir",
 ]
 
 log = logging.getLogger("promptweave.nonebot")
@@ -45,9 +58,10 @@ log = logging.getLogger("promptweave.nonebot")
 #: The platform of the incoming events (the ``onebot`` contrib plugin's name).
 PLATFORM = "onebot"
 
-#: The loggers whose records also go to NoneBot's log, which an operator reads: what the learners
-#: learned, and what they could not do (``docs/learning.md``).
-FORWARDED_LOGGERS = ("promptweave.learning",)
+#: The loggers whose records also go to NoneBot's log, which an operator reads: everything
+#: promptweave says at INFO and above (what the learners learned and could not do,
+#: ``docs/learning.md``; a turn's deadline, a full queue, a failed send or plugin, ``docs/bot.md``).
+FORWARDED_LOGGERS = ("promptweave",)
 
 
 class NoneBotLogHandler(logging.Handler):
@@ -73,21 +87,25 @@ def _forward_logs() -> None:
 _forward_logs()
 
 
-class PluginConfig(BaseModel):
-    """The keys this plugin reads from NoneBot's configuration."""
+#: The plugin's page: the repository's guide to running the bot. The repository's address is
+#: the one ``pyproject.toml`` gives under ``[project.urls]``; both distributions name this page.
+HOMEPAGE = "https://github.com/promptweave/promptweave/blob/main/docs/bot.md"
 
-    promptweave_config: str | None = None
-    #: Serve the dashboard under this path of NoneBot's FastAPI app (docs/dashboard.md).
-    promptweave_dashboard_path: str | None = None
-    promptweave_dashboard_token: str | None = None
-
+#: What ``__plugin_meta__.usage`` says.
+USAGE = """\
+Answers in the OneBot v11 groups and private chats of the bot when the routing decides to: when
+@-ed or named, on a question to it, now and then on its own; silent otherwise.
+Configure promptweave.toml ([provider], [bots."ID"], [plugins] contrib = ["openai_compat"]);
+NoneBot's .env may set PROMPTWEAVE_CONFIG, PROMPTWEAVE_BASE_URL, PROMPTWEAVE_API_KEY,
+PROMPTWEAVE_MODEL and PROMPTWEAVE_STORE. The start-up line in the log names what was loaded;
+a message the model left unanswered is logged as a warning with the fix."""
 
 __plugin_meta__ = PluginMetadata(
     name="promptweave",
     description="Group chat through promptweave: routing, assembly, delivery and recording",
-    usage='nonebot.load_plugin("promptweave.contrib.nonebot"); configure promptweave.toml',
+    usage=USAGE,
     type="application",
-    homepage="https://pypi.org/project/promptweave/",
+    homepage=HOMEPAGE,
     config=PluginConfig,
     supported_adapters={"~onebot.v11"},
 )
@@ -96,20 +114,19 @@ __plugin_meta__ = PluginMetadata(
 @attrs.define(eq=False)
 class _State:
     loop: BotLoop | None = None
+    #: Where the SQLite store goes unless configured (the distribution's localstore folder).
+    data_dir: Path | None = None
+    failures: FailureLog = attrs.field(factory=lambda: FailureLog(warn=nonebot_logger.warning))
 
 
 _state = _State()
 
 
-def _config_path() -> Path | None:
-    configured = get_plugin_config(PluginConfig).promptweave_config
-    if configured:
-        return Path(configured)
-    from_env = os.environ.get("PROMPTWEAVE_CONFIG")
-    if from_env:
-        return Path(from_env)
-    local = Path.cwd() / "promptweave.toml"
-    return local if local.is_file() else None
+def use_data_dir(path: Path) -> None:
+    """Keep the SQLite store in ``path`` unless ``PROMPTWEAVE_STORE`` or ``[store] path`` says
+    otherwise; the ``nonebot-plugin-promptweave`` distribution passes nonebot-plugin-localstore's
+    data folder. Call it before NoneBot starts."""
+    _state.data_dir = path
 
 
 def promptweave_loop() -> BotLoop:
@@ -173,18 +190,26 @@ driver = get_driver()
 
 @driver.on_startup
 async def _open() -> None:
-    config = Config.discover(_config_path())
-    runtime = Promptweave.from_config(config, contrib=["onebot"])
-    # NoneBot's NICKNAME names the bot where [bots."ID"] does not (before the persona pack).
-    nicknames = tuple(sorted(name for name in driver.config.nickname if name))
+    try:
+        settings = Settings.load(get_plugin_config(PluginConfig), data_dir=_state.data_dir)
+        runtime = Promptweave.from_config(settings.config, contrib=["onebot"])
+    except PromptweaveError as exc:
+        # A wrong file or a missing extra stops the start, said in one line before NoneBot's
+        # own report of the failed start-up.
+        nonebot_logger.error(f"promptweave cannot start: {exc}")
+        raise
+    # NoneBot's NICKNAME names the bot where [bots."ID"] does not (before the persona pack), in
+    # the order the operator wrote it.
+    nicknames = nicknames_in_order(driver.config.nickname, driver.env)
     _state.loop = BotLoop(runtime=runtime, fallback_names=nicknames)
-    log.info("promptweave loop open (config %s)", config.source)
+    nonebot_logger.info(settings.startup_line(_bot_names(runtime, nicknames)))
     keys = get_plugin_config(PluginConfig)
     if keys.promptweave_dashboard_path:
         from nonebot import get_app
 
         from promptweave.serve.app import mount  # the serve extra, only when asked for
 
+        config = settings.config
         path = config.resolve_path(config.store.path)
         mount(
             get_app(),
@@ -193,7 +218,23 @@ async def _open() -> None:
             config=config,
             admin_token=keys.promptweave_dashboard_token,
         )
-        log.info("promptweave dashboard at %s (store %s)", keys.promptweave_dashboard_path, path)
+        nonebot_logger.info(
+            f"promptweave dashboard at {keys.promptweave_dashboard_path} (store {path})"
+        )
+
+
+def _bot_names(runtime: Promptweave, nicknames: tuple[str, ...]) -> str:
+    """``10001 小织 (织织); any other: 小织 (NICKNAME)``: the configured bots and the name any
+    other account answers to."""
+    named = []
+    for bot_id in runtime.config.bots:
+        bot = runtime.bot_for(bot_id, nicknames)
+        aliases = f" ({', '.join(bot.aliases)})" if bot.aliases else ""
+        named.append(f"{bot_id} {bot.name}{aliases}")
+    other = runtime.bot_for("0", nicknames)
+    source = "NICKNAME" if nicknames else "the persona pack"
+    named.append(f"{'any other' if named else 'every account'}: {other.name} ({source})")
+    return "; ".join(named)
 
 
 @driver.on_shutdown
@@ -218,6 +259,7 @@ async def _handle(bot: Bot, event: GroupMessageEvent | PrivateMessageEvent) -> N
         log.warning("message %s not handled: %s", event.message_id, exc)
         return
     outcome: TurnOutcome = await loop.handle(incoming, OneBotTransport(bot))
+    _state.failures.note(outcome)
     log.debug(
         "message %s: %s (%s), %d bubble(s)",
         event.message_id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import os
 import random
 import shutil
 import sys
@@ -146,6 +147,11 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     ]
     if failed:
         lines.append(f"failed: {failed}")
+    for cause, seen in summary.get("model_failures", {}).items():
+        lines.append(
+            f"the model gave no answer ({cause}) {seen['count']} times, first at "
+            f"#{seen['first']}: {seen['reason']}. Fix: {seen['fix']}"
+        )
     rejected = summary.get("rejected_lines", [])
     if rejected:
         lines.append(f"rejected, not replayed (as the live loop would): {len(rejected)}")
@@ -354,6 +360,8 @@ def replay(
     --no-learn; --store keeps what they learned.
     """
     require_file(log_file)
+    if report is not None:
+        _check_report_folder(report)
     config = load_config(config_path)
     if turn_sections is not None:
         config = attrs.evolve(
@@ -408,6 +416,8 @@ def _run(
         raise input_error(exc) from exc
     except PromptweaveError as exc:
         raise config_error(exc) from exc
+    if not log.events:
+        raise input_error([Problem(file=str(log_file), text=_no_messages(log, log_file))])
     label = MODELS[model][2]
     bot = runtime.bot_for(log.events[0].bot_id if log.events else "")
     zone = ZoneInfo(bot.timezone)
@@ -444,6 +454,7 @@ def _run(
     )
     if server_log is not None:
         summary["server_reuse"] = server_reuse(server_log.hits())
+    summary["timezone"] = bot.timezone  # the report says in which zone its times are
     if output_format == "jsonl":
         click.echo(json.dumps(summary, ensure_ascii=False))
     else:
@@ -453,6 +464,41 @@ def _run(
         _write_report(report, [*records, summary], log_file)
         if output_format == "text":
             click.echo(f"report: {report}")
+
+
+def _no_messages(log: ReplayLog, log_file: Path) -> str:
+    """Why a log with no message events cannot be replayed, in one line."""
+    if log.rejected:
+        first = log.rejected[0]
+        return (
+            f"no message events to replay ({len(log.rejected)} rejected as the live loop would, "
+            f"the first at {first.line}: {first.reason})"
+        )
+    if log.skipped or log_file.read_text(encoding="utf-8").strip():
+        return (
+            f"no message events to replay ({log.skipped} meta, notice or request events, "
+            "nothing else); a replay needs OneBot v11 message events (post_type message) or the store's event log"
+        )
+    return (
+        "no message events to replay (the file is empty); a replay needs OneBot v11 message "
+        "events, one JSON object a line, or the store's event log"
+    )
+
+
+def _check_report_folder(report: Path) -> None:
+    """Refuse a ``--report`` that cannot be written before the replay runs, not after."""
+    folder = report.parent
+    problem = None
+    if not folder.exists():
+        problem = f"cannot write the report: the folder {folder} does not exist"
+    elif not folder.is_dir():
+        problem = f"cannot write the report: {folder} is not a folder"
+    elif report.is_dir():
+        problem = "cannot write the report: it is a folder"
+    elif not os.access(folder, os.W_OK):
+        problem = f"cannot write the report: the folder {folder} is not writable"
+    if problem is not None:
+        raise config_error([Problem(file=str(report), text=problem)])
 
 
 async def _no_pause(_seconds: float) -> None:

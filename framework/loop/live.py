@@ -43,6 +43,7 @@ from promptweave.messages.builder import TurnMessages
 from promptweave.messages.wording import WORDING_HINT_SOURCE
 from promptweave.pipeline.stages import TurnPipeline
 from promptweave.providers.exchange import ProviderSpec
+from promptweave.providers.failures import deadline_failure, model_failure
 from promptweave.providers.tools import with_tool_round, with_tools
 from promptweave.runtime import Promptweave
 from promptweave.timing import elapsed_ms
@@ -413,6 +414,9 @@ class BotLoop:
                     run.stage.name,
                 )
                 run.trace["deadline"] = {"stage": run.stage.name, "s": deadline_s}
+                waited = deadline_failure(run.stage.name, deadline_s)
+                if waited is not None:
+                    run.trace["model_failure"] = waited.to_json()
                 prepared = run.outcome(OutcomeStatus.FAILED, "deadline")
         else:
             prepared = routed
@@ -542,6 +546,10 @@ class BotLoop:
             usage.append(result.usage)
         trace["submit"] = {"status": result.status, "detail": result.detail, "rounds": rounds}
         total_usage = _sum_usage(usage)
+        failure = model_failure(result)
+        if failure is not None:
+            # Why the model gave nothing, and the fix: the bot's log, the replay (docs/bot.md).
+            trace["model_failure"] = failure.to_json()
         if result.status != "ok" or result.text is None:
             return run.outcome(
                 OutcomeStatus.FAILED if result.status != "offline" else OutcomeStatus.SILENT,

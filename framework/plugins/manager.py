@@ -363,13 +363,26 @@ def _installed_plugins(env: Mapping[str, str]) -> _Installed:
     return installed
 
 
+#: The extra of the ``promptweave`` distribution each contrib plugin needs, named in the error
+#: when a module it imports is missing.
+CONTRIB_EXTRAS = {
+    "openai_compat": "openai",
+    "anthropic_messages": "anthropic",
+    "nonebot": "nonebot",
+}
+
+
 def _import(dotted: str, plugin_name: str, distribution: str, version: str | None) -> ModuleType:
     try:
         return importlib.import_module(dotted)
     except Exception as exc:
+        extra = CONTRIB_EXTRAS.get(plugin_name) if distribution == "promptweave" else None
+        hint = ""
+        if isinstance(exc, ModuleNotFoundError) and extra is not None:
+            hint = f"; install it with pip install 'promptweave[{extra}]'"
         raise PluginImportError(
             f'Error importing plugin "{plugin_name}" ({dotted}) from distribution '
-            f"{distribution} {version or '(version unknown)'}: {type(exc).__name__}: {exc}"
+            f"{distribution} {version or '(version unknown)'}: {type(exc).__name__}: {exc}{hint}"
         ) from exc
 
 

@@ -36,6 +36,7 @@ from promptweave.loop.live import BotLoop
 from promptweave.replay.chat_log import LoggedReply, MessageEvent, read_events
 from promptweave.replay.learning import InjectionWatch, learned_hits, learning_summary, run_record
 from promptweave.runtime import Promptweave
+from promptweave.text.rules import IMAGE_MARK
 from promptweave.text.sanitize import shorten_error
 from promptweave.turn import ChatMessage
 
@@ -292,7 +293,12 @@ def message_record(
         "group_id": event.group_id,
         "sender_id": event.message.sender_id,
         "sender_name": event.message.sender_name,
-        "text": event.message.text,
+        # What the bot saw: one [图片] mark per image before the text, as docs/replay.md says.
+        "text": f"{IMAGE_MARK * len(event.message.images)} {event.message.text}".strip()
+        if event.message.images
+        else event.message.text,
+        "images": len(event.message.images),
+        "model_failure": outcome.trace.get("model_failure"),
         "status": outcome.status,
         "action": decision.action.value if decision is not None else None,
         "reason": outcome.reason,
@@ -303,6 +309,7 @@ def message_record(
         else {
             "score": necessity.score,
             "threshold": necessity.threshold,
+            "bypassed": necessity.bypassed,
             "terms": [{"name": term.name, "points": term.points} for term in necessity.terms],
         },
         "bubbles": list(outcome.bubbles),
@@ -380,6 +387,7 @@ def summarize(
         "phrases": statuses[OutcomeStatus.PHRASE],
         "silences": dict(Counter(r["reason"] for r in records if r["status"] == "silent")),
         "failed": dict(Counter(r["reason"] for r in records if r["status"] == "failed")),
+        "model_failures": _model_failures(records),
         "recorded": statuses[OutcomeStatus.RECORDED],
         "rejected": len(rejected),
         "rejected_lines": [{"line": r.line, "reason": r.reason} for r in rejected],
@@ -419,6 +427,24 @@ def _uncached_per_new(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | 
         "new_bytes": new,
         "requests": len(records),
     }
+
+
+def _model_failures(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per cause, the turns the model left unanswered, with the first one's reason and the fix
+    (``docs/bot.md``, "When the bot does not answer")."""
+    found: dict[str, dict[str, Any]] = {}
+    for record in records:
+        failure = record.get("model_failure")
+        if not isinstance(failure, Mapping):
+            continue
+        seen = found.setdefault(
+            str(failure.get("cause")),
+            {"count": 0, "reason": failure.get("reason"), "fix": failure.get("fix"), "first": None},
+        )
+        seen["count"] += 1
+        if seen["first"] is None:
+            seen["first"] = record["index"]
+    return found
 
 
 def _turns_by_group(requested: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

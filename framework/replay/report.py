@@ -66,6 +66,8 @@ class _Necessity:
     score: int
     threshold: int | None
     terms: tuple[tuple[str, int], ...]
+    #: Why the score was not applied (``addressed``, ``follow_up``, ``required_tool_intent``).
+    bypassed: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -92,6 +94,8 @@ class _Row:
     parts: tuple[BarPart, ...] | None
     budget: int
     usage: Mapping[str, Any]
+    #: Why the model gave no answer: ``(cause, reason, fix)``.
+    model_failure: tuple[str, str, str] | None = None
     #: ``(kind, text, trimmed)`` of each wording hint of the turn's messages.
     hints: tuple[tuple[str, str, bool], ...] = ()
 
@@ -131,7 +135,12 @@ class _Row:
             delivery_style=_text(record.get("delivery_style")),
             necessity=None
             if score is None
-            else _Necessity(score=score, threshold=_int(necessity.get("threshold")), terms=terms),
+            else _Necessity(
+                score=score,
+                threshold=_int(necessity.get("threshold")),
+                terms=terms,
+                bypassed=_text(necessity.get("bypassed")),
+            ),
             bubbles=tuple(b for b in _list(record.get("bubbles")) if isinstance(b, str)),
             quoted_message_id=_text(record.get("quoted_message_id")),
             prefix_reuse=_float(record.get("prefix_reuse")),
@@ -140,7 +149,15 @@ class _Row:
             budget=_int(_mapping(chars).get("budget")) or 0,
             usage=_mapping(record.get("usage")),
             hints=_hints(_mapping(record.get("wording_hints"))),
+            model_failure=_model_failure(_mapping(record.get("model_failure"))),
         )
+
+
+def _model_failure(found: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    cause, reason, fix = (_text(found.get(key)) for key in ("cause", "reason", "fix"))
+    if cause is None or reason is None or fix is None:
+        return None
+    return cause, reason, fix
 
 
 def _hints(found: Mapping[str, Any]) -> tuple[tuple[str, str, bool], ...]:
@@ -219,11 +236,28 @@ def _necessity_html(necessity: _Necessity | None) -> str:
         for name, points in necessity.terms
     )
     body = f"<ul class='terms'>{terms}</ul>" if terms else "<div class='muted'>no terms</div>"
+    # Below the threshold yet answered: say that the score was not applied, and why
+    # (docs/routing.md, reply necessity).
+    bypass = (
+        f"<div class='bypass'>below the threshold, not applied: "
+        f"{escape(_BYPASSES.get(necessity.bypassed, necessity.bypassed))}</div>"
+        if necessity.bypassed is not None and not passed
+        else ""
+    )
     return (
         f"<details class='necessity'><summary>necessity "
         f"<b class='{'over' if passed else 'under'}'>{necessity.score}</b> / {threshold}"
-        f"</summary>{body}</details>"
+        f"</summary>{body}</details>{bypass}"
     )
+
+
+#: What each bypass of the necessity score means, for the report.
+_BYPASSES = {
+    "addressed": "the message addresses the bot (@, its name, a reply to it), which bypasses "
+    "the score",
+    "follow_up": "a follow-up of the bot's own reply bypasses the score",
+    "required_tool_intent": "a required tool intent bypasses the score",
+}
 
 
 def _decision_cell(row: _Row) -> str:
@@ -241,9 +275,16 @@ def _sent_cell(row: _Row) -> str:
         return "<td class='sent'><span class='muted'>the bot's own message, recorded</span></td>"
     if not row.bubbles:
         # silent, failed, dropped or rejected: the reason says why nothing went out
+        failure = ""
+        if row.model_failure is not None:
+            cause, reason, fix = row.model_failure
+            failure = (
+                f"<div class='failure'>the model gave no answer ({escape(cause)}): "
+                f"{escape(reason)}<br>fix: {escape(fix)}</div>"
+            )
         return (
             f"<td class='sent'><span class='silence'>{escape(row.status)}: "
-            f"{escape(row.reason)}</span></td>"
+            f"{escape(row.reason)}</span>{failure}</td>"
         )
     tags = []
     if row.status == "phrase":

@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping
 from html import escape
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = ["ITEM_KEYS", "learning_html"]
 
@@ -50,28 +51,31 @@ def _str(value: object, absent: str = "—") -> str:
     return escape(text)
 
 
-def _when(value: object) -> str:
+def _when(value: object, zone: dt.tzinfo | None) -> str:
+    """A time of the summary in the bot's zone (``learned_at`` is kept in UTC)."""
     if not isinstance(value, str):
         return "—"
     try:
         moment = dt.datetime.fromisoformat(value)
     except ValueError:
         return escape(value)
+    if zone is not None and moment.tzinfo is not None:
+        moment = moment.astimezone(zone)
     return f"<span title='{escape(value)}'>{moment:%m-%d %H:%M:%S}</span>"
 
 
-def _turn(index: object, time: object) -> str:
+def _turn(index: object, time: object, zone: dt.tzinfo | None) -> str:
     if not isinstance(index, int) or isinstance(index, bool):
         return "—"
-    return f"<a href='#m-{index}'>#{index}</a> {_when(time)}"
+    return f"<a href='#m-{index}'>#{index}</a> {_when(time, zone)}"
 
 
-def _first_html(entries: list[Any]) -> str:
+def _first_html(entries: list[Any], zone: dt.tzinfo | None) -> str:
     rows = []
     for entry in map(_mapping, entries):
         reached = entry.get("index")
         where = (
-            f"first in the prompt of {_turn(reached, entry.get('time'))} "
+            f"first in the prompt of {_turn(reached, entry.get('time'), zone)} "
             f"(<span class='reason'>{_str(entry.get('id'))}</span>)"
             if reached is not None
             else "<span class='empty'>no answered turn's prompt carried one</span>"
@@ -82,12 +86,12 @@ def _first_html(entries: list[Any]) -> str:
     return f"<ul class='first-in-prompt'>{''.join(rows)}</ul>" if rows else ""
 
 
-def _failures_html(failures: list[Any]) -> str:
+def _failures_html(failures: list[Any], zone: dt.tzinfo | None) -> str:
     if not failures:
         return ""
     rows = "".join(
         f"<tr><td>{_str(f.get('learner'))}</td><td>{_str(f.get('runs'))}</td>"
-        f"<td>{_turn(f.get('first_index'), f.get('first_time'))}</td>"
+        f"<td>{_turn(f.get('first_index'), f.get('first_time'), zone)}</td>"
         f"<td class='reason'>{_str(f.get('error'))}</td></tr>"
         for f in map(_mapping, failures)
     )
@@ -106,7 +110,7 @@ def _fields_html(item: Mapping[str, Any]) -> str:
     )
 
 
-def _items_html(items: list[Any]) -> str:
+def _items_html(items: list[Any], zone: dt.tzinfo | None) -> str:
     if not items:
         return "<p class='empty'>Nothing learned in this group.</p>"
     rows = "".join(
@@ -114,7 +118,7 @@ def _items_html(items: list[Any]) -> str:
         f"<td>{_str(item.get('kind'))}</td><td class='fields'>{_fields_html(item)}</td>"
         f"<td>{_str(item.get('count'))}</td>"
         f"<td class='ids'>{', '.join(_str(i) for i in _list(item.get('source_message_ids')))}</td>"
-        f"<td>{_when(item.get('learned_at'))}</td></tr>"
+        f"<td>{_when(item.get('learned_at'), zone)}</td></tr>"
         for item in map(_mapping, items)
     )
     return (
@@ -159,9 +163,20 @@ def _spend_html(group: Mapping[str, Any]) -> str:
     )
 
 
+def _zone(name: object) -> dt.tzinfo | None:
+    """The bot's time zone the summary names, if it names a known one."""
+    if not isinstance(name, str) or not name:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ValueError, ZoneInfoNotFoundError):
+        return None
+
+
 def learning_html(summary: Mapping[str, Any] | None) -> str:
     """The section's HTML (escaped) from the summary record, or a line saying why it is empty."""
     learning = _mapping(_mapping(summary).get("learning"))
+    zone = _zone(_mapping(summary).get("timezone"))
     if not learning:
         return "<p class='empty'>The summary records nothing of learning.</p>"
     if learning.get("enabled") is not True:
@@ -211,8 +226,8 @@ def learning_html(summary: Mapping[str, Any] | None) -> str:
             f"<h3>group {_str(group.get('group_id'))}</h3>"
             f"<p>{counts or 'nothing learned'}</p>"
             f"{_spend_html(group)}"
-            f"{_first_html(_list(group.get('first_in_prompt')))}"
-            f"{_failures_html(_list(group.get('failures')))}"
-            f"{_items_html(_list(group.get('items')))}</div>"
+            f"{_first_html(_list(group.get('first_in_prompt')), zone)}"
+            f"{_failures_html(_list(group.get('failures')), zone)}"
+            f"{_items_html(_list(group.get('items')), zone)}</div>"
         )
     return "".join(parts)

@@ -99,6 +99,22 @@ def _stages_html(value: object) -> str:
     )
 
 
+def _model_failures_html(value: object) -> str:
+    """Why the model gave no answer, per cause: how often, the first time's reason, the fix."""
+    if not isinstance(value, Mapping):
+        return ""
+    items = [
+        f"<li>the model gave no answer <b>{escape(str(cause))}</b> "
+        f"{_count(seen.get('count'))} times (first at #{_count(seen.get('first'))}): "
+        f"{escape(str(seen.get('reason')))}<br>fix: {escape(str(seen.get('fix')))}</li>"
+        for cause, seen in value.items()
+        if isinstance(seen, Mapping)
+    ]
+    if not items:
+        return ""
+    return f"<div class='notice failures' role='note'><ul>{''.join(items)}</ul></div>"
+
+
 def summary_html(summary: Mapping[str, Any] | None) -> str:
     """The model label and the replay's figures, from its summary record (escaped)."""
     if summary is None:
@@ -112,6 +128,10 @@ def summary_html(summary: Mapping[str, Any] | None) -> str:
     model_html = f"<div class='model'>model: <b>{escape(label_text)}</b></div>"
     if model == "offline":
         model_html += f"<div class='notice' role='note'>{_OFFLINE_NOTICE}</div>"
+    zone = summary.get("timezone")
+    if isinstance(zone, str) and zone:
+        model_html += f"<div class='model'>times in the bot's time zone, {escape(zone)}</div>"
+    model_html += _model_failures_html(summary.get("model_failures"))
     silences, silence_reasons = _by_reason(summary.get("silences"))
     failed, failed_reasons = _by_reason(summary.get("failed"))
     recorded = _number(summary.get("recorded"))
@@ -226,6 +246,8 @@ ol.bubbles li { white-space: pre-wrap; overflow-wrap: anywhere; }
 .tag { display: inline-block; font-size: 11px; padding: 0 6px; margin: 0 4px 2px 0;
   border-radius: 8px; background: #e3f2fd; color: #0d47a1; }
 .silence { color: var(--muted); font-style: italic; }
+.bypass { color: var(--muted); font-size: 12px; }
+.failure { color: #c62828; font-size: 12px; }
 .muted { color: var(--muted); font-size: 12px; }
 .facts { color: var(--muted); font-size: 12px; }
 .empty { color: var(--muted); font-style: italic; }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +14,7 @@ from nonebug import App
 from onebot_events import SELF_ID, at, group_message_json, parse, preprocess, reply, text
 
 from promptweave import BotLoop, Config, PhrasePool, Promptweave, Stores, SubmitResult, hookimpl
-from promptweave.config import DeliveryConfig, LoopConfig, ProviderConfig, RoutingConfig
+from promptweave.config import ProviderConfig, RoutingConfig
 from promptweave.providers.exchange import ToolCall
 
 GROUP_A, GROUP_B = 20001, 20002
@@ -33,45 +32,6 @@ class _OnePhrase:
     @hookimpl
     def register_low_engagement_pools(self, register):  # type: ignore[no-untyped-def]
         register(PhrasePool(name="only_this", phrases=("确实",)))
-
-
-@pytest.fixture
-def use_loop() -> Iterator[Any]:
-    """Swap the plugin's loop for one on in-memory stores with a scripted model."""
-    import promptweave.contrib.nonebot as plugin
-
-    opened = plugin._state.loop
-    made: list[BotLoop] = []
-
-    def install(
-        *answers: Any,
-        routing: RoutingConfig | None = None,
-        plugins: tuple[object, ...] = (),
-        seed: int = 3,
-        provider: ProviderConfig | None = None,
-    ) -> ScriptedModel:
-        model = ScriptedModel(answers=list(answers) or ["好的"])
-        config = Config(
-            routing=routing or RoutingConfig(low_engagement=False),
-            delivery=DeliveryConfig(pause_base_s=0, pause_per_char_s=0),
-            loop=LoopConfig(turn_deadline_s=10),
-            provider=provider or ProviderConfig(),
-        )
-        runtime = Promptweave.from_config(
-            config,
-            contrib=["onebot", "group_tools"],
-            extra_plugins=[model, *plugins],
-            stores=Stores.in_memory(),
-            rng=random.Random(seed),
-        )
-        plugin._state.loop = BotLoop(runtime=runtime, fallback_names=("小织",))
-        made.append(plugin._state.loop)
-        return model
-
-    yield install
-    plugin._state.loop = opened
-    for loop in made:
-        loop.runtime.close()
 
 
 def _bot_texts(group: int) -> list[tuple[str, str | None]]:
@@ -388,3 +348,120 @@ def test_what_the_learners_did_and_could_not_do_is_in_nonebots_log() -> None:
     assert "WARNING" in line
     assert f"learner broken in group {GROUP_A} (bot {SELF_ID}) failed on 1 messages" in line
     assert "RuntimeError: cannot read the group" in line
+
+
+@pytest.fixture
+def nonebot_warnings(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """NoneBot's log lines of WARNING and above, with a fresh per-cause limiter."""
+    from nonebot import logger
+
+    import promptweave.contrib.nonebot as plugin
+    from promptweave.contrib.nonebot.failure_log import FailureLog
+
+    monkeypatch.setattr(plugin._state, "failures", FailureLog(warn=logger.warning))
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="WARNING")
+    yield lines
+    logger.remove(sink)
+
+
+async def _ask(app: App, *questions: str) -> None:
+    from promptweave.contrib.nonebot import messages
+
+    async with app.test_api() as ctx:
+        bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
+        for question in questions:
+            event = parse(
+                group_message_json(group_id=GROUP_A, segments=[at(SELF_ID), text(question)])
+            )
+            await bot.handle_event(await preprocess(bot, event))
+    assert messages is not None
+
+
+async def test_the_model_down_is_one_warning_with_the_reason_and_the_fix(
+    app: App, use_loop: Any, nonebot_warnings: list[str]
+) -> None:
+    use_loop(
+        SubmitResult(sent=False, status="error", detail="ConnectError: Connection refused"),
+        SubmitResult(sent=False, status="error", detail="ConnectError: Connection refused"),
+    )
+    await _ask(app, " 在吗？", " 还在吗？")
+    [line] = [line for line in nonebot_warnings if "got no answer" in line]
+    assert "WARNING" in line
+    assert "the model failed (unreachable): ConnectError: Connection refused" in line
+    assert "Fix: start the model server, or correct [provider] base_url" in line
+    assert _bot_texts(GROUP_A) == []
+
+
+async def test_no_api_key_is_warned_of_naming_the_keys_to_set(
+    app: App, nonebot_warnings: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import promptweave.contrib.nonebot as plugin
+    from promptweave.config import PluginsConfig
+
+    for name in (
+        "PROMPTWEAVE_API_KEY",
+        "OPENAI_API_KEY",
+        "PROMPTWEAVE_BASE_URL",
+        "OPENAI_BASE_URL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    config = Config(
+        plugins=PluginsConfig(contrib=("openai_compat",)),
+        provider=ProviderConfig(api="openai_chat", model="gpt-4o-mini"),
+        routing=RoutingConfig(low_engagement=False),
+    )
+    runtime = Promptweave.from_config(config, contrib=["onebot"], stores=Stores.in_memory())
+    monkeypatch.setattr(plugin._state, "loop", BotLoop(runtime=runtime, fallback_names=("小织",)))
+    try:
+        await _ask(app, " 周末有什么活动吗？")
+    finally:
+        runtime.close()
+    [line] = [line for line in nonebot_warnings if "got no answer" in line]
+    assert "the model failed (no_key): no API key for the endpoint" in line
+    assert "PROMPTWEAVE_API_KEY in .env" in line
+
+
+def test_what_the_loop_warns_of_is_in_nonebots_log() -> None:
+    import logging
+
+    from nonebot import logger
+
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="INFO")
+    try:
+        logging.getLogger("promptweave.loop").warning("message %s: turn deadline reached", "m9")
+        logging.getLogger("promptweave.stages").debug("not for the operator")
+    finally:
+        logger.remove(sink)
+    assert len(lines) == 1
+    assert "WARNING" in lines[0]
+    assert "[promptweave.loop] message m9: turn deadline reached" in lines[0]
+
+
+async def test_a_config_mistake_stops_the_start_with_one_error_line(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nonebot import logger
+
+    import promptweave.contrib.nonebot as plugin
+    from promptweave.contrib.nonebot.settings import PluginConfig
+    from promptweave.errors import ConfigError
+
+    broken = tmp_path / "promptweave.toml"
+    broken.write_text("[provider]\nmodle = 'x'\n", encoding="utf-8")
+    monkeypatch.setattr(
+        plugin, "get_plugin_config", lambda _cls: PluginConfig(promptweave_config=str(broken))
+    )
+    opened = plugin._state.loop
+    lines: list[str] = []
+    sink = logger.add(lambda message: lines.append(str(message)), level="ERROR")
+    try:
+        with pytest.raises(ConfigError):
+            await plugin._open()
+    finally:
+        logger.remove(sink)
+    assert plugin._state.loop is opened
+    [line] = lines
+    assert "promptweave cannot start:" in line
+    assert f"{broken}: extra fields found (modle); did you mean model? @ $.provider" in line

@@ -43,6 +43,8 @@ def _packages_in_the_tree() -> set[str]:
             relative = init.parent.relative_to(ROOT / folder)
             if relative.parts[:1] == ("examples",):
                 continue  # contrib/examples/ holds example distributions, not promptweave
+            if relative.parts and (ROOT / folder / relative.parts[0] / "pyproject.toml").is_file():
+                continue  # a distribution of its own (contrib/nonebot-plugin-promptweave)
             found.add(".".join((package, *relative.parts)))
     return found
 
@@ -101,6 +103,7 @@ def test_the_wheel_holds_the_plugins_and_the_persona_pack(wheel_names: list[str]
     assert "promptweave/contrib/nonebot/__init__.py" in wheel_names
     assert "promptweave/py.typed" in wheel_names
     assert not [name for name in wheel_names if "/examples/" in name]
+    assert not [name for name in wheel_names if "nonebot_plugin_promptweave" in name]
 
 
 def test_a_bot_folder_with_its_own_contrib_and_framework_keeps_the_plugin(tmp_path: Path) -> None:

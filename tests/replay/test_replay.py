@@ -36,6 +36,8 @@ MESSAGE_KEYS = {
     "sender_id",
     "sender_name",
     "text",
+    "images",
+    "model_failure",
     "status",
     "action",
     "reason",
