@@ -17,6 +17,7 @@ pack; NoneBot's ``NICKNAME`` is used when neither names the bot.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import logging
 import os
 from pathlib import Path
@@ -25,6 +26,7 @@ import attrs
 from nonebot import get_driver, get_plugin_config, logger as nonebot_logger, on_message
 from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, PrivateMessageEvent
 from nonebot.adapters.onebot.v11.event import Reply
+from nonebot.matcher import current_bot, current_event
 from nonebot.plugin import PluginMetadata
 from pydantic import BaseModel
 
@@ -77,6 +79,9 @@ class PluginConfig(BaseModel):
     """The keys this plugin reads from NoneBot's configuration."""
 
     promptweave_config: str | None = None
+    #: Freeze the start-up heap out of the cyclic garbage collector (``gc.freeze``) once the loop
+    #: is open; ``PROMPTWEAVE_GC_FREEZE=false`` in ``.env`` turns it off.
+    promptweave_gc_freeze: bool = True
 
 
 __plugin_meta__ = PluginMetadata(
@@ -174,6 +179,13 @@ async def _open() -> None:
     nicknames = tuple(sorted(name for name in driver.config.nickname if name))
     _state.loop = BotLoop(runtime=runtime, fallback_names=nicknames)
     log.info("promptweave loop open (config %s)", config.source)
+    if get_plugin_config(PluginConfig).promptweave_gc_freeze:
+        # What start-up built (the runtime, its plugins, NoneBot's and the adapter's modules)
+        # lives as long as the process: moved out of the cyclic collector's reach, it is not
+        # walked again by every full collection, which inside NoneBot cost more CPU than the
+        # turns themselves (docs/performance.md, "Inside NoneBot").
+        gc.collect()
+        gc.freeze()
 
 
 @driver.on_shutdown
@@ -188,9 +200,18 @@ messages = on_message(priority=50, block=False)
 
 
 @messages.handle()
-async def _handle(bot: Bot, event: GroupMessageEvent | PrivateMessageEvent) -> None:
+async def _handle() -> None:
+    # No parameters for NoneBot to inject: each one costs a task in an anyio task group, and an
+    # annotation narrower than ``Event`` a pydantic validation of the event, on every message
+    # (docs/performance.md, "Inside NoneBot"); the matcher's context has both.
+    bot = current_bot.get()
+    event = current_event.get()
     loop = _state.loop
-    if loop is None:
+    if (
+        loop is None
+        or not isinstance(bot, Bot)
+        or not isinstance(event, GroupMessageEvent | PrivateMessageEvent)
+    ):
         return
     try:
         incoming = incoming_event(bot, event)
