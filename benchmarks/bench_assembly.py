@@ -43,6 +43,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from contenders import (
@@ -224,17 +226,99 @@ TOOLS = ToolContext(
 )
 
 
+POLICIES = (
+    TurnPolicy(reply_target="answer", social_action="answer", needs_grounding=True),
+    TurnPolicy(reply_target="fact", seriousness="serious", social_action="stance"),
+    TurnPolicy(reply_target="emotion", social_action="affection", allow_teasing=False),
+    TurnPolicy(reply_target="short_tease", social_action="joke"),
+)
+SHAPES = (
+    ReplyShape(max_bubbles=2, preferred_bubbles=2, min_chars=8, max_chars=40, band="complete"),
+    ReplyShape(max_bubbles=1, preferred_bubbles=1, min_chars=4, max_chars=24, band="short"),
+    ReplyShape(max_bubbles=3, preferred_bubbles=2, min_chars=12, max_chars=60, band="task"),
+)
+
+
+def _rotated(items: tuple[Any, ...], number: int, keep: int) -> tuple[Any, ...]:
+    start = number % len(items)
+    return (items[start:] + items[:start])[:keep]
+
+
+def fresh_retrieval(number: int) -> TurnRetrieved:
+    """What a running bot recalls for message ``number``: the items of :data:`RETRIEVED`, a
+    different selection and order each turn and each text marked with the turn, so no section
+    that reads retrieval is the same as on the turn before (as when memories, knowledge,
+    expression pairs and strategies are recalled per message)."""
+    tag = f"（第 {number} 轮）"
+    expression = RETRIEVED.group_expression
+    pairs = tuple(
+        attrs.evolve(pair, reply=pair.reply + tag, score=round(0.5 + (number % 40) / 100, 2))
+        for pair in _rotated(expression.pairs, number, 2)
+    )
+    relationship = RETRIEVED.relationship
+    return TurnRetrieved(
+        group_expression=GroupExpression(
+            pairs=pairs,
+            baseline=RhythmBaseline(
+                single_bubble_share=round(0.6 + (number % 30) / 100, 2),
+                median_segment_chars=9 + number % 5,
+            ),
+        ),
+        behavior_reference=tuple(
+            attrs.evolve(item, outcome=item.outcome + tag)
+            for item in _rotated(RETRIEVED.behavior_reference, number, 2 + number % 2)
+        ),
+        memory=tuple(
+            attrs.evolve(item, text=item.text + tag)
+            for item in _rotated(RETRIEVED.memory, number, 3 + number % 2)
+        ),
+        knowledge=tuple(
+            attrs.evolve(item, text=item.text + tag, score=round(2.0 + (number % 17) / 10, 1))
+            for item in _rotated(RETRIEVED.knowledge, number, 1 + number % 2)
+        ),
+        relationship=RelationshipNote(
+            facts=tuple(fact + tag for fact in _rotated(relationship.facts, number, 2)),
+            guidance=_rotated(relationship.guidance, number, 2),
+            affinity=round(0.5 + (number % 45) / 100, 2),
+        ),
+        person_facts=tuple(
+            attrs.evolve(fact, text=fact.text + tag)
+            for fact in _rotated(RETRIEVED.person_facts, number, 4 + number % 3)
+        ),
+        mid_term=tuple(
+            attrs.evolve(item, text=item.text + tag)
+            for item in _rotated(RETRIEVED.mid_term, number, 2 + number % 2)
+        ),
+    )
+
+
+def fresh_tools(number: int) -> ToolContext:
+    """Tool results that change every turn, as a weather or calendar lookup's do."""
+    return ToolContext(
+        background_events=tuple(
+            f"{event}（查询于第 {number} 轮）"
+            for event in _rotated(TOOLS.background_events, number, 1 + number % 2)
+        ),
+        action_tools_enabled=number % 3 != 2,
+    )
+
+
 def conversation(
     turns: int,
     *,
     history_turns: int = HISTORY_TURNS,
     recent: int = RECENT_MESSAGES,
     grown: bool = False,
+    fresh: bool = False,
 ) -> list[Turn]:
     """``turns`` consecutive turns of one group conversation; each message is new when it first
     appears (its number makes it unique) and then slides through the history and the timeline.
     Each turn's history is a new tuple of the newest entries, or with ``grown`` the last turn's
-    :class:`promptweave.History` appended to (the same entries either way)."""
+    :class:`promptweave.History` appended to (the same entries either way).
+
+    Without ``fresh`` every turn carries the same retrieval, tool context, reply shape and policy
+    objects (the cache-hit workload: a section that declares what it reads is reused from the turn
+    before); with it each turn's are new and differ, as a running bot's do."""
     group: list[ChatMessage] = []
     exchange: list[HistoryEntry] = []
     log = History()
@@ -273,18 +357,10 @@ def conversation(
                     message=message,
                     recent_messages=tuple(group[-recent:]),
                     history=log if grown else tuple(exchange[-history_turns:]),
-                    retrieved=RETRIEVED,
-                    reply_shape=ReplyShape(
-                        max_bubbles=2,
-                        preferred_bubbles=2,
-                        min_chars=8,
-                        max_chars=40,
-                        band="complete",
-                    ),
-                    turn_policy=TurnPolicy(
-                        reply_target="answer", social_action="answer", needs_grounding=True
-                    ),
-                    tool_context=TOOLS,
+                    retrieved=fresh_retrieval(number) if fresh else RETRIEVED,
+                    reply_shape=SHAPES[number % len(SHAPES)] if fresh else SHAPES[0],
+                    turn_policy=POLICIES[number % len(POLICIES)] if fresh else POLICIES[0],
+                    tool_context=fresh_tools(number) if fresh else TOOLS,
                 )
             )
         answer = f"{BOT_TEXTS[number % len(BOT_TEXTS)]}（{number}）"
@@ -308,10 +384,16 @@ def conversation(
 
 
 def make_runtime(config: Config | None = None, extra: Sequence[object] = ()) -> Promptweave:
-    """Built-in plugins only (an installed plugin must not change the figures), memory stores."""
+    """Built-in plugins only (an installed plugin must not change the figures), memory stores.
+
+    The wording hints are off: they notice that the workload's replies all end alike (with their
+    number) and add a message no contender writes."""
     return Promptweave.from_config(
         config or Config(store=StoreConfig(backend="memory")),
-        environ={"PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        environ={
+            "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PROMPTWEAVE_DISABLE_PLUGINS": "wording_hints",
+        },
         extra_plugins=extra,
         strict=True,
     )
@@ -524,24 +606,20 @@ def scaling(args: argparse.Namespace, decision_of: Callable[[Promptweave, Turn],
         print(f"  {15 + extra:>6} sections                        {bounded:8.1f} {free:8.1f}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--turns", type=int, default=300, help="turns per repeat")
-    parser.add_argument("--repeats", type=int, default=9, help="repeats; the median is shown")
-    parser.add_argument("--warmup", type=int, default=100, help="turns before measuring")
-    parser.add_argument(
-        "--scaling", action="store_true", help="also print the scaling tables of the README"
-    )
-    parser.add_argument("--scaling-turns", type=int, default=100, help="turns per scaling repeat")
-    args = parser.parse_args(argv)
+WORKLOADS = {
+    "cache-hit": "the same retrieval, tool context, reply shape and policy objects every turn",
+    "fresh": "retrieval, tool context, reply shape and policy new and different every turn",
+}
 
-    turns = conversation(args.warmup + args.repeats * args.turns)
+
+def measure(
+    args: argparse.Namespace, workload: str
+) -> tuple[dict[str, float], dict[str, list[float]], list[Turn], Promptweave, Decision]:
+    """One workload: every contender checked against promptweave on every turn, then timed
+    interleaved; the medians per contender and the repeats' figures."""
+    turns = conversation(args.warmup + args.repeats * args.turns, fresh=workload == "fresh")
     reference = make_runtime()
-
-    def decision_of(runtime: Promptweave, turn: Turn) -> Decision:
-        return runtime.decide(turn)
-
-    decision = decision_of(reference, turns[0])
+    decision = reference.decide(turns[0])
     check_workload(reference, turns[0], decision)
     check_workload(reference, turns[-1], decision)
     expected = [promptweave_contender(reference, decision)(turn) for turn in turns]
@@ -577,21 +655,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     results = interleaved(contenders, batches)
     verify("promptweave (timed runtime, warm)", promptweave, turns, expected)
-
-    whole_runtime = make_runtime()
-    durations: list[dict[str, float]] = []
-
-    def whole_turn(turn: Turn) -> None:
-        durations.append(dict(whole_runtime.render(turn).stage_durations_ms))
-
-    for turn in turns[: args.warmup]:
-        whole_turn(turn)
-    whole = timed(whole_turn, turns[args.warmup :], args.repeats)
+    gc.unfreeze()
     medians = {name: statistics.median(found) for name, found in results.items()}
+    return medians, results, turns, reference, decision
 
+
+def print_workload(
+    args: argparse.Namespace,
+    workload: str,
+    medians: dict[str, float],
+    results: dict[str, list[float]],
+    turns: list[Turn],
+    reference: Promptweave,
+    decision: Decision,
+) -> None:
     rendered = reference.render(turns[-1], decision=decision, retrieve=False)
     sizes = ", ".join(f"{s.id} {s.chars}" for s in rendered.sections)
     budget = rendered.trace["budget"]
+    print(f"\n== workload {workload}: {WORKLOADS[workload]} ==")
     print(f"turn: 15 sections ({sizes})")
     print(
         f"      system prompt {len(rendered.system_prompt)} chars, {len(rendered.messages)} "
@@ -606,28 +687,73 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, figure in medians.items():
         spread = f"{min(results[name]):.1f}-{max(results[name]):.1f}"
         print(f"{name:<32} {figure:8.1f} us/turn  (repeats {spread})")
+
+
+def print_ratios(workload: str, medians: dict[str, float]) -> None:
+    own = medians["promptweave"]
+    label = f"[{workload}] "
+    print(
+        f"{label}ratio (promptweave assembly / langchain equivalent) "
+        f"{own / medians['langchain-core']:.2f}"
+    )
+    print(f"{label}ratio (promptweave assembly / jinja2) {own / medians['jinja2']:.2f}")
+    print(
+        f"{label}ratio (promptweave assembly / plain python with the same sanitising) "
+        f"{own / medians['plain python, same sanitising']:.2f}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--turns", type=int, default=300, help="turns per repeat")
+    parser.add_argument("--repeats", type=int, default=9, help="repeats; the median is shown")
+    parser.add_argument("--warmup", type=int, default=100, help="turns before measuring")
+    parser.add_argument(
+        "--workload",
+        choices=(*WORKLOADS, "both"),
+        default="both",
+        help="cache-hit (the same retrieved objects every turn), fresh (new each turn), or both",
+    )
+    parser.add_argument(
+        "--scaling", action="store_true", help="also print the scaling tables of the README"
+    )
+    parser.add_argument("--scaling-turns", type=int, default=100, help="turns per scaling repeat")
+    args = parser.parse_args(argv)
+
+    workloads = list(WORKLOADS) if args.workload == "both" else [args.workload]
+    measured = {workload: measure(args, workload) for workload in workloads}
+    for workload, (medians, results, turns, reference, decision) in measured.items():
+        print_workload(args, workload, medians, results, turns, reference, decision)
+
+    turns = conversation(args.warmup + args.repeats * args.turns)
+    whole_runtime = make_runtime()
+    durations: list[dict[str, float]] = []
+
+    def whole_turn(turn: Turn) -> None:
+        durations.append(dict(whole_runtime.render(turn).stage_durations_ms))
+
+    for turn in turns[: args.warmup]:
+        whole_turn(turn)
+    whole = timed(whole_turn, turns[args.warmup :], args.repeats)
     stages = {
         name: statistics.median(sample.get(name, 0.0) for sample in durations) * 1000
         for name in durations[0]
         if "." not in name
     }
     print(
-        f"promptweave whole turn in memory {whole:8.1f} us/turn  (routing and the built-in "
+        f"\npromptweave whole turn in memory {whole:8.1f} us/turn  (routing and the built-in "
         "retrievers included; stage medians: "
         + ", ".join(f"{name} {value:.0f}" for name, value in stages.items())
         + ")"
     )
     if args.scaling:
+
+        def decision_of(runtime: Promptweave, turn: Turn) -> Decision:
+            return runtime.decide(turn)
+
         scaling(args, decision_of)
-    own = medians["promptweave"]
-    print(
-        f"ratio (promptweave assembly / langchain equivalent) {own / medians['langchain-core']:.2f}"
-    )
-    print(f"ratio (promptweave assembly / jinja2) {own / medians['jinja2']:.2f}")
-    print(
-        "ratio (promptweave assembly / plain python with the same sanitising) "
-        f"{own / medians['plain python, same sanitising']:.2f}"
-    )
+    for workload, (medians, *_rest) in measured.items():
+        print_ratios(workload, medians)
     return 0
 
 

@@ -45,21 +45,32 @@ def _environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def measure(
-    arguments: list[str], runs: int, extra: dict[str, str] | None = None
-) -> tuple[float, float]:
-    """Median wall and CPU milliseconds of ``runs`` fresh processes."""
-    command = [sys.executable, *arguments]
-    env = _environment(extra)
-    subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
-    walls, cpus = [], []
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
+    commands: Sequence[tuple[str, list[str], dict[str, str]]], runs: int
+) -> list[tuple[float, float]]:
+    """Median wall and CPU milliseconds of ``runs`` fresh processes of each command, the commands
+    interleaved (one run of each in turn, the order rotating), so a change of load on the machine
+    falls on all of them alike."""
+    prepared = [
+        ([sys.executable, *arguments], _environment(extra)) for _, arguments, extra in commands
+    ]
+    for command, env in prepared:  # once each first: bytecode and the render caches written
         subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
-        walls.append(time.perf_counter() - start)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-    return statistics.median(walls) * 1000, statistics.median(cpus) * 1000
+    walls: list[list[float]] = [[] for _ in prepared]
+    cpus: list[list[float]] = [[] for _ in prepared]
+    for number in range(runs):
+        shift = number % len(prepared)
+        for index in (*range(shift, len(prepared)), *range(shift)):
+            command, env = prepared[index]
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
+            walls[index].append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus[index].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return [
+        (statistics.median(wall) * 1000, statistics.median(cpu) * 1000)
+        for wall, cpu in zip(walls, cpus, strict=True)
+    ]
 
 
 def import_times(arguments: list[str]) -> list[tuple[int, int, str]]:
@@ -85,10 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=9, help="runs; the median is shown")
     parser.add_argument("--top", type=int, default=15, help="modules listed by own import time")
     args = parser.parse_args(argv)
-    print(f"median of {args.runs} fresh processes (Python {sys.version.split()[0]})")
-    for name, arguments, extra in COMMANDS:
-        wall, cpu = measure(arguments, args.runs, extra)
+    print(
+        f"median of {args.runs} fresh processes each, interleaved (Python {sys.version.split()[0]})"
+    )
+    figures = measure(COMMANDS, args.runs)
+    for (name, _arguments, _extra), (wall, cpu) in zip(COMMANDS, figures, strict=True):
         print(f"{name:<55} {wall:7.0f} ms wall  {cpu:7.0f} ms CPU")
+    (floor_wall, floor_cpu), (render_wall, render_cpu) = figures[0], figures[2]
+    print(
+        f"ratio (promptweave render / python -c pass) {render_wall / floor_wall:.2f} wall, "
+        f"{render_cpu / floor_cpu:.2f} CPU"
+    )
     modules = import_times(RENDER)
     own = sum(entry[0] for entry in modules) / 1000
     ours = sum(e[0] for e in modules if e[2].startswith("promptweave")) / 1000

@@ -26,6 +26,7 @@ and the fix, once per cause every ten minutes (:mod:`promptweave.contrib.nonebot
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import logging
 from pathlib import Path
 
@@ -33,6 +34,7 @@ import attrs
 from nonebot import get_driver, get_plugin_config, logger as nonebot_logger, on_message
 from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, PrivateMessageEvent
 from nonebot.adapters.onebot.v11.event import Reply
+from nonebot.matcher import current_bot, current_event
 from nonebot.plugin import PluginMetadata
 
 from promptweave import BotLoop, ChatMessage, IncomingEvent, Promptweave, TurnOutcome
@@ -221,6 +223,13 @@ async def _open() -> None:
         nonebot_logger.info(
             f"promptweave dashboard at {keys.promptweave_dashboard_path} (store {path})"
         )
+    if keys.promptweave_gc_freeze:
+        # What start-up built (the runtime, its plugins, NoneBot's and the adapter's modules)
+        # lives as long as the process: moved out of the cyclic collector's reach, it is not
+        # walked again by every full collection, which inside NoneBot cost more CPU than the
+        # turns themselves (docs/performance.md, "Inside NoneBot").
+        gc.collect()
+        gc.freeze()
 
 
 def _bot_names(runtime: Promptweave, nicknames: tuple[str, ...]) -> str:
@@ -249,9 +258,18 @@ messages = on_message(priority=50, block=False)
 
 
 @messages.handle()
-async def _handle(bot: Bot, event: GroupMessageEvent | PrivateMessageEvent) -> None:
+async def _handle() -> None:
+    # No parameters for NoneBot to inject: each one costs a task in an anyio task group, and an
+    # annotation narrower than ``Event`` a pydantic validation of the event, on every message
+    # (docs/performance.md, "Inside NoneBot"); the matcher's context has both.
+    bot = current_bot.get()
+    event = current_event.get()
     loop = _state.loop
-    if loop is None:
+    if (
+        loop is None
+        or not isinstance(bot, Bot)
+        or not isinstance(event, GroupMessageEvent | PrivateMessageEvent)
+    ):
         return
     try:
         incoming = incoming_event(bot, event)

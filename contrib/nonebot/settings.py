@@ -58,6 +58,9 @@ class PluginConfig(BaseModel):
     #: Serve the dashboard under this path of NoneBot's FastAPI app (docs/dashboard.md).
     promptweave_dashboard_path: str | None = None
     promptweave_dashboard_token: str | None = None
+    #: Freeze the start-up heap out of the cyclic garbage collector (``gc.freeze``) once the loop
+    #: is open; ``PROMPTWEAVE_GC_FREEZE=false`` turns it off (``docs/bot.md``).
+    promptweave_gc_freeze: bool = True
 
 
 @attrs.frozen(kw_only=True)
