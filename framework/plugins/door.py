@@ -9,6 +9,9 @@ implementation at a time (:class:`HookImplementation`); the others are called as
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import inspect
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -21,11 +24,15 @@ from promptweave.errors import ConfigError, PluginRegistrationError, Promptweave
 from promptweave.plugins.contributions import ModelAsker, SectionOverride
 from promptweave.plugins.observers import Observations
 from promptweave.plugins.watchdog import (
+    NETWORK_BOUND_FACTOR,
+    Deadline,
     PluginFault,
     PluginHungError,
     Watchdog,
     call_plugin,
+    on_worker,
     record_fault,
+    turn_faults,
     type_name,
 )
 
@@ -36,6 +43,7 @@ if TYPE_CHECKING:
         ModelAnswer,
         OutgoingMessage,
         ReplyInjection,
+        Segment,
         SendReceipt,
         Transport,
     )
@@ -55,6 +63,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HINTS_PER_PLUGIN_MAX",
     "NOTES_PER_PLUGIN_MAX",
+    "REGISTER_DEADLINE_S",
     "HookImplementation",
     "Hooks",
     "log_failure",
@@ -62,6 +71,9 @@ __all__ = [
 
 log = logging.getLogger("promptweave")
 
+#: The longest one plugin's ``register_*`` hook may take at start-up, by default
+#: (``[plugins] register_deadline_s``).
+REGISTER_DEADLINE_S = 10.0
 #: The most notes one ``collect_turn_notes`` implementation adds to a turn; the rest are not read.
 NOTES_PER_PLUGIN_MAX = 32
 #: The most hints one ``collect_wording_hints`` implementation adds to a turn; the rest are not
@@ -83,6 +95,11 @@ class HookImplementation:
     impl: pluggy.HookImpl
     pm: pluggy.PluginManager
     traced: bool = False
+
+    @property
+    def is_async(self) -> bool:
+        """The implementation is an ``async def``: calling it only makes its coroutine."""
+        return inspect.iscoroutinefunction(self.impl.function)
 
     def __call__(self, **kwargs: Any) -> Any:
         if not self.traced:
@@ -106,17 +123,41 @@ def log_failure(logger: logging.Logger, exc: BaseException, message: str, *args:
         logger.error(message, *args, exc_info=exc)
 
 
+def _wrong(implementation: HookImplementation, wanted: str, found: object) -> PluginFault:
+    """The ``wrong_type`` fault of an implementation's answer (its type named, never its
+    value)."""
+    return PluginFault(
+        plugin=implementation.plugin,
+        where=f"hook {implementation.hook_name}",
+        kind="wrong_type",
+        detail=f"returned {type_name(found)}, expected {wanted}",
+    )
+
+
 @attrs.frozen
 class _Contribution:
-    """One plugin's contribution hook, called alone."""
+    """One plugin's contribution hook, called alone: a plugin that does not ship with
+    promptweave on a worker thread, for at most ``deadline_s`` (0: unbounded)."""
 
     plugin: str
     hook_name: str
     caller: Any
+    deadline_s: float = REGISTER_DEADLINE_S
+    trusted: bool = False
 
     def __call__(self, **kwargs: Any) -> Any:
         try:
-            return self.caller(**kwargs)
+            if self.trusted or self.deadline_s <= 0:
+                return self.caller(**kwargs)
+            future = on_worker(self.caller, **kwargs)
+            concurrent.futures.wait((future,), self.deadline_s)
+            if not future.done():
+                raise PluginRegistrationError(
+                    f"plugin {self.plugin!r} did not finish {self.hook_name} within "
+                    f"{self.deadline_s:g} s ([plugins] register_deadline_s): it hangs; start-up "
+                    "stopped (block it with PROMPTWEAVE_DISABLE_PLUGINS)"
+                )
+            return future.result()
         except PromptweaveError:
             raise
         except Exception as exc:
@@ -137,6 +178,11 @@ class Hooks:
     pm: pluggy.PluginManager
     traced: bool = False
     observations: Observations = attrs.field(factory=Observations)
+    #: The longest one plugin's contribution hook may take (``[plugins] register_deadline_s``).
+    register_deadline_s: float = REGISTER_DEADLINE_S
+    #: Whether a plugin, by name, is called at start-up without a worker thread (those shipped
+    #: with promptweave); by default none is.
+    trusted: Callable[[str], bool] = attrs.field(default=lambda plugin: False, repr=False)
 
     # -- how implementations are called ---------------------------------------------------
 
@@ -229,7 +275,16 @@ class Hooks:
         everyone = [(name, plugin) for name, plugin in pm.list_name_plugin() if plugin is not None]
         for name in implementers:
             others = [plugin for other, plugin in everyone if other != name]
-            yield name, _Contribution(name, hook_name, pm.subset_hook_caller(hook_name, others))
+            yield (
+                name,
+                _Contribution(
+                    name,
+                    hook_name,
+                    pm.subset_hook_caller(hook_name, others),
+                    deadline_s=self.register_deadline_s,
+                    trusted=self.trusted(name),
+                ),
+            )
 
     def register_sections(self) -> Iterator[tuple[str, Callable[..., Any]]]:
         """The plugins that implement ``register_sections``, each with its call
@@ -305,6 +360,7 @@ class Hooks:
                 )
                 if strict:
                     raise TypeError(problem)
+                record_fault(_wrong(implementation, "SectionOverride or None", found))
                 return None, problem
             return found, None
         return None, None
@@ -443,6 +499,14 @@ class Hooks:
             if wrong is not None:
                 error = f"returned {type_name(found)} holding {type_name(wrong)}, expected strings"
                 log.error("collect_turn_notes of plugin %r %s", plugin, error)
+                record_fault(
+                    PluginFault(
+                        plugin=plugin,
+                        where="hook collect_turn_notes",
+                        kind="wrong_type",
+                        detail=error,
+                    )
+                )
                 failures.append({"plugin": plugin, "error": error})
                 continue
             notes.extend(given)
@@ -523,10 +587,60 @@ class Hooks:
         caller), for the synchronous fallback of ``submit_request_async``."""
         return self.pm.hook.submit_request(request=request, config=config)
 
-    def submit_request_async(self, request: ProviderRequest, config: Config) -> Any:
-        """``submit_request_async`` as pluggy calls it: an awaitable, or ``None`` when no
-        implementation takes the request; what an implementation raises reaches the caller."""
-        return self.pm.hook.submit_request_async(request=request, config=config)
+    def submit_request_async(
+        self, request: ProviderRequest, config: Config, *, watchdog: Watchdog | None = None
+    ) -> Any:
+        """``submit_request_async``: an awaitable, or ``None`` when no implementation takes the
+        request; what an implementation raises reaches the caller.
+
+        :param watchdog: given, the hook is called one implementation at a time inside the
+            awaitable returned (``None`` only when no plugin implements it): each synchronous
+            part through :meth:`Watchdog.acall` (never holding the event loop), each awaitable
+            for at most ``[provider] timeout_s`` times
+            :data:`promptweave.plugins.watchdog.NETWORK_BOUND_FACTOR`; a hang raises
+            :class:`PluginHungError` naming the plugin, a wrong answer gives an ``error`` result
+            naming it; the faults are noted in the live loop's turn. When every implementation
+            declines, ``submit_request`` answers, in a worker thread.
+        """
+        if watchdog is None:
+            return self.pm.hook.submit_request_async(request=request, config=config)
+        implementations = self.implementations("submit_request_async")
+        if not implementations:
+            return None
+        return self._submit_bounded(implementations, request, config, watchdog)
+
+    async def _submit_bounded(
+        self,
+        implementations: list[HookImplementation],
+        request: ProviderRequest,
+        config: Config,
+        watchdog: Watchdog,
+    ) -> Any:
+        from promptweave.providers.exchange import SubmitResult
+
+        collector = turn_faults.get()
+        deadline = (
+            Deadline(seconds=watchdog.deadline_s) if collector is None else collector.renewed()
+        )
+        where = "hook submit_request_async"
+        for implementation in implementations:
+            plugin = implementation.plugin
+            pending = await watchdog.acall(
+                plugin, where, implementation, deadline=deadline, request=request, config=config
+            )
+            if pending is None:
+                continue
+            if inspect.isawaitable(pending):
+                seconds = config.provider.timeout_s * NETWORK_BOUND_FACTOR
+                pending = await watchdog.awaited(
+                    plugin, where, pending, seconds=seconds, deadline=deadline
+                )
+            if not isinstance(pending, SubmitResult):
+                fault = _wrong(implementation, "SubmitResult", pending)
+                deadline.add(fault)
+                return SubmitResult(sent=False, status="error", detail=fault.describe())
+            return pending
+        return await asyncio.to_thread(self.submit_request_in_full, request, config)
 
     # -- routing -----------------------------------------------------------------------------
 
@@ -543,6 +657,7 @@ class Hooks:
             if raw is None:
                 continue
             if not isinstance(raw, str):
+                record_fault(_wrong(implementation, "str or None", raw))
                 raise TypeError(
                     f"decide_with_model of plugin {implementation.plugin!r} returned "
                     f"{type(raw).__name__}, expected str or None"
@@ -560,6 +675,44 @@ class Hooks:
             platform=platform, payload=payload, bot_id=bot_id
         )
         return answer
+
+    async def aparse_event(
+        self, platform: str, payload: Any, bot_id: str, *, watchdog: Watchdog, deadline: Deadline
+    ) -> IncomingEvent | None:
+        """``parse_event`` for the live loop: each implementation on its own, never holding the
+        event loop (:meth:`Watchdog.acall`, bounded by ``deadline``). An implementation that
+        raises anything but ``ValueError``, hangs or answers something else than an
+        :class:`IncomingEvent` is passed over (the fault noted in ``deadline``), and the next one
+        is asked.
+
+        :returns: the event, or ``None`` when none parsed the payload.
+        :raises ValueError: a plugin found the payload malformed (the documented answer).
+        """
+        from promptweave.loop.events import IncomingEvent
+
+        where = "hook parse_event"
+        for implementation in self.implementations("parse_event"):
+            try:
+                found = await watchdog.acall(
+                    implementation.plugin,
+                    where,
+                    implementation,
+                    deadline=deadline,
+                    platform=platform,
+                    payload=payload,
+                    bot_id=bot_id,
+                )
+            except ValueError:
+                raise
+            except Exception:
+                continue  # noted in the deadline by the watchdog
+            if found is None:
+                continue
+            if not isinstance(found, IncomingEvent):
+                deadline.add(_wrong(implementation, "IncomingEvent or None", found))
+                continue
+            return found
+        return None
 
     def parse_message(
         self, platform: str, payload: Any, bot_id: str, *, watchdog: Watchdog | None = None
@@ -682,18 +835,69 @@ class Hooks:
 
     def read_model_answer(
         self, text: str, shape: ReplyShape, system_prompt: str, config: Config
-    ) -> ModelAnswer | Any:
-        """``read_model_answer`` as pluggy calls it; the live loop judges the answer, and what an
-        implementation raises reaches it."""
-        return self.pm.hook.read_model_answer(
-            text=text, shape=shape, system_prompt=system_prompt, config=config
-        )
+    ) -> ModelAnswer | None:
+        """The first answer of ``read_model_answer``, each implementation called on its own:
+        one that raises, hangs or answers anything but a :class:`ModelAnswer` is passed over
+        (its fault recorded in the turn's faults) and the next one reads the text, down to the
+        built-in reader.
 
-    def choose_sticker(self, intent: str, bot_id: str, group_id: str | None, config: Config) -> Any:
-        """``choose_sticker`` as pluggy calls it: the sticker's segment, or ``None``."""
-        return self.pm.hook.choose_sticker(
-            intent=intent, bot_id=bot_id, group_id=group_id, config=config
+        :returns: the answer, or ``None`` when no implementation gave one.
+        """
+        from promptweave.delivery.outgoing import ModelAnswer
+
+        answer: ModelAnswer | None = self._first_good(
+            "read_model_answer",
+            ModelAnswer,
+            text=text,
+            shape=shape,
+            system_prompt=system_prompt,
+            config=config,
         )
+        return answer
+
+    def choose_sticker(
+        self, intent: str, bot_id: str, group_id: str | None, config: Config
+    ) -> Segment | None:
+        """The first :class:`Segment` of ``choose_sticker``, each implementation on its own: one
+        that raises, hangs or answers anything else is passed over (its fault recorded), the
+        next one asked; ``None`` when none gives one (the sticker is dropped, not the reply)."""
+        from promptweave.delivery.outgoing import Segment
+
+        segment: Segment | None = self._first_good(
+            "choose_sticker",
+            Segment,
+            intent=intent,
+            bot_id=bot_id,
+            group_id=group_id,
+            config=config,
+        )
+        return segment
+
+    def _first_good(self, hook_name: str, expected: type, **kwargs: Any) -> Any:
+        """The first answer of ``expected`` type, each implementation called inside the current
+        stage; a fault is recorded and the next implementation asked."""
+        where = f"hook {hook_name}"
+        for implementation in self.implementations(hook_name):
+            try:
+                found = call_plugin(implementation.plugin, where, implementation, **kwargs)
+            except Exception as exc:
+                if not isinstance(exc, PluginHungError):
+                    record_fault(
+                        PluginFault(
+                            plugin=implementation.plugin,
+                            where=where,
+                            kind="raised",
+                            detail=f"{type(exc).__name__}: {exc}",
+                        )
+                    )
+                continue
+            if found is None:
+                continue
+            if not isinstance(found, expected):
+                record_fault(_wrong(implementation, f"{expected.__name__} or None", found))
+                continue
+            return found
+        return None
 
     def send_message(
         self, message: OutgoingMessage, transport: Transport
@@ -704,6 +908,41 @@ class Hooks:
             message=message, transport=transport
         )
         return pending
+
+    async def asend_message(
+        self,
+        message: OutgoingMessage,
+        transport: Transport,
+        *,
+        watchdog: Watchdog,
+        deadline: Deadline,
+    ) -> tuple[str, Awaitable[SendReceipt]] | None:
+        """``send_message`` for the live loop: each implementation's synchronous part through
+        :meth:`Watchdog.acall` (never holding the event loop); one that raises, hangs or gives
+        anything but an awaitable is passed over, its fault noted in ``deadline``.
+
+        :returns: the plugin that took the send and its pending send, or ``None``.
+        """
+        where = "hook send_message"
+        for implementation in self.implementations("send_message"):
+            try:
+                pending = await watchdog.acall(
+                    implementation.plugin,
+                    where,
+                    implementation,
+                    deadline=deadline,
+                    message=message,
+                    transport=transport,
+                )
+            except Exception:
+                continue  # noted in the deadline by the watchdog
+            if pending is None:
+                continue
+            if not inspect.isawaitable(pending):
+                deadline.add(_wrong(implementation, "an awaitable or None", pending))
+                continue
+            return implementation.plugin, pending
+        return None
 
     def fetch_message(
         self, message_id: str, bot_id: str, group_id: str | None, transport: Transport
