@@ -30,6 +30,7 @@ from promptweave.plugins.watchdog import (
     PluginHungError,
     Watchdog,
     call_plugin,
+    cut,
     on_worker,
     record_fault,
     turn_faults,
@@ -114,13 +115,16 @@ class HookImplementation:
 
 
 def log_failure(logger: logging.Logger, exc: BaseException, message: str, *args: Any) -> None:
-    """Log a plugin's failure: with its traceback, unless it is a call skipped because the
-    plugin hung (the hang was logged when it happened, and skipping has no traceback worth
-    reading)."""
+    """Log a plugin's failure in one line, its error cut at
+    :data:`promptweave.plugins.watchdog.DETAIL_MAX_CHARS` (the traceback at debug level), unless
+    it is a call skipped because the plugin hung (the hang was logged when it happened)."""
     if isinstance(exc, PluginHungError):
         logger.info("%s", exc)
-    else:
-        logger.error(message, *args, exc_info=exc)
+        return
+    # One line, the error's words cut (a plugin's error can quote ten megabytes); the
+    # traceback at debug level, for the plugin's author.
+    logger.error(f"{message}: %s", *args, cut(f"{type(exc).__name__}: {exc}"))
+    logger.debug(message, *args, exc_info=exc)
 
 
 def _wrong(implementation: HookImplementation, wanted: str, found: object) -> PluginFault:
@@ -236,18 +240,20 @@ class Hooks:
             except PluginHungError as exc:
                 return None, exc.fault
             except Exception as exc:
-                log.warning("%s of plugin %r raised", where, plugin, exc_info=True)
+                log_failure(log, exc, "%s of plugin %r raised", where, plugin)
                 detail = f"{type(exc).__name__}: {exc}"
-                return None, PluginFault(plugin=plugin, where=where, kind="raised", detail=detail)
+                fault = PluginFault(plugin=plugin, where=where, kind="raised", detail=detail)
+                record_fault(fault)
+                return None, fault
             if found is None:
                 continue
             if not isinstance(found, expected):
                 names = expected if isinstance(expected, tuple) else (expected,)
                 wanted = " or ".join(kind.__name__ for kind in names)
                 detail = f"returned {type_name(found)}, expected {wanted} or None"
-                return None, PluginFault(
-                    plugin=plugin, where=where, kind="wrong_type", detail=detail
-                )
+                fault = PluginFault(plugin=plugin, where=where, kind="wrong_type", detail=detail)
+                record_fault(fault)
+                return None, fault
             return found, None
         return None, None
 
@@ -393,6 +399,8 @@ class Hooks:
         for implementation in self.implementations("measure_text"):
             try:
                 measured = call_plugin(implementation.plugin, where, implementation, text=text)
+            except PluginHungError:
+                return len(text)  # the hang or the skip is noted already
             except Exception as exc:
                 record_fault(
                     PluginFault(
@@ -625,9 +633,12 @@ class Hooks:
         where = "hook submit_request_async"
         for implementation in implementations:
             plugin = implementation.plugin
-            pending = await watchdog.acall(
-                plugin, where, implementation, deadline=deadline, request=request, config=config
-            )
+            try:
+                pending = await watchdog.acall(
+                    plugin, where, implementation, deadline=deadline, request=request, config=config
+                )
+            except PluginHungError:
+                continue  # hung or quarantined (noted): the next implementation is asked
             if pending is None:
                 continue
             if inspect.isawaitable(pending):
@@ -636,9 +647,8 @@ class Hooks:
                     plugin, where, pending, seconds=seconds, deadline=deadline
                 )
             if not isinstance(pending, SubmitResult):
-                fault = _wrong(implementation, "SubmitResult", pending)
-                deadline.add(fault)
-                return SubmitResult(sent=False, status="error", detail=fault.describe())
+                deadline.add(_wrong(implementation, "SubmitResult or None", pending))
+                continue  # dropped with its fault: the next implementation is asked
             return pending
         return await asyncio.to_thread(self.submit_request_in_full, request, config)
 

@@ -468,9 +468,16 @@ class Watchdog:
             an earlier one has not returned.
         """
         if deadline is None:
-            if seconds is None and getattr(_local, "run", None) is not None:
+            outer: _StageRun | None = getattr(_local, "run", None)
+            if seconds is None and outer is not None:
                 return call_plugin(plugin, where, fn, *args, **kwargs)  # within the stage's own
-            deadline = Deadline(seconds=self.deadline_s if seconds is None else seconds)
+            budget = self.deadline_s if seconds is None else seconds
+            if outer is not None:
+                # A budget of its own; its faults are the turn's, as the stage's are.
+                shared = outer.deadline
+                deadline = Deadline(seconds=budget, faults=shared.faults, lock=shared._lock)
+            else:
+                deadline = Deadline(seconds=budget)
         if deadline.seconds <= 0:
             return call_plugin(plugin, where, fn, *args, **kwargs)
         run = _StageRun(watchdog=self, deadline=deadline, bound_all=seconds is not None)

@@ -18,7 +18,7 @@ from promptweave.decision import LowEngagement, RouteContext
 from promptweave.plugins.contributions import PhrasePool
 from promptweave.plugins.door import log_failure
 from promptweave.plugins.registry import Registered
-from promptweave.plugins.watchdog import call_plugin
+from promptweave.plugins.watchdog import PluginFault, call_plugin, record_fault, type_name
 from promptweave.text.routing_words import is_gentle_phrase
 from promptweave.turn import Turn
 
@@ -73,9 +73,25 @@ def _offered(entry: Registered[PhrasePool], query: PoolQuery, notes: list[str]) 
         if pool.phrases_for is not None:
             offered = call_plugin(entry.plugin, where, pool.phrases_for, query)
             # Only text can be a phrase, and no more of it than a pool could mean.
-            phrases += [
-                p for p in itertools.islice(offered, POOL_PHRASES_MAX) if isinstance(p, str)
-            ]
+            # A text alone is not a sequence of phrases (its characters would each be one).
+            given = (
+                []
+                if isinstance(offered, str | bytes)
+                else list(itertools.islice(offered, POOL_PHRASES_MAX))
+            )
+            phrases += [p for p in given if isinstance(p, str)]
+            wrong = next((type_name(p) for p in given if not isinstance(p, str)), None)
+            if wrong is not None or isinstance(offered, str | bytes):
+                record_fault(
+                    PluginFault(
+                        plugin=entry.plugin,
+                        where=where,
+                        kind="wrong_type",
+                        detail=f"phrases_for returned {type_name(offered)}"
+                        + (f" holding {wrong}" if wrong else "")
+                        + ", expected strings; left out",
+                    )
+                )
     except Exception as exc:
         log_failure(log, exc, "phrase pool %r of plugin %r raised", pool.name, entry.plugin)
         notes.append(f"phrase pool {pool.name!r} raised {type(exc).__name__}: {exc}")
