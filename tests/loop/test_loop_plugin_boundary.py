@@ -19,8 +19,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from loop_support import T0, Certain, RecordingTransport, ScriptedModel
 
 from promptweave import (
@@ -454,7 +453,10 @@ def test_a_wrong_sticker_drops_the_sticker_not_the_reply():
     try:
         outcome = asyncio.run(
             loop.handle_payload(
-                "onebot", _payload(1, GROUP_A, f"{MARK}：在吗？", addressed=True), str(BOT), transport
+                "onebot",
+                _payload(1, GROUP_A, f"{MARK}：在吗？", addressed=True),
+                str(BOT),
+                transport,
             )
         )
     finally:
@@ -481,7 +483,10 @@ def test_a_parsed_event_of_the_wrong_type_is_passed_over_to_the_next_parser():
         loop.runtime.close()
     assert isinstance(outcome.event, IncomingEvent)
     assert outcome.status == OutcomeStatus.REPLIED
-    assert outcome.trace["plugin_faults"][0]["detail"] == "returned dict, expected IncomingEvent or None"
+    assert (
+        outcome.trace["plugin_faults"][0]["detail"]
+        == "returned dict, expected IncomingEvent or None"
+    )
 
 
 def test_a_send_receipt_of_the_wrong_type_keeps_the_reply():
@@ -530,7 +535,9 @@ def test_a_model_answer_of_the_wrong_type_falls_back_to_the_built_in_reader():
     finally:
         loop.runtime.close()
     assert outcome.status == OutcomeStatus.REPLIED
-    assert outcome.trace["plugin_faults"][0]["detail"] == "returned type, expected ModelAnswer or None"
+    assert (
+        outcome.trace["plugin_faults"][0]["detail"] == "returned type, expected ModelAnswer or None"
+    )
 
 
 def test_a_segment_is_a_right_sticker():
@@ -542,7 +549,10 @@ def test_a_segment_is_a_right_sticker():
     try:
         outcome = asyncio.run(
             loop.handle_payload(
-                "onebot", _payload(1, GROUP_A, f"{MARK}：在吗？", addressed=True), str(BOT), transport
+                "onebot",
+                _payload(1, GROUP_A, f"{MARK}：在吗？", addressed=True),
+                str(BOT),
+                transport,
             )
         )
     finally:
