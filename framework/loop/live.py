@@ -511,6 +511,8 @@ class BotLoop:
             group_id=run.event.group_id,
             transport=transport,
             timeout_s=self.runtime.config.loop.quoted_fetch_timeout_s,
+            watchdog=self.runtime.watchdog,
+            deadline=run.faults.renewed(),
         )
         pipeline.quoted_fetched(fetched.trace(), fetched.images)
         run.trace["quoted"] = fetched.trace()

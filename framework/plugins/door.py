@@ -933,16 +933,21 @@ class Hooks:
 
         :returns: the plugin that took the send and its pending send, or ``None``.
         """
-        where = "hook send_message"
-        for implementation in self.implementations("send_message"):
+        return await self._pending(
+            "send_message", watchdog, deadline, message=message, transport=transport
+        )
+
+    async def _pending(
+        self, hook_name: str, watchdog: Watchdog, deadline: Deadline, **kwargs: Any
+    ) -> tuple[str, Awaitable[Any]] | None:
+        """The first awaitable of an async ``hook_name``, its synchronous parts called through
+        :meth:`Watchdog.acall`; a raise, a hang or a wrong answer passes over to the next
+        implementation (noted in ``deadline``)."""
+        where = f"hook {hook_name}"
+        for implementation in self.implementations(hook_name):
             try:
                 pending = await watchdog.acall(
-                    implementation.plugin,
-                    where,
-                    implementation,
-                    deadline=deadline,
-                    message=message,
-                    transport=transport,
+                    implementation.plugin, where, implementation, deadline=deadline, **kwargs
                 )
             except Exception:
                 continue  # noted in the deadline by the watchdog
@@ -964,6 +969,28 @@ class Hooks:
             message_id=message_id, bot_id=bot_id, group_id=group_id, transport=transport
         )
         return pending
+
+    async def afetch_message(
+        self,
+        message_id: str,
+        bot_id: str,
+        group_id: str | None,
+        transport: Transport,
+        *,
+        watchdog: Watchdog,
+        deadline: Deadline,
+    ) -> tuple[str, Awaitable[ChatMessage | None]] | None:
+        """``fetch_message`` for the live loop, as :meth:`asend_message` calls ``send_message``:
+        the plugin that took the fetch and its pending fetch, or ``None``."""
+        return await self._pending(
+            "fetch_message",
+            watchdog,
+            deadline,
+            message_id=message_id,
+            bot_id=bot_id,
+            group_id=group_id,
+            transport=transport,
+        )
 
     # -- after the fact: observation -------------------------------------------------------
 

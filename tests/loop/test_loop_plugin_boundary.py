@@ -85,6 +85,7 @@ WHERE = {
     "compress_turn_messages": "hook compress_turn_messages",
     "decide_with_model": "hook decide_with_model",
     "fetch_image": "hook fetch_image",
+    "fetch_message": "hook fetch_message",
 }
 HOOKS = tuple(WHERE)
 #: A raising or hung model client has no one to fall back to: the turn ends without a reply,
@@ -201,6 +202,10 @@ class Boundary:
         return self.act("decide_with_model", context.turn.group_id == str(GROUP_A), lambda: None)
 
     @hookimpl
+    def fetch_message(self, message_id: str, bot_id: str, group_id: Any, transport: Any) -> Any:
+        return self.act("fetch_message", group_id == str(GROUP_A), lambda: None)
+
+    @hookimpl
     def fetch_image(self, url: str, limits: Any) -> Any:
         return self.act(
             "fetch_image",
@@ -226,10 +231,14 @@ def _settings(hook: str, fault: str) -> Config:
     )
 
 
-def _payload(number: int, group: int, text: str, *, addressed: bool) -> dict[str, Any]:
+def _payload(
+    number: int, group: int, text: str, *, addressed: bool, quoting: str | None = None
+) -> dict[str, Any]:
     segments: list[dict[str, Any]] = [{"type": "text", "data": {"text": text}}]
     if addressed:
         segments.insert(0, {"type": "at", "data": {"qq": str(BOT)}})
+    if quoting is not None:  # a reply to a message neither the event nor the store holds
+        segments.insert(0, {"type": "reply", "data": {"id": quoting}})
     host = "a.example" if group == GROUP_A else "b.example"
     segments.append({"type": "image", "data": {"url": f"https://{host}/{number}.png"}})
     return {
@@ -289,8 +298,10 @@ async def _scenario(loop: BotLoop, plugin: Boundary, hook: str, caplog: Any) -> 
     transport = RecordingTransport()
     numbers = iter(range(1, 100))
 
-    async def send(group: int, text: str, *, addressed: bool = True) -> Any:
-        payload = _payload(next(numbers), group, text, addressed=addressed)
+    async def send(
+        group: int, text: str, *, addressed: bool = True, quoting: str | None = None
+    ) -> Any:
+        payload = _payload(next(numbers), group, text, addressed=addressed, quoting=quoting)
         return await loop.handle_payload("onebot", payload, str(BOT), transport)
 
     # A history for both groups first, with the plugin behaving.
@@ -301,7 +312,10 @@ async def _scenario(loop: BotLoop, plugin: Boundary, hook: str, caplog: Any) -> 
     caplog.clear()
     # A low-value message for the phrase pools (the low-engagement exit answers it).
     text = "哈哈哈" if hook == "phrase_pool" else f"{MARK}：那我们约在哪里？"
-    faulty = asyncio.ensure_future(send(GROUP_A, text, addressed=hook != "phrase_pool"))
+    quoting = "777" if hook == "fetch_message" else None
+    faulty = asyncio.ensure_future(
+        send(GROUP_A, text, addressed=hook != "phrase_pool", quoting=quoting)
+    )
     # The other group comes in once the faulty call is running (or the turn is past it).
     while not plugin.entered.is_set() and not faulty.done():
         await asyncio.sleep(0.005)
