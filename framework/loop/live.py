@@ -22,6 +22,7 @@ its conversation. Most messages of a group are passed over, and that path then c
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import OrderedDict, deque
@@ -323,13 +324,18 @@ class BotLoop:
         except Exception as exc:  # the loop's own fault must not stop the caller
             slots.release()
             return _loop_error(event, record_ms, exc)
+        finally:
+            # The caller's task is not the turn's: its faults are not collected there after.
+            collecting = turn_faults.get()
+            turn_faults.set(None)
         if isinstance(routed, TurnOutcome):
             slots.release()
             return routed
         future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
         lane = self._lanes[event.conversation] = _Lane()
         lane.worker = asyncio.create_task(
-            self._work(event.conversation, lane, first=(run, routed, transport, future))
+            self._work(event.conversation, lane, first=(run, routed, transport, future)),
+            context=_collecting(collecting),
         )
         return await future
 
@@ -843,6 +849,13 @@ def _rejected(reason: str, faults: Deadline | None = None) -> TurnOutcome:
     if faults is not None:
         _name_faults(trace, faults, None)
     return TurnOutcome(event=None, status=OutcomeStatus.REJECTED, reason=reason, trace=trace)
+
+
+def _collecting(faults: Deadline | None) -> contextvars.Context:
+    """A copy of this context in which the live loop's turn collects ``faults``."""
+    context = contextvars.copy_context()
+    context.run(turn_faults.set, faults)
+    return context
 
 
 def _name_faults(trace: dict[str, Any], faults: Deadline, event: IncomingEvent | None) -> None:

@@ -187,6 +187,9 @@ class Hooks:
     #: Whether a plugin, by name, is called at start-up without a worker thread (those shipped
     #: with promptweave); by default none is.
     trusted: Callable[[str], bool] = attrs.field(default=lambda plugin: False, repr=False)
+    _implemented: dict[str, tuple[list[pluggy.HookImpl], list[HookImplementation]]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
 
     # -- how implementations are called ---------------------------------------------------
 
@@ -194,7 +197,12 @@ class Hooks:
         """The implementations of ``hook_name`` in the order pluggy calls them (the last
         registered first, ``tryfirst`` before, ``trylast`` after), hook wrappers left out."""
         caller: pluggy.HookCaller = getattr(self.pm.hook, hook_name)
-        return [
+        impls = caller.get_hookimpls()
+        known = self._implemented.get(hook_name)
+        # Built once per set of implementations: the live loop asks on every turn.
+        if known is not None and known[0] == impls:
+            return known[1]
+        found = [
             HookImplementation(
                 plugin=impl.plugin_name,
                 hook_name=hook_name,
@@ -202,9 +210,11 @@ class Hooks:
                 pm=self.pm,
                 traced=self.traced,
             )
-            for impl in reversed(caller.get_hookimpls())
+            for impl in reversed(impls)
             if not (impl.hookwrapper or impl.wrapper)
         ]
+        self._implemented[hook_name] = (impls, found)
+        return found
 
     def implemented(self, hook_name: str) -> bool:
         """Whether any plugin implements ``hook_name``."""
