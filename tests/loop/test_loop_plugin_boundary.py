@@ -91,8 +91,9 @@ HOOKS = tuple(WHERE)
 #: A raising or hung model client has no one to fall back to: the turn ends without a reply,
 #: the fault named. Every other hook has a fallback, and the reply goes out.
 NO_FALLBACK = {("submit_request_async", "raise")}
-#: Hooks whose answer is text anyway: ten million characters is a valid (if huge) answer.
-TEXT_HOOKS = {"section", "collect_turn_notes", "decide_with_model", "phrase_pool"}
+#: Hooks whose answer is text anyway: ten million characters is a valid (if huge) answer. (A
+#: phrase pool answers a sequence of phrases: one text alone is the wrong type.)
+TEXT_HOOKS = {"section", "collect_turn_notes", "decide_with_model"}
 
 
 @attrs.define(eq=False)
