@@ -14,7 +14,7 @@ import concurrent.futures
 import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -510,12 +510,15 @@ class Hooks:
             if isinstance(found, str):
                 found = [found]
             try:
+                if isinstance(found, Mapping | bytes):
+                    raise TypeError  # its keys or its bytes are not notes
                 given = list(itertools.islice(iter(found), NOTES_PER_PLUGIN_MAX))
             except Exception as exc:
                 given = [exc]
             wrong = next((note for note in given if not isinstance(note, str)), None)
             if wrong is not None:
-                error = f"returned {type_name(found)} holding {type_name(wrong)}, expected strings"
+                held = "" if isinstance(wrong, TypeError) else f" holding {type_name(wrong)}"
+                error = f"returned {type_name(found)}{held}, expected strings"
                 log.error("collect_turn_notes of plugin %r %s", plugin, error)
                 record_fault(
                     PluginFault(
