@@ -61,6 +61,7 @@ __all__ = [
     "call_plugin",
     "cut",
     "on_worker",
+    "raised_fault",
     "record_fault",
     "turn_faults",
     "type_name",
