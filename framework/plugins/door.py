@@ -644,14 +644,19 @@ class Hooks:
             Deadline(seconds=watchdog.deadline_s) if collector is None else collector.renewed()
         )
         where = "hook submit_request_async"
+        # What the first faulty implementation left, given back when no other one answers (the
+        # caller's error result then says what went wrong).
+        left: Any = None
+        hung: PluginHungError | None = None
         for implementation in implementations:
             plugin = implementation.plugin
             try:
                 pending = await watchdog.acall(
                     plugin, where, implementation, deadline=deadline, request=request, config=config
                 )
-            except PluginHungError:
-                continue  # hung or quarantined (noted): the next implementation is asked
+            except PluginHungError as exc:
+                hung = hung or exc  # hung or quarantined (noted): the next one is asked
+                continue
             if pending is None:
                 continue
             if inspect.isawaitable(pending):
@@ -661,8 +666,13 @@ class Hooks:
                 )
             if not isinstance(pending, SubmitResult):
                 deadline.add(_wrong(implementation, "SubmitResult or None", pending))
+                left = pending if left is None else left
                 continue  # dropped with its fault: the next implementation is asked
             return pending
+        if left is not None:
+            return left
+        if hung is not None:
+            raise hung
         return await asyncio.to_thread(self.submit_request_in_full, request, config)
 
     # -- routing -----------------------------------------------------------------------------
