@@ -618,10 +618,12 @@ class Hooks:
             awaitable returned (``None`` only when no plugin implements it): each synchronous
             part through :meth:`Watchdog.acall` (never holding the event loop), each awaitable
             for at most ``[provider] timeout_s`` times
-            :data:`promptweave.plugins.watchdog.NETWORK_BOUND_FACTOR`; a hang raises
-            :class:`PluginHungError` naming the plugin, a wrong answer gives an ``error`` result
-            naming it; the faults are noted in the live loop's turn. When every implementation
-            declines, ``submit_request`` answers, in a worker thread.
+            :data:`promptweave.plugins.watchdog.NETWORK_BOUND_FACTOR` (past it
+            :class:`PluginHungError` naming the plugin is raised). A synchronous part that hangs
+            (or a quarantined plugin) and a wrong answer are passed over, the next
+            implementation asked; when none answers, the first of them is given back (the wrong
+            answer, or the hang raised). The faults are noted in the live loop's turn. When
+            every implementation declines, ``submit_request`` answers, in a worker thread.
         """
         if watchdog is None:
             return self.pm.hook.submit_request_async(request=request, config=config)
