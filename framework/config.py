@@ -355,11 +355,16 @@ class PluginsConfig:
         pools, sections, overrides, the turn-context hooks); a plugin still running then is left
         behind, named in the trace and skipped until it returns (``docs/plugin_hooks.md``). 0
         turns the bound off: plugins run on the caller's thread, for as long as they take.
+    :param quarantine_s: how long a plugin that hung stays skipped after its hung call returned.
+    :param register_deadline_s: the longest one plugin's ``register_*`` hook may take at
+        start-up; past it start-up stops with an error naming the plugin.
     """
 
     contrib: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     strict: bool = False
     turn_deadline_s: float = attrs.field(default=5.0, validator=finite_seconds)
+    quarantine_s: float = attrs.field(default=60.0, validator=finite_seconds)
+    register_deadline_s: float = attrs.field(default=10.0, validator=finite_seconds)
 
 
 @attrs.frozen(kw_only=True)

@@ -142,7 +142,9 @@ class Promptweave:
     watchdog: Watchdog = attrs.field(
         default=attrs.Factory(
             lambda self: Watchdog(
-                deadline_s=self.config.plugins.turn_deadline_s, trusted=self._ships_with_promptweave
+                deadline_s=self.config.plugins.turn_deadline_s,
+                trusted=self._ships_with_promptweave,
+                quarantine_s=self.config.plugins.quarantine_s,
             ),
             takes_self=True,
         )
@@ -228,8 +230,30 @@ class Promptweave:
     def _ships_with_promptweave(self, plugin: str) -> bool:
         """A built-in or ``contrib`` plugin: the watchdog calls it without handing it to a
         worker thread (``docs/plugin_hooks.md``, "When a plugin misbehaves")."""
-        info = self.plugins.infos.get(plugin)
-        return info is not None and info.kind in _SHIPPED_KINDS
+        return _shipped(self.plugins, plugin)
+
+    def _off_loop_stages(self) -> frozenset[str]:
+        """The stages of the live loop's turn in which a plugin not shipped with promptweave
+        takes part: those run off the event loop's thread (``docs/plugin_hooks.md``)."""
+        trusted = self._ships_with_promptweave
+        registries, hooks = self.registries, self.hooks
+
+        def untrusted(items: Iterable[Any], hook_names: Iterable[str]) -> bool:
+            return any(not trusted(entry.plugin) for entry in items) or any(
+                not trusted(implementation.plugin)
+                for name in hook_names
+                for implementation in hooks.implementations(name)
+            )
+
+        stages = {
+            "route": untrusted(
+                (*registries.decision_rules.values(), *registries.pools.values()),
+                ("decide_with_model",),
+            ),
+            "render": untrusted(registries.sections, _RENDER_HOOKS),
+            "read": untrusted((), ("read_model_answer", "choose_sticker")),
+        }
+        return frozenset(stage for stage, off in stages.items() if off)
 
     def _build_router(self) -> Router:
         return Router(
@@ -267,7 +291,11 @@ class Promptweave:
             extra_plugins=extra_plugins,
             environ=environ,
         )
-        registries = collect_registries(plugins.pm)
+        registries = collect_registries(
+            plugins.pm,
+            deadline_s=config.plugins.register_deadline_s,
+            trusted=functools.partial(_shipped, plugins),
+        )
         for warning in registries.section_warnings:
             log.warning(warning)
         persona = PersonaPack.from_file(_pack_path(config, registries))
@@ -303,6 +331,7 @@ class Promptweave:
             conversations=self.conversations,
             message_cache=self.message_cache,
             clock=self.clock,
+            off_loop=self._off_loop_stages(),
             # Through a weak reference: the kept parts must not keep the runtime alive, whose
             # collection closes its event loops.
             event_loop=functools.partial(_thread_event_loop, weakref.ref(self)),
@@ -547,7 +576,7 @@ class Promptweave:
             raise ValueError(f"plugin {name or plugin!r} is blocked")
         try:
             self.plugins.pm.check_pending()
-            self.registries = collect_registries(self.plugins.pm)
+            self.registries = self._collect_registries()
             self.router = self._build_router()
             self.assembler.forget_static()
             self._rebuild_learning()
@@ -563,14 +592,38 @@ class Promptweave:
         """Unregister a plugin by name and recollect the registries."""
         self.plugins.pm.unregister(name=name)
         self.plugins.infos.pop(name, None)
-        self.registries = collect_registries(self.plugins.pm)
+        self.registries = self._collect_registries()
         self.router = self._build_router()
         self.assembler.forget_static()
         self._rebuild_learning()
 
+    def _collect_registries(self) -> Registries:
+        return collect_registries(
+            self.plugins.pm,
+            deadline_s=self.config.plugins.register_deadline_s,
+            trusted=self._ships_with_promptweave,
+        )
+
     def _rebuild_learning(self) -> None:
         self.learning.close()
         self._build_learning()
+
+
+#: The hooks of a turn's assembly stage (sections, messages, turn context, request), besides the
+#: sections' own renders.
+_RENDER_HOOKS = (
+    "override_section",
+    "measure_text",
+    "collect_wording_hints",
+    "collect_turn_notes",
+    "compress_turn_messages",
+    "fetch_image",
+)
+
+
+def _shipped(plugins: PluginManager, plugin: str) -> bool:
+    info = plugins.infos.get(plugin)
+    return info is not None and info.kind in _SHIPPED_KINDS
 
 
 def _thread_event_loop(owner: weakref.ref[Promptweave]) -> asyncio.AbstractEventLoop:

@@ -22,6 +22,7 @@ its conversation. Most messages of a group are passed over, and that path then c
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import OrderedDict, deque
@@ -42,6 +43,14 @@ from promptweave.loop.turn_log import record_turn
 from promptweave.messages.builder import TurnMessages
 from promptweave.messages.wording import WORDING_HINT_SOURCE
 from promptweave.pipeline.stages import TurnPipeline
+from promptweave.plugins.watchdog import (
+    Deadline,
+    PluginFault,
+    PluginHungError,
+    cut,
+    turn_faults,
+    type_name,
+)
 from promptweave.providers.exchange import ProviderSpec
 from promptweave.providers.failures import deadline_failure, model_failure
 from promptweave.providers.tools import with_tool_round, with_tools
@@ -67,6 +76,7 @@ class _Queued:
     transport: Transport
     future: asyncio.Future[TurnOutcome]
     record_ms: float
+    faults: Deadline | None
 
 
 @attrs.define(eq=False)
@@ -111,6 +121,8 @@ class _TurnRun:
     started: float
     #: The event loop's time at which the turn's deadline falls.
     deadline_at: float
+    #: The turn's plugin faults, and the budget of its routing (each later stage renews it).
+    faults: Deadline
 
     def outcome(
         self, status: str, reason: str, decision: Decision | None = None, **fields: Any
@@ -126,10 +138,12 @@ class _TurnRun:
         )
 
     def close(self) -> None:
-        """Record the last stage's duration and the turn's total."""
+        """Record the last stage's duration and the turn's total; name the turn's plugin faults
+        in its trace (``plugin_faults``) and in one log line."""
         self.stage.enter("")
         self.durations.pop("", None)
         self.durations["total"] = elapsed_ms(self.started)
+        _name_faults(self.trace, self.faults, self.event)
 
 
 @attrs.define(eq=False)
@@ -184,25 +198,35 @@ class BotLoop:
         A payload no plugin parses, or one its plugin finds malformed, gives a ``rejected``
         outcome naming the problem.
         """
+        runtime = self.runtime
+        faults = runtime.watchdog.deadline()
         try:
-            event = self.runtime.plugins.hooks.parse_event(platform, payload, bot_id)
+            event = await runtime.hooks.aparse_event(
+                platform, payload, bot_id, watchdog=runtime.watchdog, deadline=faults
+            )
         except Exception as exc:
-            log.warning("rejected a %s event: %s", platform, exc)
-            return _rejected(f"{type(exc).__name__}: {exc}")
+            log.warning("rejected a %s event: %s", platform, cut(str(exc)))
+            return _rejected(cut(f"{type(exc).__name__}: {exc}"), faults)
         if event is None:
+            if faults.faults:
+                return _rejected("no plugin parsed the event (see plugin_faults)", faults)
             return _rejected(
                 f"no plugin parses events of platform {platform!r} "
-                "(contrib plugin 'onebot' handles 'onebot')"
+                "(contrib plugin 'onebot' handles 'onebot')",
+                faults,
             )
-        if not isinstance(event, IncomingEvent):
-            return _rejected(f"parse_event returned {type(event).__name__}, not IncomingEvent")
-        return await self.handle(event, transport)
+        return await self._handle(event, transport, faults if faults.faults else None)
 
     async def handle(self, event: IncomingEvent, transport: Transport) -> TurnOutcome:
         """Record ``event`` and run its turn after those of its conversation that came before.
 
         :returns: what the turn did; it never raises for a failure of the turn.
         """
+        return await self._handle(event, transport, None)
+
+    async def _handle(
+        self, event: IncomingEvent, transport: Transport, faults: Deadline | None
+    ) -> TurnOutcome:
         start = time.perf_counter()
         if self._learning is None and self.learn and not self._closed:
             self._start_learning()
@@ -218,11 +242,12 @@ class BotLoop:
         conversation = event.conversation
         lane = self._lanes.get(conversation)
         slots = self._slots_in_flight()
-        if lane is None and not slots.locked():
+        if lane is None and not slots.locked() and "route" not in self.runtime.parts().off_loop:
             # Nothing of this conversation is in flight and a slot is free: route here and now.
-            # The slot is taken without waiting, so nothing can slip in between.
+            # The slot is taken without waiting, so nothing can slip in between. (A route that
+            # runs off the loop's thread awaits it: its turn takes the lane like any other.)
             await slots.acquire()
-            return await self._run_now(event, transport, record_ms, slots)
+            return await self._run_now(event, transport, record_ms, slots, faults)
         if lane is None:
             lane = self._lanes[conversation] = _Lane()
         if len(lane.queue) >= self.runtime.config.loop.queue_per_conversation:
@@ -241,7 +266,13 @@ class BotLoop:
             return dropped
         future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
         lane.queue.append(
-            _Queued(event=event, transport=transport, future=future, record_ms=record_ms)
+            _Queued(
+                event=event,
+                transport=transport,
+                future=future,
+                record_ms=record_ms,
+                faults=faults,
+            )
         )
         if lane.worker is None or lane.worker.done():
             lane.worker = asyncio.create_task(self._work(conversation, lane))
@@ -291,23 +322,29 @@ class BotLoop:
         transport: Transport,
         record_ms: float,
         slots: asyncio.Semaphore,
+        faults: Deadline | None,
     ) -> TurnOutcome:
         """Route ``event`` in the caller's task, holding a slot taken for it. A turn that ends in
         silence is done here; one that goes on becomes the task of a new lane of its
         conversation, which keeps the slot until the turn ends (so what arrives meanwhile waits
         behind it, as in :meth:`_work`)."""
         try:
-            run, routed = self._route(event, record_ms)
+            run, routed = await self._route(event, record_ms, faults)
         except Exception as exc:  # the loop's own fault must not stop the caller
             slots.release()
             return self._loop_failed(event, record_ms, exc)
+        finally:
+            # The caller's task is not the turn's: its faults are not collected there after.
+            collecting = turn_faults.get()
+            turn_faults.set(None)
         if isinstance(routed, TurnOutcome):
             slots.release()
             return routed
         future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
         lane = self._lanes[event.conversation] = _Lane()
         lane.worker = asyncio.create_task(
-            self._work(event.conversation, lane, first=(run, routed, transport, future))
+            self._work(event.conversation, lane, first=(run, routed, transport, future)),
+            context=_collecting(collecting),
         )
         return await future
 
@@ -331,7 +368,9 @@ class BotLoop:
             queued = lane.queue.popleft()
             async with slots:
                 try:
-                    outcome = await self._turn(queued.event, queued.transport, queued.record_ms)
+                    outcome = await self._turn(
+                        queued.event, queued.transport, queued.record_ms, queued.faults
+                    )
                 except Exception as exc:  # the loop's own fault must not stop the worker
                     outcome = self._loop_failed(queued.event, queued.record_ms, exc)
             if not queued.future.done():
@@ -350,23 +389,37 @@ class BotLoop:
     # -- one turn --------------------------------------------------------------------------
 
     async def _turn(
-        self, event: IncomingEvent, transport: Transport, record_ms: float
+        self,
+        event: IncomingEvent,
+        transport: Transport,
+        record_ms: float,
+        faults: Deadline | None = None,
     ) -> TurnOutcome:
-        run, routed = self._route(event, record_ms)
+        run, routed = await self._route(event, record_ms, faults)
         if isinstance(routed, TurnOutcome):
             return routed
         return await self._finish(run, routed, transport)
 
-    def _route(
-        self, event: IncomingEvent, record_ms: float
+    async def _route(
+        self, event: IncomingEvent, record_ms: float, faults: Deadline | None
     ) -> tuple[_TurnRun, TurnOutcome | Decision | _Prepared]:
-        """Start the turn and route it; it awaits nothing. Gives the finished outcome of a turn
-        that ends in silence, the plan of a low-engagement phrase, or the decision to speak."""
+        """Start the turn and route it: on the loop's thread when only trusted plugins route,
+        else off it (:meth:`promptweave.plugins.watchdog.Watchdog.arun`). Gives the finished
+        outcome of a turn that ends in silence, the plan of a low-engagement phrase, or the
+        decision to speak.
+
+        :param faults: the faults met parsing the event, if any: the turn's list starts with
+            them.
+        """
         started = time.perf_counter()
         durations = {"record": record_ms}
         stage = _Stage(durations)
         turn, tools = self._turn_for(event)
         pipeline = self.runtime.pipeline(turn)
+        watchdog = self.runtime.watchdog
+        routing = watchdog.deadline() if faults is None else faults.renewed()
+        # The hooks this turn calls on the event loop (submit) note their faults here.
+        turn_faults.set(routing)
         run = _TurnRun(
             event=event,
             turn=turn,
@@ -378,8 +431,13 @@ class BotLoop:
             started=started,
             deadline_at=asyncio.get_running_loop().time()
             + self.runtime.config.loop.turn_deadline_s,
+            faults=routing,
         )
-        decision = pipeline.decide()
+        decision = await watchdog.arun(
+            lambda: pipeline.decide(routing),
+            routing,
+            off_loop="route" in pipeline.parts.off_loop,
+        )
         run.trace["decision"] = decision.trace()
         if decision.action is not TurnAction.PASS:
             return run, decision
@@ -494,6 +552,8 @@ class BotLoop:
             group_id=run.event.group_id,
             transport=transport,
             timeout_s=self.runtime.config.loop.quoted_fetch_timeout_s,
+            watchdog=self.runtime.watchdog,
+            deadline=run.faults.renewed(),
         )
         pipeline.quoted_fetched(fetched.trace(), fetched.images)
         run.trace["quoted"] = fetched.trace()
@@ -512,14 +572,25 @@ class BotLoop:
         )
         await self._quoted_images(run, transport)
         stage.enter("render")
-        rendered = await pipeline.arender(decision=decision)
-        stage.enter("turn_context")
-        context = pipeline.build_turn_context()
+        watchdog, off_loop = runtime.watchdog, pipeline.parts.off_loop
+        assembling = run.faults.renewed()
+        await pipeline.aretrieve(assembling)
+
+        def assemble() -> tuple[Any, Any, Any]:
+            # One stage: the sections, messages, turn context and request, in one worker call
+            # when a plugin not shipped with promptweave takes part (no thread hop per hook).
+            rendered = pipeline.assemble(assembling, None)
+            stage.enter("turn_context")
+            context = pipeline.build_turn_context()
+            stage.enter("request")
+            return rendered, context, pipeline.build_request(self.spec)
+
+        rendered, context, request = await watchdog.arun(
+            assemble, assembling, off_loop="render" in off_loop
+        )
         trace["chars"] = _chars(runtime.config.budget.chars, rendered.sections, context.messages)
         if pipeline.built is not None:
             trace["wording_hints"] = _wording_hints(pipeline.built)
-        stage.enter("request")
-        request = pipeline.build_request(self.spec)
         tools = run.tools
         # Every turn of a conversation offers the same tools (those the speaker is permitted),
         # not only tool turns: the tools sit before the messages in the body, and a list that
@@ -544,7 +615,11 @@ class BotLoop:
             stage.enter("submit")
             result = await pipeline.submit(request)
             usage.append(result.usage)
-        trace["submit"] = {"status": result.status, "detail": result.detail, "rounds": rounds}
+        trace["submit"] = {
+            "status": result.status,
+            "detail": None if result.detail is None else cut(result.detail),
+            "rounds": rounds,
+        }
         total_usage = _sum_usage(usage)
         failure = model_failure(result)
         if failure is not None:
@@ -560,8 +635,19 @@ class BotLoop:
             )
 
         stage.enter("read")
-        answer = pipeline.read_answer(result.text, trace)
-        if answer.silent or not answer.bubbles:
+        text = result.text
+        mention_allowed = self._mentions.allows(event.bot_id, event.group_id, runtime.clock())
+
+        def read() -> tuple[ModelAnswer, DeliveryPlan | None]:
+            answer = pipeline.read_answer(text, trace)
+            if answer.silent or not answer.bubbles:
+                return answer, None
+            return answer, pipeline.plan_delivery(
+                answer, mention_allowed=mention_allowed, trace=trace
+            )
+
+        answer, plan = await watchdog.arun(read, run.faults.renewed(), off_loop="read" in off_loop)
+        if plan is None:
             return run.outcome(
                 OutcomeStatus.SILENT,
                 f"model_{answer.reason or 'empty'}",
@@ -569,11 +655,6 @@ class BotLoop:
                 request=request,
                 usage=total_usage,
             )
-        plan = pipeline.plan_delivery(
-            answer,
-            mention_allowed=self._mentions.allows(event.bot_id, event.group_id, runtime.clock()),
-            trace=trace,
-        )
         return _Prepared(
             decision=decision,
             plan=plan,
@@ -596,10 +677,11 @@ class BotLoop:
     ) -> TurnOutcome:
         sent: list[tuple[str, str | None, str | None]] = []  # text, message id, quoted id
         sends: list[dict[str, Any]] = []
+        sending = run.faults.renewed()
         for message in prepared.plan.messages:
             if message.pause_s > 0:
                 await self.sleep(message.pause_s)
-            receipt = await self._send(message, transport)
+            receipt = await self._send(message, transport, sending)
             text = "".join(
                 seg.data.get("text", "") for seg in message.segments if seg.kind == "text"
             )
@@ -609,7 +691,7 @@ class BotLoop:
             sends.append(
                 {"bubble": message.bubble_index, "ok": receipt.ok, "id": receipt.message_id}
                 | ({"quoted": quoted} if quoted else {})
-                | ({"detail": receipt.detail} if receipt.detail else {})
+                | ({"detail": cut(receipt.detail)} if receipt.detail else {})
             )
             if not receipt.ok:
                 # A bubble that did not go out is not recorded, and the rest are not sent: half
@@ -640,22 +722,45 @@ class BotLoop:
             usage=prepared.usage,
         )
 
-    async def _send(self, message: Any, transport: Transport) -> SendReceipt:
+    async def _send(self, message: Any, transport: Transport, deadline: Deadline) -> SendReceipt:
+        """One bubble through ``send_message``: its synchronous part off the loop's thread for a
+        plugin not shipped with promptweave, its send awaited for ``[loop] send_timeout_s``. A
+        receipt of the wrong type is dropped (the bubble counts as sent, without an id), named
+        in ``deadline``."""
+        runtime = self.runtime
+        watchdog = runtime.watchdog
         try:
-            pending = self.runtime.plugins.hooks.send_message(message, transport)
-            if pending is None:
+            taken = await runtime.hooks.asend_message(
+                message, transport, watchdog=watchdog, deadline=deadline
+            )
+            if taken is None:
                 return SendReceipt(
                     ok=False, detail=f"no plugin sends to platform {transport.platform!r}"
                 )
-            async with asyncio.timeout(self.runtime.config.loop.send_timeout_s):
-                receipt = await pending
-        except TimeoutError:
-            return SendReceipt(ok=False, detail="send timed out")
+            plugin, pending = taken
+            receipt = await watchdog.awaited(
+                plugin,
+                "hook send_message",
+                pending,
+                seconds=runtime.config.loop.send_timeout_s,
+                deadline=deadline,
+            )
+        except PluginHungError as exc:
+            return SendReceipt(ok=False, detail=f"send timed out: {exc}")
         except Exception as exc:
-            log.warning("send failed: %s", exc)
-            return SendReceipt(ok=False, detail=f"{type(exc).__name__}: {exc}")
+            log.warning("send failed: %s", cut(str(exc)))
+            return SendReceipt(ok=False, detail=cut(f"{type(exc).__name__}: {exc}"))
         if not isinstance(receipt, SendReceipt):
-            return SendReceipt(ok=False, detail=f"send_message gave {type(receipt).__name__}")
+            deadline.add(
+                PluginFault(
+                    plugin=plugin,
+                    where="hook send_message",
+                    kind="wrong_type",
+                    detail=f"its send gave {type_name(receipt)}, expected SendReceipt; the "
+                    "bubble counts as sent, without a message id",
+                )
+            )
+            return SendReceipt(ok=True, detail=f"receipt of type {type_name(receipt)} dropped")
         return receipt
 
     def _record_delivered(
@@ -781,8 +886,33 @@ def _loop_error(event: IncomingEvent, record_ms: float, exc: Exception) -> TurnO
     )
 
 
-def _rejected(reason: str) -> TurnOutcome:
-    return TurnOutcome(event=None, status=OutcomeStatus.REJECTED, reason=reason)
+def _rejected(reason: str, faults: Deadline | None = None) -> TurnOutcome:
+    trace: dict[str, Any] = {}
+    if faults is not None:
+        _name_faults(trace, faults, None)
+    return TurnOutcome(event=None, status=OutcomeStatus.REJECTED, reason=reason, trace=trace)
+
+
+def _collecting(faults: Deadline | None) -> contextvars.Context:
+    """A copy of this context in which the live loop's turn collects ``faults``."""
+    context = contextvars.copy_context()
+    context.run(turn_faults.set, faults)
+    return context
+
+
+def _name_faults(trace: dict[str, Any], faults: Deadline, event: IncomingEvent | None) -> None:
+    """The turn's plugin faults in its trace, and in one log line naming each (the plugin, the
+    hook, what it did), their details cut at
+    :data:`promptweave.plugins.watchdog.DETAIL_MAX_CHARS`."""
+    found = faults.trace()
+    if not found:
+        return
+    trace["plugin_faults"] = found
+    described = "; ".join(
+        f"{f['where']} of plugin {f['plugin']!r} {f['kind']}: {f['detail']}" for f in found
+    )
+    message_id = event.message.id if event is not None else None
+    log.warning("message %s: plugin faults: %s", message_id, described)
 
 
 def _dropped(event: IncomingEvent, reason: str) -> TurnOutcome:

@@ -18,6 +18,7 @@ import attrs
 
 from promptweave.delivery.outgoing import Transport
 from promptweave.plugins.door import Hooks
+from promptweave.plugins.watchdog import Deadline, PluginHungError, Watchdog, cut
 from promptweave.turn import ChatMessage
 
 __all__ = ["QUOTED_CACHE_ENTRIES", "QuotedFetch", "QuotedFetches"]
@@ -78,20 +79,61 @@ class QuotedFetches:
         group_id: str | None,
         transport: Transport,
         timeout_s: float,
+        watchdog: Watchdog | None = None,
+        deadline: Deadline | None = None,
     ) -> QuotedFetch:
         """The images of message ``message_id``: the cached answer, else the platform's within
-        ``timeout_s``. Never raises for the platform's or a plugin's failure."""
+        ``timeout_s``. Never raises for the platform's or a plugin's failure.
+
+        :param watchdog: given (with the turn's ``deadline``), the hook's synchronous part
+            never holds the event loop and its faults are noted in ``deadline``
+            (``docs/plugin_hooks.md``).
+        """
         key = (transport.platform, bot_id, message_id)
         known = self._answers.get(key)
         if known is not None:
             self._answers.move_to_end(key)
             return attrs.evolve(known, cached=True)
-        answer = await self._ask(hooks, message_id, bot_id, group_id, transport, timeout_s)
+        if watchdog is not None and deadline is not None:
+            answer = await self._ask_bounded(
+                hooks, message_id, bot_id, group_id, transport, timeout_s, watchdog, deadline
+            )
+        else:
+            answer = await self._ask(hooks, message_id, bot_id, group_id, transport, timeout_s)
         if answer.result in ("found", "no_images", "missing"):
             self._answers[key] = answer
             while len(self._answers) > self.entries:
                 self._answers.popitem(last=False)
         return answer
+
+    async def _ask_bounded(
+        self,
+        hooks: Hooks,
+        message_id: str,
+        bot_id: str,
+        group_id: str | None,
+        transport: Transport,
+        timeout_s: float,
+        watchdog: Watchdog,
+        deadline: Deadline,
+    ) -> QuotedFetch:
+        try:
+            taken = await hooks.afetch_message(
+                message_id, bot_id, group_id, transport, watchdog=watchdog, deadline=deadline
+            )
+            if taken is None:
+                return QuotedFetch(result="unsupported")
+            plugin, pending = taken
+            message = await watchdog.awaited(
+                plugin, "hook fetch_message", pending, seconds=timeout_s, deadline=deadline
+            )
+        except PluginHungError:
+            log.warning("fetching quoted message %s timed out after %g s", message_id, timeout_s)
+            return QuotedFetch(result="timeout")
+        except Exception as exc:
+            log.warning("fetching quoted message %s failed: %s", message_id, cut(str(exc)))
+            return QuotedFetch(result=cut(f"error: {type(exc).__name__}: {exc}"))
+        return _found(message)
 
     async def _ask(
         self,
@@ -114,10 +156,15 @@ class QuotedFetches:
         except Exception as exc:
             log.warning("fetching quoted message %s failed: %s", message_id, exc)
             return QuotedFetch(result=f"error: {type(exc).__name__}: {exc}")
-        if message is None:
-            return QuotedFetch(result="missing")
-        if not isinstance(message, ChatMessage):
-            return QuotedFetch(result=f"error: fetch_message gave {type(message).__name__}")
-        if not message.images:
-            return QuotedFetch(result="no_images")
-        return QuotedFetch(result="found", images=message.images)
+        return _found(message)
+
+
+def _found(message: object) -> QuotedFetch:
+    """What the platform's answer for a quoted message gives the turn."""
+    if message is None:
+        return QuotedFetch(result="missing")
+    if not isinstance(message, ChatMessage):
+        return QuotedFetch(result=f"error: fetch_message gave {type(message).__name__}")
+    if not message.images:
+        return QuotedFetch(result="no_images")
+    return QuotedFetch(result="found", images=message.images)

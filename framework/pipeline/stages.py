@@ -42,7 +42,7 @@ from promptweave.messages.sequence import HistoryRow
 from promptweave.messages.timeline import build_group_timeline
 from promptweave.plugins.door import Hooks
 from promptweave.plugins.registry import Registries
-from promptweave.plugins.watchdog import Deadline, PluginFault, Watchdog
+from promptweave.plugins.watchdog import Deadline, PluginFault, Watchdog, cut
 from promptweave.prompt.assembly import SectionAssembler
 from promptweave.prompt.render_context import RenderContext
 from promptweave.prompt.rendered import RenderedSection, RenderedTurn, TurnTrace
@@ -95,6 +95,9 @@ class TurnParts:
     message_cache: MessageCache
     clock: Callable[[], dt.datetime]
     event_loop: Callable[[], asyncio.AbstractEventLoop]
+    #: The live loop's stages (``route``, ``render``, ``read``) in which a plugin not shipped
+    #: with promptweave takes part: those run off the event loop's thread.
+    off_loop: frozenset[str] = frozenset()
 
     def context_for(
         self,
@@ -211,16 +214,20 @@ class TurnPipeline:
             self.durations["session"] = _ms(start)
         return self.reader, self.completed
 
-    def decide(self) -> Decision:
+    def decide(self, deadline: Deadline | None = None) -> Decision:
         """Read the session and route the turn (:meth:`promptweave.Promptweave.decide`): the
         route's reads see the store as of one moment (one read transaction in SQLite), unless
-        the route may wait for a model's answer: no read is held open that long."""
+        the route may wait for a model's answer: no read is held open that long.
+
+        :param deadline: the turn's deadline for its plugins (a fresh one by default).
+        """
         stores = self.parts.stores
+        deadline = deadline or self.parts.watchdog.deadline()
         with stores.reading():
             self.read_session()
             if not self.parts.config.routing.model_decision:
-                return self.route(self.parts.watchdog.deadline())
-        return self.route(self.parts.watchdog.deadline())
+                return self.route(deadline)
+        return self.route(deadline)
 
     def route(self, deadline: Deadline, decision: Decision | None = None) -> Decision:
         """Route the turn within ``deadline`` unless ``decision`` is given (or it was routed
@@ -360,6 +367,14 @@ class TurnPipeline:
             )
             self.durations.update(self.retrieval.durations())
         return self.assemble(deadline, allow_persistent_memory)
+
+    async def aretrieve(self, deadline: Deadline) -> None:
+        """The retrievers of the routed turn on the caller's event loop, as :meth:`arender` runs
+        them (the live loop assembles the turn off the loop's thread afterwards)."""
+        _reader, completed = self.read_session()
+        assert self.decision is not None
+        self.retrieval = await self.retrieve(completed, self.decision, None, deadline)
+        self.durations.update(self.retrieval.durations())
 
     def _routed(self, decision: Decision | None) -> tuple[Deadline, Turn, Decision]:
         """The turn's deadline, the turn the session completed, and its decision: what
@@ -526,12 +541,15 @@ class TurnPipeline:
         shape, system_prompt = render_context.reply_shape, context.system_prompt
         try:
             answer = parts.hooks.read_model_answer(text, shape, system_prompt, parts.config)
-        except Exception as exc:
+        except Exception as exc:  # the door records a plugin's faults; this is the core's own
             log.warning("read_model_answer failed: %s", exc)
-            trace["read"] = {"error": f"{type(exc).__name__}: {exc}"}
+            trace["read"] = {"error": cut(f"{type(exc).__name__}: {exc}")}
             return ModelAnswer(bubbles=(), silent=True, reason="read_error")
-        if not isinstance(answer, ModelAnswer):
-            trace["read"] = {"error": f"read_model_answer returned {type(answer).__name__}"}
+        if answer is None:
+            trace["read"] = {
+                "error": "no read_model_answer implementation gave a ModelAnswer "
+                "(see plugin_faults)"
+            }
             return ModelAnswer(bubbles=(), silent=True, reason="read_error")
         trace["read"] = {
             "bubbles": len(answer.bubbles),
@@ -585,8 +603,8 @@ class TurnPipeline:
             return parts.hooks.choose_sticker(
                 answer.sticker, turn.bot.id, turn.group_id, parts.config
             )
-        except Exception as exc:
-            log.warning("choose_sticker failed, the sticker is dropped: %s", exc)
+        except Exception as exc:  # the door records a plugin's faults; this is the core's own
+            log.warning("choose_sticker failed, the sticker is dropped: %s", cut(str(exc)))
             return None
 
 
@@ -611,7 +629,7 @@ def _trace(
                 "status": s.status,
                 "chars": s.chars,
                 **({"override": s.override} if s.override else {}),
-                **({"error": s.error} if s.error else {}),
+                **({"error": cut(s.error)} if s.error else {}),
             }
             for s in sections
         ],

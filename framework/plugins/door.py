@@ -9,9 +9,12 @@ implementation at a time (:class:`HookImplementation`); the others are called as
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -21,11 +24,16 @@ from promptweave.errors import ConfigError, PluginRegistrationError, Promptweave
 from promptweave.plugins.contributions import ModelAsker, SectionOverride
 from promptweave.plugins.observers import Observations
 from promptweave.plugins.watchdog import (
+    NETWORK_BOUND_FACTOR,
+    Deadline,
     PluginFault,
     PluginHungError,
     Watchdog,
     call_plugin,
+    cut,
+    on_worker,
     record_fault,
+    turn_faults,
     type_name,
 )
 
@@ -36,6 +44,7 @@ if TYPE_CHECKING:
         ModelAnswer,
         OutgoingMessage,
         ReplyInjection,
+        Segment,
         SendReceipt,
         Transport,
     )
@@ -55,6 +64,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HINTS_PER_PLUGIN_MAX",
     "NOTES_PER_PLUGIN_MAX",
+    "REGISTER_DEADLINE_S",
     "HookImplementation",
     "Hooks",
     "log_failure",
@@ -62,6 +72,9 @@ __all__ = [
 
 log = logging.getLogger("promptweave")
 
+#: The longest one plugin's ``register_*`` hook may take at start-up, by default
+#: (``[plugins] register_deadline_s``).
+REGISTER_DEADLINE_S = 10.0
 #: The most notes one ``collect_turn_notes`` implementation adds to a turn; the rest are not read.
 NOTES_PER_PLUGIN_MAX = 32
 #: The most hints one ``collect_wording_hints`` implementation adds to a turn; the rest are not
@@ -84,6 +97,11 @@ class HookImplementation:
     pm: pluggy.PluginManager
     traced: bool = False
 
+    @property
+    def is_async(self) -> bool:
+        """The implementation is an ``async def``: calling it only makes its coroutine."""
+        return inspect.iscoroutinefunction(self.impl.function)
+
     def __call__(self, **kwargs: Any) -> Any:
         if not self.traced:
             # What pluggy does for one implementation without wrappers: its arguments by name,
@@ -97,26 +115,53 @@ class HookImplementation:
 
 
 def log_failure(logger: logging.Logger, exc: BaseException, message: str, *args: Any) -> None:
-    """Log a plugin's failure: with its traceback, unless it is a call skipped because the
-    plugin hung (the hang was logged when it happened, and skipping has no traceback worth
-    reading)."""
+    """Log a plugin's failure in one line, its error cut at
+    :data:`promptweave.plugins.watchdog.DETAIL_MAX_CHARS` (the traceback at debug level), unless
+    it is a call skipped because the plugin hung (the hang was logged when it happened)."""
     if isinstance(exc, PluginHungError):
         logger.info("%s", exc)
-    else:
-        logger.error(message, *args, exc_info=exc)
+        return
+    # One line, the error's words cut (a plugin's error can quote ten megabytes); the
+    # traceback at debug level, for the plugin's author.
+    logger.error(f"{message}: %s", *args, cut(f"{type(exc).__name__}: {exc}"))
+    logger.debug(message, *args, exc_info=exc)
+
+
+def _wrong(implementation: HookImplementation, wanted: str, found: object) -> PluginFault:
+    """The ``wrong_type`` fault of an implementation's answer (its type named, never its
+    value)."""
+    return PluginFault(
+        plugin=implementation.plugin,
+        where=f"hook {implementation.hook_name}",
+        kind="wrong_type",
+        detail=f"returned {type_name(found)}, expected {wanted}",
+    )
 
 
 @attrs.frozen
 class _Contribution:
-    """One plugin's contribution hook, called alone."""
+    """One plugin's contribution hook, called alone: a plugin that does not ship with
+    promptweave on a worker thread, for at most ``deadline_s`` (0: unbounded)."""
 
     plugin: str
     hook_name: str
     caller: Any
+    deadline_s: float = REGISTER_DEADLINE_S
+    trusted: bool = False
 
     def __call__(self, **kwargs: Any) -> Any:
         try:
-            return self.caller(**kwargs)
+            if self.trusted or self.deadline_s <= 0:
+                return self.caller(**kwargs)
+            future = on_worker(self.caller, **kwargs)
+            concurrent.futures.wait((future,), self.deadline_s)
+            if not future.done():
+                raise PluginRegistrationError(
+                    f"plugin {self.plugin!r} did not finish {self.hook_name} within "
+                    f"{self.deadline_s:g} s ([plugins] register_deadline_s): it hangs; start-up "
+                    "stopped (block it with PROMPTWEAVE_DISABLE_PLUGINS)"
+                )
+            return future.result()
         except PromptweaveError:
             raise
         except Exception as exc:
@@ -137,6 +182,14 @@ class Hooks:
     pm: pluggy.PluginManager
     traced: bool = False
     observations: Observations = attrs.field(factory=Observations)
+    #: The longest one plugin's contribution hook may take (``[plugins] register_deadline_s``).
+    register_deadline_s: float = REGISTER_DEADLINE_S
+    #: Whether a plugin, by name, is called at start-up without a worker thread (those shipped
+    #: with promptweave); by default none is.
+    trusted: Callable[[str], bool] = attrs.field(default=lambda plugin: False, repr=False)
+    _implemented: dict[str, tuple[list[pluggy.HookImpl], list[HookImplementation]]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
 
     # -- how implementations are called ---------------------------------------------------
 
@@ -144,7 +197,12 @@ class Hooks:
         """The implementations of ``hook_name`` in the order pluggy calls them (the last
         registered first, ``tryfirst`` before, ``trylast`` after), hook wrappers left out."""
         caller: pluggy.HookCaller = getattr(self.pm.hook, hook_name)
-        return [
+        impls = caller.get_hookimpls()
+        known = self._implemented.get(hook_name)
+        # Built once per set of implementations: the live loop asks on every turn.
+        if known is not None and known[0] == impls:
+            return known[1]
+        found = [
             HookImplementation(
                 plugin=impl.plugin_name,
                 hook_name=hook_name,
@@ -152,9 +210,11 @@ class Hooks:
                 pm=self.pm,
                 traced=self.traced,
             )
-            for impl in reversed(caller.get_hookimpls())
+            for impl in reversed(impls)
             if not (impl.hookwrapper or impl.wrapper)
         ]
+        self._implemented[hook_name] = (impls, found)
+        return found
 
     def implemented(self, hook_name: str) -> bool:
         """Whether any plugin implements ``hook_name``."""
@@ -190,18 +250,20 @@ class Hooks:
             except PluginHungError as exc:
                 return None, exc.fault
             except Exception as exc:
-                log.warning("%s of plugin %r raised", where, plugin, exc_info=True)
+                log_failure(log, exc, "%s of plugin %r raised", where, plugin)
                 detail = f"{type(exc).__name__}: {exc}"
-                return None, PluginFault(plugin=plugin, where=where, kind="raised", detail=detail)
+                fault = PluginFault(plugin=plugin, where=where, kind="raised", detail=detail)
+                record_fault(fault)
+                return None, fault
             if found is None:
                 continue
             if not isinstance(found, expected):
                 names = expected if isinstance(expected, tuple) else (expected,)
                 wanted = " or ".join(kind.__name__ for kind in names)
                 detail = f"returned {type_name(found)}, expected {wanted} or None"
-                return None, PluginFault(
-                    plugin=plugin, where=where, kind="wrong_type", detail=detail
-                )
+                fault = PluginFault(plugin=plugin, where=where, kind="wrong_type", detail=detail)
+                record_fault(fault)
+                return None, fault
             return found, None
         return None, None
 
@@ -229,7 +291,16 @@ class Hooks:
         everyone = [(name, plugin) for name, plugin in pm.list_name_plugin() if plugin is not None]
         for name in implementers:
             others = [plugin for other, plugin in everyone if other != name]
-            yield name, _Contribution(name, hook_name, pm.subset_hook_caller(hook_name, others))
+            yield (
+                name,
+                _Contribution(
+                    name,
+                    hook_name,
+                    pm.subset_hook_caller(hook_name, others),
+                    deadline_s=self.register_deadline_s,
+                    trusted=self.trusted(name),
+                ),
+            )
 
     def register_sections(self) -> Iterator[tuple[str, Callable[..., Any]]]:
         """The plugins that implement ``register_sections``, each with its call
@@ -305,6 +376,7 @@ class Hooks:
                 )
                 if strict:
                     raise TypeError(problem)
+                record_fault(_wrong(implementation, "SectionOverride or None", found))
                 return None, problem
             return found, None
         return None, None
@@ -337,6 +409,8 @@ class Hooks:
         for implementation in self.implementations("measure_text"):
             try:
                 measured = call_plugin(implementation.plugin, where, implementation, text=text)
+            except PluginHungError:
+                return len(text)  # the hang or the skip is noted already
             except Exception as exc:
                 record_fault(
                     PluginFault(
@@ -436,13 +510,24 @@ class Hooks:
             if isinstance(found, str):
                 found = [found]
             try:
+                if isinstance(found, Mapping | bytes):
+                    raise TypeError  # its keys or its bytes are not notes
                 given = list(itertools.islice(iter(found), NOTES_PER_PLUGIN_MAX))
             except Exception as exc:
                 given = [exc]
             wrong = next((note for note in given if not isinstance(note, str)), None)
             if wrong is not None:
-                error = f"returned {type_name(found)} holding {type_name(wrong)}, expected strings"
+                held = "" if isinstance(wrong, TypeError) else f" holding {type_name(wrong)}"
+                error = f"returned {type_name(found)}{held}, expected strings"
                 log.error("collect_turn_notes of plugin %r %s", plugin, error)
+                record_fault(
+                    PluginFault(
+                        plugin=plugin,
+                        where="hook collect_turn_notes",
+                        kind="wrong_type",
+                        detail=error,
+                    )
+                )
                 failures.append({"plugin": plugin, "error": error})
                 continue
             notes.extend(given)
@@ -523,10 +608,74 @@ class Hooks:
         caller), for the synchronous fallback of ``submit_request_async``."""
         return self.pm.hook.submit_request(request=request, config=config)
 
-    def submit_request_async(self, request: ProviderRequest, config: Config) -> Any:
-        """``submit_request_async`` as pluggy calls it: an awaitable, or ``None`` when no
-        implementation takes the request; what an implementation raises reaches the caller."""
-        return self.pm.hook.submit_request_async(request=request, config=config)
+    def submit_request_async(
+        self, request: ProviderRequest, config: Config, *, watchdog: Watchdog | None = None
+    ) -> Any:
+        """``submit_request_async``: an awaitable, or ``None`` when no implementation takes the
+        request; what an implementation raises reaches the caller.
+
+        :param watchdog: given, the hook is called one implementation at a time inside the
+            awaitable returned (``None`` only when no plugin implements it): each synchronous
+            part through :meth:`Watchdog.acall` (never holding the event loop), each awaitable
+            for at most ``[provider] timeout_s`` times
+            :data:`promptweave.plugins.watchdog.NETWORK_BOUND_FACTOR` (past it
+            :class:`PluginHungError` naming the plugin is raised). A synchronous part that hangs
+            (or a quarantined plugin) and a wrong answer are passed over, the next
+            implementation asked; when none answers, the first of them is given back (the wrong
+            answer, or the hang raised). The faults are noted in the live loop's turn. When
+            every implementation declines, ``submit_request`` answers, in a worker thread.
+        """
+        if watchdog is None:
+            return self.pm.hook.submit_request_async(request=request, config=config)
+        implementations = self.implementations("submit_request_async")
+        if not implementations:
+            return None
+        return self._submit_bounded(implementations, request, config, watchdog)
+
+    async def _submit_bounded(
+        self,
+        implementations: list[HookImplementation],
+        request: ProviderRequest,
+        config: Config,
+        watchdog: Watchdog,
+    ) -> Any:
+        from promptweave.providers.exchange import SubmitResult
+
+        collector = turn_faults.get()
+        deadline = (
+            Deadline(seconds=watchdog.deadline_s) if collector is None else collector.renewed()
+        )
+        where = "hook submit_request_async"
+        # What the first faulty implementation left, given back when no other one answers (the
+        # caller's error result then says what went wrong).
+        left: Any = None
+        hung: PluginHungError | None = None
+        for implementation in implementations:
+            plugin = implementation.plugin
+            try:
+                pending = await watchdog.acall(
+                    plugin, where, implementation, deadline=deadline, request=request, config=config
+                )
+            except PluginHungError as exc:
+                hung = hung or exc  # hung or quarantined (noted): the next one is asked
+                continue
+            if pending is None:
+                continue
+            if inspect.isawaitable(pending):
+                seconds = config.provider.timeout_s * NETWORK_BOUND_FACTOR
+                pending = await watchdog.awaited(
+                    plugin, where, pending, seconds=seconds, deadline=deadline
+                )
+            if not isinstance(pending, SubmitResult):
+                deadline.add(_wrong(implementation, "SubmitResult or None", pending))
+                left = pending if left is None else left
+                continue  # dropped with its fault: the next implementation is asked
+            return pending
+        if left is not None:
+            return left
+        if hung is not None:
+            raise hung
+        return await asyncio.to_thread(self.submit_request_in_full, request, config)
 
     # -- routing -----------------------------------------------------------------------------
 
@@ -543,6 +692,7 @@ class Hooks:
             if raw is None:
                 continue
             if not isinstance(raw, str):
+                record_fault(_wrong(implementation, "str or None", raw))
                 raise TypeError(
                     f"decide_with_model of plugin {implementation.plugin!r} returned "
                     f"{type(raw).__name__}, expected str or None"
@@ -560,6 +710,44 @@ class Hooks:
             platform=platform, payload=payload, bot_id=bot_id
         )
         return answer
+
+    async def aparse_event(
+        self, platform: str, payload: Any, bot_id: str, *, watchdog: Watchdog, deadline: Deadline
+    ) -> IncomingEvent | None:
+        """``parse_event`` for the live loop: each implementation on its own, never holding the
+        event loop (:meth:`Watchdog.acall`, bounded by ``deadline``). An implementation that
+        raises anything but ``ValueError``, hangs or answers something else than an
+        :class:`IncomingEvent` is passed over (the fault noted in ``deadline``), and the next one
+        is asked.
+
+        :returns: the event, or ``None`` when none parsed the payload.
+        :raises ValueError: a plugin found the payload malformed (the documented answer).
+        """
+        from promptweave.loop.events import IncomingEvent
+
+        where = "hook parse_event"
+        for implementation in self.implementations("parse_event"):
+            try:
+                found = await watchdog.acall(
+                    implementation.plugin,
+                    where,
+                    implementation,
+                    deadline=deadline,
+                    platform=platform,
+                    payload=payload,
+                    bot_id=bot_id,
+                )
+            except ValueError:
+                raise
+            except Exception:
+                continue  # noted in the deadline by the watchdog
+            if found is None:
+                continue
+            if not isinstance(found, IncomingEvent):
+                deadline.add(_wrong(implementation, "IncomingEvent or None", found))
+                continue
+            return found
+        return None
 
     def parse_message(
         self, platform: str, payload: Any, bot_id: str, *, watchdog: Watchdog | None = None
@@ -682,18 +870,69 @@ class Hooks:
 
     def read_model_answer(
         self, text: str, shape: ReplyShape, system_prompt: str, config: Config
-    ) -> ModelAnswer | Any:
-        """``read_model_answer`` as pluggy calls it; the live loop judges the answer, and what an
-        implementation raises reaches it."""
-        return self.pm.hook.read_model_answer(
-            text=text, shape=shape, system_prompt=system_prompt, config=config
-        )
+    ) -> ModelAnswer | None:
+        """The first answer of ``read_model_answer``, each implementation called on its own:
+        one that raises, hangs or answers anything but a :class:`ModelAnswer` is passed over
+        (its fault recorded in the turn's faults) and the next one reads the text, down to the
+        built-in reader.
 
-    def choose_sticker(self, intent: str, bot_id: str, group_id: str | None, config: Config) -> Any:
-        """``choose_sticker`` as pluggy calls it: the sticker's segment, or ``None``."""
-        return self.pm.hook.choose_sticker(
-            intent=intent, bot_id=bot_id, group_id=group_id, config=config
+        :returns: the answer, or ``None`` when no implementation gave one.
+        """
+        from promptweave.delivery.outgoing import ModelAnswer
+
+        answer: ModelAnswer | None = self._first_good(
+            "read_model_answer",
+            ModelAnswer,
+            text=text,
+            shape=shape,
+            system_prompt=system_prompt,
+            config=config,
         )
+        return answer
+
+    def choose_sticker(
+        self, intent: str, bot_id: str, group_id: str | None, config: Config
+    ) -> Segment | None:
+        """The first :class:`Segment` of ``choose_sticker``, each implementation on its own: one
+        that raises, hangs or answers anything else is passed over (its fault recorded), the
+        next one asked; ``None`` when none gives one (the sticker is dropped, not the reply)."""
+        from promptweave.delivery.outgoing import Segment
+
+        segment: Segment | None = self._first_good(
+            "choose_sticker",
+            Segment,
+            intent=intent,
+            bot_id=bot_id,
+            group_id=group_id,
+            config=config,
+        )
+        return segment
+
+    def _first_good(self, hook_name: str, expected: type, **kwargs: Any) -> Any:
+        """The first answer of ``expected`` type, each implementation called inside the current
+        stage; a fault is recorded and the next implementation asked."""
+        where = f"hook {hook_name}"
+        for implementation in self.implementations(hook_name):
+            try:
+                found = call_plugin(implementation.plugin, where, implementation, **kwargs)
+            except Exception as exc:
+                if not isinstance(exc, PluginHungError):
+                    record_fault(
+                        PluginFault(
+                            plugin=implementation.plugin,
+                            where=where,
+                            kind="raised",
+                            detail=f"{type(exc).__name__}: {exc}",
+                        )
+                    )
+                continue
+            if found is None:
+                continue
+            if not isinstance(found, expected):
+                record_fault(_wrong(implementation, f"{expected.__name__} or None", found))
+                continue
+            return found
+        return None
 
     def send_message(
         self, message: OutgoingMessage, transport: Transport
@@ -705,6 +944,46 @@ class Hooks:
         )
         return pending
 
+    async def asend_message(
+        self,
+        message: OutgoingMessage,
+        transport: Transport,
+        *,
+        watchdog: Watchdog,
+        deadline: Deadline,
+    ) -> tuple[str, Awaitable[SendReceipt]] | None:
+        """``send_message`` for the live loop: each implementation's synchronous part through
+        :meth:`Watchdog.acall` (never holding the event loop); one that raises, hangs or gives
+        anything but an awaitable is passed over, its fault noted in ``deadline``.
+
+        :returns: the plugin that took the send and its pending send, or ``None``.
+        """
+        return await self._pending(
+            "send_message", watchdog, deadline, message=message, transport=transport
+        )
+
+    async def _pending(
+        self, hook_name: str, watchdog: Watchdog, deadline: Deadline, **kwargs: Any
+    ) -> tuple[str, Awaitable[Any]] | None:
+        """The first awaitable of an async ``hook_name``, its synchronous parts called through
+        :meth:`Watchdog.acall`; a raise, a hang or a wrong answer passes over to the next
+        implementation (noted in ``deadline``)."""
+        where = f"hook {hook_name}"
+        for implementation in self.implementations(hook_name):
+            try:
+                pending = await watchdog.acall(
+                    implementation.plugin, where, implementation, deadline=deadline, **kwargs
+                )
+            except Exception:
+                continue  # noted in the deadline by the watchdog
+            if pending is None:
+                continue
+            if not inspect.isawaitable(pending):
+                deadline.add(_wrong(implementation, "an awaitable or None", pending))
+                continue
+            return implementation.plugin, pending
+        return None
+
     def fetch_message(
         self, message_id: str, bot_id: str, group_id: str | None, transport: Transport
     ) -> Awaitable[ChatMessage | None] | None:
@@ -715,6 +994,28 @@ class Hooks:
             message_id=message_id, bot_id=bot_id, group_id=group_id, transport=transport
         )
         return pending
+
+    async def afetch_message(
+        self,
+        message_id: str,
+        bot_id: str,
+        group_id: str | None,
+        transport: Transport,
+        *,
+        watchdog: Watchdog,
+        deadline: Deadline,
+    ) -> tuple[str, Awaitable[ChatMessage | None]] | None:
+        """``fetch_message`` for the live loop, as :meth:`asend_message` calls ``send_message``:
+        the plugin that took the fetch and its pending fetch, or ``None``."""
+        return await self._pending(
+            "fetch_message",
+            watchdog,
+            deadline,
+            message_id=message_id,
+            bot_id=bot_id,
+            group_id=group_id,
+            transport=transport,
+        )
 
     # -- after the fact: observation -------------------------------------------------------
 

@@ -29,7 +29,7 @@ from promptweave.plugins.contributions import (
     Section,
     Tool,
 )
-from promptweave.plugins.door import Hooks
+from promptweave.plugins.door import REGISTER_DEADLINE_S, Hooks
 
 __all__ = ["Registered", "Registries", "collect_registries", "order_sections"]
 
@@ -100,10 +100,10 @@ def _collect_named(
     return collected
 
 
-def _collect_sections(pm: pluggy.PluginManager) -> list[Registered[Section]]:
+def _collect_sections(hooks: Hooks) -> list[Registered[Section]]:
     sections: list[Registered[Section]] = []
     replaced_by: dict[str, str] = {}
-    for plugin_name, caller in Hooks(pm=pm).register_sections():
+    for plugin_name, caller in hooks.register_sections():
 
         def register(section: Section, _plugin: str = plugin_name) -> None:
             if not isinstance(section, Section):
@@ -205,28 +205,39 @@ def order_sections(
     return tuple(ordered), tuple(warnings)
 
 
-def collect_registries(pm: pluggy.PluginManager) -> Registries:
-    """Call every contribution hook and build the registries."""
-    hooks = Hooks(pm=pm)
-    sections, warnings = order_sections(_collect_sections(pm))
+def collect_registries(
+    pm: pluggy.PluginManager,
+    *,
+    deadline_s: float = REGISTER_DEADLINE_S,
+    trusted: Callable[[str], bool] | None = None,
+) -> Registries:
+    """Call every contribution hook and build the registries.
+
+    :param deadline_s: the longest one plugin's contribution hook may take; past it a
+        :class:`promptweave.errors.PluginRegistrationError` names the plugin (0: unbounded).
+    :param trusted: the plugins called on this thread without a bound (those shipped with
+        promptweave); by default none is.
+    """
+    hooks = Hooks(pm=pm, register_deadline_s=deadline_s, trusted=trusted or (lambda plugin: False))
+    sections, warnings = order_sections(_collect_sections(hooks))
     return Registries(
         sections=sections,
         section_warnings=warnings,
         retrievers=_collect_named(hooks.register_retrievers(), "retriever", Retriever),
-        decision_rules=_collect_rules(pm),
+        decision_rules=_collect_rules(hooks),
         pools=_collect_named(hooks.register_low_engagement_pools(), "phrase pool", PhrasePool),
-        persona_packs=_collect_named_packs(pm),
+        persona_packs=_collect_named_packs(hooks),
         tools=_collect_named(hooks.register_tools(), "tool", Tool),
         learners=_collect_named(hooks.register_learners(), "learner", Learner),
     )
 
 
-def _collect_rules(pm: pluggy.PluginManager) -> dict[str, Registered[DecisionRule]]:
+def _collect_rules(hooks: Hooks) -> dict[str, Registered[DecisionRule]]:
     """Decision rules by name; ``replace=True`` replaces a rule, keeping its order unless the
     replacement gives one. Replacing a rule twice, or an unknown one, is an error."""
     collected: dict[str, Registered[DecisionRule]] = {}
     replaced_by: dict[str, str] = {}
-    for plugin_name, caller in Hooks(pm=pm).register_decision_rules():
+    for plugin_name, caller in hooks.register_decision_rules():
 
         def register(rule: DecisionRule, _plugin: str = plugin_name) -> None:
             if not isinstance(rule, DecisionRule):
@@ -262,9 +273,9 @@ def _collect_rules(pm: pluggy.PluginManager) -> dict[str, Registered[DecisionRul
     return collected
 
 
-def _collect_named_packs(pm: pluggy.PluginManager) -> dict[str, Registered[Path]]:
+def _collect_named_packs(hooks: Hooks) -> dict[str, Registered[Path]]:
     collected: dict[str, Registered[Path]] = {}
-    for plugin_name, caller in Hooks(pm=pm).register_persona_packs():
+    for plugin_name, caller in hooks.register_persona_packs():
 
         def register(name: str, path: Path, _plugin: str = plugin_name) -> None:
             if not isinstance(name, str) or not isinstance(path, str | Path):

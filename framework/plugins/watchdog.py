@@ -16,18 +16,31 @@ A hook that reaches the network (``submit_request``, ``fetch_image``, ``summariz
 ``describe_image``) is bounded by :meth:`Watchdog.call` with its own budget; such a call is handed
 to a worker whoever made the plugin, since its own timeout is the plugin's to keep.
 
+In the live loop a stage runs off the event loop's thread (:meth:`Watchdog.arun`, one worker
+call for the whole stage) whenever a plugin the watchdog does not trust takes part in it, and a
+hook the loop calls on its own (``parse_event``, the synchronous part of ``send_message`` and
+``submit_request_async``) goes through :meth:`Watchdog.acall`: a plugin that hangs or is merely
+slow holds its own turn, never another conversation's.
+
+A plugin that hung is *quarantined*: every call of it, at any place, is skipped while its hung
+call runs and for ``[plugins] quarantine_s`` after it returned, so its threads cannot pile up.
+Every fault's detail is cut at :data:`DETAIL_MAX_CHARS` characters (a plugin's ten-megabyte
+answer never reaches a trace or a log whole).
+
 Worker threads are daemon threads (:class:`promptweave.plugins.workers.DaemonExecutor`), so a
 plugin that never returns does not keep the process from exiting.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextvars
+import inspect
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import attrs
@@ -36,14 +49,21 @@ from promptweave.errors import PromptweaveError
 from promptweave.plugins.workers import DaemonExecutor
 
 __all__ = [
+    "DETAIL_MAX_CHARS",
     "NETWORK_BOUND_FACTOR",
+    "OFF_LOOP_STAGES_MAX",
+    "QUARANTINE_S",
     "RERUN_GRACE_S",
     "Deadline",
     "PluginFault",
     "PluginHungError",
     "Watchdog",
     "call_plugin",
+    "cut",
+    "on_worker",
+    "raised_fault",
     "record_fault",
+    "turn_faults",
     "type_name",
 ]
 
@@ -58,6 +78,26 @@ RERUN_GRACE_S = 0.25
 #: ``summarize_session``, ``describe_image``) are bounded by ``[provider] timeout_s`` times this,
 #: not by the turn's deadline: their own timeout should fire first.
 NETWORK_BOUND_FACTOR = 2.0
+#: The most characters of a fault's detail (and of any value a fault quotes) that a trace or a
+#: log line carries; the rest is cut, with the cut length said.
+DETAIL_MAX_CHARS = 300
+#: How long a plugin that hung stays quarantined after its hung call returned, by default
+#: (``[plugins] quarantine_s``).
+QUARANTINE_S = 60.0
+#: Worker threads for the stages the live loop runs off its thread (one per turn in a stage at
+#: most; ``[loop] max_in_flight`` bounds the turns).
+OFF_LOOP_STAGES_MAX = 64
+
+
+def cut(text: str, limit: int = DETAIL_MAX_CHARS) -> str:
+    """``text`` cut at ``limit`` characters, saying how long it was when it is cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… (cut, {len(text)} chars)"
+
+
+def _cut_detail(value: object) -> str:
+    return cut(str(value))
 
 
 @attrs.frozen(kw_only=True)
@@ -67,15 +107,15 @@ class PluginFault:
     :param plugin: the plugin's registered name.
     :param where: what was called: ``section 'memory'``, ``decision rule 'gate_x'``, ``hook
         override_section``…
-    :param kind: ``hung`` (the deadline passed during the call: left behind), ``skipped`` (an
-        earlier call hung and has not returned), ``raised`` or ``wrong_type``.
-    :param detail: what happened, in words.
+    :param kind: ``hung`` (the deadline passed during the call: left behind), ``skipped`` (the
+        plugin is quarantined: an earlier call hung), ``raised`` or ``wrong_type``.
+    :param detail: what happened, in words, cut at :data:`DETAIL_MAX_CHARS`.
     """
 
     plugin: str
     where: str
     kind: str
-    detail: str = ""
+    detail: str = attrs.field(default="", converter=_cut_detail)
 
     def describe(self) -> str:
         return f"{self.where} of plugin {self.plugin!r} {self.kind}: {self.detail}".rstrip(": ")
@@ -117,6 +157,11 @@ class Deadline:
 
     def remaining(self) -> float:
         return max(0.0, self.started + self.seconds - time.monotonic())
+
+    def renewed(self) -> Deadline:
+        """A fresh budget of the same length from now, noting its faults with this one's (the
+        live loop gives each stage of a turn its own budget and one list of faults)."""
+        return Deadline(seconds=self.seconds, faults=self.faults, lock=self._lock)
 
     def add(self, fault: PluginFault) -> None:
         """Note a fault once (a measure plugin may fail on every message of a turn); a call
@@ -180,20 +225,20 @@ class _StageRun:
         kwargs: dict[str, Any],
     ) -> T:
         watchdog = self.watchdog
-        since = watchdog.hung_since(plugin, where)
-        if since is not None:
-            fault = PluginFault(
-                plugin=plugin,
-                where=where,
-                kind="skipped",
-                detail=f"a call of an earlier turn has been running for "
-                f"{time.monotonic() - since:.1f} s",
-            )
-            self.deadline.add(fault)
-            raise PluginHungError(fault)
-        if not self.bound_all and watchdog.trusted(plugin):
-            return fn(*args, **kwargs)
-        return self._bounded(plugin, where, fn, args, kwargs)
+        skipped = watchdog.quarantined(plugin, where)
+        if skipped is not None:
+            self.deadline.add(skipped)
+            raise PluginHungError(skipped)
+        try:
+            if not self.bound_all and watchdog.trusted(plugin):
+                return fn(*args, **kwargs)
+            return self._bounded(plugin, where, fn, args, kwargs)
+        except PluginHungError:
+            raise
+        except Exception as exc:
+            # Named here, whoever catches it: the caller falls back, the turn's trace keeps it.
+            self.deadline.add(raised_fault(plugin, where, exc))
+            raise
 
     def _bounded(
         self,
@@ -214,17 +259,22 @@ class _StageRun:
         concurrent.futures.wait((future,), max(self.deadline.remaining(), self.watchdog.grace_s))
         if future.done():
             return future.result()
-        self.watchdog.hang(plugin, where, started, future)
-        fault = PluginFault(
-            plugin=plugin,
-            where=where,
-            kind="hung",
-            detail=f"no answer within the turn's deadline of {self.deadline.seconds:g} s; "
-            "the turn went on without it, and it is skipped until it returns",
-        )
+        fault = self.watchdog.hang(plugin, where, started, future, self.deadline.seconds)
         self.deadline.add(fault)
-        log.warning("%s", fault.describe())
         raise PluginHungError(fault)
+
+
+def raised_fault(plugin: str, where: str, exc: BaseException) -> PluginFault:
+    """The fault of a plugin call that raised ``exc``."""
+    return PluginFault(
+        plugin=plugin, where=where, kind="raised", detail=f"{type(exc).__name__}: {exc}"
+    )
+
+
+def on_worker(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+    """``fn(*args, **kwargs)`` on a stage worker thread (a daemon thread), with this context."""
+    context = contextvars.copy_context()
+    return _stage_workers().submit(context.run, _call_unbounded, fn, args, kwargs)
 
 
 def _call_unbounded(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
@@ -249,13 +299,38 @@ def call_plugin(plugin: str, where: str, fn: Callable[..., T], /, *args: Any, **
     return run.call(plugin, where, fn, args, kwargs)
 
 
+#: The faults of the live loop's turn running in this task (its hooks called on the event loop
+#: note theirs there); ``None`` outside a turn.
+turn_faults: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "promptweave_turn_faults", default=None
+)
+
+
 def record_fault(fault: PluginFault) -> None:
-    """Note a fault of the current stage's turn; outside a stage, log it."""
+    """Note a fault of the current stage's turn (or of the live loop's turn in this task);
+    outside both, log it."""
     run: _StageRun | None = getattr(_local, "run", None)
-    if run is None:
-        log.warning("%s", fault.describe())
-    else:
+    if run is not None:
         run.deadline.add(fault)
+        return
+    collector = turn_faults.get()
+    if collector is not None:
+        collector.add(fault)
+    else:
+        log.warning("%s", fault.describe())
+
+
+_off_loop_executor: DaemonExecutor | None = None
+
+
+def _off_loop_workers() -> DaemonExecutor:
+    global _off_loop_executor
+    with _stage_executor_lock:
+        if _off_loop_executor is None:
+            _off_loop_executor = DaemonExecutor(
+                max_workers=OFF_LOOP_STAGES_MAX, name="promptweave-offloop"
+            )
+        return _off_loop_executor
 
 
 @attrs.define
@@ -272,7 +347,10 @@ class Watchdog:
     deadline_s: float
     grace_s: float = RERUN_GRACE_S
     trusted: Callable[[str], bool] = attrs.field(default=lambda plugin: False, repr=False)
+    quarantine_s: float = QUARANTINE_S
     _hung: dict[tuple[str, str], tuple[float, object]] = attrs.field(factory=dict, repr=False)
+    #: Plugins whose hung calls all returned, and when their quarantine ends (monotonic time).
+    _quarantined: dict[str, tuple[float, str]] = attrs.field(factory=dict, repr=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
 
     def deadline(self) -> Deadline:
@@ -289,22 +367,72 @@ class Watchdog:
             found = self._hung.get((plugin, where))
         return None if found is None else found[0]
 
+    def quarantined(self, plugin: str, where: str) -> PluginFault | None:
+        """The ``skipped`` fault of a call of ``plugin`` at ``where`` while the plugin is
+        quarantined (a call of it hung and has not returned, or returned less than
+        :attr:`quarantine_s` ago), else ``None``."""
+        if not self._hung and not self._quarantined:
+            return None  # nothing hung, the usual case: no lock taken
+        now = time.monotonic()
+        with self._lock:
+            running = [
+                (since, place) for (name, place), (since, _) in self._hung.items() if name == plugin
+            ]
+            ended = self._quarantined.get(plugin)
+            if ended is not None and ended[0] <= now:
+                del self._quarantined[plugin]
+                ended = None
+        if running:
+            since, place = min(running)
+            detail = f"quarantined: its call at {place} has been running for {now - since:.1f} s"
+        elif ended is not None:
+            detail = (
+                f"quarantined for {ended[0] - now:.1f} s more: its call at {ended[1]} hung "
+                "and returned late"
+            )
+        else:
+            return None
+        return PluginFault(plugin=plugin, where=where, kind="skipped", detail=detail)
+
     def hang(
-        self, plugin: str, where: str, started: float, call: concurrent.futures.Future[Any]
-    ) -> None:
-        """Note the call left behind as hung until it returns."""
+        self,
+        plugin: str,
+        where: str,
+        started: float,
+        call: concurrent.futures.Future[Any],
+        waited_s: float,
+    ) -> PluginFault:
+        """Note the call left behind as hung until it returns (the plugin is quarantined), log it
+        once, and give its ``hung`` fault."""
         with self._lock:
             self._hung[(plugin, where)] = (started, call)
         call.add_done_callback(lambda _done: self.release(plugin, where, call))
+        fault = PluginFault(
+            plugin=plugin,
+            where=where,
+            kind="hung",
+            detail=f"no answer within the deadline of {waited_s:g} s; the turn went on without "
+            "it, and the plugin is quarantined until it returns and "
+            f"{self.quarantine_s:g} s more",
+        )
+        log.warning("%s", fault.describe())
+        return fault
 
     def release(self, plugin: str, where: str, call: object) -> None:
-        """The call left behind returned: the plugin is called again from now on."""
+        """The call left behind returned: the plugin is called again once its quarantine ends."""
         with self._lock:
             found = self._hung.get((plugin, where))
             if found is None or found[1] is not call:
                 return
             del self._hung[(plugin, where)]
-        log.info("%s of plugin %r returned after hanging; called again", where, plugin)
+            if self.quarantine_s > 0:
+                self._quarantined[plugin] = (time.monotonic() + self.quarantine_s, where)
+        log.info(
+            "%s of plugin %r returned after hanging; called again in %g s",
+            where,
+            plugin,
+            self.quarantine_s,
+        )
 
     def hung(self) -> list[tuple[str, str]]:
         """The ``(plugin, where)`` calls hung now."""
@@ -341,16 +469,132 @@ class Watchdog:
             an earlier one has not returned.
         """
         if deadline is None:
-            if seconds is None and getattr(_local, "run", None) is not None:
+            outer: _StageRun | None = getattr(_local, "run", None)
+            if seconds is None and outer is not None:
                 return call_plugin(plugin, where, fn, *args, **kwargs)  # within the stage's own
-            deadline = Deadline(seconds=self.deadline_s if seconds is None else seconds)
+            budget = self.deadline_s if seconds is None else seconds
+            if outer is not None:
+                # A budget of its own; its faults are the turn's, as the stage's are.
+                shared = outer.deadline
+                deadline = Deadline(seconds=budget, faults=shared.faults, lock=shared._lock)
+            else:
+                deadline = Deadline(seconds=budget)
         if deadline.seconds <= 0:
             return call_plugin(plugin, where, fn, *args, **kwargs)
         run = _StageRun(watchdog=self, deadline=deadline, bound_all=seconds is not None)
         return run.execute(lambda: run.call(plugin, where, fn, args, kwargs))
+
+    async def arun(self, stage: Callable[[], T], deadline: Deadline, *, off_loop: bool) -> T:
+        """:meth:`run` for the event loop: with ``off_loop`` (a plugin not trusted takes part in
+        the stage), the whole stage runs on one worker thread and is awaited, so nothing in it
+        can hold the event loop; else on the loop's thread as :meth:`run` does (the trusted
+        plugins and the runtime's own work only).
+
+        Cancelling the caller leaves the stage to finish on its worker; its plugin calls are
+        bounded by ``deadline`` as in :meth:`run`.
+        """
+        if not off_loop or deadline.seconds <= 0:
+            return self.run(stage, deadline)
+        context = contextvars.copy_context()
+        run = _StageRun(watchdog=self, deadline=deadline)
+        future = _off_loop_workers().submit(context.run, _off_loop_stage, run, stage)
+        return await asyncio.wrap_future(future)
+
+    async def acall(
+        self,
+        plugin: str,
+        where: str,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        deadline: Deadline,
+        **kwargs: Any,
+    ) -> T:
+        """One plugin call from the event loop, bounded by ``deadline`` without holding the
+        loop: a plugin the watchdog trusts, or an ``async def`` (whose call only makes its
+        coroutine), is called on the loop's thread; any other call runs on a worker thread and is
+        awaited. A raise, a hang and a skipped call are noted in ``deadline``.
+
+        :raises PluginHungError: the call hung past the deadline, or the plugin is quarantined.
+        """
+        skipped = self.quarantined(plugin, where)
+        if skipped is not None:
+            deadline.add(skipped)
+            raise PluginHungError(skipped)
+        try:
+            if (
+                deadline.seconds <= 0
+                or self.trusted(plugin)
+                or getattr(fn, "is_async", False)
+                or inspect.iscoroutinefunction(fn)
+            ):
+                return fn(*args, **kwargs)
+            started = time.monotonic()
+            context = contextvars.copy_context()
+            future: concurrent.futures.Future[T] = _stage_workers().submit(
+                context.run, _call_unbounded, fn, args, kwargs
+            )
+            waited = asyncio.wrap_future(future)
+            # Waited for with ``wait``, not ``wait_for``: a plugin raising ``TimeoutError`` of its
+            # own is that plugin's error, not a hang.
+            await asyncio.wait((waited,), timeout=max(deadline.remaining(), self.grace_s))
+            if waited.done():
+                return waited.result()
+            waited.cancel()
+            fault = self.hang(plugin, where, started, future, deadline.seconds)
+            deadline.add(fault)
+            raise PluginHungError(fault)
+        except PluginHungError:
+            raise
+        except Exception as exc:
+            deadline.add(raised_fault(plugin, where, exc))
+            raise
+
+    async def awaited(
+        self,
+        plugin: str,
+        where: str,
+        pending: Awaitable[T],
+        *,
+        seconds: float,
+        deadline: Deadline,
+    ) -> T:
+        """``pending`` (what an async hook gave) awaited for at most ``seconds``; past them the
+        wait is cancelled and the plugin named as hung (not quarantined: nothing of it is left
+        running once its task is cancelled). A raise is noted in ``deadline`` too.
+
+        :raises PluginHungError: it took longer.
+        """
+        bound = asyncio.timeout(seconds)
+        try:
+            async with bound:
+                return await pending
+        except TimeoutError as exc:
+            if not bound.expired():  # the plugin's own TimeoutError: its error, not a hang
+                deadline.add(raised_fault(plugin, where, exc))
+                raise
+            fault = PluginFault(
+                plugin=plugin,
+                where=where,
+                kind="hung",
+                detail=f"its awaitable did not finish within {seconds:g} s; cancelled",
+            )
+            deadline.add(fault)
+            log.warning("%s", fault.describe())
+            raise PluginHungError(fault) from None
+        except Exception as exc:
+            deadline.add(raised_fault(plugin, where, exc))
+            raise
 
     def close(self) -> None:
         """Forget the hung calls. The stage workers are the process's: idle ones exit by
         themselves, and a hung one is left to the interpreter's exit."""
         with self._lock:
             self._hung.clear()
+            self._quarantined.clear()
+
+
+def _off_loop_stage(run: _StageRun, stage: Callable[[], T]) -> T:
+    """A stage on an off-loop worker: what the worker's last task left behind is not read."""
+    _local.run = None
+    return run.execute(stage)

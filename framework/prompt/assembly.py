@@ -27,7 +27,7 @@ from promptweave.plugins.contributions import (
 )
 from promptweave.plugins.door import Hooks, log_failure
 from promptweave.plugins.registry import Registered
-from promptweave.plugins.watchdog import call_plugin, type_name
+from promptweave.plugins.watchdog import PluginFault, call_plugin, record_fault, type_name
 from promptweave.prompt.overrides import MAX_OVERRIDE_CONTENT_CHARS
 from promptweave.prompt.render_context import RenderContext
 from promptweave.prompt.rendered import RenderedSection
@@ -179,6 +179,14 @@ class SectionAssembler:
                     f"section {entry.item.id!r} of plugin {entry.plugin!r}: {problem}"
                 )
             log.error("section %r of plugin %r: %s", entry.item.id, entry.plugin, problem)
+            record_fault(
+                PluginFault(
+                    plugin=entry.plugin,
+                    where=f"section {entry.item.id!r}",
+                    kind="wrong_type",
+                    detail=problem,
+                )
+            )
             return "", problem
         text = (found or "")[:RAW_SECTION_MAX_CHARS]
         if static_key is not None:

@@ -319,7 +319,7 @@ async def asubmit_request(parts: RequestParts, request: ProviderRequest) -> Subm
     hooks = parts.hooks
     name = "submit_request_async"
     try:
-        pending = hooks.submit_request_async(request, parts.config)
+        pending = hooks.submit_request_async(request, parts.config, watchdog=parts.watchdog)
         if pending is None:
             name = "submit_request"
             answer = await asyncio.to_thread(hooks.submit_request_in_full, request, parts.config)

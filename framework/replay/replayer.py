@@ -324,7 +324,25 @@ def message_record(
         "wording_hints": outcome.trace.get("wording_hints"),
         "usage": None if outcome.usage is None else attrs.asdict(outcome.usage),
         "durations_ms": dict(outcome.stage_durations_ms),
+        # Only where a plugin misbehaved, so a clean replay's records stay as they were.
+        **(
+            {"plugin_faults": list(outcome.trace["plugin_faults"])}
+            if outcome.trace.get("plugin_faults")
+            else {}
+        ),
     }
+
+
+def _faults_by_plugin(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How many turns each ``plugin: where kind`` fault was met in."""
+    counted = Counter(
+        f"{fault['plugin']}: {fault['where']} {fault['kind']}"
+        for record in records
+        for fault in {
+            (f["plugin"], f["where"], f["kind"]): f for f in record.get("plugin_faults", ())
+        }.values()
+    )
+    return dict(counted.most_common())
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float] | None:
@@ -406,6 +424,7 @@ def summarize(
         },
         "uncached_per_new_byte": _uncached_per_new(uncached),
         "stage_ms": {stage: _percentiles(values) for stage, values in sorted(stages.items())},
+        **({"plugin_faults": faults} if (faults := _faults_by_plugin(records)) else {}),
         "learning": learning_summary(records, learned, turns=_turns_by_group(requested)),
     }
 

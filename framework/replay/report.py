@@ -98,6 +98,8 @@ class _Row:
     model_failure: tuple[str, str, str] | None = None
     #: ``(kind, text, trimmed)`` of each wording hint of the turn's messages.
     hints: tuple[tuple[str, str, bool], ...] = ()
+    #: The turn's plugin faults, each in words (``where of plugin 'x' kind: detail``).
+    faults: tuple[str, ...] = ()
 
     @property
     def anchor(self) -> str:
@@ -150,6 +152,7 @@ class _Row:
             usage=_mapping(record.get("usage")),
             hints=_hints(_mapping(record.get("wording_hints"))),
             model_failure=_model_failure(_mapping(record.get("model_failure"))),
+            faults=_faults(record.get("plugin_faults")),
         )
 
 
@@ -270,7 +273,32 @@ def _decision_cell(row: _Row) -> str:
     )
 
 
+def _faults(value: object) -> tuple[str, ...]:
+    """Each plugin fault of a record in words; anything not a fault's mapping is left out."""
+    found = []
+    for fault in map(_mapping, _list(value)):
+        plugin, where, kind = (_text(fault.get(key)) for key in ("plugin", "where", "kind"))
+        if plugin is None or where is None or kind is None:
+            continue
+        detail = _text(fault.get("detail"))
+        found.append(f"{where} of plugin {plugin!r} {kind}" + (f": {detail}" if detail else ""))
+    return tuple(found)
+
+
+def _faults_html(row: _Row) -> str:
+    if not row.faults:
+        return ""
+    listed = "".join(f"<li>{escape(fault)}</li>" for fault in row.faults)
+    return f"<ul class='plugin-faults' title='plugin faults'>{listed}</ul>"
+
+
 def _sent_cell(row: _Row) -> str:
+    """What went out, and under it the turn's plugin faults (every cell ends in ``</td>``)."""
+    html = _sent_html(row)
+    return html[: -len("</td>")] + _faults_html(row) + "</td>"
+
+
+def _sent_html(row: _Row) -> str:
     if row.status == "recorded":
         return "<td class='sent'><span class='muted'>the bot's own message, recorded</span></td>"
     if not row.bubbles:

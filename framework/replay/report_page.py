@@ -262,6 +262,7 @@ table.learned td.fields .term { color: var(--muted); font-size: 12px; margin-rig
 table.learned td.ids { max-width: 220px; font-size: 12px; color: var(--muted);
   overflow-wrap: anywhere; }
 table.failures td.reason { color: #c62828; }
+ul.plugin-faults { color: #c62828; font-size: 12px; margin: 4px 0 0; padding-left: 16px; }
 ul.first-in-prompt { margin: 4px 0; padding-left: 18px; }
 """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -18,7 +18,14 @@ from promptweave.decision import LowEngagement, RouteContext
 from promptweave.plugins.contributions import PhrasePool
 from promptweave.plugins.door import log_failure
 from promptweave.plugins.registry import Registered
-from promptweave.plugins.watchdog import call_plugin
+from promptweave.plugins.watchdog import (
+    PluginFault,
+    PluginHungError,
+    call_plugin,
+    raised_fault,
+    record_fault,
+    type_name,
+)
 from promptweave.text.routing_words import is_gentle_phrase
 from promptweave.turn import Turn
 
@@ -63,6 +70,34 @@ def emit_probability(recent_bot_replies: int, table: Sequence[float]) -> float:
     return table[3]
 
 
+def _phrases_offered(plugin: str, where: str, offered: object) -> list[str]:
+    """The phrases of a ``phrases_for`` answer (at most :data:`POOL_PHRASES_MAX`); an answer that
+    is not a sequence of strings is named as the wrong type (a text alone or a mapping is not:
+    its characters or keys would each be a phrase)."""
+    iterator = None
+    if not isinstance(offered, str | bytes | Mapping):
+        try:
+            iterator = iter(offered)  # type: ignore[call-overload]
+        except TypeError:
+            iterator = None
+    given: list[object] = (
+        [] if iterator is None else list(itertools.islice(iterator, POOL_PHRASES_MAX))
+    )
+    wrong = next((type_name(p) for p in given if not isinstance(p, str)), None)
+    if iterator is None or wrong is not None:
+        record_fault(
+            PluginFault(
+                plugin=plugin,
+                where=where,
+                kind="wrong_type",
+                detail=f"phrases_for returned {type_name(offered)}"
+                + (f" holding {wrong}" if wrong else "")
+                + ", expected strings; left out",
+            )
+        )
+    return [p for p in given if isinstance(p, str)]
+
+
 def _offered(entry: Registered[PhrasePool], query: PoolQuery, notes: list[str]) -> list[str]:
     pool = entry.item
     where = f"phrase pool {pool.name!r}"
@@ -73,11 +108,12 @@ def _offered(entry: Registered[PhrasePool], query: PoolQuery, notes: list[str]) 
         if pool.phrases_for is not None:
             offered = call_plugin(entry.plugin, where, pool.phrases_for, query)
             # Only text can be a phrase, and no more of it than a pool could mean.
-            phrases += [
-                p for p in itertools.islice(offered, POOL_PHRASES_MAX) if isinstance(p, str)
-            ]
+            phrases += _phrases_offered(entry.plugin, where, offered)
     except Exception as exc:
         log_failure(log, exc, "phrase pool %r of plugin %r raised", pool.name, entry.plugin)
+        if not isinstance(exc, PluginHungError):  # a hang or a skip is noted already
+            # Its phrases can fail while they are read, after the call returned: named too.
+            record_fault(raised_fault(entry.plugin, where, exc))
         notes.append(f"phrase pool {pool.name!r} raised {type(exc).__name__}: {exc}")
         return []
     return phrases

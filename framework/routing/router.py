@@ -34,7 +34,7 @@ from promptweave.decision import (
 from promptweave.plugins.contributions import DecisionRule, RuleStage
 from promptweave.plugins.door import log_failure
 from promptweave.plugins.registry import Registered, Registries
-from promptweave.plugins.watchdog import call_plugin
+from promptweave.plugins.watchdog import PluginFault, call_plugin, record_fault
 from promptweave.routing.group_control import GroupSettings, group_gate, group_settings
 from promptweave.routing.group_snapshot import RouteState
 from promptweave.routing.low_engagement import low_engagement_exit
@@ -473,6 +473,15 @@ class Router:
                 notes.append(
                     f"rule {name!r} ({plugin}) returned {type(result).__name__}, "
                     f"expected {expected.__name__} or None; ignored"
+                )
+                record_fault(
+                    PluginFault(
+                        plugin=plugin,
+                        where=step.where,
+                        kind="wrong_type",
+                        detail=f"returned {type(result).__name__}, expected "
+                        f"{expected.__name__} or None",
+                    )
                 )
                 continue
             yield _bounded(result)

@@ -82,11 +82,11 @@ def test_a_fault_of_the_loop_while_routing_is_an_outcome_and_frees_the_slot(
     decide = TurnPipeline.decide
     calls = []
 
-    def broken_once(self):  # type: ignore[no-untyped-def]
+    def broken_once(self, deadline=None):  # type: ignore[no-untyped-def]
         calls.append(self.turn.message.text)
         if len(calls) == 1:
             raise RuntimeError("a bug in routing")
-        return decide(self)
+        return decide(self, deadline)
 
     monkeypatch.setattr(TurnPipeline, "decide", broken_once)
 

@@ -127,6 +127,9 @@ def runtime_with(plugin: object, deadline_s: float = DEADLINE_S, **sections: Any
     config = attrs.evolve(Config(), **{**defaults, **sections})
     runtime = Promptweave.from_config(config, environ=TEST_ENVIRON)
     runtime.watchdog.grace_s = GRACE_S
+    # Called again as soon as its hung call returned (the quarantine after it has a test of its
+    # own), so the matrix can see the plugin come back.
+    runtime.watchdog.quarantine_s = 0
     runtime.add_plugin(plugin, name="faulty")
     return runtime
 
@@ -984,3 +987,52 @@ def test_an_override_answering_anything_but_a_section_override_is_ignored_and_na
         f"override_section returned {type(value).__name__}, expected SectionOverride or None "
         "(plugin 'faulty')"
     )
+
+
+def test_a_contribution_hook_that_hangs_stops_start_up_with_an_error_naming_the_plugin():
+    from promptweave import PluginRegistrationError
+
+    release = threading.Event()
+
+    class Stalls:
+        @hookimpl
+        def register_sections(self, register):  # type: ignore[no-untyped-def]
+            release.wait(HANG_LIMIT_S)
+
+    config = Config(
+        store=StoreConfig(backend="memory"), plugins=PluginsConfig(register_deadline_s=0.2)
+    )
+    runtime = Promptweave.from_config(config, environ=TEST_ENVIRON)
+    try:
+        with pytest.raises(PluginRegistrationError) as raised:
+            runtime.add_plugin(Stalls(), name="stalls")
+        assert str(raised.value).startswith(
+            "plugin 'stalls' did not finish register_sections within 0.2 s"
+        )
+        assert "register_deadline_s" in str(raised.value)
+        assert runtime.plugins.pm.get_plugin("stalls") is None  # left out again
+    finally:
+        release.set()
+        runtime.close()
+
+
+def test_the_built_in_contributions_are_called_on_the_callers_thread():
+    from promptweave.plugins.registry import collect_registries
+
+    threads: list[str] = []
+
+    class Notes:
+        @hookimpl
+        def register_sections(self, register):  # type: ignore[no-untyped-def]
+            threads.append(threading.current_thread().name)
+
+    runtime = runtime_with(Notes())
+    try:
+        collect_registries(runtime.plugins.pm, trusted=lambda plugin: plugin == "faulty")
+        collect_registries(runtime.plugins.pm, deadline_s=0)
+    finally:
+        runtime.close()
+    caller = threading.current_thread().name
+    # Added as an extra plugin: on a worker; trusted, or without a deadline: right here.
+    assert threads[0].startswith("promptweave-stage")
+    assert threads[1:] == [caller, caller]
