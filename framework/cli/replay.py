@@ -20,6 +20,7 @@ import click
 
 from promptweave.cli.common import config_option, load_config
 from promptweave.cli.problems import Problem, config_error, input_error, require_file
+from promptweave.cli.spend_lines import spend_lines
 from promptweave.config import Config
 from promptweave.errors import PromptweaveError, TurnFileError
 from promptweave.loop.live import BotLoop
@@ -134,7 +135,7 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     silences = ", ".join(f"{reason} {n}" for reason, n in sorted(summary["silences"].items()))
     failed = ", ".join(f"{reason} {n}" for reason, n in sorted(summary["failed"].items()))
     reuse = summary["prefix_reuse"]
-    tokens = "estimated as (chars + 3) // 4" if summary["tokens_estimated"] else "provider-reported"
+    tokens = summary["tokens_basis"]
     cached = summary["cached_tokens"]
     lines = [
         f"== replay summary · model: {summary['model_label']} ==",
@@ -159,6 +160,7 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
         + ", ".join(
             f"{stage} {spread(value)}" for stage, value in summary["stage_ms"].items() if value
         ),
+        *spend_lines(summary.get("spend")),
     ]
     return lines + learning_lines(summary.get("learning"))
 
@@ -399,7 +401,13 @@ def _run(
         records = asyncio.run(replay_events(loop, clock, log.events, on_record=emit, watch=watch))
     finally:
         close()
-    summary = summarize(records, model=model, model_label=label, learned=learning_state(runtime))
+    summary = summarize(
+        records,
+        model=model,
+        model_label=label,
+        learned=learning_state(runtime),
+        prices=runtime.config.prices,
+    )
     if output_format == "jsonl":
         click.echo(json.dumps(summary, ensure_ascii=False))
     else:

@@ -41,6 +41,7 @@ from promptweave.loop.tools import ToolRunner
 from promptweave.messages.builder import TurnMessages
 from promptweave.messages.wording import WORDING_HINT_SOURCE
 from promptweave.pipeline.stages import TurnPipeline
+from promptweave.providers.cost import reply_spend
 from promptweave.providers.exchange import ProviderSpec
 from promptweave.providers.tools import with_tool_round, with_tools
 from promptweave.runtime import Promptweave
@@ -493,6 +494,7 @@ class BotLoop:
         usage: list[Any] = []
         result = await pipeline.submit(request)
         usage.append(result.usage)
+        submitted = [(request, result)]
         rounds = 0
         while result.status == "ok" and result.tool_calls and offered and tools is not None:
             if rounds >= runtime.config.loop.tool_rounds:
@@ -506,8 +508,21 @@ class BotLoop:
             stage.enter("submit")
             result = await pipeline.submit(request)
             usage.append(result.usage)
+            submitted.append((request, result))
         trace["submit"] = {"status": result.status, "detail": result.detail, "rounds": rounds}
         total_usage = _sum_usage(usage)
+        counting = (
+            runtime.config,
+            submitted,
+            total_usage,
+            runtime.plugins.hooks.token_counter(runtime.config),
+        )
+        # A tokenizer plugin may ask a server: off the event loop, as the submission is.
+        trace["tokens"] = (
+            await asyncio.to_thread(reply_spend, *counting)
+            if runtime.plugins.hooks.implemented("count_tokens")
+            else reply_spend(*counting)
+        )
         if result.status != "ok" or result.text is None:
             return run.outcome(
                 OutcomeStatus.FAILED if result.status != "offline" else OutcomeStatus.SILENT,

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from promptweave.prompt.render_context import RenderContext
     from promptweave.providers.exchange import ProviderRequest, SubmitResult
     from promptweave.store.session_rows import SessionTurn
+    from promptweave.text.tokens import TokenTally
     from promptweave.turn import ChatMessage, HistoryEntry
 
 __all__ = [
@@ -362,6 +363,56 @@ class Hooks:
                 return len(text)
             return measured
         return len(text)
+
+    def count_tokens(self, text: str, config: Config) -> tuple[int, str]:
+        """The tokens of ``text`` and how they were found: the ``count_tokens`` hook
+        (``counted``), else the estimate (``estimated``, :mod:`promptweave.text.tokens`).
+
+        An implementation that raises or answers anything but a whole number of at least 0 is
+        passed over (named in the turn's ``plugin_faults``), and the estimate counts instead.
+        """
+        from promptweave.text.tokens import COUNTED, ESTIMATED, estimate_tokens
+
+        if not self.pm.hook.count_tokens.get_hookimpls():
+            return estimate_tokens(text), ESTIMATED
+        where = "hook count_tokens"
+        for implementation in self.implementations("count_tokens"):
+            try:
+                counted = call_plugin(
+                    implementation.plugin, where, implementation, text=text, config=config
+                )
+            except Exception as exc:
+                record_fault(
+                    PluginFault(
+                        plugin=implementation.plugin,
+                        where=where,
+                        kind="raised",
+                        detail=f"{type(exc).__name__}: {exc}",
+                    )
+                )
+                return estimate_tokens(text), ESTIMATED
+            if counted is None:
+                continue
+            if isinstance(counted, bool) or not isinstance(counted, int) or counted < 0:
+                record_fault(
+                    PluginFault(
+                        plugin=implementation.plugin,
+                        where=where,
+                        kind="wrong_type",
+                        detail=f"returned {type_name(counted)} {counted!r:.40}, expected an "
+                        "int of at least 0",
+                    )
+                )
+                return estimate_tokens(text), ESTIMATED
+            return counted, COUNTED
+        return estimate_tokens(text), ESTIMATED
+
+    def token_counter(self, config: Config) -> TokenTally:
+        """A counter for one turn's figures: each call counts one text (:meth:`count_tokens`), and
+        its ``basis`` is the least trustworthy of what it counted."""
+        from promptweave.text.tokens import TokenTally
+
+        return TokenTally(count_one=lambda text: self.count_tokens(text, config))
 
     def collect_wording_hints(
         self, context: RenderContext, history: Sequence[HistoryEntry]

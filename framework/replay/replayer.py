@@ -28,12 +28,15 @@ from zoneinfo import ZoneInfo
 
 import attrs
 
+from promptweave.config import ModelPrice
 from promptweave.errors import TurnFileError
 from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
 from promptweave.loop.live import BotLoop
+from promptweave.providers.cost import spend_totals
 from promptweave.replay.chat_log import MessageEvent, read_events
 from promptweave.replay.learning import InjectionWatch, learned_hits, learning_summary, run_record
 from promptweave.runtime import Promptweave
+from promptweave.text.tokens import REPORTED, weakest_basis
 from promptweave.turn import ChatMessage
 
 __all__ = [
@@ -268,6 +271,7 @@ def message_record(
         "chars": outcome.trace.get("chars"),
         "wording_hints": outcome.trace.get("wording_hints"),
         "usage": None if outcome.usage is None else attrs.asdict(outcome.usage),
+        "tokens": outcome.trace.get("tokens"),
         "durations_ms": dict(outcome.stage_durations_ms),
     }
 
@@ -292,24 +296,20 @@ def summarize(
     model: str,
     model_label: str,
     learned: Mapping[str, Any] | None = None,
+    prices: Mapping[str, ModelPrice] | None = None,
 ) -> dict[str, Any]:
     """The summary of a replay (the last JSON line of ``--format jsonl``).
 
     :param learned: what the learned store holds at the end
         (:func:`promptweave.replay.learning.learning_state`).
+    :param prices: the price table (``[prices]``): the requests' model's row prices the
+        ``spend`` figures.
     """
     statuses = Counter(record["status"] for record in records)
     answered = [r for r in records if r["status"] == OutcomeStatus.REPLIED]
     requested = [r for r in records if r["chars"] is not None]
-    reported = [
-        r["usage"]["prompt_tokens"] for r in requested if r["usage"] and r["usage"]["prompt_tokens"]
-    ]
-    estimated = len(reported) < len(requested)
-    tokens = (
-        [float(t) for t in reported]
-        if not estimated
-        else [float((_sent_chars(r) + 3) // 4) for r in requested]
-    )
+    spent = [r["tokens"] for r in requested if r.get("tokens")]
+    tokens = [float(t["prompt_tokens"]) for t in spent]
     cached = [r["usage"]["cached_tokens"] for r in requested if r["usage"]]
     reuse = [r["prefix_reuse"] for r in records if r["prefix_reuse"] is not None]
     stages: dict[str, list[float]] = {}
@@ -331,7 +331,8 @@ def summarize(
         "recorded": statuses[OutcomeStatus.RECORDED],
         "chars_per_reply": _percentiles([float(_sent_chars(r)) for r in requested]),
         "tokens_per_reply": _percentiles(tokens),
-        "tokens_estimated": estimated,
+        "tokens_basis": weakest_basis(t["basis"]["prompt"] for t in spent),
+        "spend": _spend(records, answered, prices or {}),
         "cached_tokens": sum(c for c in cached if c is not None)
         if any(c is not None for c in cached)
         else None,
@@ -347,16 +348,40 @@ def summarize(
     }
 
 
+def _spend(
+    records: Sequence[Mapping[str, Any]],
+    answered: Sequence[Mapping[str, Any]],
+    prices: Mapping[str, ModelPrice],
+) -> dict[str, Any]:
+    """What the replay's requests spent (:func:`promptweave.providers.cost.spend_totals`): in
+    all, per reply delivered and per 1,000 messages, and the same per group; priced at the
+    requests' model's row of ``prices``."""
+    spent = [r["tokens"] for r in records if r.get("tokens")]
+    model = spent[0]["model"] if spent else None
+    price = None if model is None else prices.get(model)
+    totals = spend_totals(spent, price=price, messages=len(records), answered=len(answered))
+    groups: dict[str, dict[str, Any]] = {}
+    for group_id in sorted({r["group_id"] for r in records if r["group_id"] is not None}):
+        mine = [r for r in records if r["group_id"] == group_id]
+        groups[group_id] = spend_totals(
+            [r["tokens"] for r in mine if r.get("tokens")],
+            price=price,
+            messages=len(mine),
+            answered=sum(1 for r in answered if r["group_id"] == group_id),
+        )
+    return {"model": model, **totals, "groups": groups}
+
+
 def _turns_by_group(requested: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """What the turns spent per group (the requests sent, their prompt, output and cached
-    tokens as reported, else the prompt estimated at four characters a token), beside what
+    """What the turns spent per group (the requests that reached the provider, their prompt,
+    output and cached tokens: reported, else counted or estimated, ``docs/cost.md``), beside what
     learning spent."""
     groups: dict[str, dict[str, Any]] = {}
     for record in requested:
         group_id = record.get("group_id")
-        if group_id is None:
+        spent = record.get("tokens")
+        if group_id is None or not spent:
             continue
-        usage = record["usage"] or {}
         group = groups.setdefault(
             group_id,
             {
@@ -368,10 +393,9 @@ def _turns_by_group(requested: Sequence[Mapping[str, Any]]) -> dict[str, dict[st
             },
         )
         group["requests"] += 1
-        prompt = usage.get("prompt_tokens")
-        if prompt is None:
-            prompt, group["estimated"] = (_sent_chars(record) + 3) // 4, True
-        group["prompt_tokens"] += prompt
-        group["output_tokens"] += usage.get("output_tokens") or 0
-        group["cached_tokens"] += usage.get("cached_tokens") or 0
+        group["prompt_tokens"] += spent["prompt_tokens"]
+        group["output_tokens"] += spent["output_tokens"]
+        group["cached_tokens"] += spent["cached_tokens"]
+        if spent["basis"]["prompt"] != REPORTED:
+            group["estimated"] = True
     return dict(sorted(groups.items()))
