@@ -54,6 +54,8 @@ def spend_lines(spend: Mapping[str, Any] | None, *, groups: bool = True) -> list
         f"  per reply: {figure_row(spend['per_reply'], currency)}",
         f"  per 1,000 messages: {figure_row(spend['per_1000_messages'], currency)}",
     ]
+    for fault, requests in spend.get("count_faults", {}).items():
+        lines.append(f"  estimated instead of counted in {requests} requests: {fault}")
     if groups:
         for group_id, group in spend.get("groups", {}).items():
             lines.append(

@@ -214,7 +214,8 @@ def reply_spend(
     provider's ``usage`` (the rounds summed) replaces each figure it reports.
 
     :returns: :meth:`ReplyTokens.to_json` with ``model``, ``cost`` and ``currency`` (both ``None``
-        without a price for the model), or ``None`` when no request reached a provider.
+        without a price for the model) and ``count_faults`` (why a text the ``count_tokens``
+        plugin failed on was estimated), or ``None`` when no request reached a provider.
     """
     reached = [(request, result) for request, result in submitted if result.sent]
     if not reached:
@@ -248,6 +249,8 @@ def reply_spend(
         **figures.to_json(),
         "cost": cost,
         "currency": None if price is None else price.currency,
+        # Why a prompt that a tokenizer plugin should have counted was estimated.
+        "count_faults": list(counter.faults),
     }
 
 

@@ -369,7 +369,8 @@ def _spend(
             messages=len(mine),
             answered=sum(1 for r in answered if r["group_id"] == group_id),
         )
-    return {"model": model, **totals, "groups": groups}
+    faults = Counter(fault for spend in spent for fault in spend.get("count_faults", ()))
+    return {"model": model, **totals, "groups": groups, "count_faults": dict(faults)}
 
 
 def _turns_by_group(requested: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -91,10 +91,13 @@ class TokenTally:
     :attr:`basis` is the least trustworthy basis of the texts counted so far.
 
     :param count_one: ``text -> (tokens, basis)``; the estimate by default.
+    :param faults: why texts fell back to the estimate (a tokenizer plugin that failed), each
+        reason once; the counter's owner fills it.
     """
 
     count_one: Callable[[str], tuple[int, str]] = lambda text: (estimate_tokens(text), ESTIMATED)
     bases: set[str] = attrs.field(factory=set)
+    faults: list[str] = attrs.field(factory=list)
 
     def __call__(self, text: str) -> int:
         tokens, basis = self.count_one(text)
