@@ -37,11 +37,13 @@ def bases_text(basis: Mapping[str, str]) -> str:
     return ", ".join(words)
 
 
-def spend_lines(spend: Mapping[str, Any] | None, *, groups: bool = True) -> list[str]:
+def spend_lines(
+    spend: Mapping[str, Any] | None, *, groups: bool = True, counted: str = "requests"
+) -> list[str]:
     """The spend block: totals, per reply, per 1,000 messages, how each figure was found, and
-    (with ``groups``) one line per group."""
+    (with ``groups``) one line per group; ``counted`` names what ``requests`` counts."""
     if not spend or not spend["requests"]:
-        return ["spend: no request reached a provider"]
+        return [f"spend: no {counted} with tokens to count"]
     currency = spend["currency"]
     price = (
         f"at the price of {spend['model']}"
@@ -49,7 +51,7 @@ def spend_lines(spend: Mapping[str, Any] | None, *, groups: bool = True) -> list
         else f"no price for {spend['model']} in [prices]"
     )
     lines = [
-        f"spend ({spend['requests']} requests, {price}; tokens {bases_text(spend['basis'])}):",
+        f"spend ({spend['requests']} {counted}, {price}; tokens {bases_text(spend['basis'])}):",
         f"  in all: {figure_row(spend, currency)}",
         f"  per reply: {figure_row(spend['per_reply'], currency)}",
         f"  per 1,000 messages: {figure_row(spend['per_1000_messages'], currency)}",
