@@ -298,6 +298,12 @@ def _progress(total: int, enabled: bool) -> tuple[Callable[[], None], Callable[[
     is_flag=True,
     help="Run no learner (as [learning] enabled = false): the replay learns nothing.",
 )
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="Replay the log in both turn_sections modes (system, user) and print their figures "
+    "side by side.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @config_option
 def replay(
@@ -311,6 +317,7 @@ def replay(
     bot_id: str | None,
     turn_sections: str | None,
     no_learn: bool,
+    compare: bool,
     no_progress: bool,
     config_path: Path | None,
 ) -> None:
@@ -319,9 +326,22 @@ def replay(
     LOG_FILE holds raw OneBot v11 events (one JSON event a line, as NapCat writes them) or the
     store's event log. The log's timestamps are the clock and --seed the random source, so a
     replay repeats exactly. The learners run on the log's clock, after each message, unless
-    --no-learn; --store keeps what they learned.
+    --no-learn; --store keeps what they learned. --compare replays it in both turn_sections
+    modes and prints their figures side by side.
     """
     require_file(log_file)
+    if compare:
+        clashing = [
+            name
+            for name, given in (
+                ("--turn-sections", turn_sections is not None),
+                ("--store", store is not None),
+                ("--report", report is not None),
+            )
+            if given
+        ]
+        if clashing:
+            raise click.UsageError(f"--compare replays in both modes: drop {', '.join(clashing)}")
     config = load_config(config_path)
     if turn_sections is not None:
         config = attrs.evolve(
@@ -329,6 +349,17 @@ def replay(
         )
     if no_learn:
         config = attrs.evolve(config, learning=attrs.evolve(config.learning, enabled=False))
+    if compare:
+        _compare(
+            config,
+            log_file,
+            model=model,
+            seed=seed,
+            data=data,
+            bot_id=bot_id,
+            output_format=output_format,
+        )
+        return
     with _store_config(config, store) as config:
         clock = ReplayClock()
         watch = InjectionWatch()
@@ -366,14 +397,7 @@ def _run(
     bot_id: str | None,
     progress: bool,
 ) -> None:
-    try:
-        log = read_chat_log(log_file, runtime, bot_id=bot_id)
-        data = data if data is not None else log_file.parent / "data"
-        imported = _import_data(runtime, data, log) if data.is_dir() else None
-    except (TurnFileError, RetrievalImportError) as exc:
-        raise input_error(exc) from exc
-    except PromptweaveError as exc:
-        raise config_error(exc) from exc
+    log, data, imported = _read_log(runtime, log_file, data, bot_id)
     label = MODELS[model][2]
     bot = runtime.bot_for(log.events[0].bot_id if log.events else "")
     zone = ZoneInfo(bot.timezone)
@@ -417,6 +441,64 @@ def _run(
         _write_report(report, [*records, summary], log_file)
         if output_format == "text":
             click.echo(f"report: {report}")
+
+
+def _read_log(
+    runtime: Promptweave, log_file: Path, data: Path | None, bot_id: str | None
+) -> tuple[ReplayLog, Path, str | None]:
+    """The log's events, and the retrieval data beside it imported into the replay's store:
+    ``(log, data folder, what was imported or None)``."""
+    try:
+        log = read_chat_log(log_file, runtime, bot_id=bot_id)
+        data = data if data is not None else log_file.parent / "data"
+        imported = _import_data(runtime, data, log) if data.is_dir() else None
+    except (TurnFileError, RetrievalImportError) as exc:
+        raise input_error(exc) from exc
+    except PromptweaveError as exc:
+        raise config_error(exc) from exc
+    return log, data, imported
+
+
+def _compare(
+    config: Config,
+    log_file: Path,
+    *,
+    model: str,
+    seed: int,
+    data: Path | None,
+    bot_id: str | None,
+    output_format: str,
+) -> None:
+    """``--compare``: the log in each ``turn_sections`` mode, on a scratch store of its own."""
+    from promptweave.cli.replay_compare import MODES, compare_lines, replay_mode
+
+    def runtime_for(
+        mode_config: Config, clock: ReplayClock, extra: Sequence[object]
+    ) -> Promptweave:
+        try:
+            return _runtime(mode_config, model, seed, clock, extra)
+        except PromptweaveError as exc:
+            raise config_error(exc) from exc
+
+    summaries = []
+    for mode in MODES:
+        with _store_config(config, None) as scratch:
+            summaries.append(
+                replay_mode(
+                    scratch,
+                    mode,
+                    runtime_for=runtime_for,
+                    read_log=lambda runtime: _read_log(runtime, log_file, data, bot_id)[0],
+                    model=model,
+                    model_label=MODELS[model][2],
+                    no_pause=_no_pause,
+                )
+            )
+    if output_format == "jsonl":
+        for summary in summaries:
+            click.echo(json.dumps(summary, ensure_ascii=False))
+        return
+    click.echo("\n".join(compare_lines(summaries, log_file)))
 
 
 async def _no_pause(_seconds: float) -> None:
