@@ -110,7 +110,7 @@ def test_compare_replays_both_modes_and_prints_them_side_by_side(replayed):
     assert lines[0].endswith("money at the price of gpt-4o-mini ==")
     assert lines[1].split() == ["system", "user"]
     money = next(line for line in lines if line.startswith("money per reply"))
-    assert money.split("  ")[-2:] == [
+    assert [cell.strip() for cell in money.split("  ")[-2:]] == [
         format_money(system["spend"]["per_reply"]["cost"], "USD"),
         format_money(user["spend"]["per_reply"]["cost"], "USD"),
     ]
