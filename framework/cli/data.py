@@ -277,7 +277,9 @@ def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None
             click.echo("    (nothing yet)")
     for component, version in sorted(versions.items()):
         click.echo(f"  schema {component}: v{version}")
-    for line in spend_lines(spend, counted="answers with usage"):
+    for line in spend_lines(
+        spend, unit="answers with usage", empty="no answer with the provider's usage"
+    ):
         click.echo(f"  {line}")
     if spend["without_usage"]:
         click.echo(f"    answers without usage (not priced): {spend['without_usage']}")

@@ -38,12 +38,17 @@ def bases_text(basis: Mapping[str, str]) -> str:
 
 
 def spend_lines(
-    spend: Mapping[str, Any] | None, *, groups: bool = True, counted: str = "requests"
+    spend: Mapping[str, Any] | None,
+    *,
+    groups: bool = True,
+    unit: str = "requests",
+    empty: str = "no request reached a provider",
 ) -> list[str]:
     """The spend block: totals, per reply, per 1,000 messages, how each figure was found, and
-    (with ``groups``) one line per group; ``counted`` names what ``requests`` counts."""
+    (with ``groups``) one line per group; ``unit`` names what ``requests`` counts, ``empty`` is
+    the line when it is none."""
     if not spend or not spend["requests"]:
-        return [f"spend: no {counted} with tokens to count"]
+        return [f"spend: {empty}"]
     currency = spend["currency"]
     price = (
         f"at the price of {spend['model']}"
@@ -51,7 +56,7 @@ def spend_lines(
         else f"no price for {spend['model']} in [prices]"
     )
     lines = [
-        f"spend ({spend['requests']} {counted}, {price}; tokens {bases_text(spend['basis'])}):",
+        f"spend ({spend['requests']} {unit}, {price}; tokens {bases_text(spend['basis'])}):",
         f"  in all: {figure_row(spend, currency)}",
         f"  per reply: {figure_row(spend['per_reply'], currency)}",
         f"  per 1,000 messages: {figure_row(spend['per_1000_messages'], currency)}",
