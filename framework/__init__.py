@@ -123,8 +123,7 @@ _DEFINED_IN: dict[str, str] = {
 # What type checkers and editors read for the same names; tests/project/test_public_face.py fails when
 # it and the table above differ.
 if TYPE_CHECKING:
-    from promptweave.config import Config as Config
-    from promptweave.config import ModelPrice as ModelPrice
+    from promptweave.config import Config as Config, ModelPrice as ModelPrice
     from promptweave.decision import (
         Decision as Decision,
         GateSkip as GateSkip,
