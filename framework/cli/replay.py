@@ -230,7 +230,8 @@ def _spent_line(group: Mapping[str, Any]) -> str:
         )
         invalid = f", {spend['invalid']} invalid" if spend.get("invalid") else ""
         parts.append(
-            f"learning {spend['calls']} model calls{invalid}, {spend['tokens']:,} tokens ({per})"
+            f"learning {spend['calls']} model calls{invalid}, {spend['tokens']:,} tokens as the "
+            f"learning model reported them ({per})"
         )
     if turns.get("requests"):
         tokens = turns["prompt_tokens"] + turns["output_tokens"]

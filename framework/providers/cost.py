@@ -207,7 +207,8 @@ def reply_spend(
 ) -> dict[str, Any] | None:
     """What one turn's requests spent, for its trace (``tokens``) and the replay's record.
 
-    Only the requests that reached the provider count (``SubmitResult.sent``). The prompt is
+    Only the requests the provider answered count (``SubmitResult.sent`` with status ``ok``, or
+    any with a usage). The prompt is
     counted over every body sent (a tool round's body again in full: the provider reads it
     again), by ``counter`` (a ``count_tokens`` plugin, else the estimate); the cached part is
     estimated from each body's prefix; the output over the answers' texts and tool calls; the
@@ -217,7 +218,13 @@ def reply_spend(
         without a price for the model) and ``count_faults`` (why a text the ``count_tokens``
         plugin failed on was estimated), or ``None`` when no request reached a provider.
     """
-    reached = [(request, result) for request, result in submitted if result.sent]
+    # A provider bills what it answered; a request it refused or failed is billed only where
+    # it says so in a usage.
+    reached = [
+        (request, result)
+        for request, result in submitted
+        if result.sent and (result.status == "ok" or result.usage is not None)
+    ]
     if not reached:
         return None
     model = str(reached[0][0].body.get("model") or config.provider.model)

@@ -165,6 +165,8 @@ def test_a_reply_spend_counts_only_what_reached_the_provider_and_prices_it():
     )
     offline = SubmitResult(sent=False, status="offline")
     assert reply_spend(config, [(_request(body), offline)], None, TokenTally()) is None
+    failed = SubmitResult(sent=True, status="error", detail="HTTP 500")
+    assert reply_spend(config, [(_request(body), failed)], None, TokenTally()) is None
     unpriced = reply_spend(Config(), [(_request(body), answered)], None, TokenTally())
     assert unpriced is not None and unpriced["cost"] is None and unpriced["currency"] is None
 
