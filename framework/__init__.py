@@ -103,6 +103,10 @@ _DEFINED_IN: dict[str, str] = {
     "ToolSpec": "promptweave.providers.exchange",
     "with_tools": "promptweave.providers.tools",
     "with_tool_round": "promptweave.providers.tools",
+    # What a reply costs: the provider's usage, the price table's row, money from usage.
+    "Usage": "promptweave.providers.exchange",
+    "ModelPrice": "promptweave.config",
+    "price_usage": "promptweave.providers.cost",
     # Errors.
     "PromptweaveError": "promptweave.errors",
     "ConfigError": "promptweave.errors",
@@ -120,7 +124,7 @@ _DEFINED_IN: dict[str, str] = {
 # What type checkers and editors read for the same names; tests/project/test_public_face.py fails when
 # it and the table above differ.
 if TYPE_CHECKING:
-    from promptweave.config import Config as Config
+    from promptweave.config import Config as Config, ModelPrice as ModelPrice
     from promptweave.decision import (
         Decision as Decision,
         GateSkip as GateSkip,
@@ -192,11 +196,13 @@ if TYPE_CHECKING:
     from promptweave.prompt.render_context import RenderContext as RenderContext
     from promptweave.prompt.rendered import RenderedTurn as RenderedTurn
     from promptweave.providers.answers import parse_answer as parse_answer
+    from promptweave.providers.cost import price_usage as price_usage
     from promptweave.providers.exchange import (
         ProviderApi as ProviderApi,
         ProviderRequest as ProviderRequest,
         SubmitResult as SubmitResult,
         ToolSpec as ToolSpec,
+        Usage as Usage,
     )
     from promptweave.providers.request import (
         asubmit_request as asubmit_request,

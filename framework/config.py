@@ -6,6 +6,7 @@ reported one line per problem with the key path.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import typing
@@ -29,6 +30,7 @@ __all__ = [
     "DeliveryConfig",
     "GroupConfig",
     "HistoryConfig",
+    "ModelPrice",
     "PluginsConfig",
     "ProviderConfig",
     "RetrievalConfig",
@@ -36,6 +38,7 @@ __all__ = [
     "SessionConfig",
     "StoreConfig",
     "TimelineConfig",
+    "TokensConfig",
     "TurnContextConfig",
 ]
 
@@ -443,6 +446,61 @@ class ProviderConfig:
     retry_max_wait_s: float = attrs.field(default=20.0, validator=attrs.validators.ge(0.0))
 
 
+def _price(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise ValueError(
+            f"{attribute.name} must be a price per million tokens, 0 or more, not {value!r}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ModelPrice:
+    """What one model's tokens cost, per million tokens (``[prices."MODEL"]``, ``docs/cost.md``).
+
+    :param input: an uncached prompt token.
+    :param output: a generated token.
+    :param cached_input: a prompt token served from the provider's prompt cache; the input price
+        when not given (a provider without a cache discount).
+    :param cache_write: a prompt token written to the cache (Anthropic bills it above the input
+        price); the input price when not given.
+    :param currency: the currency of the prices, for the figures (``USD``).
+    :param min_cached_tokens: the shortest prefix the provider caches (OpenAI's 1,024 tokens):
+        where the provider reports no cached tokens and they are estimated from the prefix, a
+        shorter shared prefix counts as uncached.
+    """
+
+    input: float = attrs.field(validator=_price)
+    output: float = attrs.field(validator=_price)
+    cached_input: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_price)
+    )
+    cache_write: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_price)
+    )
+    currency: str = attrs.field(default="USD", validator=attrs.validators.min_len(1))
+    min_cached_tokens: int = attrs.field(default=0, validator=_non_negative)
+
+
+@attrs.frozen(kw_only=True)
+class TokensConfig:
+    """How tokens are counted (``docs/cost.md``, "Counting tokens").
+
+    :param tokenize_url: the tokenize endpoint of the model's server, for the contrib plugin
+        ``tokenize_endpoint`` (llama.cpp's ``http://HOST:PORT/tokenize``, llama-cpp-python's
+        ``http://HOST:PORT/extras/tokenize/count``); ``""`` counts nothing and every figure is
+        estimated.
+    :param timeout_s: the longest one tokenize call may take.
+    :param cache_size: texts whose count is kept (the system prompt and the history repeat).
+    :param retry_after_s: after a failed call, how long the endpoint is not asked again (the
+        estimate counts meanwhile, and each turn's trace says so).
+    """
+
+    tokenize_url: str = ""
+    timeout_s: float = attrs.field(default=2.0, validator=[attrs.validators.gt(0), finite_seconds])
+    cache_size: int = attrs.field(default=4096, validator=_non_negative)
+    retry_after_s: float = attrs.field(default=30.0, validator=finite_seconds)
+
+
 @attrs.frozen(kw_only=True)
 class LoopConfig:
     """``[loop]``: the bounds of the live loop (``docs/bot.md``).
@@ -695,6 +753,9 @@ class Config:
     :param persona_pack: a pack name registered through ``register_persona_packs``, or a path.
     :param overrides_file: TOML file of per-bot, per-group section overrides (relative paths are
         resolved against the config file's directory).
+    :param tokens: how tokens are counted (``[tokens]``).
+    :param prices: what each model's tokens cost, by model name (``[prices."MODEL"]``,
+        ``docs/cost.md``).
     :param source: the file the settings came from, for error messages.
     """
 
@@ -715,6 +776,8 @@ class Config:
     bots: dict[str, BotConfig] = attrs.field(factory=dict)
     delivery: DeliveryConfig = DeliveryConfig()
     learning: LearningConfig = LearningConfig()
+    tokens: TokensConfig = TokensConfig()
+    prices: dict[str, ModelPrice] = attrs.field(factory=dict)
     base_dir: Path = attrs.field(factory=Path.cwd, eq=False)
     source: str = attrs.field(default=CONFIG_FILE_NAME, eq=False)
 
@@ -792,6 +855,8 @@ class _FileConfig:
     bots: dict[str, BotConfig] = attrs.field(factory=dict)
     delivery: DeliveryConfig = DeliveryConfig()
     learning: LearningConfig = LearningConfig()
+    tokens: TokensConfig = TokensConfig()
+    prices: dict[str, ModelPrice] = attrs.field(factory=dict)
 
 
 #: One step of a cattrs key path: ``.name`` or ``['key']``.

@@ -202,6 +202,9 @@ async def _open() -> None:
         raise
     # NoneBot's NICKNAME names the bot where [bots."ID"] does not (before the persona pack), in
     # the order the operator wrote it.
+    # Again at start-up: a logging configuration the bot applied since the import (dictConfig,
+    # basicConfig(force=True)) may have replaced the handlers.
+    _forward_logs()
     nicknames = nicknames_in_order(driver.config.nickname, driver.env)
     _state.loop = BotLoop(runtime=runtime, fallback_names=nicknames)
     nonebot_logger.info(settings.startup_line(_bot_names(runtime, nicknames)))

@@ -25,6 +25,8 @@ from promptweave.cli.problems import (
     require_file,
     shown_path,
 )
+from promptweave.cli.spend_lines import spend_lines
+from promptweave.cli.store_spend import store_spend
 from promptweave.errors import PromptweaveError, TurnFileError
 from promptweave.store.retrieval_import import AUTO_KIND, KINDS, read_files
 from promptweave.store.stores import Stores
@@ -250,6 +252,7 @@ def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None
             "SELECT component, MAX(version) FROM schema_versions GROUP BY component"
         ).fetchall()
     )
+    spend = store_spend(connection, load_config(config_path))
     if as_json:
         echo_json(
             {
@@ -258,6 +261,7 @@ def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None
                 "retrieval": retrieval,
                 **({} if learned is None else {"learned": learned}),
                 "schema_versions": versions,
+                "spend": spend,
             }
         )
         return
@@ -273,3 +277,14 @@ def store_stats(store_path: Path | None, as_json: bool, config_path: Path | None
             click.echo("    (nothing yet)")
     for component, version in sorted(versions.items()):
         click.echo(f"  schema {component}: v{version}")
+    for line in spend_lines(
+        spend, unit="answers with usage", empty="no answer with the provider's usage"
+    ):
+        click.echo(f"  {line}")
+    if spend["without_usage"]:
+        click.echo(f"    answers without usage (not priced): {spend['without_usage']}")
+    if spend["cached_not_reported"]:
+        click.echo(
+            f"    answers whose provider reported no cached tokens (priced as uncached): "
+            f"{spend['cached_not_reported']}"
+        )

@@ -21,6 +21,7 @@ import click
 
 from promptweave.cli.common import config_option, load_config
 from promptweave.cli.problems import Problem, config_error, input_error, require_file
+from promptweave.cli.spend_lines import spend_lines
 from promptweave.config import Config
 from promptweave.errors import PromptweaveError, TurnFileError
 from promptweave.loop.live import BotLoop
@@ -136,7 +137,7 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     silences = ", ".join(f"{reason} {n}" for reason, n in sorted(summary["silences"].items()))
     failed = ", ".join(f"{reason} {n}" for reason, n in sorted(summary["failed"].items()))
     reuse = summary["prefix_reuse"]
-    tokens = "estimated as (chars + 3) // 4" if summary["tokens_estimated"] else "provider-reported"
+    tokens = summary["tokens_basis"]
     cached = summary["cached_tokens"]
     lines = [
         f"== replay summary · model: {summary['model_label']} ==",
@@ -178,6 +179,7 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
         + ", ".join(
             f"{stage} {spread(value)}" for stage, value in summary["stage_ms"].items() if value
         ),
+        *spend_lines(summary.get("spend")),
     ]
     return lines + learning_lines(summary.get("learning"))
 
@@ -261,7 +263,8 @@ def _spent_line(group: Mapping[str, Any]) -> str:
         )
         invalid = f", {spend['invalid']} invalid" if spend.get("invalid") else ""
         parts.append(
-            f"learning {spend['calls']} model calls{invalid}, {spend['tokens']:,} tokens ({per})"
+            f"learning {spend['calls']} model calls{invalid}, {spend['tokens']:,} tokens as the "
+            f"learning model reported them ({per})"
         )
     if turns.get("requests"):
         tokens = turns["prompt_tokens"] + turns["output_tokens"]
@@ -335,6 +338,12 @@ def _progress(total: int, enabled: bool) -> tuple[Callable[[], None], Callable[[
     default=None,
     help="A llama.cpp server's log: the summary gives the prompt tokens it did not evaluate again.",
 )
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="Replay the log in both turn_sections modes (system, user) and print their figures "
+    "side by side.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @config_option
 def replay(
@@ -349,6 +358,7 @@ def replay(
     turn_sections: str | None,
     no_learn: bool,
     server_log: Path | None,
+    compare: bool,
     no_progress: bool,
     config_path: Path | None,
 ) -> None:
@@ -357,9 +367,23 @@ def replay(
     LOG_FILE holds raw OneBot v11 events (one JSON event a line, as NapCat writes them) or the
     store's event log. The log's timestamps are the clock and --seed the random source, so a
     replay repeats exactly. The learners run on the log's clock, after each message, unless
-    --no-learn; --store keeps what they learned.
+    --no-learn; --store keeps what they learned. --compare replays it in both turn_sections
+    modes and prints their figures side by side.
     """
     require_file(log_file)
+    if compare:
+        clashing = [
+            name
+            for name, given in (
+                ("--turn-sections", turn_sections is not None),
+                ("--store", store is not None),
+                ("--report", report is not None),
+                ("--server-log", server_log is not None),
+            )
+            if given
+        ]
+        if clashing:
+            raise click.UsageError(f"--compare replays in both modes: drop {', '.join(clashing)}")
     if report is not None:
         _check_report_folder(report)
     config = load_config(config_path)
@@ -369,6 +393,17 @@ def replay(
         )
     if no_learn:
         config = attrs.evolve(config, learning=attrs.evolve(config.learning, enabled=False))
+    if compare:
+        _compare(
+            config,
+            log_file,
+            model=model,
+            seed=seed,
+            data=data,
+            bot_id=bot_id,
+            output_format=output_format,
+        )
+        return
     with _store_config(config, store) as config:
         clock = ReplayClock()
         watch = InjectionWatch()
@@ -408,16 +443,7 @@ def _run(
     progress: bool,
     server_log: ServerLog | None = None,
 ) -> None:
-    try:
-        log = read_chat_log(log_file, runtime, bot_id=bot_id)
-        data = data if data is not None else log_file.parent / "data"
-        imported = _import_data(runtime, data, log) if data.is_dir() else None
-    except (TurnFileError, RetrievalImportError) as exc:
-        raise input_error(exc) from exc
-    except PromptweaveError as exc:
-        raise config_error(exc) from exc
-    if not log.events:
-        raise input_error([Problem(file=str(log_file), text=_no_messages(log, log_file))])
+    log, data, imported = _read_log(runtime, log_file, data, bot_id)
     label = MODELS[model][2]
     bot = runtime.bot_for(log.events[0].bot_id if log.events else "")
     zone = ZoneInfo(bot.timezone)
@@ -451,6 +477,7 @@ def _run(
         model_label=label,
         learned=learning_state(runtime),
         rejected=log.rejected,
+        prices=runtime.config.prices,
     )
     if server_log is not None:
         summary["server_reuse"] = server_reuse(server_log.hits())
@@ -499,6 +526,67 @@ def _check_report_folder(report: Path) -> None:
         problem = f"cannot write the report: the folder {folder} is not writable"
     if problem is not None:
         raise config_error([Problem(file=str(report), text=problem)])
+
+
+def _read_log(
+    runtime: Promptweave, log_file: Path, data: Path | None, bot_id: str | None
+) -> tuple[ReplayLog, Path, str | None]:
+    """The log's events, and the retrieval data beside it imported into the replay's store:
+    ``(log, data folder, what was imported or None)``; a log with no message event is refused
+    in one line."""
+    try:
+        log = read_chat_log(log_file, runtime, bot_id=bot_id)
+        data = data if data is not None else log_file.parent / "data"
+        imported = _import_data(runtime, data, log) if data.is_dir() else None
+    except (TurnFileError, RetrievalImportError) as exc:
+        raise input_error(exc) from exc
+    except PromptweaveError as exc:
+        raise config_error(exc) from exc
+    if not log.events:
+        raise input_error([Problem(file=str(log_file), text=_no_messages(log, log_file))])
+    return log, data, imported
+
+
+def _compare(
+    config: Config,
+    log_file: Path,
+    *,
+    model: str,
+    seed: int,
+    data: Path | None,
+    bot_id: str | None,
+    output_format: str,
+) -> None:
+    """``--compare``: the log in each ``turn_sections`` mode, on a scratch store of its own."""
+    from promptweave.cli.replay_compare import MODES, compare_lines, replay_mode
+
+    def runtime_for(
+        mode_config: Config, clock: ReplayClock, extra: Sequence[object]
+    ) -> Promptweave:
+        try:
+            return _runtime(mode_config, model, seed, clock, extra)
+        except PromptweaveError as exc:
+            raise config_error(exc) from exc
+
+    summaries = []
+    for mode in MODES:
+        with _store_config(config, None) as scratch:
+            summaries.append(
+                replay_mode(
+                    scratch,
+                    mode,
+                    runtime_for=runtime_for,
+                    read_log=lambda runtime: _read_log(runtime, log_file, data, bot_id)[0],
+                    model=model,
+                    model_label=MODELS[model][2],
+                    no_pause=_no_pause,
+                )
+            )
+    if output_format == "jsonl":
+        for summary in summaries:
+            click.echo(json.dumps(summary, ensure_ascii=False))
+        return
+    click.echo("\n".join(compare_lines(summaries, log_file)))
 
 
 async def _no_pause(_seconds: float) -> None:

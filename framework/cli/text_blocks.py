@@ -219,14 +219,16 @@ def echo_budget(
         click.echo(f"  dropped: {dropped or 'none'}")
         click.echo(f"  cut: {', '.join(cut) or 'none'}")
     if preflight["estimated"]:
-        estimate = f"{preflight['tokens']} / {threshold} tokens"
+        basis = preflight.get("tokens_basis", "estimated")
+        estimate = f"{preflight['tokens']} / {threshold} tokens ({basis})"
     else:
         estimate = f"threshold {threshold} tokens"
     click.echo(f"preflight: {preflight['outcome']}, {estimate}")
     for number, step in enumerate(preflight["passes"], 1):
         click.echo(
             f"  pass {number}: {step['messages_before']} -> {step['messages_after']} messages, "
-            f"{step['tokens_before']} -> {step['tokens_after']} tokens"
+            f"{step['tokens_before']} -> {step['tokens_after']} tokens "
+            f"({preflight.get('tokens_basis', 'estimated')})"
             f"{'' if step['progress'] else ' (no progress)'}"
         )
     sent_dropped = _counted(

@@ -51,6 +51,7 @@ from promptweave.plugins.watchdog import (
     turn_faults,
     type_name,
 )
+from promptweave.providers.cost import reply_spend
 from promptweave.providers.exchange import ProviderSpec
 from promptweave.providers.failures import deadline_failure, model_failure
 from promptweave.providers.tools import with_tool_round, with_tools
@@ -602,6 +603,7 @@ class BotLoop:
         usage: list[Any] = []
         result = await pipeline.submit(request)
         usage.append(result.usage)
+        submitted = [(request, result)]
         rounds = 0
         while result.status == "ok" and result.tool_calls and offered and tools is not None:
             if rounds >= runtime.config.loop.tool_rounds:
@@ -615,12 +617,25 @@ class BotLoop:
             stage.enter("submit")
             result = await pipeline.submit(request)
             usage.append(result.usage)
+            submitted.append((request, result))
         trace["submit"] = {
             "status": result.status,
             "detail": None if result.detail is None else cut(result.detail),
             "rounds": rounds,
         }
         total_usage = _sum_usage(usage)
+        counting = (
+            runtime.config,
+            submitted,
+            total_usage,
+            runtime.plugins.hooks.token_counter(runtime.config),
+        )
+        # A tokenizer plugin may ask a server: off the event loop, as the submission is.
+        trace["tokens"] = (
+            await asyncio.to_thread(reply_spend, *counting)
+            if runtime.plugins.hooks.implemented("count_tokens")
+            else reply_spend(*counting)
+        )
         failure = model_failure(result)
         if failure is not None:
             # Why the model gave nothing, and the fix: the bot's log, the replay (docs/bot.md).

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from promptweave.prompt.render_context import RenderContext
     from promptweave.providers.exchange import ProviderRequest, SubmitResult
     from promptweave.store.session_rows import SessionTurn
+    from promptweave.text.tokens import TokenTally
     from promptweave.turn import ChatMessage, HistoryEntry
 
 __all__ = [
@@ -436,6 +437,63 @@ class Hooks:
                 return len(text)
             return measured
         return len(text)
+
+    def count_tokens(
+        self, text: str, config: Config, faults: list[str] | None = None
+    ) -> tuple[int, str]:
+        """The tokens of ``text`` and how they were found: the ``count_tokens`` hook
+        (``counted``), else the estimate (``estimated``, :mod:`promptweave.text.tokens`).
+
+        An implementation that raises or answers anything but a whole number of at least 0 is
+        passed over (named in the turn's ``plugin_faults``, and described in ``faults`` when it
+        is given), and the estimate counts instead.
+        """
+        from promptweave.text.tokens import COUNTED, ESTIMATED, estimate_tokens
+
+        if not self.pm.hook.count_tokens.get_hookimpls():
+            return estimate_tokens(text), ESTIMATED
+        where = "hook count_tokens"
+        for implementation in self.implementations("count_tokens"):
+            fault = None
+            try:
+                counted = call_plugin(
+                    implementation.plugin, where, implementation, text=text, config=config
+                )
+            except Exception as exc:
+                fault = PluginFault(
+                    plugin=implementation.plugin,
+                    where=where,
+                    kind="raised",
+                    detail=f"{type(exc).__name__}: {exc}",
+                )
+            else:
+                if counted is None:
+                    continue
+                if isinstance(counted, bool) or not isinstance(counted, int) or counted < 0:
+                    fault = PluginFault(
+                        plugin=implementation.plugin,
+                        where=where,
+                        kind="wrong_type",
+                        detail=f"returned {type_name(counted)} {counted!r:.40}, expected an "
+                        "int of at least 0",
+                    )
+            if fault is not None:
+                record_fault(fault)
+                if faults is not None and fault.describe() not in faults:
+                    faults.append(fault.describe())
+                return estimate_tokens(text), ESTIMATED
+            return counted, COUNTED
+        return estimate_tokens(text), ESTIMATED
+
+    def token_counter(self, config: Config) -> TokenTally:
+        """A counter for one turn's figures: each call counts one text (:meth:`count_tokens`);
+        its ``basis`` is the least trustworthy of what it counted, its ``faults`` say why a text
+        fell back to the estimate."""
+        from promptweave.text.tokens import TokenTally
+
+        tally = TokenTally()
+        tally.count_one = lambda text: self.count_tokens(text, config, tally.faults)
+        return tally
 
     def collect_wording_hints(
         self, context: RenderContext, history: Sequence[HistoryEntry]

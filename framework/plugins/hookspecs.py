@@ -204,6 +204,28 @@ def measure_text(text: str) -> int | None:
     """
 
 
+@hookspec(firstresult=True)
+def count_tokens(text: str, config: Config) -> int | None:
+    """Count the tokens of ``text`` with a real tokenizer (``docs/cost.md``, "Counting tokens").
+
+    Runs for the texts whose tokens a turn states: the preflight size estimate (the system
+    prompt and every message, against ``[turn_context] threshold_tokens``) and the prompt of each
+    request sent, for the token and money figures of the trace and the replay. Without an
+    implementation every such figure is estimated (:func:`promptweave.text.tokens.estimate_tokens`:
+    a CJK character 0.8 tokens, other text four characters a token) and says ``estimated``; a
+    figure every text of which a plugin counted says ``counted``. The contrib plugin
+    ``tokenize_endpoint`` asks the model server's tokenize endpoint (``[tokens] tokenize_url``).
+
+    Stops at first non-None result.
+
+    :param text: the system prompt, one message's text, or one text of a request's body.
+    :param config: the settings in force.
+    :returns: the number of tokens, or ``None`` to leave it to the next plugin (and finally to the
+        estimate). An implementation that raises or answers anything but a whole number of at
+        least 0 is named in the turn's ``plugin_faults`` and the estimate counts that text.
+    """
+
+
 # -------------------------------------------------------------------------
 # Per turn: turn context, provider request, submission
 # -------------------------------------------------------------------------

@@ -30,14 +30,17 @@ from zoneinfo import ZoneInfo
 import attrs
 
 from promptweave._convert import parse_json, read_text
+from promptweave.config import ModelPrice
 from promptweave.errors import TurnFileError
 from promptweave.loop.events import IncomingEvent, OutcomeStatus, TurnOutcome
 from promptweave.loop.live import BotLoop
+from promptweave.providers.cost import spend_totals
 from promptweave.replay.chat_log import LoggedReply, MessageEvent, read_events
 from promptweave.replay.learning import InjectionWatch, learned_hits, learning_summary, run_record
 from promptweave.runtime import Promptweave
 from promptweave.text.rules import IMAGE_MARK
 from promptweave.text.sanitize import shorten_error
+from promptweave.text.tokens import REPORTED, weakest_basis
 from promptweave.turn import ChatMessage
 
 __all__ = [
@@ -323,6 +326,7 @@ def message_record(
         "chars": outcome.trace.get("chars"),
         "wording_hints": outcome.trace.get("wording_hints"),
         "usage": None if outcome.usage is None else attrs.asdict(outcome.usage),
+        "tokens": outcome.trace.get("tokens"),
         "durations_ms": dict(outcome.stage_durations_ms),
         # Only where a plugin misbehaved, so a clean replay's records stay as they were.
         **(
@@ -366,6 +370,7 @@ def summarize(
     model_label: str,
     learned: Mapping[str, Any] | None = None,
     rejected: Sequence[RejectedLine] = (),
+    prices: Mapping[str, ModelPrice] | None = None,
 ) -> dict[str, Any]:
     """The summary of a replay (the last JSON line of ``--format jsonl``).
 
@@ -373,19 +378,14 @@ def summarize(
         (:func:`promptweave.replay.learning.learning_state`).
     :param rejected: the log's events the live loop would reject (:attr:`ReplayLog.rejected`):
         counted in ``rejected``, each line and why in ``rejected_lines``.
+    :param prices: the price table (``[prices]``): the requests' model's row prices the
+        ``spend`` figures.
     """
     statuses = Counter(record["status"] for record in records)
     answered = [r for r in records if r["status"] == OutcomeStatus.REPLIED]
     requested = [r for r in records if r["chars"] is not None]
-    reported = [
-        r["usage"]["prompt_tokens"] for r in requested if r["usage"] and r["usage"]["prompt_tokens"]
-    ]
-    estimated = len(reported) < len(requested)
-    tokens = (
-        [float(t) for t in reported]
-        if not estimated
-        else [float((_sent_chars(r) + 3) // 4) for r in requested]
-    )
+    spent = [r["tokens"] for r in requested if r.get("tokens")]
+    tokens = [float(t["prompt_tokens"]) for t in spent]
     cached = [r["usage"]["cached_tokens"] for r in requested if r["usage"]]
     reuse = [r["prefix_reuse"] for r in records if r["prefix_reuse"] is not None]
     uncached = [r for r in records if r.get("uncached_bytes") is not None and r.get("new_bytes")]
@@ -411,7 +411,8 @@ def summarize(
         "rejected_lines": [{"line": r.line, "reason": r.reason} for r in rejected],
         "chars_per_reply": _percentiles([float(_sent_chars(r)) for r in requested]),
         "tokens_per_reply": _percentiles(tokens),
-        "tokens_estimated": estimated,
+        "tokens_basis": weakest_basis(t["basis"]["prompt"] for t in spent),
+        "spend": _spend(records, answered, prices or {}),
         "cached_tokens": sum(c for c in cached if c is not None)
         if any(c is not None for c in cached)
         else None,
@@ -466,16 +467,41 @@ def _model_failures(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str,
     return found
 
 
+def _spend(
+    records: Sequence[Mapping[str, Any]],
+    answered: Sequence[Mapping[str, Any]],
+    prices: Mapping[str, ModelPrice],
+) -> dict[str, Any]:
+    """What the replay's requests spent (:func:`promptweave.providers.cost.spend_totals`): in
+    all, per reply delivered and per 1,000 messages, and the same per group; priced at the
+    requests' model's row of ``prices``."""
+    spent = [r["tokens"] for r in records if r.get("tokens")]
+    model = spent[0]["model"] if spent else None
+    price = None if model is None else prices.get(model)
+    totals = spend_totals(spent, price=price, messages=len(records), answered=len(answered))
+    groups: dict[str, dict[str, Any]] = {}
+    for group_id in sorted({r["group_id"] for r in records if r["group_id"] is not None}):
+        mine = [r for r in records if r["group_id"] == group_id]
+        groups[group_id] = spend_totals(
+            [r["tokens"] for r in mine if r.get("tokens")],
+            price=price,
+            messages=len(mine),
+            answered=sum(1 for r in answered if r["group_id"] == group_id),
+        )
+    faults = Counter(fault for spend in spent for fault in spend.get("count_faults", ()))
+    return {"model": model, **totals, "groups": groups, "count_faults": dict(faults)}
+
+
 def _turns_by_group(requested: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """What the turns spent per group (the requests sent, their prompt, output and cached
-    tokens as reported, else the prompt estimated at four characters a token), beside what
+    """What the turns spent per group (the requests that reached the provider, their prompt,
+    output and cached tokens: reported, else counted or estimated, ``docs/cost.md``), beside what
     learning spent."""
     groups: dict[str, dict[str, Any]] = {}
     for record in requested:
         group_id = record.get("group_id")
-        if group_id is None:
+        spent = record.get("tokens")
+        if group_id is None or not spent:
             continue
-        usage = record["usage"] or {}
         group = groups.setdefault(
             group_id,
             {
@@ -487,10 +513,9 @@ def _turns_by_group(requested: Sequence[Mapping[str, Any]]) -> dict[str, dict[st
             },
         )
         group["requests"] += 1
-        prompt = usage.get("prompt_tokens")
-        if prompt is None:
-            prompt, group["estimated"] = (_sent_chars(record) + 3) // 4, True
-        group["prompt_tokens"] += prompt
-        group["output_tokens"] += usage.get("output_tokens") or 0
-        group["cached_tokens"] += usage.get("cached_tokens") or 0
+        group["prompt_tokens"] += spent["prompt_tokens"]
+        group["output_tokens"] += spent["output_tokens"]
+        group["cached_tokens"] += spent["cached_tokens"]
+        if spent["basis"]["prompt"] != REPORTED:
+            group["estimated"] = True
     return dict(sorted(groups.items()))

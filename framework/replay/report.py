@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from promptweave.errors import PromptweaveError
+from promptweave.providers.cost import format_money
 from promptweave.replay.report_charts import (
     MESSAGE_KINDS,
     BarPart,
@@ -96,6 +97,8 @@ class _Row:
     usage: Mapping[str, Any]
     #: Why the model gave no answer: ``(cause, reason, fix)``.
     model_failure: tuple[str, str, str] | None = None
+    #: What the turn's requests spent (``tokens`` of the record, ``docs/cost.md``).
+    tokens: Mapping[str, Any] = attrs.field(factory=dict)
     #: ``(kind, text, trimmed)`` of each wording hint of the turn's messages.
     hints: tuple[tuple[str, str, bool], ...] = ()
     #: The turn's plugin faults, each in words (``where of plugin 'x' kind: detail``).
@@ -150,6 +153,7 @@ class _Row:
             parts=_bar_parts(chars) if isinstance(chars, Mapping) else None,
             budget=_int(_mapping(chars).get("budget")) or 0,
             usage=_mapping(record.get("usage")),
+            tokens=_mapping(record.get("tokens")),
             hints=_hints(_mapping(record.get("wording_hints"))),
             model_failure=_model_failure(_mapping(record.get("model_failure"))),
             faults=_faults(record.get("plugin_faults")),
@@ -330,12 +334,7 @@ def _prompt_cell(row: _Row, request: int | None) -> str:
         return "<td class='prompt'><span class='muted'>no request</span></td>"
     total = sum(part.chars for part in row.parts)
     facts = [f"request {request}", f"{total:,} / {row.budget:,} chars"]
-    prompt_tokens = _int(row.usage.get("prompt_tokens"))
-    cached = _int(row.usage.get("cached_tokens"))
-    if prompt_tokens is not None:
-        facts.append(f"{prompt_tokens:,} prompt tokens")
-    if cached is not None:
-        facts.append(f"{cached:,} cached")
+    facts += _token_facts(row)
     if row.prefix_reuse is None:
         reuse = "first request of its conversation"
     else:
@@ -346,6 +345,27 @@ def _prompt_cell(row: _Row, request: int | None) -> str:
         f"<div class='facts'>{' · '.join(facts)}</div><div class='facts'>{reuse}</div>"
         f"{_hints_html(row.hints)}</td>"
     )
+
+
+def _token_facts(row: _Row) -> list[str]:
+    """``1,218 prompt tokens (estimated)``, the cached and output tokens, the money; from the
+    usage alone for a record made before the spend figures."""
+    spent = row.tokens
+    if not spent:
+        prompt_tokens = _int(row.usage.get("prompt_tokens"))
+        cached = _int(row.usage.get("cached_tokens"))
+        facts = [] if prompt_tokens is None else [f"{prompt_tokens:,} prompt tokens (reported)"]
+        return facts + ([] if cached is None else [f"{cached:,} cached (reported)"])
+    basis = _mapping(spent.get("basis"))
+    facts = []
+    for key, label in (("prompt", "prompt tokens"), ("cached", "cached"), ("output", "output")):
+        value = _int(spent.get(f"{key}_tokens"))
+        if value is not None:
+            facts.append(f"{value:,} {label} ({escape(str(basis.get(key, 'estimated')))})")
+    cost, currency = _float(spent.get("cost")), _text(spent.get("currency"))
+    if cost is not None and currency is not None:
+        facts.append(escape(format_money(cost, currency)))
+    return facts
 
 
 def _hints_html(hints: Sequence[tuple[str, str, bool]]) -> str:

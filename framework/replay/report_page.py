@@ -13,6 +13,8 @@ from html import escape
 from string import Template
 from typing import Any
 
+from promptweave.providers.cost import format_money
+
 __all__ = ["PAGE_TEMPLATE", "summary_html"]
 
 _OFFLINE_NOTICE = (
@@ -59,6 +61,40 @@ def _rejected_lines(summary: Mapping[str, Any]) -> str:
         for item in (lines if isinstance(lines, list) else ())
         if isinstance(item, Mapping)
     )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def spend_figures(spend: Mapping[str, Any]) -> list[str]:
+    """The money and tokens of a reply and of 1,000 messages, each token figure with its basis
+    (``docs/cost.md``, "Reading the figures")."""
+    if not _number(spend.get("requests")):
+        return []
+    currency = spend.get("currency")
+    basis = _mapping(spend.get("basis"))
+    how = ", ".join(
+        f"{key} {escape(str(basis.get(key)))}" for key in ("prompt", "cached", "output")
+    )
+    price = (
+        f"at the price of {escape(str(spend.get('model')))}"
+        if isinstance(currency, str)
+        else f"no price for {escape(str(spend.get('model')))}"
+    )
+    figures = []
+    for label, key in (("per reply", "per_reply"), ("per 1,000 messages", "per_1000_messages")):
+        part = _mapping(spend.get(key))
+        cost = _number(part.get("cost"))
+        money = (
+            "—" if cost is None or not isinstance(currency, str) else format_money(cost, currency)
+        )
+        note = (
+            f"prompt {_count(part.get('prompt_tokens'))} · cached {_count(part.get('cached_tokens'))}"
+            f" · output {_count(part.get('output_tokens'))} tokens; {how}; {price}"
+        )
+        figures.append(_figure(f"spend {label}", escape(money), note))
+    return figures
 
 
 def _by_reason(value: object) -> tuple[str, str]:
@@ -161,10 +197,9 @@ def summary_html(summary: Mapping[str, Any] | None) -> str:
         _figure(
             "tokens per reply",
             _percentiles(summary.get("tokens_per_reply")),
-            "p50 / p95, estimated as (chars + 3) // 4"
-            if summary.get("tokens_estimated")
-            else "p50 / p95, as the provider reported",
+            f"p50 / p95, {escape(str(summary.get('tokens_basis') or 'estimated'))}",
         ),
+        *spend_figures(_mapping(summary.get("spend"))),
         _figure(
             "cached tokens",
             "—" if cached is None else f"{cached:,.0f}",

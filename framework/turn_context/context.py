@@ -362,6 +362,7 @@ def build_turn_context(
         return found
 
     preflight_start = time.perf_counter()
+    tally = parts.hooks.token_counter(parts.config)
     messages, preflight = parts.watchdog.run(
         lambda: run_preflight(
             messages,
@@ -374,6 +375,8 @@ def build_turn_context(
             image_token_cost=settings.image_token_cost,
             # The group timeline's images ride in a message of their own, added to the request.
             extra_images=len(rendered.vision_images),
+            count=tally,
+            basis=lambda: tally.basis,
         ),
         deadline,
     )

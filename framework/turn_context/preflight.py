@@ -15,6 +15,7 @@ import attrs
 
 from promptweave.messages.prompt_message import PromptMessage
 from promptweave.text.rules import IMAGE_MARK
+from promptweave.text.tokens import ESTIMATED, estimate_tokens
 from promptweave.turn_context.sidecar import rewrite_content, sent_text
 
 __all__ = [
@@ -71,19 +72,23 @@ def reanchor_current_turn_user_idx(messages: Sequence[PromptMessage], user_messa
 
 
 def estimate_messages_tokens_rough(
-    messages: Sequence[PromptMessage], image_token_cost: int = 1500
+    messages: Sequence[PromptMessage],
+    image_token_cost: int = 1500,
+    count: Callable[[str], int] = estimate_tokens,
 ) -> int:
-    """A cheap token estimate: ``(chars + 3) // 4`` plus a flat cost per image.
+    """The tokens of ``messages``: each message's role, text and parts counted by ``count``
+    (the estimate, :func:`promptweave.text.tokens.estimate_tokens`, unless a tokenizer counts),
+    plus a flat cost per image.
 
-    Characters are those sent (the sidecar when it applies, and durable parts). An image costs
+    The text is what is sent (the sidecar when it applies, and durable parts). An image costs
     ``image_token_cost`` whatever its size, so a huge inline image does not count as its bytes.
     """
-    chars = 0
+    tokens = 0
     images = 0
     for message in messages:
-        chars += len(message.role) + len(sent_text(message)) + sum(map(len, message.parts))
+        tokens += count(message.role) + count(sent_text(message)) + sum(map(count, message.parts))
         images += len(message.images)
-    return (chars + 3) // 4 + images * image_token_cost
+    return tokens + images * image_token_cost
 
 
 def estimate_request_tokens(
@@ -91,12 +96,14 @@ def estimate_request_tokens(
     messages: Sequence[PromptMessage],
     image_token_cost: int = 1500,
     extra_images: int = 0,
+    count: Callable[[str], int] = estimate_tokens,
 ) -> int:
     """The full estimate of a request: the system prompt, the messages, and images the request
-    adds besides the messages' own (``extra_images``: the group timeline's)."""
+    adds besides the messages' own (``extra_images``: the group timeline's), each text counted
+    by ``count``."""
     return (
-        (len(system_prompt) + 3) // 4
-        + estimate_messages_tokens_rough(messages, image_token_cost)
+        count(system_prompt)
+        + estimate_messages_tokens_rough(messages, image_token_cost, count)
         + extra_images * image_token_cost
     )
 
@@ -108,6 +115,7 @@ def should_run_preflight_estimate(
     threshold_tokens: int,
     image_token_cost: int = 1500,
     extra_images: int = 0,
+    count: Callable[[str], int] = estimate_tokens,
 ) -> bool:
     """Whether the full estimate is worth running.
 
@@ -118,7 +126,7 @@ def should_run_preflight_estimate(
     """
     if len(messages) > protect_first + protect_last + 1:
         return True
-    rough = estimate_messages_tokens_rough(messages, image_token_cost)
+    rough = estimate_messages_tokens_rough(messages, image_token_cost, count)
     return rough + extra_images * image_token_cost >= threshold_tokens
 
 
@@ -153,6 +161,8 @@ class PreflightResult:
 
     :param estimated: the full estimate ran (the gate opened).
     :param tokens: the estimate before any pass (0 when it did not run).
+    :param basis: how its tokens were found: ``estimated`` or ``counted`` (by a ``count_tokens``
+        plugin, every text of it; ``docs/cost.md``).
     :param passes: the compression passes, in order.
     :param outcome: ``skipped`` (gate closed), ``under_threshold``, ``compressed`` (now under the
         threshold), ``no_progress``, ``max_passes`` (still over after the last pass).
@@ -162,6 +172,7 @@ class PreflightResult:
     tokens: int = 0
     passes: tuple[PreflightPass, ...] = ()
     outcome: str = "skipped"
+    basis: str = ESTIMATED
 
     @property
     def compressed(self) -> bool:
@@ -172,6 +183,7 @@ class PreflightResult:
         return {
             "estimated": self.estimated,
             "tokens": self.tokens,
+            "tokens_basis": self.basis,
             "outcome": self.outcome,
             "passes": [attrs.asdict(p) for p in self.passes],
         }
@@ -188,29 +200,43 @@ def run_preflight(
     max_passes: int = 3,
     image_token_cost: int = 1500,
     extra_images: int = 0,
+    count: Callable[[str], int] = estimate_tokens,
+    basis: Callable[[], str] = lambda: ESTIMATED,
 ) -> tuple[list[PromptMessage], PreflightResult]:
     """Compress ``messages`` until the request is under ``threshold_tokens``.
 
     At most ``max_passes`` passes; stops at the first pass without progress
     (:func:`compression_made_progress`), since another would only spin.
 
+    :param count: counts one text's tokens (the estimate by default; a
+        :class:`promptweave.text.tokens.TokenTally` for a turn).
+    :param basis: says afterwards how ``count`` found its figures (``estimated``, ``counted``).
+
     :returns: the (possibly compressed) messages and what happened.
     """
     current = list(messages)
     if not should_run_preflight_estimate(
-        current, protect_first, protect_last, threshold_tokens, image_token_cost, extra_images
+        current,
+        protect_first,
+        protect_last,
+        threshold_tokens,
+        image_token_cost,
+        extra_images,
+        count,
     ):
         return current, PreflightResult()
-    tokens = estimate_request_tokens(system_prompt, current, image_token_cost, extra_images)
+    tokens = estimate_request_tokens(system_prompt, current, image_token_cost, extra_images, count)
     if tokens < threshold_tokens:
-        return current, PreflightResult(estimated=True, tokens=tokens, outcome="under_threshold")
+        return current, PreflightResult(
+            estimated=True, tokens=tokens, outcome="under_threshold", basis=basis()
+        )
     passes: list[PreflightPass] = []
     outcome = "max_passes"
     before_tokens = tokens
     for number in range(1, max_passes + 1):
         compressed = list(compress(current, number))
         after_tokens = estimate_request_tokens(
-            system_prompt, compressed, image_token_cost, extra_images
+            system_prompt, compressed, image_token_cost, extra_images, count
         )
         progress = compression_made_progress(
             len(current), len(compressed), before_tokens, after_tokens
@@ -232,7 +258,7 @@ def run_preflight(
             outcome = "compressed"
             break
     return current, PreflightResult(
-        estimated=True, tokens=tokens, passes=tuple(passes), outcome=outcome
+        estimated=True, tokens=tokens, passes=tuple(passes), outcome=outcome, basis=basis()
     )
 
 

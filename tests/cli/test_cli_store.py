@@ -274,3 +274,73 @@ def test_store_stats_counts_the_retrieval_data(tmp_path: Path, monkeypatch) -> N
     assert lines[:2] == ["s.sqlite3", "  conversation"]
     assert lines[7] == "  retrieval"
     assert lines[8] == f"    memories             {memories:>8}"
+
+
+def test_store_stats_prices_the_usage_kept_with_each_answer(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "promptweave.toml").write_text(
+        '[prices."gpt-4o-mini"]\ninput = 0.15\ncached_input = 0.075\noutput = 0.6\n',
+        encoding="utf-8",
+    )
+    invoke("store", "import", str(LOG), "--store", "s.sqlite3")
+    connection = sqlite3.connect("s.sqlite3")
+    answers = [
+        seq
+        for (seq,) in connection.execute(
+            "SELECT seq FROM session_turns WHERE role = 'assistant' ORDER BY seq"
+        )
+    ]
+    assert len(answers) == 2
+    # The provider reported usage for the first answer (cached tokens too) and nothing for the
+    # second; the group log's messages are what the figures per 1,000 messages divide by.
+    usage = {"prompt_tokens": 2000, "output_tokens": 40, "cached_tokens": 1500}
+    connection.execute(
+        "UPDATE session_turns SET usage = ? WHERE seq = ?", (json.dumps(usage), answers[0])
+    )
+    connection.commit()
+    messages = connection.execute("SELECT COUNT(*) FROM group_messages").fetchone()[0]
+    connection.close()
+    code, out, _ = invoke("store", "stats", "--store", "s.sqlite3", "--json")
+    assert code == 0
+    spend = json.loads(out)["spend"]
+    assert spend["model"] == "gpt-4o-mini"
+    assert (spend["answers"], spend["requests"], spend["without_usage"]) == (2, 1, 1)
+    assert spend["cached_not_reported"] == 0
+    assert (spend["prompt_tokens"], spend["cached_tokens"], spend["output_tokens"]) == (
+        2000,
+        1500,
+        40,
+    )
+    expected = (500 * 0.15 + 1500 * 0.075 + 40 * 0.6) / 1e6
+    assert abs(spend["cost"] - expected) < 1e-12
+    assert abs(spend["per_1000_messages"]["cost"] - expected * 1000 / messages) < 1e-12
+    assert spend["basis"] == dict.fromkeys(
+        ("prompt", "cached", "cache_write", "output"), "reported"
+    )
+    code, out, _ = invoke("store", "stats", "--store", "s.sqlite3")
+    lines = out.splitlines()
+    assert (
+        "  spend (1 answers with usage, at the price of gpt-4o-mini; tokens prompt reported, "
+        "cached reported, output reported):" in lines
+    )
+    assert "    answers without usage (not priced): 1" in lines
+
+
+def test_store_stats_counts_apart_the_answers_whose_provider_reported_no_cached_tokens(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "s.sqlite3"
+    invoke("store", "import", str(LOG), "--store", str(store))
+    connection = sqlite3.connect(store)
+    connection.execute(
+        "UPDATE session_turns SET usage = ? WHERE role = 'assistant'",
+        (json.dumps({"prompt_tokens": 100, "output_tokens": 5}),),
+    )
+    connection.commit()
+    connection.close()
+    code, out, _ = invoke("store", "stats", "--store", str(store), "--json")
+    spend = json.loads(out)["spend"]
+    assert (spend["cached_not_reported"], spend["cached_tokens"]) == (2, 0)
+    assert spend["cost"] is None  # no price table: the tokens, but no money
+    code, out, _ = invoke("store", "stats", "--store", str(store))
+    assert code == 0 and "no price for gpt-4o-mini in [prices]" in out

@@ -322,11 +322,15 @@ def test_what_the_learners_did_and_could_not_do_is_in_nonebots_log() -> None:
     from nonebot import logger
 
     from promptweave import ChatMessage, Learner
+    from promptweave.contrib.nonebot import _forward_logs
     from promptweave.learning.stage import LearningStage
 
     def broken(_batch: object) -> None:
         raise RuntimeError("cannot read the group")
 
+    # As the plugin's start-up does: a CLI test earlier in the same process replaced the
+    # handlers of the promptweave logger with its own.
+    _forward_logs()
     lines: list[str] = []
     sink = logger.add(lambda message: lines.append(str(message)), level="INFO")
     try:

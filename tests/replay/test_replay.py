@@ -55,6 +55,7 @@ MESSAGE_KEYS = {
     "chars",
     "wording_hints",
     "usage",
+    "tokens",
     "durations_ms",
     "learned",
     "learned_in_prompt",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from promptweave import PromptMessage
+from promptweave.text.tokens import COUNTED, ESTIMATED, TokenTally, estimate_tokens
 from promptweave.turn_context.preflight import (
     compression_made_progress,
     default_compress_messages,
@@ -59,7 +60,8 @@ def test_gate_opens_on_more_messages_than_the_protected_ones():
 
 def test_gate_opens_for_few_but_huge_messages():
     rows = [user("长" * 40_000), bot("好")]
-    estimate = (len("user") + 40_000 + len("assistant") + 1 + 3) // 4
+    # Each text on its own: a CJK character 0.8 tokens, other text four characters a token.
+    estimate = 1 + 32_000 + 3 + 1
     assert estimate_messages_tokens_rough(rows) == estimate
     assert should_run_preflight_estimate(rows, 3, 20, threshold_tokens=estimate)
     assert not should_run_preflight_estimate(rows, 3, 20, threshold_tokens=estimate + 1)
@@ -68,14 +70,35 @@ def test_gate_opens_for_few_but_huge_messages():
 def test_estimate_counts_images_flat_never_as_their_bytes():
     inline = "data:image/png;base64," + "A" * 1_000_000
     rows = [user("看图", images=(inline, "https://img.example.net/cat.jpg"))]
-    chars = len("user") + len("看图")
-    assert estimate_messages_tokens_rough(rows) == (chars + 3) // 4 + 2 * 1500
-    assert estimate_messages_tokens_rough(rows, image_token_cost=100) == (chars + 3) // 4 + 200
+    text = estimate_tokens("user") + estimate_tokens("看图")
+    assert estimate_messages_tokens_rough(rows) == text + 2 * 1500
+    assert estimate_messages_tokens_rough(rows, image_token_cost=100) == text + 200
 
 
 def test_estimate_counts_the_sidecar_that_is_sent_and_durable_parts():
     rows = [user("短", api_content="短" + "x" * 400, parts=("y" * 40,))]
-    assert estimate_messages_tokens_rough(rows) == (4 + 401 + 40 + 3) // 4
+    assert estimate_messages_tokens_rough(rows) == 1 + (1 + (400 + 3) // 4) + 10
+
+
+def test_a_tokenizer_counts_instead_of_the_estimate_and_the_result_says_so():
+    rows = [user(f"第{i}句话") for i in range(30)]
+    tally = TokenTally(count_one=lambda text: (len(text), COUNTED))
+    _, result = run_preflight(
+        rows,
+        "系统",
+        lambda r, n: r,
+        protect_first=3,
+        protect_last=20,
+        threshold_tokens=10**6,
+        count=tally,
+        basis=lambda: tally.basis,
+    )
+    assert result.tokens == len("系统") + sum(len("user") + len(r.content) for r in rows)
+    assert (result.basis, result.to_json()["tokens_basis"]) == (COUNTED, COUNTED)
+    _, estimated = run_preflight(
+        rows, "系统", lambda r, n: r, protect_first=3, protect_last=20, threshold_tokens=10**6
+    )
+    assert estimated.basis == ESTIMATED and estimated.tokens < result.tokens
 
 
 # -- the progress rule ---------------------------------------------------------------------------
