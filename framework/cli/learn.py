@@ -588,8 +588,8 @@ def _spend_text(spent: Spend) -> str:
         return "no model calls"
     text = (
         f"{spent.calls} model call{'s' if spent.calls != 1 else ''}, {spent.tokens:,} tokens "
-        f"({spent.prompt_tokens:,} prompt, {spent.output_tokens:,} output, "
-        f"{spent.cached_tokens:,} cached)"
+        f"as the learning model reported them ({spent.prompt_tokens:,} prompt, "
+        f"{spent.output_tokens:,} output, {spent.cached_tokens:,} cached)"
     )
     if spent.invalid:
         text += f", {spent.invalid} invalid answer{'s' if spent.invalid != 1 else ''}"
@@ -643,7 +643,7 @@ def _turns_text(turns: Mapping[str, int]) -> str:
         return answers + (", none with the tokens it used recorded" if turns["answers"] else "")
     tokens = turns["prompt_tokens"] + turns["output_tokens"]
     text = (
-        f"{answers}, {tokens:,} tokens ({turns['prompt_tokens']:,} prompt, "
+        f"{answers}, {tokens:,} tokens the provider reported ({turns['prompt_tokens']:,} prompt, "
         f"{turns['output_tokens']:,} output, {turns['cached_tokens']:,} cached)"
     )
     if turns["reported"] < turns["answers"]:

@@ -644,10 +644,13 @@ def test_learned_stats_shows_what_learning_spent_beside_the_turns(
     lines = result.stdout.splitlines()
     assert lines[1] == "group 20001 (bot 10001)"
     assert lines[2] == (
-        "  learning: 3 model calls, 1,300 tokens (1,200 prompt, 100 output, 0 cached), "
+        "  learning: 3 model calls, 1,300 tokens as the learning model reported them (1,200 prompt, 100 output, 0 cached), "
         "1 invalid answer"
     )
-    assert "    strategies: 2 model calls, 1,000 tokens (900 prompt, 100 output, 0 cached)" in lines
+    assert (
+        "    strategies: 2 model calls, 1,000 tokens as the learning model reported them (900 prompt, 100 output, 0 cached)"
+        in lines
+    )
     assert "  learning, all the store keeps: 8 model calls, 1,300 tokens" in result.stdout
     assert "group 20002 (bot 10001)" in lines
     assert lines[-1].startswith("budget: 120 calls and 200,000 tokens an hour")
