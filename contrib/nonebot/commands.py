@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import attrs
-from nonebot import on_command
+from nonebot import on_message
 from nonebot.adapters.onebot.v11 import (
     GROUP_ADMIN,
     GROUP_OWNER,
@@ -39,10 +39,12 @@ from nonebot.adapters.onebot.v11 import (
     Message,
     MessageEvent,
 )
+from nonebot.consts import CMD_KEY, PREFIX_KEY
 from nonebot.matcher import Matcher
 from nonebot.params import CommandArg
 from nonebot.permission import SUPERUSER
-from nonebot.rule import Rule
+from nonebot.rule import Rule, command as command_rule
+from nonebot.typing import T_State
 
 from promptweave import BotLoop, Promptweave
 from promptweave.cli.problems import problems_of, report_lines
@@ -83,15 +85,26 @@ def _words(args: Message) -> list[str]:
     return args.extract_plain_text().split()
 
 
-async def _is_command(args: Annotated[Message, CommandArg()]) -> bool:
-    words = _words(args)
-    return not words or words[0].lower() in SUBCOMMANDS
-
-
-#: Priority 1 and blocking: before the chat matcher (priority 50), which never sees a command.
-command = on_command(
-    COMMAND, aliases=COMMAND_ALIASES, rule=Rule(_is_command), priority=1, block=True
+#: The command and its aliases as NoneBot's command trie gives them (``state[PREFIX_KEY]``).
+_COMMANDS = frozenset(
+    alias if isinstance(alias, tuple) else (alias,) for alias in {COMMAND, *COMMAND_ALIASES}
 )
+# Registers /pw and its aliases in NoneBot's command trie (its command rule would be the rule of
+# an ``on_command`` matcher, but that rule solves three injected dependencies, each a call on a
+# worker thread, for every message of every group: docs/performance.md, "Inside NoneBot").
+command_rule(COMMAND, *COMMAND_ALIASES)
+
+
+async def _is_command(state: T_State) -> bool:
+    """Whether the message starts with /pw or an alias: read from what NoneBot's preprocessing
+    of every message found in the command trie, so it costs a lookup."""
+    prefix = state.get(PREFIX_KEY) or {}
+    return prefix.get(CMD_KEY) in _COMMANDS
+
+
+#: Priority 1 and blocking: before the chat matcher (priority 50), which never sees a command;
+#: ``/pw`` followed by a word that is no subcommand is let through to the chat matcher.
+command = on_message(rule=Rule(_is_command), priority=1, block=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -264,6 +277,9 @@ async def _handle(
 ) -> None:
     words = [word.lower() for word in _words(args)] or ["help"]
     action = words[0]
+    if action not in SUBCOMMANDS and action != "help":
+        matcher.block = False  # ordinary chat that starts with the command's name
+        return
     staff = action in ("on", "off", "status", "help")
     if not await _allowed(bot, event, staff):
         who = "superusers and this group's owner and admins" if staff else "superusers"
