@@ -30,6 +30,7 @@ from promptweave.config import Config
 from promptweave.errors import PromptweaveError
 from promptweave.store.dashboard_reads import DashboardReads
 from promptweave.store.learned_sqlite import SQLiteLearnedStore
+from promptweave.store.routing_state_sqlite import SQLiteRoutingState
 from promptweave.store.sqlite import STORE_ERRORS, SQLiteDatabase
 from promptweave.store.stores import Stores
 
@@ -58,7 +59,7 @@ class Dashboard:
     """What the dashboard's pages read and do.
 
     :param database: the store (already migrated).
-    :param config: the configuration: the bots' time zones, the learning opt-outs.
+    :param config: the configuration: the bots' time zones, the per-group settings, the prices.
     :param admin_token: the token the actions need; ``None``: read-only, no action at all.
     :param poll_s: how often an open page asks for what changed.
     :param clock: the time "today" is read at.
@@ -71,10 +72,14 @@ class Dashboard:
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
     reads: DashboardReads = attrs.field(init=False)
     learned: SQLiteLearnedStore = attrs.field(init=False)
+    routing: SQLiteRoutingState = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.reads = DashboardReads(self.database)
         self.learned = SQLiteLearnedStore(self.database)
+        # The run-time switches the groups page shows: a primary-key read a group, on the
+        # connection the other reads use.
+        self.routing = SQLiteRoutingState(self.database)
 
     @classmethod
     def open(cls, path: Path, **settings: Any) -> Dashboard:
@@ -167,7 +172,9 @@ def create_app(dashboard: Dashboard) -> FastAPI:
         return page(
             request,
             "groups.html",
-            rows=views.group_rows(dashboard.reads, dashboard.config, dashboard.clock(), shown),
+            rows=views.group_rows(
+                dashboard.reads, dashboard.routing, dashboard.config, dashboard.clock(), shown
+            ),
             page_number=page_number,
             more=len(scopes) > (page_number + 1) * PAGE_SIZE,
             total=len(scopes),

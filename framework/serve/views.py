@@ -14,8 +14,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import attrs
 
 from promptweave.config import BotConfig, Config
-from promptweave.serve.pending import NO_PRICES, money_for, settings_in_force
+from promptweave.serve.groups_info import money_for, no_price_words, priced_model, settings_in_force
 from promptweave.store.dashboard_reads import DailyRow, DashboardReads, TimelineRow
+from promptweave.store.routing_state import RoutingState
 
 __all__ = [
     "SPEND_KIND",
@@ -116,11 +117,17 @@ class Totals:
 
 
 def group_rows(
-    reads: DashboardReads, config: Config, now: dt.datetime, scopes: Sequence[tuple[str, str]]
+    reads: DashboardReads,
+    routing: RoutingState | None,
+    config: Config,
+    now: dt.datetime,
+    scopes: Sequence[tuple[str, str]],
 ) -> list[dict[str, Any]]:
     """One row per (bot, group) of ``scopes``: today's messages, decisions, replies and spend in
-    the bot's time zone, the money, the settings in force."""
+    the bot's time zone, the money at :func:`promptweave.serve.groups_info.priced_model`, the
+    settings in force with the run-time switch of ``routing``."""
     rows = []
+    model = priced_model(config)
     for bot_id, group_id in scopes:
         today = now.astimezone(zone_of(config, bot_id)).date().isoformat()
         daily = reads.day(bot_id, group_id, today)
@@ -130,8 +137,6 @@ def group_rows(
             decisions[(row.action or row.status, row.reason or "—")] += row.turns
         money = money_for(
             config,
-            bot_id,
-            group_id,
             prompt_tokens=totals.prompt_tokens,
             cached_tokens=totals.cached_tokens,
             output_tokens=totals.output_tokens,
@@ -143,8 +148,10 @@ def group_rows(
                 "today": today,
                 "totals": totals,
                 "decisions": sorted(decisions.items(), key=lambda item: (-item[1], item[0])),
-                "money": money or NO_PRICES,
-                "settings": settings_in_force(config, bot_id, group_id),
+                "money": money or no_price_words(config),
+                "priced": money is not None,
+                "model": model,
+                "settings": settings_in_force(config, routing, bot_id, group_id),
             }
         )
     return rows

@@ -3,18 +3,40 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import html
 import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
 import pytest
-from dashboard_support import BOT, GROUP, HOSTILE_ADDRESSED, HOSTILE_NAME, HOSTILE_TEXT, NOW
+from dashboard_support import (
+    BOT,
+    CONFIG,
+    GROUP,
+    HOSTILE_ADDRESSED,
+    HOSTILE_NAME,
+    HOSTILE_TEXT,
+    NOW,
+)
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from promptweave.config import BotConfig, Config, LearningConfig
+from promptweave.config import (
+    BotConfig,
+    Config,
+    GroupConfig,
+    LearningConfig,
+    ModelPrice,
+    ProviderConfig,
+)
+from promptweave.providers.cost import format_money, price_for, price_tokens
+from promptweave.providers.exchange import DEFAULT_MODELS, ProviderApi
 from promptweave.serve.app import Dashboard, DashboardError, create_app, mount
+from promptweave.store.routing_state import GroupSwitch
+from promptweave.store.routing_state_sqlite import SQLiteRoutingState
+from promptweave.store.sqlite import SQLiteDatabase
 from promptweave.store.turn_log_sqlite import SQLiteTurnLog, TurnLogEntry, unpack_record
 
 TOKEN = "s3cret-admin-token"
@@ -327,3 +349,147 @@ def test_groups_page_shows_the_settings_in_force(replayed_store: Path) -> None:
     assert "learning: opted out" in row.group(1)
     learned = client.get(f"/groups/{BOT}/{GROUP}/learned").text
     assert "opted out of learning" in learned
+
+
+def _group_row(page: str, group_id: str) -> str:
+    row = re.search(rf'data-group="{group_id}">(.*?)</tr>', page, flags=re.DOTALL)
+    assert row is not None, group_id
+    return row.group(1)
+
+
+def _spent(dashboard: Dashboard, group_id: str, *, prompt: int, cached: int, output: int) -> None:
+    SQLiteTurnLog(dashboard.database).record(
+        [
+            TurnLogEntry(
+                bot_id=BOT,
+                group_id=group_id,
+                message_id=f"priced-{group_id}-{number}",
+                time=NOW.timestamp(),
+                day=NOW.date().isoformat(),
+                status="replied",
+                action="reply",
+                reason="rule_default_reply",
+                prompt_tokens=prompt,
+                cached_tokens=cached,
+                output_tokens=output,
+                requested=True,
+            )
+            for number in range(3)
+        ]
+    )
+
+
+def test_groups_page_prices_each_groups_tokens_at_the_configured_model(store: Path) -> None:
+    config = Config.from_file(CONFIG)
+    dashboard = Dashboard.open(store, config=config, clock=lambda: NOW)
+    _spent(dashboard, GROUP, prompt=1800, cached=1200, output=40)
+    _spent(dashboard, "20002", prompt=900, cached=0, output=75)
+    page = TestClient(create_app(dashboard)).get("/").text
+    price = price_for(config, DEFAULT_MODELS[ProviderApi.OPENAI_CHAT])
+    assert price is not None
+    amounts = set()
+    for (group_id,) in _rows(store, "SELECT DISTINCT group_id FROM turn_daily"):
+        prompt, cached, output = _rows(
+            store,
+            "SELECT SUM(prompt_tokens), SUM(cached_tokens), SUM(output_tokens) FROM turn_daily"
+            " WHERE bot_id = ? AND group_id = ? AND day = ?",
+            (BOT, group_id, NOW.date().isoformat()),
+        )[0]
+        amount = price_tokens(price, prompt=prompt, cached=cached, output=output)  # type: ignore[arg-type]
+        money = re.search(r'class="money">(.*?)</td>', _group_row(page, str(group_id)))
+        assert money is not None
+        assert (
+            money.group(1)
+            == f"{format_money(amount, price.currency)} <small>at gpt-4o-mini</small>"
+        )
+        amounts.add(amount)
+    assert len(amounts) == 2 and 0 not in amounts  # each group its own figure
+    assert "no prices configured" not in page
+
+
+def test_groups_page_names_the_model_without_a_price(replayed_store: Path) -> None:
+    other = Config(prices={"qwen2.5-7b": ModelPrice(input=0.1, output=0.2)})
+    page = TestClient(
+        create_app(Dashboard.open(replayed_store, config=other, clock=lambda: NOW))
+    ).get("/")
+    money = re.findall(r'class="money">(.*?)</td>', page.text)
+    assert money and {html.unescape(shown) for shown in money} == {
+        'no price for gpt-4o-mini (no [prices."gpt-4o-mini"])'
+    }
+    model = Config(provider=ProviderConfig(model="qwen2.5-7b"), prices=other.prices)
+    priced = TestClient(
+        create_app(Dashboard.open(replayed_store, config=model, clock=lambda: NOW))
+    ).get("/")
+    assert "<small>at qwen2.5-7b</small>" in priced.text
+
+
+def _settings(row: str) -> dict[str, tuple[str, str]]:
+    """Each setting of a group row: its value and its source."""
+    return {
+        html.unescape(name): (html.unescape(value), html.unescape(source))
+        for name, value, source in re.findall(
+            r'<div class="setting">(.*?): (.*?) <small class="source">(.*?)</small></div>', row
+        )
+    }
+
+
+def test_groups_page_shows_a_group_switched_off_at_run_time_and_why(store: Path) -> None:
+    dashboard = Dashboard.open(store, clock=lambda: NOW)
+    client = TestClient(create_app(dashboard))
+    before = _settings(_group_row(client.get("/").text, GROUP))
+    assert before["taking part"] == ("on", "default")
+    # Switched off by another connection (the bot, ``promptweave groups off``) while the page is
+    # open.
+    at = dt.datetime(2026, 12, 4, 21, 15, tzinfo=dt.UTC)
+    SQLiteRoutingState(SQLiteDatabase(store)).set_switch(
+        BOT, GROUP, GroupSwitch(enabled=False, by="chat:30001", at=at)
+    )
+    page = client.get("/").text
+    after = _settings(_group_row(page, GROUP))
+    assert after["taking part"] == (
+        "off: group_switched_off (switched off by chat:30001 at 2026-12-04T21:15:00+00:00)",
+        "the run-time switch",
+    )
+    # The other group is not switched.
+    assert _settings(_group_row(page, "20002"))["taking part"] == ("on", "default")
+
+
+def test_groups_page_shows_the_configured_threshold_and_quiet_hours_with_their_source(
+    store: Path,
+) -> None:
+    config = Config(
+        bots={
+            BOT: BotConfig(
+                deny_groups=("20002",),
+                groups={
+                    GROUP: GroupConfig(necessity_threshold=30, low_engagement=False),
+                    "*": GroupConfig(quiet_hours=("23:30-07:30",), quiet_allow="none"),
+                },
+            )
+        },
+    )
+    dashboard = Dashboard.open(store, config=config, clock=lambda: NOW)
+    # A switch that turns the bot on over the configuration's deny list.
+    SQLiteRoutingState(dashboard.database).set_switch(
+        BOT, "20002", GroupSwitch(enabled=True, by="cli")
+    )
+    page = TestClient(create_app(dashboard)).get("/").text
+    shown = _settings(_group_row(page, GROUP))
+    table, every = f'[bots."{BOT}".groups."{GROUP}"]', f'[bots."{BOT}".groups."*"]'
+    assert shown["reply-necessity threshold"] == ("30", table)
+    assert shown["low-engagement phrases"] == ("off", table)
+    assert shown["quiet hours"] == (
+        "23:30-07:30 (Asia/Shanghai); nothing goes through",
+        f"{every}; quiet_allow: {every}",
+    )
+    assert shown["time zone"] == ("Asia/Shanghai", "default")
+    other = _settings(_group_row(page, "20002"))
+    assert other["taking part"] == (
+        "on (switched on by cli, over the configuration's group_denied)",
+        "the run-time switch",
+    )
+    assert other["reply-necessity threshold"] == (
+        str(config.routing.necessity_threshold),
+        "[routing]",
+    )
+    assert other["low-engagement phrases"][1] == "[routing]"

@@ -150,7 +150,7 @@ def test_a_turn_the_loop_s_own_fault_ended_is_in_the_turn_log(
     config = Config(store=StoreConfig(backend="sqlite", path=str(tmp_path / "store.sqlite3")))
     runtime = Promptweave.from_config(config)
 
-    def broken(self: BotLoop, event: IncomingEvent, record_ms: float) -> None:
+    def broken(self: BotLoop, event: IncomingEvent, record_ms: float, faults: object) -> None:
         raise RuntimeError("a bug in routing")
 
     monkeypatch.setattr(BotLoop, "_route", broken)
