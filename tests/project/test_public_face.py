@@ -65,7 +65,7 @@ def _type_checker_imports() -> dict[str, str]:
 def test_the_face_is_small() -> None:
     # Guards the parametrized tests below against passing vacuously; the number is not frozen.
     assert {"hookimpl", "Section", "Promptweave"} <= set(PUBLIC)
-    assert len(PUBLIC) < 90
+    assert len(PUBLIC) < 100
 
 
 def test_all_and_dir_come_from_the_one_table() -> None:
