@@ -41,6 +41,7 @@ from promptweave.messages.trimming import (
 )
 from promptweave.turn_context.sidecar import (
     compose_user_api_content,
+    defuse_user_headers,
     sent_text,
     stamp_turn_context,
 )
@@ -78,6 +79,12 @@ class TurnAdditions:
         injected = compose_user_api_content("", self.memory_context, plugin_context)
         if injected is None:
             return message, "none"
+        # The user's lines sit beside the turn's sections in one message here too: sent with
+        # their header brackets defused, the clean content kept for the turns after
+        # (docs/turn_context.md, "Forged headers").
+        content = defuse_user_headers(message.content)
+        if content != message.content:
+            message = attrs.evolve(message, api_content=content)
         return attrs.evolve(message, parts=(*message.parts, injected.lstrip("\n"))), "part"
 
 
