@@ -206,6 +206,7 @@ def summary_html(summary: Mapping[str, Any] | None) -> str:
             "not reported by this model" if cached is None else "provider-reported, summed",
         ),
         _figure("prefix reuse", reuse_value, reuse_note),
+        *_cache_figures(summary),
     ]
     return (
         f"{model_html}<div class='figures'>{''.join(figures)}</div>"
@@ -335,3 +336,37 @@ PAGE_TEMPLATE = Template(
     "<section><h2>Chat timeline</h2>$legend$filters$timeline</section>"
     "<script>" + _SCRIPT + "</script></body></html>\n"
 )
+
+
+def _cache_figures(summary: Mapping[str, Any]) -> list[str]:
+    """What of each request the provider had to process again, per byte that was new in it, and
+    what a llama.cpp server said it reused (``docs/replay.md``, "Prefix reuse";
+    ``docs/cost.md``)."""
+    figures = []
+    per_new = _mapping(summary.get("uncached_per_new_byte"))
+    median, summed = _number(per_new.get("median")), _number(per_new.get("summed"))
+    if median is not None and summed is not None:
+        figures.append(
+            _figure(
+                "uncached per new byte",
+                f"{median:.2f} / {summed:.2f}",
+                "median / summed: the bytes not a prefix of the conversation's previous request, "
+                f"per byte new in the request, over {_count(per_new.get('requests'))} requests",
+            )
+        )
+    server = _mapping(summary.get("server_reuse"))
+    reused, evaluated = (
+        _number(server.get("reused_tokens")),
+        _number(server.get("evaluated_tokens")),
+    )
+    if reused is not None and evaluated is not None:
+        share = _number(server.get("share")) or 0.0
+        figures.append(
+            _figure(
+                "server reuse",
+                f"{share:.1%}",
+                f"{reused:,.0f} prompt tokens reused, {evaluated:,.0f} evaluated, "
+                f"over {_count(server.get('calls'))} calls, as the server's log says",
+            )
+        )
+    return figures

@@ -212,6 +212,51 @@ def test_header_shows_the_summary_figures() -> None:
     ]
 
 
+def test_header_shows_the_uncached_bytes_per_new_byte_and_the_servers_reuse() -> None:
+    records = realistic_records()
+    summary = dict(records[-1])
+    summary["uncached_per_new_byte"] = {
+        "median": 1.046,
+        "summed": 1.104,
+        "uncached_bytes": 2208,
+        "new_bytes": 2000,
+        "requests": 69,
+    }
+    summary["server_reuse"] = {
+        "calls": 3,
+        "reused_tokens": 5702,
+        "evaluated_tokens": 2780,
+        "share": 0.6723,
+    }
+    header = parse_html(render_report([*records[:-1], summary], title="replay")).find_all("header")[
+        0
+    ]
+    figures = {
+        figure.find_all("div", "label")[0].all_text(): figure.all_text()
+        for figure in header.find_all("div", "figure")
+    }
+    assert "1.05 / 1.10" in figures["uncached per new byte"]
+    assert "over 69 requests" in figures["uncached per new byte"]
+    assert "67.2%" in figures["server reuse"]
+    assert "5,702 prompt tokens reused, 2,780 evaluated, over 3 calls" in figures["server reuse"]
+
+
+def test_a_summary_without_those_figures_shows_neither() -> None:
+    records = realistic_records()
+    summary = {
+        key: value
+        for key, value in records[-1].items()
+        if key not in ("uncached_per_new_byte", "server_reuse")
+    }
+    header = parse_html(render_report([*records[:-1], summary], title="replay")).find_all("header")[
+        0
+    ]
+    labels = {
+        figure.find_all("div", "label")[0].all_text() for figure in header.find_all("div", "figure")
+    }
+    assert "uncached per new byte" not in labels and "server reuse" not in labels
+
+
 def test_reported_cached_tokens_are_shown() -> None:
     records = _with_summary([_replied(0)], model="openai")
     records[-1]["cached_tokens"] = 12345
