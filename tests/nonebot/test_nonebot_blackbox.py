@@ -256,3 +256,55 @@ async def test_a_real_nonebot_process_answers_an_at_question_in_bubbles_and_reco
         (str(SELF_ID), "周六晚上七点桌游局", "9001"),
         (str(SELF_ID), "在格子桌游吧", "9002"),
     ]
+
+
+@pytest.fixture
+def dashboard_env(bot_folder: tuple[Path, int]) -> str:
+    """The bot's ``.env`` asks the plugin to mount the dashboard (``docs/dashboard.md``)."""
+    folder, _ = bot_folder
+    with (folder / ".env").open("a", encoding="utf-8") as env:
+        env.write("PROMPTWEAVE_DASHBOARD_PATH=/pw-dash\nPROMPTWEAVE_DASHBOARD_TOKEN=s3cret\n")
+    return "/pw-dash"
+
+
+async def test_the_plugin_mounts_the_dashboard_on_nonebots_app_and_it_shows_the_turn(
+    dashboard_env: str, bot_process: tuple[int, subprocess.Popen[str]], bot_folder: tuple[Path, int]
+) -> None:
+    import httpx
+
+    port, _process = bot_process
+    folder, _ = bot_folder
+    base = f"http://127.0.0.1:{port}{dashboard_env}"
+    async with connect(
+        f"ws://127.0.0.1:{port}/onebot/v11/ws",
+        additional_headers={"X-Self-ID": str(SELF_ID), "X-Client-Role": "Universal"},
+        proxy=None,
+    ) as ws:
+        question = [
+            {"type": "at", "data": {"qq": str(SELF_ID)}},
+            {"type": "text", "data": {"text": " 周末有什么活动吗？"}},
+        ]
+        await ws.send(json.dumps(_group_message(601, question, 30017)))
+        for message_id in (9101, 9102):
+            frame = await _next_action(ws)
+            await _answer(ws, frame, {"message_id": message_id})
+        async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
+            # The turn log is written by its own thread every half second.
+            deadline = time.monotonic() + 20
+            while True:
+                page = await client.get(f"{base}/groups/{SELF_ID}/{GROUP}")
+                if page.status_code == 200 and "周末有什么活动吗" in page.text:
+                    break
+                assert time.monotonic() < deadline, (page.status_code, page.text[:500])
+                await asyncio.sleep(0.3)
+            groups = await client.get(f"{base}/")
+            assert groups.status_code == 200 and str(GROUP) in groups.text
+            # Forgetting is an admin action: refused without the token the .env gave, let past
+            # the check with it (where the request itself is then found wanting).
+            forget = f"{base}/groups/{SELF_ID}/{GROUP}/learned/forget"
+            refused = await client.post(forget, json={"kind": "note", "key": "x"})
+            assert refused.status_code == 401
+            allowed = await client.post(forget, json={}, headers={"Authorization": "Bearer s3cret"})
+            assert allowed.status_code == 400
+    log = (folder / "bot.log").read_text(encoding="utf-8")
+    assert f"promptweave dashboard at {dashboard_env}" in log
