@@ -126,7 +126,10 @@ class Promptweave:
     conversations: ConversationState = attrs.field(factory=ConversationState)
     retrieval_runner: RetrievalRunner = attrs.field(
         default=attrs.Factory(
-            lambda self: RetrievalRunner(threads=self.config.retrieval.threads), takes_self=True
+            lambda self: RetrievalRunner(
+                threads=self.config.retrieval.threads, trusted=self._ships_with_promptweave
+            ),
+            takes_self=True,
         )
     )
     assembler: SectionAssembler = attrs.field(

@@ -25,7 +25,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -169,13 +169,17 @@ def _inspect_async(function: Any) -> bool:
 _is_async_cached = functools.lru_cache(maxsize=1024)(_inspect_async)
 
 
-def _runs_inline(retriever: Retriever, query: RetrievalQuery) -> bool:
+def _runs_inline(retriever: Retriever, query: RetrievalQuery, trusted: bool = True) -> bool:
     """Whether the retriever runs on the loop's thread without waiting: it is skipped for this
-    turn, or it is a sync function that says it does not block. A ``blocking`` callable that
-    raises counts as waiting, so the error is traced where the retriever runs."""
+    turn, or it is a sync function that says it does not block and ships with promptweave
+    (``trusted``: another plugin's word is not taken, so a hang of its cannot hold the loop). A
+    ``blocking`` callable that raises counts as waiting, so the error is traced where the
+    retriever runs."""
     if retriever.persistent and not query.allow_persistent_memory:
         return True
     if _is_async(retriever.retrieve):
+        return False
+    if not trusted:
         return False
     blocking = retriever.blocking
     if not callable(blocking):
@@ -295,9 +299,13 @@ class RetrievalRunner:
     """Owns the worker threads of sync retrievers and runs retrievers concurrently.
 
     :param threads: the most sync retrievers running at once.
+    :param trusted: whether a plugin ships with promptweave; only such a plugin's retriever that
+        says it does not block (``Retriever.blocking``) runs on the caller's thread, every other
+        sync retriever in a worker thread under its timeout. ``None`` trusts every plugin.
     """
 
     threads: int = 8
+    trusted: Callable[[str], bool] | None = None
     _pool: DaemonExecutor | None = attrs.field(default=None, init=False, repr=False)
     # Sync retrievers still running past their timeout, by name, with the time they started.
     _hung: dict[str, float] = attrs.field(factory=dict, init=False, repr=False)
@@ -379,7 +387,7 @@ class RetrievalRunner:
         waiting = {
             index: asyncio.ensure_future(one(entry))
             for index, entry in enumerate(retrievers)
-            if not _runs_inline(entry.item, query)
+            if not _runs_inline(entry.item, query, self._trusts(entry.plugin))
         }
         if waiting:
             await asyncio.sleep(0)  # let them start before the inline ones take the thread
@@ -403,7 +411,7 @@ class RetrievalRunner:
         the caller awaits :meth:`run`. Not for a thread with a running event loop."""
         start = time.perf_counter()
         for entry in retrievers:
-            if not _runs_inline(entry.item, query):
+            if not _runs_inline(entry.item, query, self._trusts(entry.plugin)):
                 return None
         timeouts = timeouts or {}
         traced = []
@@ -424,11 +432,18 @@ class RetrievalRunner:
                 traced.append(self._answered(entry, result, called))
         return _outcome(query, traced, start)
 
-    async def _call(self, retriever: Retriever, query: RetrievalQuery, timeout: float) -> Any:
+    def _trusts(self, plugin: str) -> bool:
+        return self.trusted is None or self.trusted(plugin)
+
+    async def _call(
+        self, retriever: Retriever, query: RetrievalQuery, timeout: float, trusted: bool = True
+    ) -> Any:
         deadline = time.monotonic() + timeout
         if _is_async(retriever.retrieve):
             return await asyncio.wait_for(retriever.retrieve(query), timeout)
-        blocking = retriever.blocking(query) if callable(retriever.blocking) else retriever.blocking
+        blocking = not trusted or (
+            retriever.blocking(query) if callable(retriever.blocking) else retriever.blocking
+        )
         if not blocking:
             found = retriever.retrieve(query)
             if time.monotonic() > deadline:
@@ -494,7 +509,9 @@ class RetrievalRunner:
             return skipped, ()
         start = time.perf_counter()
         try:
-            result = _normalize(await self._call(entry.item, query, timeout))
+            result = _normalize(
+                await self._call(entry.item, query, timeout, self._trusts(entry.plugin))
+            )
         except TimeoutError:
             return _timed_out(entry, timeout, start)
         except Exception as exc:

@@ -213,6 +213,57 @@ def test_a_late_non_blocking_retriever_is_discarded_as_a_timeout():
     assert outcome.traces[0].reason == SkipReason.TIMEOUT.value
 
 
+def test_a_plugin_not_shipped_with_promptweave_is_not_taken_at_its_word_that_it_never_blocks():
+    # It says blocking=False and then hangs: run in a worker thread under its timeout, it holds
+    # neither the event loop (the ticker goes on) nor the turn past the timeout.
+    released = threading.Event()
+
+    def hanging(query):
+        released.wait(5)
+        return [memory("late")]
+
+    ticks = 0
+
+    async def scenario():
+        nonlocal ticks
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        ticking = asyncio.ensure_future(ticker())
+        runner = RetrievalRunner(threads=2, trusted=lambda plugin: plugin != "t")
+        try:
+            assert (
+                runner.run_inline([entry("hanging", hanging, blocking=False)], make_query(QUESTION))
+                is None
+            )
+            return await runner.run(
+                [entry("hanging", hanging, blocking=False, timeout_s=0.2)], make_query(QUESTION)
+            )
+        finally:
+            ticking.cancel()
+            released.set()
+            runner.close()
+
+    outcome = asyncio.run(scenario())
+    assert outcome.traces[0].reason == SkipReason.TIMEOUT.value
+    assert ticks >= 3
+
+
+def test_a_shipped_plugins_non_blocking_retriever_still_runs_inline():
+    runner = RetrievalRunner(threads=2, trusted=lambda plugin: plugin == "t")
+    try:
+        found = runner.run_inline(
+            [entry("inline", lambda query: [memory("here")], blocking=False)], make_query(QUESTION)
+        )
+    finally:
+        runner.close()
+    assert found is not None and found.traces[0].status == "hit"
+
+
 def test_builtin_retrievers_run_on_the_loop_unless_a_store_of_another_kind_may_block(tmp_path):
     from promptweave import Config, Promptweave, Stores
     from promptweave.config import StoreConfig
