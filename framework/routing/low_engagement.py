@@ -102,8 +102,21 @@ def _offered(entry: Registered[PhrasePool], query: PoolQuery, notes: list[str]) 
     pool = entry.item
     where = f"phrase pool {pool.name!r}"
     try:
-        if pool.applies is not None and not call_plugin(entry.plugin, where, pool.applies, query):
-            return []
+        if pool.applies is not None:
+            applies = call_plugin(entry.plugin, where, pool.applies, query)
+            if not isinstance(applies, bool):
+                # Anything but a yes or a no is no answer: the pool sits this one out, named.
+                record_fault(
+                    PluginFault(
+                        plugin=entry.plugin,
+                        where=where,
+                        kind="wrong_type",
+                        detail=f"applies returned {type_name(applies)}, expected bool; left out",
+                    )
+                )
+                return []
+            if not applies:
+                return []
         phrases = list(pool.phrases)
         if pool.phrases_for is not None:
             offered = call_plugin(entry.plugin, where, pool.phrases_for, query)

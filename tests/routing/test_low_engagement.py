@@ -290,3 +290,23 @@ def test_the_tangent_pool_holds_the_documented_examples():
     from promptweave.builtin_plugins.phrase_pools import EMOTION_TANGENT_POOL
 
     assert {"阴完了", "没绷住", "休息会"} <= set(EMOTION_TANGENT_POOL)
+
+
+def test_a_pool_whose_applies_answers_no_bool_sits_out_and_is_named():
+    class _Vague:
+        @hookimpl
+        def register_low_engagement_pools(self, register):
+            register(PhrasePool(name="vague", phrases=["喵喵喵"], applies=lambda query: "yes"))
+
+    runtime = make_runtime(
+        1, extra_plugins=(_Vague(),), low_engagement_probabilities=(1.0, 1.0, 1.0, 1.0)
+    )
+    rendered = runtime.render(_pass_turn())
+    assert rendered.decision.low_engagement_phrase != "喵喵喵"
+    faults = rendered.trace["plugin_faults"]
+    assert {
+        "plugin": faults[0]["plugin"],
+        "where": "phrase pool 'vague'",
+        "kind": "wrong_type",
+        "detail": "applies returned str, expected bool; left out",
+    } in faults
