@@ -290,3 +290,18 @@ async def test_pw_with_another_word_is_chat_and_the_command_help_is_not(
 
     await _say(app, runtime, _event(text("/pw"), user=ADMIN_ID, role="admin"), USAGE)
     assert _logged(runtime) == ["/pw 这个词是啥意思"]
+
+
+async def test_pw_and_a_word_that_is_no_subcommand_is_chat_and_other_chat_never_meets_the_command(
+    app: App, runtime: Promptweave
+) -> None:
+    # The command's matcher lets it through (it does not block), so the chat matcher records it.
+    await _say(app, runtime, _event(text("/pw 这个词是啥意思"), user=MEMBER_ID), None)
+    await _say(app, runtime, _event(text("今天好冷"), user=MEMBER_ID), None)
+    await _say(
+        app,
+        runtime,
+        _event(text("/pw status"), user=MEMBER_ID),
+        "/pw status is for superusers and this group's owner and admins.",
+    )
+    assert _logged(runtime) == ["/pw 这个词是啥意思", "今天好冷"]
