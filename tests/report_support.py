@@ -21,12 +21,14 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 
 from promptweave.replay.replayer import summarize
 
@@ -35,9 +37,11 @@ __all__ = [
     "HEADLESS",
     "Element",
     "chromium",
+    "chromium_or_skip",
     "parse_html",
     "realistic_records",
     "screenshot",
+    "start_devtools",
     "summarize",
 ]
 
@@ -269,6 +273,43 @@ def chromium(
         check=True,
         env={**os.environ, "HOME": str(profile)},
     )
+
+
+def chromium_or_skip(path: Path = CHROMIUM) -> Path:
+    """``path`` when it exists; else a skip, or a failure when ``PROMPTWEAVE_REQUIRE_CHROMIUM``
+    is set (CI sets it, so the browser tests never go missing there)."""
+    if not path.exists():
+        if os.environ.get("PROMPTWEAVE_REQUIRE_CHROMIUM"):
+            pytest.fail(f"PROMPTWEAVE_REQUIRE_CHROMIUM is set but {path} is missing")
+        pytest.skip(f"{path} is absent (apt-get install chromium fonts-noto-cjk)")
+    return path
+
+
+def start_devtools(profile: Path, *, timeout: float = 120) -> tuple[subprocess.Popen[bytes], int]:
+    """Headless Chromium on a blank tab under the DevTools protocol, with a throwaway profile at
+    ``profile``: the process (the caller terminates it) and the DevTools port, once it listens."""
+    profile.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen(
+        [
+            str(CHROMIUM),
+            *HEADLESS,
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HOME": str(profile)},
+    )
+    deadline = time.monotonic() + timeout
+    port_file = profile / "DevToolsActivePort"
+    while not port_file.exists() or not port_file.read_text().strip():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            raise AssertionError("chromium exited, or DevTools never listened")
+        time.sleep(0.05)
+    return process, int(port_file.read_text().split()[0])
 
 
 def screenshot(page: Path, png: Path, *, profile: Path, height: int = 1600) -> None:

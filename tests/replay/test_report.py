@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import urllib.request
 from collections import Counter
@@ -21,12 +20,13 @@ import pytest
 import websockets
 from report_support import (
     CHROMIUM,
-    HEADLESS,
     Element,
     chromium,
+    chromium_or_skip,
     parse_html,
     realistic_records,
     screenshot,
+    start_devtools,
     summarize,
 )
 
@@ -501,20 +501,10 @@ def test_a_record_that_is_not_a_replay_record_is_a_clear_error(
 # -- in a real browser -----------------------------------------------------------------------
 
 
-def _chromium_or_skip(path: Path) -> Path:
-    """``path`` when it exists; else a skip, or a failure when ``PROMPTWEAVE_REQUIRE_CHROMIUM``
-    is set (CI sets it, so the browser tests never go missing there)."""
-    if not path.exists():
-        if os.environ.get("PROMPTWEAVE_REQUIRE_CHROMIUM"):
-            pytest.fail(f"PROMPTWEAVE_REQUIRE_CHROMIUM is set but {path} is missing")
-        pytest.skip(f"{path} is absent (apt-get install chromium fonts-noto-cjk)")
-    return path
-
-
 @pytest.fixture
 def browser() -> Path:
     """Debian's headless Chromium."""
-    return _chromium_or_skip(CHROMIUM)
+    return chromium_or_skip(CHROMIUM)
 
 
 def test_missing_chromium_fails_when_required_and_skips_otherwise(
@@ -523,11 +513,11 @@ def test_missing_chromium_fails_when_required_and_skips_otherwise(
     missing = tmp_path / "chromium"
     monkeypatch.setenv("PROMPTWEAVE_REQUIRE_CHROMIUM", "1")
     with pytest.raises(pytest.fail.Exception, match="is missing"):
-        _chromium_or_skip(missing)
+        chromium_or_skip(missing)
     monkeypatch.delenv("PROMPTWEAVE_REQUIRE_CHROMIUM")
     with pytest.raises(pytest.skip.Exception, match="apt-get install chromium"):
-        _chromium_or_skip(missing)
-    assert _chromium_or_skip(tmp_path) == tmp_path
+        chromium_or_skip(missing)
+    assert chromium_or_skip(tmp_path) == tmp_path
 
 
 @pytest.fixture
@@ -618,26 +608,9 @@ async def _load_with_devtools(
 ) -> tuple[list[dict[str, Any]], Any]:
     """Load ``page`` in headless Chromium under DevTools; the events seen and the value of
     ``expression`` evaluated after the load event."""
-    profile.mkdir()
-    process = subprocess.Popen(
-        [
-            str(CHROMIUM),
-            *HEADLESS,
-            f"--user-data-dir={profile}",
-            "--remote-debugging-port=0",
-            "about:blank",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "HOME": str(profile)},
-    )
+    process, port = start_devtools(profile)
     try:
         async with asyncio.timeout(120):
-            port_file = profile / "DevToolsActivePort"
-            while not port_file.exists() or not port_file.read_text().strip():
-                assert process.poll() is None, "chromium exited before DevTools listened"
-                await asyncio.sleep(0.05)
-            port = int(port_file.read_text().split()[0])
             pages: list[dict[str, Any]] = []
             while not pages:  # the first tab may be listed a moment after DevTools listens
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as answer:

@@ -5,7 +5,6 @@ synchronous calls (``websockets.sync``)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 import time
@@ -15,26 +14,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 import uvicorn
 from fastapi import FastAPI
+from report_support import start_devtools
 from websockets.sync.client import ClientConnection, connect
-
-CHROMIUM = Path("/usr/bin/chromium")
-HEADLESS = ("--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,1600")
 
 #: How long a wait for the page may take before the test fails (a bound, not a measurement).
 WAIT_S = 60.0
-
-
-def chromium_or_skip() -> Path:
-    """Debian's Chromium; a skip without it, or a failure when ``PROMPTWEAVE_REQUIRE_CHROMIUM``
-    is set (CI sets it)."""
-    if not CHROMIUM.exists():
-        if os.environ.get("PROMPTWEAVE_REQUIRE_CHROMIUM"):
-            pytest.fail(f"PROMPTWEAVE_REQUIRE_CHROMIUM is set but {CHROMIUM} is missing")
-        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium fonts-noto-cjk)")
-    return CHROMIUM
 
 
 @contextmanager
@@ -54,18 +40,6 @@ def serving(app: FastAPI) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=WAIT_S)
-
-
-def run_chromium(*arguments: str, profile: Path) -> str:
-    """One headless Chromium run (``--dump-dom``, ``--screenshot``); its standard output."""
-    return subprocess.run(
-        [str(CHROMIUM), *HEADLESS, f"--user-data-dir={profile}", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        env={**os.environ, "HOME": str(profile)},
-    ).stdout
 
 
 class Page:
@@ -128,27 +102,9 @@ class Page:
 @contextmanager
 def browser_page(profile: Path) -> Iterator[Page]:
     """Headless Chromium under DevTools, its first tab."""
-    profile.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        [
-            str(CHROMIUM),
-            *HEADLESS,
-            f"--user-data-dir={profile}",
-            "--remote-debugging-port=0",
-            "about:blank",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "HOME": str(profile)},
-    )
+    process, port = start_devtools(profile, timeout=WAIT_S)
     try:
         deadline = time.monotonic() + WAIT_S
-        port_file = profile / "DevToolsActivePort"
-        while not port_file.exists() or not port_file.read_text().strip():
-            assert process.poll() is None, "chromium exited before DevTools listened"
-            assert time.monotonic() < deadline, "DevTools never listened"
-            time.sleep(0.05)
-        port = int(port_file.read_text().split()[0])
         targets: list[dict[str, Any]] = []
         while not targets:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as answer:

@@ -15,9 +15,9 @@ from pathlib import Path
 import attrs
 import png
 import pytest
-from dashboard_browser import browser_page, chromium_or_skip, run_chromium, serving
+from dashboard_browser import browser_page, serving
 from dashboard_support import BOT, CONFIG, GROUP, HOSTILE_NAME, HOSTILE_TEXT, NOW
-from report_support import parse_html
+from report_support import chromium, chromium_or_skip, parse_html
 
 from promptweave.config import Config
 from promptweave.loop.events import IncomingEvent
@@ -88,9 +88,9 @@ def test_every_page_loads_with_the_chat_and_draws(served: str, store: Path, tmp_
     doms = {}
     for name, path in pages.items():
         profile = tmp_path / f"profile-{name}"
-        doms[name] = parse_html(run_chromium("--dump-dom", served + path, profile=profile))
+        doms[name] = parse_html(chromium("--dump-dom", served + path, profile=profile).stdout)
         shot = tmp_path / f"{name}.png"
-        run_chromium("--hide-scrollbars", f"--screenshot={shot}", served + path, profile=profile)
+        chromium("--hide-scrollbars", f"--screenshot={shot}", served + path, profile=profile)
         width, height, colours = _colours(shot)
         assert (width, height) == (1200, 1600)
         # Text, tables and charts in several colours, not a blank or an error page.
