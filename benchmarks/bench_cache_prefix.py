@@ -39,6 +39,7 @@ import attrs
 from promptweave import Config, ProviderRequest, hookimpl
 from promptweave.loop.live import BotLoop
 from promptweave.providers.exchange import ProviderSpec
+from promptweave.providers.prefix import common_prefix_length
 from promptweave.replay.learning import InjectionWatch
 from promptweave.replay.replayer import ReplayClock, read_chat_log, replay_events
 from promptweave.runtime import Promptweave
@@ -66,17 +67,6 @@ class SentBodies:
                 int(request.trace.get("new_bytes", 0)),
             )
         )
-
-
-def _common_prefix(previous: bytes, current: bytes) -> int:
-    low, high = 0, min(len(previous), len(current))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if previous[:middle] == current[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def replay_bodies(log_file: Path, config: Config, mode: str) -> list[tuple[str, str, bytes, int]]:
@@ -147,7 +137,7 @@ def measure(sent: Sequence[tuple[str, str, bytes, int]]) -> dict[str, Any]:
         latest[(key, api)] = body
         row: dict[str, Any] = {"request": (key, number), "bytes": len(body)}
         if previous is not None:
-            row["uncached"] = len(body) - _common_prefix(previous, body)
+            row["uncached"] = len(body) - common_prefix_length(previous, body)
             row["new"] = fresh
         rows.append(row)
     compared = [r for r in rows if "uncached" in r and r["new"] > 0]

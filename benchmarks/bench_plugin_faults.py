@@ -38,6 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench_loop import BOT_ID, _payload, _Transport
+
 from promptweave import (
     BotLoop,
     Config,
@@ -51,7 +53,6 @@ from promptweave.config import DeliveryConfig, PluginsConfig, RoutingConfig, Sto
 from promptweave.loop.events import OutcomeStatus
 from promptweave.plugins.contributions import RuleStage
 
-BOT_ID = 10001
 FAULTY_GROUP = 20001
 OTHER_GROUPS = (20002, 20003, 20004, 20005)
 SLOW_S = 2.0
@@ -75,16 +76,6 @@ class _InstantModel:
         # The faulty group's answer says so, for the answer reader to tell it.
         mark = "faulty-group " if f":{FAULTY_GROUP}:" in request.conversation_key else ""
         return SubmitResult(sent=True, status="ok", text=f"{mark}周六晚上七点桌游局\n在格子桌游吧")
-
-
-class _Transport:
-    platform = "onebot.v11"
-
-    def __init__(self) -> None:
-        self._ids = itertools.count(9_000_000)
-
-    async def call_api(self, api: str, **params: Any) -> dict[str, int]:
-        return {"message_id": next(self._ids)}
 
 
 class _Fault:
@@ -137,24 +128,6 @@ class _Fault:
         self._act("submit_request_async", f":{FAULTY_GROUP}:" in request.conversation_key)
 
 
-def _payload(number: int, group: int, text: str) -> dict[str, Any]:
-    return {
-        "post_type": "message",
-        "message_type": "group",
-        "sub_type": "normal",
-        "self_id": BOT_ID,
-        "group_id": group,
-        "user_id": 30000 + number % 40,
-        "message_id": number,
-        "time": 1_764_400_000 + number,
-        "sender": {"user_id": 30000 + number % 40, "nickname": "群友", "role": "member"},
-        "message": [
-            {"type": "at", "data": {"qq": str(BOT_ID)}},
-            {"type": "text", "data": {"text": text}},
-        ],
-    }
-
-
 def _loop(folder: Path, plugin: _Fault, name: str) -> BotLoop:
     deadline = HUNG_DEADLINE_S if plugin.mode == "hung" else SLOW_DEADLINE_S
     config = Config(
@@ -182,7 +155,7 @@ async def _measure(loop: BotLoop, plugin: _Fault, window_s: float, numbers: Any)
     faulty = asyncio.ensure_future(
         loop.handle_payload(
             "onebot",
-            _payload(next(numbers), FAULTY_GROUP, "faulty-group 周末有什么活动吗？"),
+            _payload(next(numbers), FAULTY_GROUP, "faulty-group 周末有什么活动吗？", at_bot=True),
             str(BOT_ID),
             transport,
         )
@@ -197,7 +170,7 @@ async def _measure(loop: BotLoop, plugin: _Fault, window_s: float, numbers: Any)
         if time.perf_counter() - began >= window_s and faulty.done():
             break
         group = OTHER_GROUPS[index % len(OTHER_GROUPS)]
-        payload = _payload(next(numbers), group, "周末有什么活动吗？")
+        payload = _payload(next(numbers), group, "周末有什么活动吗？", at_bot=True)
         start = time.perf_counter()
         outcome = await loop.handle_payload("onebot", payload, str(BOT_ID), transport)
         latencies.append((time.perf_counter() - start) * 1000)

@@ -17,6 +17,7 @@ __all__ = [
     "PrefixReport",
     "TextLabels",
     "canonical_json",
+    "common_prefix_length",
     "compare_request_prefix",
     "labelled_segments",
 ]
@@ -139,14 +140,8 @@ class PrefixReport:
         }
 
 
-def compare_request_prefix(
-    previous: bytes, segments: Sequence[tuple[str, str]], *, new_bytes: int = 0
-) -> PrefixReport:
-    """Compare a previous body's bytes with this request's labelled segments.
-
-    :param new_bytes: the bytes of what is new in this request (:attr:`PrefixReport.new_bytes`).
-    """
-    current = b"".join(piece.encode() for _, piece in segments)
+def common_prefix_length(previous: bytes, current: bytes) -> int:
+    """How many leading bytes ``previous`` and ``current`` share."""
     # Binary search on slice equality: the comparisons run in C, not byte by byte in Python.
     low, high = 0, min(len(previous), len(current))
     while low < high:
@@ -155,7 +150,18 @@ def compare_request_prefix(
             low = middle
         else:
             high = middle - 1
-    common = low
+    return low
+
+
+def compare_request_prefix(
+    previous: bytes, segments: Sequence[tuple[str, str]], *, new_bytes: int = 0
+) -> PrefixReport:
+    """Compare a previous body's bytes with this request's labelled segments.
+
+    :param new_bytes: the bytes of what is new in this request (:attr:`PrefixReport.new_bytes`).
+    """
+    current = b"".join(piece.encode() for _, piece in segments)
+    common = common_prefix_length(previous, current)
     first_difference = None
     if common < len(current) and common < len(previous):
         offset = 0
