@@ -9,9 +9,7 @@ import datetime as dt
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +19,7 @@ from typing import Any, ClassVar
 
 import pytest
 from base_support import ROOT
+from bot_process_support import free_port, running_bot
 from websockets.asyncio.client import ClientConnection, connect
 
 from promptweave import Config, Stores
@@ -41,12 +40,6 @@ nonebot.load_plugin("promptweave.contrib.nonebot")
 if __name__ == "__main__":
     nonebot.run()
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class _ChatCompletions(BaseHTTPRequestHandler):
@@ -93,7 +86,7 @@ def model_url() -> Iterator[str]:
 
 @pytest.fixture
 def bot_folder(tmp_path: Path, model_url: str) -> tuple[Path, int]:
-    port = _free_port()
+    port = free_port()
     (tmp_path / "bot.py").write_text(BOT_PY, encoding="utf-8")
     (tmp_path / ".env").write_text(
         f'DRIVER=~fastapi\nHOST=127.0.0.1\nPORT={port}\nNICKNAME=["小织"]\n'
@@ -123,41 +116,12 @@ pause_per_char_s = 0
 
 
 @pytest.fixture
-def bot_process(bot_folder: tuple[Path, int]) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+def bot_process(bot_folder: tuple[Path, int]) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     folder, port = bot_folder
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env.update({"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "PROMPTWEAVE_API_KEY": ""})
-    # A log file, not a pipe: nobody reads a pipe while the test runs, and a full one blocks.
-    log = (folder / "bot.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "bot.py"],
-        cwd=folder,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise AssertionError((folder / "bot.log").read_text())
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
-        else:
-            raise AssertionError(f"the bot did not listen on {port}")
+    with running_bot(folder, port, env) as process:
         yield port, process
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        log.close()
 
 
 def _group_message(message_id: int, segments: list[dict[str, Any]], user_id: int) -> dict[str, Any]:
@@ -192,7 +156,7 @@ async def _answer(ws: ClientConnection, frame: dict[str, Any], data: Any) -> Non
 
 
 async def test_a_real_nonebot_process_answers_an_at_question_in_bubbles_and_records_them(
-    bot_process: tuple[int, subprocess.Popen[str]], bot_folder: tuple[Path, int]
+    bot_process: tuple[int, subprocess.Popen[bytes]], bot_folder: tuple[Path, int]
 ) -> None:
     port, process = bot_process
     folder, _ = bot_folder
@@ -268,7 +232,9 @@ def dashboard_env(bot_folder: tuple[Path, int]) -> str:
 
 
 async def test_the_plugin_mounts_the_dashboard_on_nonebots_app_and_it_shows_the_turn(
-    dashboard_env: str, bot_process: tuple[int, subprocess.Popen[str]], bot_folder: tuple[Path, int]
+    dashboard_env: str,
+    bot_process: tuple[int, subprocess.Popen[bytes]],
+    bot_folder: tuple[Path, int],
 ) -> None:
     import httpx
 

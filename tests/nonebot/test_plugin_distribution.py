@@ -5,8 +5,6 @@ installed for real with pip, then loaded in the NoneBot session by ``nonebot.loa
 from __future__ import annotations
 
 import importlib.metadata
-import shutil
-import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -16,30 +14,17 @@ from typing import Any
 import nonebot
 import pytest
 from base_support import ROOT
+from bot_process_support import install_distribution
 from nonebot.adapters.onebot.v11 import Bot
 from nonebug import App
 from onebot_events import SELF_ID, at, group_message_json, parse, preprocess, text
-
-DISTRIBUTION = ROOT / "contrib" / "nonebot-plugin-promptweave"
 
 
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The distribution installed with pip into a fresh directory on ``sys.path``; the checkout
     stays untouched (pip builds from a copy)."""
-    root = tmp_path_factory.mktemp("nonebot-plugin")
-    source = root / "source"
-    shutil.copytree(DISTRIBUTION, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    site = root / "site"
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"),
-            *("--no-build-isolation", "--target", str(site), str(source)),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    site = install_distribution(tmp_path_factory.mktemp("nonebot-plugin"))
     sys.path.insert(0, str(site))
     try:
         yield site

@@ -9,21 +9,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from base_support import ROOT
+from bot_process_support import free_port, install_distribution, running_bot
 from websockets.asyncio.client import connect
 
-DISTRIBUTION = ROOT / "contrib" / "nonebot-plugin-promptweave"
 SELF_ID = 10001
 GROUP = 20001
 
@@ -56,36 +50,17 @@ builtin_plugins = []
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The distribution installed with pip into a fresh directory (built from a copy)."""
-    root = tmp_path_factory.mktemp("plugin-process")
-    source = root / "source"
-    shutil.copytree(DISTRIBUTION, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    site = root / "site"
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"),
-            *("--no-build-isolation", "--target", str(site), str(source)),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return site
+    return install_distribution(tmp_path_factory.mktemp("plugin-process"))
 
 
 @pytest.fixture
 def bot(plugin_site: Path, tmp_path: Path) -> Iterator[tuple[int, Path]]:
     """A bot folder as docs/bot.md lays it out, its model endpoint a port nobody listens on;
     the bot process runs while the test does."""
-    port, model_port = _free_port(), _free_port()
+    port, model_port = free_port(), free_port()
     (tmp_path / "bot.py").write_text(BOT_PY, encoding="utf-8")
     (tmp_path / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
     (tmp_path / ".env").write_text(
@@ -106,32 +81,8 @@ def bot(plugin_site: Path, tmp_path: Path) -> Iterator[tuple[int, Path]]:
     }
     env.update({"PYTHONPATH": str(plugin_site), "PYTHONUNBUFFERED": "1"})
     env["PROMPTWEAVE_CACHE_DIR"] = str(tmp_path / "cache")
-    log_file = tmp_path / "bot.log"
-    log = log_file.open("w")
-    process = subprocess.Popen(
-        [sys.executable, "bot.py"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise AssertionError(log_file.read_text())
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
-        else:
-            raise AssertionError(f"the bot did not listen on {port}: {log_file.read_text()}")
+    with running_bot(tmp_path, port, env):
         yield port, tmp_path
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        log.close()
 
 
 def _at_question(message_id: int, question: str) -> dict[str, Any]:
