@@ -3,9 +3,11 @@ the store, the common options."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ __all__ = [
     "echo_json",
     "load_config",
     "not_blank",
+    "now_option",
     "open_store",
     "render_store_source",
     "render_stores",
@@ -194,3 +197,22 @@ config_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     help="promptweave.toml to use (default: $PROMPTWEAVE_CONFIG, else ./promptweave.toml).",
 )
+
+
+def _when(_ctx: click.Context, param: click.Parameter, value: str | None) -> dt.datetime | None:
+    """``--now``: an ISO 8601 time with its UTC offset."""
+    if value is None:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO 8601 time", param=param) from None
+    if moment.tzinfo is None:
+        raise click.BadParameter(f"{value} has no UTC offset (add +08:00 or Z)", param=param)
+    return moment
+
+
+def now_option(help_text: str) -> Callable[[Any], Any]:
+    """``--now ISO``: an ISO 8601 time with its UTC offset, for the commands that read "today"
+    or run at a given time (``learn``, ``learned stats``, ``serve``)."""
+    return click.option("--now", "now", default=None, callback=_when, metavar="ISO", help=help_text)

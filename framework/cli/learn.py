@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import click
 
-from promptweave.cli.common import config_option, load_config, not_blank, open_store
+from promptweave.cli.common import config_option, load_config, not_blank, now_option, open_store
 from promptweave.cli.problems import (
     EXIT_CONFIG,
     Problem,
@@ -37,19 +37,6 @@ __all__ = ["learn", "learned"]
 LIST_LIMIT = 1_000_000
 
 _Scope = tuple[str, str]
-
-
-def _when(_ctx: click.Context, param: click.Parameter, value: str | None) -> dt.datetime | None:
-    """``--now``: an ISO 8601 time with its UTC offset."""
-    if value is None:
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not an ISO 8601 time", param=param) from None
-    if moment.tzinfo is None:
-        raise click.BadParameter(f"{value} has no UTC offset (add +08:00 or Z)", param=param)
-    return moment
 
 
 store_option = click.option(
@@ -144,16 +131,11 @@ def _filter_name(bot_id: str | None, group_id: str | None) -> str:
 # -- promptweave learn ---------------------------------------------------------------------------
 
 
-def _now_option(help_text: str) -> Callable[[Any], Any]:
-    """``--now ISO``: an ISO 8601 time with its UTC offset (:func:`_when`)."""
-    return click.option("--now", "now", default=None, callback=_when, metavar="ISO", help=help_text)
-
-
 @click.command()
 @store_option
 @bot_option
 @group_option
-@_now_option("The time of the run (default: now), ISO 8601 with its UTC offset.")
+@now_option("The time of the run (default: now), ISO 8601 with its UTC offset.")
 @config_option
 def learn(
     store_path: Path | None,
@@ -475,7 +457,7 @@ TURN_ROWS = 1_000_000
 @store_option
 @bot_option
 @group_option
-@_now_option("The end of the 24 hours summed (default: now), ISO 8601 with its UTC offset.")
+@now_option("The end of the 24 hours summed (default: now), ISO 8601 with its UTC offset.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a group, then the total.")
 @config_option
 def learned_stats(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from promptweave.cli.common import config_option, load_config, store_option
+from promptweave.cli.common import config_option, load_config, now_option, store_option
 from promptweave.cli.problems import input_error
 
 __all__ = ["serve"]
@@ -18,18 +18,6 @@ log = logging.getLogger("promptweave.cli")
 #: The address the dashboard listens on unless told otherwise: this machine only.
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-
-
-def _when(_ctx: click.Context, param: click.Parameter, value: str | None) -> dt.datetime | None:
-    if value is None:
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not an ISO 8601 time", param=param) from None
-    if moment.tzinfo is None:
-        raise click.BadParameter(f"{value} has no UTC offset (add +08:00 or Z)", param=param)
-    return moment
 
 
 @click.command()
@@ -53,14 +41,7 @@ def _when(_ctx: click.Context, param: click.Parameter, value: str | None) -> dt.
     type=click.FloatRange(min=0.2),
     help="How often an open page asks for what changed.",
 )
-@click.option(
-    "--now",
-    "now",
-    default=None,
-    callback=_when,
-    metavar="ISO",
-    help="The time 'today' is read at (default: the clock), ISO 8601 with its UTC offset.",
-)
+@now_option("The time 'today' is read at (default: the clock), ISO 8601 with its UTC offset.")
 def serve(
     store: Path | None,
     config_path: Path | None,
