@@ -49,6 +49,7 @@ __all__ = [
     "USAGE",
     "NoneBotLogHandler",
     "PluginConfig",
+    "freeze_start_up_heap",
     "incoming_event",
     "promptweave_loop",
     "quoted_message",
@@ -226,13 +227,22 @@ async def _open() -> None:
         nonebot_logger.info(
             f"promptweave dashboard at {keys.promptweave_dashboard_path} (store {path})"
         )
-    if keys.promptweave_gc_freeze:
-        # What start-up built (the runtime, its plugins, NoneBot's and the adapter's modules)
-        # lives as long as the process: moved out of the cyclic collector's reach, it is not
-        # walked again by every full collection, which inside NoneBot cost more CPU than the
-        # turns themselves (docs/performance.md, "Inside NoneBot").
-        gc.collect()
-        gc.freeze()
+    freeze_start_up_heap(keys.promptweave_gc_freeze)
+
+
+def freeze_start_up_heap(enabled: bool) -> bool:
+    """Move what start-up built to the cycle collector's permanent generation (``gc.freeze``,
+    after one collection), unless ``PROMPTWEAVE_GC_FREEZE=false``; whether it did.
+
+    What start-up built (the runtime, its plugins, NoneBot's and the adapter's modules) lives as
+    long as the process: out of the collector's reach, it is not walked again by every full
+    collection, which inside NoneBot cost more CPU than the turns themselves
+    (``docs/performance.md``, "Inside NoneBot")."""
+    if not enabled:
+        return False
+    gc.collect()
+    gc.freeze()
+    return True
 
 
 def _bot_names(runtime: Promptweave, nicknames: tuple[str, ...]) -> str:

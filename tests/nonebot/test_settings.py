@@ -218,3 +218,19 @@ def test_an_outcome_without_a_model_failure_is_not_warned_of() -> None:
     outcome = _failed("1", "no_key")
     assert not failures.note(TurnOutcome(event=outcome.event, status="silent", reason="pass"))
     assert lines == []
+
+
+def test_the_start_up_heap_is_frozen_unless_the_env_says_false(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+
+    from promptweave.contrib.nonebot import freeze_start_up_heap
+    from promptweave.contrib.nonebot.settings import PluginConfig
+
+    frozen: list[str] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append("freeze"))
+    assert PluginConfig().promptweave_gc_freeze is True
+    assert freeze_start_up_heap(PluginConfig().promptweave_gc_freeze) and frozen == ["freeze"]
+    off = PluginConfig.model_validate({"promptweave_gc_freeze": "false"})
+    assert not freeze_start_up_heap(off.promptweave_gc_freeze) and frozen == ["freeze"]
