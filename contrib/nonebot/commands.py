@@ -52,6 +52,7 @@ from promptweave.errors import PromptweaveError
 from promptweave.learning.budget import SPEND_KIND, Spend, spend_totals
 from promptweave.prompt.overrides import reload_overrides_file
 from promptweave.routing.group_control import GroupSettings, effective_group_settings
+from promptweave.store.dashboard_reads import DashboardReads
 from promptweave.store.routing_state import GroupSwitch
 from promptweave.store.sqlite import STORE_ERRORS
 
@@ -113,7 +114,9 @@ class GroupStatus:
 
     :param settings: the per-group settings in force.
     :param quiet_now: the quiet range in force now, if any.
-    :param decisions: this process's decisions in the group today, by reason.
+    :param decisions: the decisions in the group today, by reason, most frequent first.
+    :param decisions_stored: whether they were read from the store's turn log (every process,
+        across restarts) rather than counted by this process since it started.
     :param answers: the bot's answers recorded today.
     :param turn_tokens: the tokens the provider reported for them (prompt plus output).
     :param learning: what learning spent in the group today.
@@ -123,6 +126,7 @@ class GroupStatus:
     settings: GroupSettings
     quiet_now: str | None
     decisions: dict[str, int]
+    decisions_stored: bool
     answers: int
     turn_tokens: int
     learning: Spend
@@ -159,6 +163,7 @@ def group_status(runtime: Promptweave, bot_id: str, group_id: str, now: dt.datet
                 for value in (usage.get("prompt_tokens"), usage.get("output_tokens"))
                 if isinstance(value, int) and not isinstance(value, bool)
             )
+    decisions, stored = _decisions_today(runtime, bot_id, group_id, now, settings.timezone)
     spent, learned = Spend(), Counter[str]()
     store = runtime.stores.learned
     if store is not None:
@@ -170,12 +175,35 @@ def group_status(runtime: Promptweave, bot_id: str, group_id: str, now: dt.datet
     return GroupStatus(
         settings=settings,
         quiet_now=None if quiet is None else quiet.text,
-        decisions=runtime.router.decisions_today(bot_id, group_id, now, settings.timezone),
+        decisions=decisions,
+        decisions_stored=stored,
         answers=answers,
         turn_tokens=tokens,
         learning=spent,
         learned=dict(sorted(learned.items())),
     )
+
+
+def _decisions_today(
+    runtime: Promptweave, bot_id: str, group_id: str, now: dt.datetime, timezone: str
+) -> tuple[dict[str, int], bool]:
+    """Today's decisions in the group by reason, and whether they come from the store.
+
+    A SQLite store keeps the turn log, whose daily counts hold every routed message of every
+    process sharing the file since it was created; the turns still queued for it are written
+    first. The other backends keep no turn log: the router's own counts since it started.
+
+    :raises promptweave.StoreUnavailableError: the turn log cannot be read or written.
+    """
+    stores = runtime.stores
+    if stores.turns is None or stores.database is None:
+        return runtime.router.decisions_today(bot_id, group_id, now, timezone), False
+    stores.turns.flush()
+    day = _day_start(now, timezone).date().isoformat()
+    counts: Counter[str] = Counter()
+    for row in DashboardReads(stores.database).day(bot_id, group_id, day):
+        counts[row.reason or row.status] += row.turns
+    return dict(counts.most_common()), True
 
 
 def _spend_hour(item: Any) -> dt.datetime:
@@ -214,7 +242,8 @@ def status_text(status: GroupStatus) -> str:
         now = f", quiet now ({status.quiet_now})" if status.quiet_now else ""
         lines.append(f"quiet hours {spans} {settings.timezone}, allow {settings.quiet_allow}{now}")
     decisions = ", ".join(f"{reason} {n}" for reason, n in status.decisions.items())
-    lines.append(f"decisions today (this process): {decisions or 'none'}")
+    counted = "" if status.decisions_stored else " (this process)"
+    lines.append(f"decisions today{counted}: {decisions or 'none'}")
     lines.append(
         f"spend today: {status.answers} answers, {status.turn_tokens:,} tokens reported; "
         f"learning {status.learning.calls} model calls, {status.learning.tokens:,} tokens"

@@ -209,11 +209,52 @@ async def test_status_says_on_or_off_why_the_decisions_the_spend_and_what_was_le
     status = (
         f"promptweave in group {GROUP}: off (switched off by cli at 2026-12-01T09:00+00:00)\n"
         "necessity threshold 50; canned phrases off\n"
-        "decisions today (this process): none\n"
+        "decisions today: none\n"
         "spend today: 0 answers, 0 tokens reported; learning 0 model calls, 0 tokens\n"
         "learned: expression_pair 1, teaching 2"
     )
     await _say(app, runtime, _event(text("/pw status"), user=ADMIN_ID, role="admin"), status)
+
+
+async def test_status_reads_the_day_s_decisions_from_the_store_so_another_process_sees_them(
+    app: App, runtime: Promptweave
+) -> None:
+    from promptweave.contrib.nonebot.commands import group_status, status_text
+
+    chatter = [_event(text(words), user=MEMBER_ID) for words in ("今天吃什么", "随便吧", "哈哈")]
+    for event in chatter:
+        await _say(app, runtime, event, None)
+    bot, group = str(SELF_ID), str(GROUP)
+    sent_at = dt.datetime.fromtimestamp(chatter[-1].time, dt.UTC)
+    counted = runtime.router.decisions_today(bot, group, sent_at, "Asia/Shanghai")
+    assert sum(counted.values()) == 3
+    status = group_status(runtime, bot, group, sent_at)
+    assert status.decisions_stored and status.decisions == counted
+    assert f"decisions today: {', '.join(f'{r} {n}' for r, n in counted.items())}\n" in (
+        status_text(status)
+    )
+    # A second process on the same file has counted nothing itself, and reads the same day.
+    other = Promptweave.from_config(runtime.config, stores=Stores.from_config(runtime.config))
+    try:
+        assert other.router.decisions_today(bot, group, sent_at, "Asia/Shanghai") == {}
+        assert group_status(other, bot, group, sent_at).decisions == counted
+        # The next local day starts empty.
+        tomorrow = group_status(other, bot, group, sent_at + dt.timedelta(days=1))
+        assert tomorrow.decisions == {}
+    finally:
+        other.close()
+
+
+def test_status_without_a_turn_log_counts_this_process_s_decisions_and_says_so(app: App) -> None:
+    from promptweave.contrib.nonebot.commands import group_status, status_text
+
+    made = Promptweave.from_config(Config(store=StoreConfig(backend="memory")))
+    try:
+        status = group_status(made, str(SELF_ID), str(GROUP), NOW)
+        assert not status.decisions_stored
+        assert "decisions today (this process): none\n" in status_text(status)
+    finally:
+        made.close()
 
 
 async def test_forget_a_member_then_the_group(app: App, runtime: Promptweave) -> None:
