@@ -7,16 +7,16 @@ built from the runtime's parts (:meth:`Promptweave.pipeline`).
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import functools
 import logging
 import random
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -45,6 +45,9 @@ from promptweave.store.stores import Stores
 from promptweave.text.persona import PersonaPack
 from promptweave.turn import Bot, ChatMessage, Turn
 from promptweave.turn_context.conversation_state import ConversationState
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["Promptweave"]
 
@@ -477,16 +480,11 @@ class Promptweave:
         built-in ones over the built-in stores do), the turn needs no event loop and no thread;
         a retriever that waits runs on an event loop of this thread's own.
         """
-        if retrieve:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-            else:
-                raise RuntimeError(
-                    "Promptweave.render() cannot run inside a running event loop; "
-                    "use 'await Promptweave.arender(turn)' instead"
-                )
+        if retrieve and _loop_running():
+            raise RuntimeError(
+                "Promptweave.render() cannot run inside a running event loop; "
+                "use 'await Promptweave.arender(turn)' instead"
+            )
         return self.pipeline(turn, now).render(
             decision=decision, retrieve=retrieve, allow_persistent_memory=allow_persistent_memory
         )
@@ -629,6 +627,19 @@ def _shipped(plugins: PluginManager, plugin: str) -> bool:
     return info is not None and info.kind in _SHIPPED_KINDS
 
 
+def _loop_running() -> bool:
+    """Whether this thread runs an event loop; without asyncio loaded none can run, and asyncio
+    is not loaded to find out (``docs/performance.md#start-up``)."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _thread_event_loop(owner: weakref.ref[Promptweave]) -> asyncio.AbstractEventLoop:
     """The runtime's event loop of this thread, for retrievers that wait under
     :meth:`Promptweave.render`: one per thread, reused turn after turn (a new loop per turn would
@@ -639,6 +650,8 @@ def _thread_event_loop(owner: weakref.ref[Promptweave]) -> asyncio.AbstractEvent
     loops = runtime._loops
     loop: asyncio.AbstractEventLoop | None = getattr(loops, "loop", None)
     if loop is None or loop.is_closed():
+        import asyncio  # here: the render command loads no event loop (docs/performance.md)
+
         loop = loops.loop = asyncio.new_event_loop()
         # A runtime dropped without close() closes its loops when it is collected, not the
         # garbage collector in whatever order it frees the loop's sockets.

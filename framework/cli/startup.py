@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import CodeType
 
-from promptweave.plugins.manager import cache_directory
+from promptweave._cache_dir import cache_directory
 
 __all__ = [
     "CODE_CACHE",

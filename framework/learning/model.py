@@ -21,16 +21,16 @@ offline too. It is no model and says so: its label names it in every report.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import importlib
+import inspect
 import json
 import math
 import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
@@ -41,6 +41,9 @@ from promptweave.learning.budget import BudgetSpent, LearningBudget, Spend
 from promptweave.providers.exchange import ProviderApi, ProviderRequest, SubmitResult, Usage
 from promptweave.providers.prefix import canonical_json
 from promptweave.text.persona import PersonaPack
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "CALLS_KEPT",
@@ -303,6 +306,8 @@ class _LoopThread:
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
 
     def run(self, coroutine: Coroutine[Any, Any, SubmitResult], timeout_s: float) -> SubmitResult:
+        import asyncio  # here: the render command loads no event loop (docs/performance.md)
+
         with self._lock:
             if self._loop is None or self._loop.is_closed():
                 loop = asyncio.new_event_loop()
@@ -463,7 +468,7 @@ class LearningModel:
         if self.submit is None:
             return self._offline(request, task)
         coroutine = self.submit(request)
-        if not asyncio.iscoroutine(coroutine):
+        if not inspect.iscoroutine(coroutine):
             raise TypeError("the learning model's client must return a coroutine")
         # The client's own attempts and waits come first; this bounds them all.
         deadline = self.settings.timeout_s * 4

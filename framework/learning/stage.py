@@ -22,7 +22,6 @@ on the caller's thread; :meth:`serve` is the live loop's ticking task.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import datetime as dt
@@ -506,6 +505,8 @@ class LearningStage:
         """The live loop's task: every ``tick_s``, run what is due, off the event loop."""
         if not self.enabled:
             return
+        import asyncio  # here: the render command loads no event loop (docs/performance.md)
+
         # Listing the groups reads the store: off the event loop, like every run.
         await asyncio.to_thread(self.prime, clock())
         tick = self.config.learning.tick_s

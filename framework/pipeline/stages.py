@@ -16,12 +16,11 @@ turn that speaks. Each stage receives the parts it uses, never the runtime.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -60,6 +59,9 @@ from promptweave.text.persona import PersonaPack
 from promptweave.turn import ChatMessage, HistoryEntry, Turn
 from promptweave.turn_context.context import TurnContext, build_turn_context
 from promptweave.turn_context.conversation_state import ConversationState
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["TurnParts", "TurnPipeline", "render_context_for"]
 

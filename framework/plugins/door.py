@@ -9,7 +9,6 @@ implementation at a time (:class:`HookImplementation`); the others are called as
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import inspect
 import itertools
@@ -733,6 +732,8 @@ class Hooks:
             return left
         if hung is not None:
             raise hung
+        import asyncio  # here: the render command loads no event loop (docs/performance.md)
+
         return await asyncio.to_thread(self.submit_request_in_full, request, config)
 
     # -- routing -----------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 import pluggy
 
+from promptweave._cache_dir import ENV_CACHE_DIR, cache_directory
 from promptweave.errors import PluginImportError, PluginValidationError
 from promptweave.plugins import hookspecs
 from promptweave.plugins.door import Hooks
@@ -85,8 +86,6 @@ ENV_LOAD = "PROMPTWEAVE_LOAD_PLUGINS"
 ENV_DISABLE = "PROMPTWEAVE_DISABLE_PLUGINS"
 ENV_NO_AUTOLOAD = "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD"
 ENV_TRACE = "PROMPTWEAVE_TRACE_PLUGINS"
-#: The directory of the discovery cache; set but empty, no cache is read or written.
-ENV_CACHE_DIR = "PROMPTWEAVE_CACHE_DIR"
 
 #: Bumped when the cache file's content changes meaning, so an old file is never misread.
 _CACHE_FORMAT = 1
@@ -261,23 +260,6 @@ def _path_signature(paths: Sequence[str]) -> list[object] | None:
             return None
         signature.append([path, sorted(metadata)])
     return signature
-
-
-def cache_directory(env: Mapping[str, str]) -> Path | None:
-    """Where promptweave keeps what it caches between runs: ``PROMPTWEAVE_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/promptweave``, else ``~/.cache/promptweave``; ``None`` (no cache) when
-    ``PROMPTWEAVE_CACHE_DIR`` is set but empty, or there is no home directory."""
-    configured = env.get(ENV_CACHE_DIR)
-    if configured is not None:
-        return Path(configured) if configured.strip() else None
-    base = env.get("XDG_CACHE_HOME", "").strip()
-    if base:
-        return Path(base) / "promptweave"
-    try:
-        return Path.home() / ".cache" / "promptweave"
-    except RuntimeError:
-        # No home directory (a container user without one, and no $HOME): nothing is cached.
-        return None
 
 
 def _cache_file(env: Mapping[str, str]) -> Path | None:

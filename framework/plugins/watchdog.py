@@ -33,7 +33,6 @@ plugin that never returns does not keep the process from exiting.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextvars
 import inspect
@@ -493,6 +492,8 @@ class Watchdog:
         Cancelling the caller leaves the stage to finish on its worker; its plugin calls are
         bounded by ``deadline`` as in :meth:`run`.
         """
+        import asyncio  # here: the render command loads no event loop (docs/performance.md)
+
         if not off_loop or deadline.seconds <= 0:
             return self.run(stage, deadline)
         context = contextvars.copy_context()
@@ -517,6 +518,8 @@ class Watchdog:
 
         :raises PluginHungError: the call hung past the deadline, or the plugin is quarantined.
         """
+        import asyncio  # here: the render command loads no event loop (docs/performance.md)
+
         skipped = self.quarantined(plugin, where)
         if skipped is not None:
             deadline.add(skipped)
@@ -565,6 +568,8 @@ class Watchdog:
 
         :raises PluginHungError: it took longer.
         """
+        import asyncio  # here: the render command loads no event loop (docs/performance.md)
+
         bound = asyncio.timeout(seconds)
         try:
             async with bound:

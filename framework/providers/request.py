@@ -8,7 +8,6 @@ hands it to the ``submit_request`` hook and :func:`asubmit_request` to ``submit_
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import time
@@ -314,6 +313,8 @@ async def asubmit_request(parts: RequestParts, request: ProviderRequest) -> Subm
     As :func:`submit_request`, a raising implementation (or one whose coroutine raises) gives a
     logged ``error`` result, never an exception; cancelling the caller cancels the request.
     """
+    import asyncio  # here: the render command loads no event loop (docs/performance.md)
+
     start = time.perf_counter()
     _remember_sent(parts, request)
     hooks = parts.hooks

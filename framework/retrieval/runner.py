@@ -16,7 +16,6 @@ takes that path, and awaits :meth:`RetrievalRunner.run` only when some retriever
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import functools
 import inspect
@@ -191,6 +190,8 @@ def _runs_inline(retriever: Retriever, query: RetrievalQuery, trusted: bool = Tr
 
 
 async def _settle(found: Awaitable[Any], timeout: float) -> Any:
+    import asyncio  # here: the render command loads no event loop (docs/performance.md)
+
     return await asyncio.wait_for(found, timeout)
 
 
@@ -208,6 +209,8 @@ def _call_inline(retriever: Retriever, query: RetrievalQuery, timeout: float, st
     if left < 0:
         raise TimeoutError
     if not isinstance(found, _PLAIN) and inspect.isawaitable(found):
+        import asyncio
+
         found = asyncio.run(_settle(found, left))
     return found
 
@@ -375,6 +378,8 @@ class RetrievalRunner:
         :param timeouts: per-retriever timeouts by name, overriding ``Retriever.timeout_s``.
         :param budget_s: what is left of the turn's deadline: no retriever waits longer.
         """
+        import asyncio  # here: the render command loads no event loop (docs/performance.md)
+
         start = time.perf_counter()
         timeouts = timeouts or {}
 
@@ -438,6 +443,8 @@ class RetrievalRunner:
     async def _call(
         self, retriever: Retriever, query: RetrievalQuery, timeout: float, trusted: bool = True
     ) -> Any:
+        import asyncio  # here: the render command loads no event loop (docs/performance.md)
+
         deadline = time.monotonic() + timeout
         if _is_async(retriever.retrieve):
             return await asyncio.wait_for(retriever.retrieve(query), timeout)

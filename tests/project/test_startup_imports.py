@@ -25,7 +25,8 @@ def _isolated() -> dict[str, str]:
 
 
 #: Modules a turn render never needs: the live loop, delivery, session compression, image
-#: downloads, fuzzy matching, route files, the event log, and the name suggestions of errors.
+#: downloads, fuzzy matching, route files, the event log, the name suggestions of errors, and
+#: asyncio with what it brings (no retriever of a render waits: docs/performance.md#start-up).
 NOT_FOR_RENDER = (
     "promptweave.loop.live",
     "promptweave.loop.tools",
@@ -39,6 +40,9 @@ NOT_FOR_RENDER = (
     "http.client",
     "rapidfuzz",
     "difflib",
+    "asyncio",
+    "ssl",
+    "subprocess",
 )
 
 #: Modules a render needs no more once the discovery cache holds the installed plugins (the
@@ -104,6 +108,14 @@ def test_rendering_a_turn_file_loads_no_loop_delivery_or_compression() -> None:
     loaded = _modules_after(RENDER)
     assert "promptweave.runtime" in loaded
     assert sorted(set(NOT_FOR_RENDER) & loaded) == []
+
+
+def test_the_command_installs_its_code_cache_before_any_module_of_promptweave_loads() -> None:
+    # A record class built before the cache is installed compiles its code on every start, and
+    # one built before the collector is paused is walked by it (docs/performance.md#start-up).
+    loaded = _modules_after("import promptweave.cli.startup")
+    ours = sorted(m for m in loaded if m.startswith("promptweave."))
+    assert ours == ["promptweave._cache_dir", "promptweave.cli", "promptweave.cli.startup"]
 
 
 def test_a_render_with_the_caches_filled_parses_no_metadata_and_loads_no_sqlite_backend(
