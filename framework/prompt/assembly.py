@@ -58,7 +58,7 @@ class _Read:
     section is looked up and then stored, and hashing a tuple of items twice would cost the
     turn a second walk over them (``docs/performance.md``)."""
 
-    __slots__ = ("value", "hash")
+    __slots__ = ("hash", "value")
 
     def __init__(self, value: Hashable) -> None:
         self.value = value
