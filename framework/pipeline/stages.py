@@ -430,7 +430,12 @@ class TurnPipeline:
 
         start = time.perf_counter()
         hooks = parts.hooks
-        hints, hint_failures = hooks.collect_wording_hints(context, _hint_history(history))
+        # The hint history is built only for a plugin that reads it (the hints may be disabled).
+        hints, hint_failures = (
+            hooks.collect_wording_hints(context, _hint_history(history))
+            if hooks.implementations("collect_wording_hints")
+            else ([], [])
+        )
         built = build_turn_messages(
             reader,
             turn,

@@ -53,6 +53,24 @@ _UNHASHABLE: Any = object()
 RAW_SECTION_MAX_CHARS = 4 * BLOCK_MAX_CHARS
 
 
+class _Read:
+    """What a section read, as a key of its kept records, hashed once: a value new to the
+    section is looked up and then stored, and hashing a tuple of items twice would cost the
+    turn a second walk over them (``docs/performance.md``)."""
+
+    __slots__ = ("hash", "value")
+
+    def __init__(self, value: Hashable) -> None:
+        self.value = value
+        self.hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Read) and bool(self.value == other.value)
+
+
 @attrs.define(eq=False)
 class _ReadsSlot:
     """What is kept of one registered section that declares what it reads."""
@@ -60,7 +78,7 @@ class _ReadsSlot:
     entry: Registered[Section]
     where: str = attrs.field(init=False)
     # Finished records by what the section read.
-    kept: dict[Hashable, RenderedSection] = attrs.field(factory=dict, init=False)
+    kept: dict[_Read, RenderedSection] = attrs.field(factory=dict, init=False)
     # What it read last and its record, replaced whole so that threads sharing the runtime
     # never see one turn's value beside another's record.
     last: tuple[Hashable, RenderedSection] | None = attrs.field(default=None, init=False)
@@ -302,8 +320,10 @@ class SectionAssembler:
             except Exception:
                 value = _UNHASHABLE
         kept = slot.kept
+        key: _Read | None = None
         try:
-            record = kept.get(value)
+            key = _Read(value)
+            record = kept.get(key)
         except Exception:
             # What it read cannot be a key (a list, say, or a value that cannot be compared): the
             # section renders as it would without.
@@ -313,10 +333,10 @@ class SectionAssembler:
             return record
         text, error = self.render_one(entry, context)
         record = self._finish(entry, text, error)
-        if error is None and value is not _UNHASHABLE:
+        if error is None and value is not _UNHASHABLE and key is not None:
             if len(kept) >= FINISHED_CACHE_ENTRIES:
                 kept.clear()
-            kept[value] = record
+            kept[key] = record
             slot.last = (value, record)
         return record
 

@@ -312,3 +312,31 @@ def test_a_context_path_that_does_not_resolve_is_traced(rich_turn: Turn) -> None
     strict.add_plugin(Missing(), name="echo")
     with pytest.raises(SectionRenderError, match="reads of section 'echo'"):
         strict.render(rich_turn, retrieve=False)
+
+
+@attrs.frozen(eq=False)
+class _HashCounted:
+    """A read value that counts how often it is hashed; equal to another of the same label."""
+
+    label: str
+    hashes: list[str]
+
+    def __hash__(self) -> int:
+        self.hashes.append(self.label)
+        return hash(self.label)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _HashCounted) and other.label == self.label
+
+
+def test_a_new_value_is_hashed_once_and_an_earlier_one_found_again(rich_turn: Turn) -> None:
+    hashes: list[str] = []
+    labels = iter(["a", "b", "a"])
+    runtime = _runtime()
+    counted = Counted(lambda context: _HashCounted(next(labels), hashes))
+    runtime.add_plugin(counted, name="counted")
+    for _ in range(3):
+        assert _sections(runtime, rich_turn)["counted"].startswith("【计数】")
+    # "a" and "b" each hashed once when new (looked up, then kept); "a" once more, found again.
+    assert hashes == ["a", "b", "a"]
+    assert len(counted.renders) == 2
