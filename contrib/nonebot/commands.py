@@ -22,6 +22,7 @@ followed by any other word is not a command and goes on as chat.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import zoneinfo
@@ -344,7 +345,9 @@ async def _group_action(
     now = dt.datetime.now(dt.UTC)
     routing = runtime.stores.routing
     if action == "status":
-        return status_text(group_status(runtime, bot_id, group_id, now))
+        # Off the event loop: it reads the store, and writes the turn log's queue first.
+        status = await asyncio.to_thread(group_status, runtime, bot_id, group_id, now)
+        return status_text(status)
     if action in ("on", "off", "reset"):
         if routing is None:
             return f"/pw {action}: the store is off, no switch can be kept ({runtime.stores.unavailable})."
