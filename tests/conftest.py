@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from base_support import EXAMPLES, T0, Clock, MessageFactory
+from base_support import EXAMPLES, ROOT, T0, Clock, MessageFactory
 from hypothesis import HealthCheck, settings
 from nonebot_support import nonebot_started
 
@@ -66,6 +66,41 @@ def pytest_configure(config: pytest.Config) -> None:
     # Hypothesis loads the profile named by --hypothesis-profile itself; without one, ours.
     if not config.getoption("--hypothesis-profile", default=None):
         settings.load_profile("default")
+
+
+def _examples_tree() -> dict[str, tuple[int, int]]:
+    """Every file under ``examples/``: its size and modification time."""
+    tree = {}
+    for folder, _dirs, files in os.walk(ROOT / "examples"):
+        for name in files:
+            path = Path(folder, name)
+            stat = path.stat()
+            tree[str(path.relative_to(ROOT))] = (stat.st_size, stat.st_mtime_ns)
+    return tree
+
+
+_EXAMPLES_BEFORE = _examples_tree()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A test that writes into the repository's ``examples/`` (a store opened beside an example
+    config, say) fails the run: the examples are what a user copies, and a test's leftovers there
+    would also feed the next run's tests."""
+    after = _examples_tree()
+    changed = sorted(
+        name
+        for name in _EXAMPLES_BEFORE.keys() | after.keys()
+        if _EXAMPLES_BEFORE.get(name) != after.get(name)
+    )
+    if changed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"examples/ changed during the run: {', '.join(changed)}; a test wrote there "
+                "(give its store a path under tmp_path)",
+                red=True,
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,7 @@ import asyncio
 import json
 import random
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from promptweave import BotLoop, Config, Promptweave, hookimpl
 from promptweave.providers.cost import body_texts
 from promptweave.providers.exchange import ProviderSpec
 from promptweave.replay.replayer import ReplayClock, read_chat_log, replay_events
+from promptweave.store.retrieval_import import AUTO_KIND, read_files
 from promptweave.text.tokens import (
     CJK_TOKENS_PER_CHAR,
     COUNTED,
@@ -75,12 +77,16 @@ class _Bodies:
         self.bodies.append(request.body)
 
 
-def _replayed_bodies(turn_sections: str) -> list[Mapping[str, Any]]:
+def _replayed_bodies(turn_sections: str, store: Path) -> list[Mapping[str, Any]]:
+    """The bundled chat replayed as ``promptweave replay`` does it: into a scratch store of its
+    own (never the example folder's), with the retrieval data beside the chat imported first."""
     import attrs
 
     config = Config.from_file(REPLAY / "promptweave.toml")
     config = attrs.evolve(
-        config, turn_context=attrs.evolve(config.turn_context, turn_sections=turn_sections)
+        config,
+        turn_context=attrs.evolve(config.turn_context, turn_sections=turn_sections),
+        store=attrs.evolve(config.store, backend="sqlite", path=str(store), enabled=True),
     )
     bodies = _Bodies()
     clock = ReplayClock()
@@ -93,6 +99,9 @@ def _replayed_bodies(turn_sections: str) -> list[Mapping[str, Any]]:
     )
     try:
         log = read_chat_log(CHAT, runtime)
+        runtime.stores.retrieval.write(
+            read_files(AUTO_KIND, [REPLAY / "data"], bot_id="10001", group_id="20001")
+        )
         loop = BotLoop(runtime=runtime, spec=ProviderSpec.from_config(runtime.config.provider))
 
         async def no_pause(_seconds: float) -> None:
@@ -106,9 +115,12 @@ def _replayed_bodies(turn_sections: str) -> list[Mapping[str, Any]]:
 
 
 @pytest.fixture(scope="module", params=["system", "user"])
-def request_texts(request: pytest.FixtureRequest) -> list[str]:
+def request_texts(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[str]:
     """The text of every request the bundled replay sends, in one ``turn_sections`` mode."""
-    bodies = _replayed_bodies(request.param)
+    store = tmp_path_factory.mktemp("replay") / "replay.sqlite3"
+    bodies = _replayed_bodies(request.param, store)
     assert len(bodies) > 40
     return ["\n".join(body_texts(body)[0]) for body in bodies]
 
