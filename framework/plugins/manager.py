@@ -37,6 +37,7 @@ import attrs
 import pluggy
 
 from promptweave._cache_dir import ENV_CACHE_DIR, cache_directory
+from promptweave._patterns import lazy_pattern
 from promptweave.errors import PluginImportError, PluginValidationError
 from promptweave.plugins import hookspecs
 from promptweave.plugins.door import Hooks
@@ -103,7 +104,7 @@ _PATH_FINDERS = frozenset(
 )
 #: ``module``, ``module:attribute`` or ``module:object.attribute``, then optional extras: the
 #: entry-point syntax, as importlib_metadata parses it.
-_ENTRY_POINT_VALUE = re.compile(
+_ENTRY_POINT_VALUE = lazy_pattern(
     r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
 )
 
