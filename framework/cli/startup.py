@@ -233,7 +233,7 @@ class _CompileBeforeExec:
             spec = None if finder is self or find is None else find(name, path, target)
             if isinstance(spec, ModuleSpec):
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _PatchingLoader(spec.loader, self.compile)
+                    spec.loader = _PatchingLoader(spec.loader, self.compile)  # type: ignore[assignment]
                 return spec
         return None
 
