@@ -4,10 +4,12 @@
 **The code attrs and cattrs generate, kept on disk.** attrs writes the methods of every record
 class (``__init__``, ``__eq__``, ``__repr__``…) as Python source and compiles it when the class
 is built; cattrs does the same for each structuring function it makes. A ``promptweave render``
-builds some two hundred of them, and compiling was a sixth of its run. The same source compiled
-with the same file name, mode and flags is the same code, so the command keeps the code objects
-in one file (written with :mod:`marshal`, as the interpreter writes ``__pycache__``) and compiles
-only sources it has not seen. ``PROMPTWEAVE_CACHE_DIR`` set but empty turns the file off.
+builds some two hundred of them, and compiling was a sixth of its run; attrs builds thirty
+classes of its own as it loads, and :mod:`typing` compiles each annotation string cattrs reads.
+The same source compiled with the same file name, mode and flags is the same code, so the
+command keeps the code objects in one file (written with :mod:`marshal`, as the interpreter
+writes ``__pycache__``) and compiles only sources it has not seen. ``PROMPTWEAVE_CACHE_DIR`` set
+but empty turns the file off.
 
 **The cycle collector paused while the modules load.** Loading allocates tens of thousands of
 objects that live as long as the process (classes, functions, constants); the collector would
@@ -18,8 +20,7 @@ over everything the command loaded, a tenth of a short command's time, just befo
 gives its memory back whole.
 
 Importing this module installs the cache and pauses the collector: :mod:`promptweave.cli.main`
-imports it before any module that defines records, and calls :func:`modules_loaded` once its
-modules are in. The library never does any of this (a long-running process builds each class
+imports it first, before attrs, and calls :func:`modules_loaded` once its modules are in. The library never does any of this (a long-running process builds each class
 once and needs its collector).
 """
 

@@ -152,6 +152,8 @@ def test_the_command_installs_its_code_cache_before_any_module_of_promptweave_lo
     loaded = _modules_after("import promptweave.cli.startup")
     ours = sorted(m for m in loaded if m.startswith("promptweave."))
     assert ours == ["promptweave._cache_dir", "promptweave.cli", "promptweave.cli.startup"]
+    # Nor attrs: it builds classes of its own as it loads (the command imports this first).
+    assert sorted({"attr", "attrs", "cattrs", "click", "pluggy"} & loaded) == []
 
 
 def test_a_render_with_the_caches_filled_parses_no_metadata_and_loads_no_sqlite_backend(
