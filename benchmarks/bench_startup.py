@@ -8,7 +8,11 @@ time with ``PROMPTWEAVE_CACHE_DIR`` set empty: what a first run, with nothing ca
 last part lists the modules whose own import time (``python -X importtime``) is largest while the
 render command runs.
 
-Run: ``python benchmarks/bench_startup.py [--runs 9] [--top 15]``.
+``--floor`` adds, to the same interleaved runs, what the command cannot go below while it uses
+its libraries: importing attrs, cattrs, click and pluggy, each alone and the four together, and
+importing the command's modules without running it (``docs/performance.md#start-up``).
+
+Run: ``python benchmarks/bench_startup.py [--runs 9] [--top 15] [--floor]``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,28 @@ COMMANDS: list[tuple[str, list[str], dict[str, str]]] = [
     ("import promptweave", ["-c", "import promptweave"], {}),
     ("promptweave render examples/turns/at_question.json", RENDER, {}),
     ("  the same, nothing cached (PROMPTWEAVE_CACHE_DIR='')", RENDER, NO_CACHES),
+]
+#: What ``--floor`` adds: the libraries the command is built on, and its modules without a run.
+FLOOR: list[tuple[str, list[str], dict[str, str]]] = [
+    ("import attrs", ["-c", "import attrs"], {}),
+    ("import cattrs", ["-c", "import cattrs"], {}),
+    ("import click", ["-c", "import click"], {}),
+    ("import pluggy", ["-c", "import pluggy"], {}),
+    ("import attrs, cattrs, click, pluggy", ["-c", "import attrs, cattrs, click, pluggy"], {}),
+    (
+        "import promptweave.cli.main (the command's modules)",
+        ["-c", "import promptweave.cli.main"],
+        {},
+    ),
+]
+#: Prints how many modules are loaded when the render command exits (``-X importtime`` does not
+#: list the modules a plugin manager loads with ``importlib.import_module``).
+COUNT_MODULES = [
+    "-c",
+    "import atexit, runpy, sys\n"
+    "atexit.register(lambda: print(len(sys.modules), file=sys.__stderr__))\n"
+    f"sys.argv = ['promptweave', *{RENDER[2:]!r}]\n"
+    "runpy.run_module('promptweave', run_name='__main__', alter_sys=True)\n",
 ]
 
 
@@ -95,14 +121,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=9, help="runs; the median is shown")
     parser.add_argument("--top", type=int, default=15, help="modules listed by own import time")
+    parser.add_argument(
+        "--floor", action="store_true", help="also time importing the libraries alone"
+    )
     args = parser.parse_args(argv)
+    commands = [*COMMANDS, *(FLOOR if args.floor else [])]
     print(
         f"median of {args.runs} fresh processes each, interleaved (Python {sys.version.split()[0]})"
     )
-    figures = measure(COMMANDS, args.runs)
-    for (name, _arguments, _extra), (wall, cpu) in zip(COMMANDS, figures, strict=True):
-        print(f"{name:<55} {wall:7.0f} ms wall  {cpu:7.0f} ms CPU")
+    figures = measure(commands, args.runs)
     (floor_wall, floor_cpu), (render_wall, render_cpu) = figures[0], figures[2]
+    for (name, _arguments, _extra), (wall, cpu) in zip(commands, figures, strict=True):
+        print(
+            f"{name:<55} {wall:7.0f} ms wall  {cpu:7.0f} ms CPU"
+            f"  {wall / floor_wall:5.2f} / {cpu / floor_cpu:5.2f} x pass"
+        )
     print(
         f"ratio (promptweave render / python -c pass) {render_wall / floor_wall:.2f} wall, "
         f"{render_cpu / floor_cpu:.2f} CPU"
@@ -110,9 +143,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     modules = import_times(RENDER)
     own = sum(entry[0] for entry in modules) / 1000
     ours = sum(e[0] for e in modules if e[2].startswith("promptweave")) / 1000
+    counted = subprocess.run(
+        [sys.executable, *COUNT_MODULES],
+        cwd=ROOT,
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = int(counted.stderr.split()[-1])
     print(
-        f"render imports {len(modules)} modules: {own:.0f} ms of own import time, "
-        f"{ours:.0f} ms of it in promptweave"
+        f"render loads {loaded} modules; -X importtime lists {len(modules)} of them: {own:.0f} ms "
+        f"of own import time, {ours:.0f} ms of it in promptweave"
     )
     for own_us, _cumulative, name in sorted(modules, reverse=True)[: args.top]:
         print(f"  {own_us / 1000:6.1f} ms  {name}")

@@ -35,6 +35,7 @@ from zoneinfo import ZoneInfo
 import attrs
 
 from promptweave import hookimpl
+from promptweave._patterns import lazy_pattern
 from promptweave.builtin_plugins.learners import (
     _integer,
     _item,
@@ -87,28 +88,28 @@ EVENT_CAP = 100
 #: The most candidates kept in the state awaiting confirmations.
 OPEN_KEPT = 8
 
-_TIME = re.compile(
+_TIME = lazy_pattern(
     r"今天|今晚|今早|明天|明晚|明早|后天|周[一二三四五六日天末]|下周|下星期|"
     r"星期[一二三四五六日天]|礼拜[一二三四五六日天]|几点|点半|几号|"
     r"\d{1,2}\s*[点:：]|[一二三四五六七八九十两]{1,3}点|\d{1,2}\s*号|[一二三四五六七八九十]{1,3}号"
 )
-_PLAN = re.compile(
+_PLAN = lazy_pattern(
     r"聚|约|去|开|改到|改成|推迟|提前|取消|定了|集合|活动|桌游|见面|出发|组队|团建|吃饭|"
     r"火锅|烧烤|爬山|看电影|开黑|打球|露营|唱歌|开会"
 )
-_CONFIRM = re.compile(
+_CONFIRM = lazy_pattern(
     r"好|可以|行|\+1|＋1|我去|我也去|一定去|算我一个|算我|没问题|定了|ok|同意|冲|来了|报名|参加",
     re.IGNORECASE,
 )
-_DECLINE = re.compile(
+_DECLINE = lazy_pattern(
     r"不行|不可以|不好|不去|去不了|没空|来不了|不了|算了|不一定|不确定|再说|吗|？|\?"
 )
 #: The longest line read as a confirmation.
 CONFIRM_CHARS = 20
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATE = lazy_pattern(r"^\d{4}-\d{2}-\d{2}$")
 _WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _NUMERALS = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_CHANGE = re.compile(r"改到|改成|推迟到|提前到|换到")
+_CHANGE = lazy_pattern(r"改到|改成|推迟到|提前到|换到")
 
 
 def is_proposal(text: str) -> bool:
@@ -207,7 +208,7 @@ def _number_of(text: str) -> int | None:
     return _NUMERALS.get(text)
 
 
-_RELATIVE = re.compile(
+_RELATIVE = lazy_pattern(
     r"(?P<day>今天|今晚|今早|明天|明晚|明早|后天)|"
     r"(?P<next>下周|下星期|下礼拜)(?P<nextday>[一二三四五六日天])?|"
     r"(?:周|星期|礼拜)(?P<weekday>[一二三四五六日天末])|"

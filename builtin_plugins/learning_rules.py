@@ -12,6 +12,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from promptweave._patterns import lazy_pattern
 from promptweave.text.routing_words import (
     focus_text,
     has_url,
@@ -86,16 +87,16 @@ TEACHING_PATTERNS: tuple[str, ...] = (
     r"^叫我.",
 )
 
-_CQ = re.compile(r"\[CQ:[^\[\]]*\]")
+_CQ = lazy_pattern(r"\[CQ:[^\[\]]*\]")
 # [图片], [doge], [表情]: a bracketed mark of at most six characters.
-_MARK = re.compile(r"\[[^\[\]\s]{1,6}\]")
+_MARK = lazy_pattern(r"\[[^\[\]\s]{1,6}\]")
 _LEAD_PUNCT = " \t\r\n,，.。:：;；、!！?？~～…-—@"
-_NAME = re.compile(
+_NAME = lazy_pattern(
     r"^(?:以后)?(?:我叫|叫我)(?P<name>[^，,。！!？?\s]+?)(?:[，, ]*不叫(?P<not>\S+))?$"
 )
 #: 记住/记得 this far into a message ends its address (``你可要记住…``); later, it is the fact's.
 _LEAD_BEFORE_RECALL = 8
-_HEAD_SPLIT = re.compile(r"就是|是|叫|=")
+_HEAD_SPLIT = lazy_pattern(r"就是|是|叫|=")
 
 
 def _is_emoji(char: str) -> bool:

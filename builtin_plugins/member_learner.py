@@ -41,6 +41,7 @@ from typing import Any
 import attrs
 
 from promptweave import hookimpl
+from promptweave._patterns import lazy_pattern
 from promptweave.builtin_plugins.learners import (
     _bot_names,
     _find,
@@ -191,11 +192,11 @@ SCHEMA = answer_schema(
 
 # -- text rules ------------------------------------------------------------------------------
 
-_PHONE = re.compile(r"(?<!\d)(?:\+?86[- ]?)?1[3-9]\d[- ]?\d{4}[- ]?\d{4}(?!\d)")
+_PHONE = lazy_pattern(r"(?<!\d)(?:\+?86[- ]?)?1[3-9]\d[- ]?\d{4}[- ]?\d{4}(?!\d)")
 #: Seven digits or more in a row (separators allowed): a phone, ID, card or account number.
-_LONG_NUMBER = re.compile(r"\d(?:[- ]?\d){6,}")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_ADDRESS = re.compile(
+_LONG_NUMBER = lazy_pattern(r"\d(?:[- ]?\d){6,}")
+_EMAIL = lazy_pattern(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_ADDRESS = lazy_pattern(
     r"住在|家住|家在|住址|地址|门牌|"
     r"\d+\s*(?:号楼|栋|幢|单元|室|弄|号院)|"
     r"[路街巷道]\s*\d+\s*号|"
@@ -263,7 +264,7 @@ _CLAUSE_END = "，,。.！!？?~～；;、…\n "
 _OBJECT = r"(?P<x>[^，,。.！!？?~～；;、…\s]{1,30})"
 #: The cues of a stable preference or fact in a member's own line, and the fact each makes.
 _CUES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern + _OBJECT), fact)
+    (lazy_pattern(pattern + _OBJECT), fact)
     for pattern, fact in (
         (r"我(?:也|还|就|真的|其实)?不(?:太|怎么)?喜欢", "ta 不喜欢{x}"),
         (r"我(?:也|还|就|真的|其实)?讨厌", "ta 讨厌{x}"),
@@ -279,7 +280,7 @@ _NOT_IDENTITY = ("说", "不是", "不", "真的", "来", "想", "觉得", "在"
 _POSITIVE = ("哈哈", "谢谢", "好耶", "确实", "感谢", "谢啦", "太好了", "笑死", "有道理")
 _EXTRA_NEGATIVE = ("无语",)
 #: 别 as a request to stop (「别闹」), not inside 特别, 别的, 区别…
-_DONT = re.compile(r"(?<![特区分告级类性识辨差个])别(?![的人处致墅针名])")
+_DONT = lazy_pattern(r"(?<![特区分告级类性识辨差个])别(?![的人处致墅针名])")
 
 
 def _clauses(text: str) -> list[str]:

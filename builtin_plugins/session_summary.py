@@ -19,14 +19,15 @@ from collections import Counter
 from collections.abc import Sequence
 
 from promptweave import SessionTurn, hookimpl
+from promptweave._patterns import lazy_pattern
 from promptweave.text.rules import IMAGE_MARK, InjectionDetector
 
 CLAUSE_MAX_CHARS = 40
 CLAUSE_MIN_CHARS = 4
 SIMILAR_CLAUSE_OVERLAP = 0.5
 
-_CLAUSE_SPLIT = re.compile(r"[。！？!?；;\n]+|(?<=[，,])\s*")
-_IMAGE_MARK = re.compile(re.escape(IMAGE_MARK))
+_CLAUSE_SPLIT = lazy_pattern(r"[。！？!?；;\n]+|(?<=[，,])\s*")
+_IMAGE_MARK = lazy_pattern(re.escape(IMAGE_MARK))
 
 #: Small talk that carries no topic.
 FILLERS = frozenset(

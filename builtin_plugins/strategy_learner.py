@@ -30,7 +30,6 @@ for a model, documented as such.
 from __future__ import annotations
 
 import functools
-import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,6 +38,7 @@ from typing import Any
 import attrs
 
 from promptweave import hookimpl
+from promptweave._patterns import lazy_pattern
 from promptweave.builtin_plugins.learners import (
     ADJACENT_WINDOW_S,
     PICKUP_REACTION_WINDOW_S,
@@ -173,7 +173,7 @@ SCHEMA = answer_schema(
 
 # -- the offline rule --------------------------------------------------------------------------
 
-_MARK = re.compile(r"\[[^\[\]\s]{1,6}\]")
+_MARK = lazy_pattern(r"\[[^\[\]\s]{1,6}\]")
 _INVITE = ("要不要", "一起", "几点", "约吗", "走起", "去不去", "来不来", "组队", "开黑", "有空吗")
 _GREETING = ("早上好", "早安", "晚安", "午安", "在吗", "哈喽", "你好", "大家好", "hello", "hi~")
 _GREETING_LINES = frozenset({"早", "早啊", "hi", "hello", "嗨", "晚上好", "中午好"})

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ import attrs
 
 from promptweave._convert import load_toml, structure
 from promptweave._fields import FrozenMapping, finite_seconds, one_of, str_tuple
+from promptweave._patterns import lazy_pattern
 from promptweave.errors import ConfigError
 
 __all__ = [
@@ -642,7 +642,7 @@ class LearningConfig:
 
 
 #: ``quiet_hours`` ranges: ``"23:00-07:30"`` (24-hour clock, the bot's time zone).
-QUIET_RANGE = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)-([01]?\d|2[0-3]|24):([0-5]\d)$")
+QUIET_RANGE = lazy_pattern(r"^([01]?\d|2[0-3]):([0-5]\d)-([01]?\d|2[0-3]|24):([0-5]\d)$")
 #: What ``quiet_allow`` may let through during quiet hours.
 QUIET_ALLOW = ("addressed", "none")
 
@@ -860,8 +860,8 @@ class _FileConfig:
 
 
 #: One step of a cattrs key path: ``.name`` or ``['key']``.
-_PATH_PART = re.compile(r"\.([^.\[]+)|\[['\"]?(.*?)['\"]?\]")
-_EXTRA_FIELDS = re.compile(r"^extra fields found \((?P<keys>.*)\) @ (?P<path>\$.*)$")
+_PATH_PART = lazy_pattern(r"\.([^.\[]+)|\[['\"]?(.*?)['\"]?\]")
+_EXTRA_FIELDS = lazy_pattern(r"^extra fields found \((?P<keys>.*)\) @ (?P<path>\$.*)$")
 
 
 def _did_you_mean(problem: str) -> str:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# Imported first, before attrs: it installs the code cache (for attrs' own classes too) and
+# pauses the collector until the modules below are loaded (``promptweave.cli.startup``).
+import promptweave.cli.startup  # isort: split
+
 import importlib
 import logging
 from pathlib import Path
@@ -9,9 +13,6 @@ from pathlib import Path
 import attrs
 import click
 
-# Imported before any module that defines records: it installs the code cache and pauses the
-# collector until the modules below are loaded (``promptweave.cli.startup``).
-import promptweave.cli.startup
 from promptweave.cli.common import EchoHandler, build_runtime, config_option, echo_json, not_blank
 from promptweave.cli.problems import configured_file_problem, report_lines
 from promptweave.cli.render import render

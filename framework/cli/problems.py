@@ -22,6 +22,7 @@ from typing import IO, Any
 import attrs
 import click
 
+from promptweave._patterns import lazy_pattern
 from promptweave.cli.style import coloured
 from promptweave.errors import ConfigError
 from promptweave.text.sanitize import shorten_error
@@ -54,12 +55,12 @@ EXIT_PASS = 3
 #: At most this many distinct problems are printed; the rest are counted in one line.
 MAX_SHOWN = 20
 
-_SOURCE_LINE = re.compile(r"^(?P<file>.+):(?P<line>\d+)$")
-_LINE_PREFIX = re.compile(r"^line (?P<line>\d+): ")
-_JSON_AT = re.compile(r"^invalid JSON at line (?P<line>\d+) column (?P<column>\d+): ")
-_KEY_PATH = re.compile(r" @ \$(?P<path>\S*)(?P<hint> \(.*\))?$")
-_SUBSCRIPT = re.compile(r"\['((?:[^'\\]|\\.)*)'\]")
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_SOURCE_LINE = lazy_pattern(r"^(?P<file>.+):(?P<line>\d+)$")
+_LINE_PREFIX = lazy_pattern(r"^line (?P<line>\d+): ")
+_JSON_AT = lazy_pattern(r"^invalid JSON at line (?P<line>\d+) column (?P<column>\d+): ")
+_KEY_PATH = lazy_pattern(r" @ \$(?P<path>\S*)(?P<hint> \(.*\))?$")
+_SUBSCRIPT = lazy_pattern(r"\['((?:[^'\\]|\\.)*)'\]")
+_BARE_KEY = lazy_pattern(r"^[A-Za-z0-9_-]+$")
 
 
 @attrs.frozen(kw_only=True)

@@ -4,10 +4,12 @@
 **The code attrs and cattrs generate, kept on disk.** attrs writes the methods of every record
 class (``__init__``, ``__eq__``, ``__repr__``…) as Python source and compiles it when the class
 is built; cattrs does the same for each structuring function it makes. A ``promptweave render``
-builds some two hundred of them, and compiling was a sixth of its run. The same source compiled
-with the same file name, mode and flags is the same code, so the command keeps the code objects
-in one file (written with :mod:`marshal`, as the interpreter writes ``__pycache__``) and compiles
-only sources it has not seen. ``PROMPTWEAVE_CACHE_DIR`` set but empty turns the file off.
+builds some two hundred of them, and compiling was a sixth of its run; attrs builds thirty
+classes of its own as it loads, and :mod:`typing` compiles each annotation string cattrs reads.
+The same source compiled with the same file name, mode and flags is the same code, so the
+command keeps the code objects in one file (written with :mod:`marshal`, as the interpreter
+writes ``__pycache__``) and compiles only sources it has not seen. ``PROMPTWEAVE_CACHE_DIR`` set
+but empty turns the file off.
 
 **The cycle collector paused while the modules load.** Loading allocates tens of thousands of
 objects that live as long as the process (classes, functions, constants); the collector would
@@ -18,8 +20,7 @@ over everything the command loaded, a tenth of a short command's time, just befo
 gives its memory back whole.
 
 Importing this module installs the cache and pauses the collector: :mod:`promptweave.cli.main`
-imports it before any module that defines records, and calls :func:`modules_loaded` once its
-modules are in. The library never does any of this (a long-running process builds each class
+imports it first, before attrs, and calls :func:`modules_loaded` once its modules are in. The library never does any of this (a long-running process builds each class
 once and needs its collector).
 """
 
@@ -31,15 +32,16 @@ import builtins
 import functools
 import gc
 import hashlib
-import importlib
 import marshal
 import operator
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from importlib.machinery import ModuleSpec
 from pathlib import Path
-from types import CodeType
+from types import CodeType, ModuleType
+from typing import Any
 
 from promptweave._cache_dir import cache_directory
 
@@ -52,15 +54,17 @@ __all__ = [
     "skip_the_last_collection",
 ]
 
-#: The modules whose ``compile`` calls go through the cache: attrs' class builder and cattrs'
-#: code generator. Both call the builtin by its global name, which a module global shadows.
-GENERATORS = ("attr._make", "cattrs.gen")
+#: The modules whose ``compile`` calls go through the cache: attrs' class builder, cattrs' code
+#: generator and :mod:`typing`, which compiles each annotation string it meets
+#: (``typing.ForwardRef``, some 200 of them when cattrs reads the records' annotations). Each
+#: calls the builtin by its global name, which a module global shadows.
+GENERATORS = ("attr._make", "cattrs.gen", "typing")
 
-#: The most code objects the file holds (a ``promptweave render`` uses some 200; every one is
+#: The most code objects the file holds (a ``promptweave render`` uses some 500; every one is
 #: read at start-up, about 5 µs each). Past it a write keeps only what its run used, so the code
 #: of classes edited long ago does not pile up; a process that used more (a test run) is no
 #: command start-up and writes nothing.
-MAX_ENTRIES = 400
+MAX_ENTRIES = 1000
 
 #: attrs' generated file names, ``<attrs generated methods pkg.module.Class>`` (``-2``… added
 #: when the name is taken).
@@ -208,12 +212,66 @@ def _cache_file(env: Mapping[str, str]) -> Path | None:
     )
 
 
+class _CompileBeforeExec:
+    """Puts the cache's ``compile`` into each of :data:`GENERATORS` not imported yet, before its
+    code runs: attrs builds some thirty classes of its own while it is imported (attrs' package
+    imports its submodules, which build them with ``attr._make``, before anything can reach the
+    module from outside). A finder on :data:`sys.meta_path` that hands the other finders' spec on
+    with its loader wrapped; it leaves the path once every module is in."""
+
+    def __init__(self, names: Iterable[str], compile_: Callable[..., object]) -> None:
+        self.pending = set(names)
+        self.compile = compile_
+
+    def find_spec(self, name: str, path: object, target: object = None) -> ModuleSpec | None:
+        if name not in self.pending:
+            return None
+        self.pending.discard(name)
+        if not self.pending:
+            sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = None if finder is self or find is None else find(name, path, target)
+            if isinstance(spec, ModuleSpec):
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchingLoader(spec.loader, self.compile)  # type: ignore[assignment]
+                return spec
+        return None
+
+
+class _PatchingLoader:
+    """A module's own loader, with ``compile`` set in the module's namespace before it runs;
+    everything else (the source, the file name, resources) is the loader's."""
+
+    def __init__(self, loader: Any, compile_: Callable[..., object]) -> None:
+        self.loader = loader
+        self.compile = compile_
+
+    def create_module(self, spec: ModuleSpec) -> object:
+        create = getattr(self.loader, "create_module", None)
+        return None if create is None else create(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        vars(module)["compile"] = self.compile
+        self.loader.exec_module(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
 def install_code_cache(env: Mapping[str, str] | None = None) -> CodeCache:
     """Route the ``compile`` calls of :data:`GENERATORS` through a cache read from disk, and
-    write it back when the process exits."""
+    write it back when the process exits. The generators imported already are patched now, the
+    others when they are imported (:class:`_CompileBeforeExec`)."""
     cache = CodeCache(_cache_file(os.environ if env is None else env))
+    later = []
     for name in GENERATORS:
-        vars(importlib.import_module(name))["compile"] = cache.compile
+        if name in sys.modules:
+            vars(sys.modules[name])["compile"] = cache.compile
+        else:
+            later.append(name)
+    if later:
+        sys.meta_path.insert(0, _CompileBeforeExec(later, cache.compile))
     atexit.register(cache.save)
     return cache
 

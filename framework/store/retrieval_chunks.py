@@ -7,9 +7,9 @@ comes from.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
+from promptweave._patterns import lazy_pattern
 from promptweave.store.retrieval import KnowledgeChunk, KnowledgeDocument
 
 __all__ = ["CHUNK_MAX_CHARS", "chunk_document", "markdown_title"]
@@ -17,12 +17,12 @@ __all__ = ["CHUNK_MAX_CHARS", "chunk_document", "markdown_title"]
 #: The longest chunk, in characters; a knowledge line shows at most 400.
 CHUNK_MAX_CHARS = 360
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
-_SENTENCE_END = re.compile(r"(?<=[。！？!?；;])")
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_EMPHASIS = re.compile(r"(\*\*|__|`)")
-_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_QUOTE_MARK = re.compile(r"^\s*>\s?")
+_HEADING = lazy_pattern(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_SENTENCE_END = lazy_pattern(r"(?<=[。！？!?；;])")
+_LINK = lazy_pattern(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = lazy_pattern(r"(\*\*|__|`)")
+_LIST_MARK = lazy_pattern(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_QUOTE_MARK = lazy_pattern(r"^\s*>\s?")
 
 
 def _clean_line(line: str) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from promptweave._patterns import lazy_pattern
+
 __all__ = [
     "EMOTION_WORDS",
     "GENTLE_FORBIDDEN",
@@ -126,12 +128,12 @@ GENTLE_FORBIDDEN: tuple[str, ...] = ("？", "?", "！", "!", "。", ".", "[CQ:")
 _CQ = re.compile(r"\[CQ:[^\[\]]*\]")
 _CQ_AT = re.compile(r"\[CQ:at,qq=([^,\[\]]+)[^\[\]]*\]")
 _CQ_REPLY = re.compile(r"\[CQ:reply,(?:[^\[\]]*?,)?id=([^,\[\]]+)[^\[\]]*\]")
-_CQ_FACE = re.compile(r"\[CQ:(?:face|mface|sface|bface)[^\[\]]*\]")
-_BRACKET_FACE = re.compile(r"\[(?!图片\])[^\[\]\s]{1,6}\]")
+_CQ_FACE = lazy_pattern(r"\[CQ:(?:face|mface|sface|bface)[^\[\]]*\]")
+_BRACKET_FACE = lazy_pattern(r"\[(?!图片\])[^\[\]\s]{1,6}\]")
 _TEXT_MENTION = re.compile(r"@([^\s@，,：:。！!？?]+)")
 _TAIL_MARKS = frozenset(",，。.!！?？~～…、")
 _VENT = re.compile("(?:" + "|".join(map(re.escape, VENT_ENDINGS)) + r")[\s。！!？?~～…，,]*$")
-_LAUGH = re.compile(r"^(?:[哈h呵嘿嘻w]{2,}|2{1}3{2,}|6{1,}|六{2,}|1{1,})$")
+_LAUGH = lazy_pattern(r"^(?:[哈h呵嘿嘻w]{2,}|2{1}3{2,}|6{1,}|六{2,}|1{1,})$")
 _KEY_MASH = ("asdf", "sdfg", "dfgh", "qwer", "wert", "zxcv", "hjkl", "jkl", "uiop")
 _BARE_REQUEST = re.compile(
     r"^(?:你|能|可以|麻烦)?(?:帮我|帮忙|给我|替我|帮帮我)?"
@@ -145,9 +147,9 @@ _DEICTIC = re.compile(
     r"(?:怎么弄|怎么办|怎么用|怎么搞|怎么整|咋弄|咋整|咋办|咋用|是啥|是什么|是啥意思|什么意思"
     r"|啥意思|呢|在哪|在哪儿|怎么样|行不行|好使吗|能用吗|弄好了吗|搞定了吗)$"
 )
-_QUESTION_PARTICLES = re.compile(r"[吗呢嘛吧呀]+$")
+_QUESTION_PARTICLES = lazy_pattern(r"[吗呢嘛吧呀]+$")
 #: One character 15 times or more in a row makes a message spam; shorter text cannot hold that.
-_REPEAT = re.compile(r"(.)\1{14,}")
+_REPEAT = lazy_pattern(r"(.)\1{14,}")
 _REPEAT_MIN_CHARS = 15
 # Such a run holds two characters 7 apart at places that are multiples of 7 (15 in a row cover
 # 7 consecutive starting places, one of them a multiple of 7, and the place 7 on): every 7th

@@ -8,6 +8,7 @@ Whether a turn is a short social remark is routing's call (``promptweave.text.ro
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from collections.abc import Iterable, Sequence
@@ -89,14 +90,22 @@ class InjectionDetector:
     """
 
     def __init__(self, persona_name: str, patterns: Iterable[str] = INJECTION_PATTERNS) -> None:
+        self.persona_name = persona_name
+        self.patterns = tuple(patterns)
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """The patterns as one expression, compiled on first use: compiling it takes longer than
+        a whole turn, and a detector built for text that never comes (a hint with nothing to
+        quote) need not pay it (``docs/performance.md#start-up``)."""
         # "(?!{persona})" exempts the persona's own name; with no name there is nothing to exempt
         # (an empty lookahead would never match and hide every role switch).
-        name = re.escape(persona_name)
+        name = re.escape(self.persona_name)
         exempt = f"(?!{name})" if name else ""
         # One alternation scans the text once instead of once per pattern.
         alternation = "|".join(
             f"(?:{pattern.replace('(?!{persona})', exempt).replace('{persona}', name)})"
-            for pattern in patterns
+            for pattern in self.patterns
         )
         # A match can only start at a few characters ("i" of "ignore", "忽" of "忽略", ...); a
         # lookahead on them lets the engine pass every other position without trying each
@@ -105,7 +114,7 @@ class InjectionDetector:
         if starts:
             members = "".join(re.escape(char) for char in sorted(starts))
             alternation = f"(?=[{members}])(?:{alternation})"
-        self.pattern = re.compile(alternation, re.IGNORECASE)
+        return re.compile(alternation, re.IGNORECASE)
 
     def __call__(self, text: str) -> bool:
         """``True`` when the first 512 characters of ``text`` (on one line) match a pattern."""

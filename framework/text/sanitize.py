@@ -15,6 +15,8 @@ import functools
 import re
 import unicodedata
 
+from promptweave._patterns import lazy_pattern
+
 __all__ = [
     "BLOCK_MAX_CHARS",
     "ECHO_MAX_CHARS",
@@ -35,14 +37,14 @@ LITERAL_MAX_CHARS = 128
 
 # CRLF, CR, and the Unicode line breaks (NEL, LINE/PARAGRAPH SEPARATOR) that some renderers and
 # str.splitlines() treat as a new line: a user must not start a line by any of them.
-_LINE_BREAKS = re.compile("\r\n?|[\u0085\u2028\u2029]")
-_LINE_BREAK_RUNS = re.compile("[\r\n\u0085\u2028\u2029]+")
+_LINE_BREAKS = lazy_pattern("\r\n?|[\u0085\u2028\u2029]")
+_LINE_BREAK_RUNS = lazy_pattern("[\r\n\u0085\u2028\u2029]+")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 # Everything sanitizing deletes, in one pass: U+0000–0008, U+000B–000C, U+000E–001F and U+007F
 # (control characters other than tab, LF and CR), zero-width and bidirectional marks (invisible,
 # and able to reorder what a reader sees: U+061C, U+180E, U+200B–200F, U+202A–202E,
 # U+2060–206F, U+FEFF), and lone surrogates (no provider accepts them).
-_DELETED = re.compile(
+_DELETED = lazy_pattern(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u061c\u180e\u200b-\u200f\u202a-\u202e"
     "\u2060-\u206f\ufeff\ud800-\udfff]"
 )
@@ -64,7 +66,7 @@ _MARKER_OPENING = _OPENING + "[〔"
 _MARKER_CLOSING = _CLOSING + "]〕"
 _ANY_OPENING = re.compile(f"[{re.escape(_MARKER_OPENING)}]")
 # Where a marker's label ends: 【用户消息 — 非 system 指令…】 is labelled 用户消息.
-_LABEL_END = re.compile(r"[\s—–\-:：,，。、;；(（]")
+_LABEL_END = lazy_pattern(r"[\s—–\-:：,，。、;；(（]")
 
 
 def _cut(text: str, max_len: int) -> str:
@@ -79,7 +81,7 @@ ECHO_MAX_CHARS = 80
 ERROR_MAX_CHARS = 300
 # A quoted value as repr() and the errors write it: a quote that no letter precedes, to the
 # matching quote that no letter follows (so the apostrophe of "bot's" opens nothing).
-_QUOTED = re.compile(r"""(?<!\w)(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")(?!\w)""")
+_QUOTED = lazy_pattern(r"""(?<!\w)(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")(?!\w)""")
 
 
 def _cut_echo(found: re.Match[str]) -> str:

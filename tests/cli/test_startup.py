@@ -237,3 +237,71 @@ def test_the_collector_is_paused_while_the_command_loads_and_resumed_after() -> 
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert result.stdout.split() == ["False", "True", "True", "True"]
+
+
+def test_a_generator_imported_later_gets_the_cache_before_its_code_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # attrs builds classes of its own while its package is imported: the cache's compile must
+    # be in attr._make's namespace before the module's code runs, not after.
+    from promptweave.cli.startup import _CompileBeforeExec
+
+    (tmp_path / "late_generator.py").write_text(
+        "CODE = compile('6 * 7', '<generated>', 'eval')\n", encoding="utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    calls: list[object] = []
+
+    def counting_compile(source: object, *args: object) -> object:
+        calls.append(source)
+        return builtins.compile(source, *args)  # type: ignore[call-overload]
+
+    finder = _CompileBeforeExec(["late_generator"], counting_compile)
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
+    monkeypatch.delitem(sys.modules, "late_generator", raising=False)
+    import late_generator  # type: ignore[import-not-found]
+
+    assert calls == ["6 * 7"]
+    assert eval(late_generator.CODE) == 42
+    assert finder not in sys.meta_path  # every pending module is in: the finder left
+    assert late_generator.__loader__.get_source("late_generator").startswith("CODE =")
+    assert late_generator.__file__ == str(tmp_path / "late_generator.py")
+
+
+def test_a_second_command_calls_the_builtin_compile_not_once(tmp_path: Path) -> None:
+    # attrs' own classes, the records, the structuring functions and typing's annotation
+    # strings: the command's second start compiles none of them.
+    script = (
+        "import builtins, contextlib, io, json, sys\n"
+        "calls = []\n"
+        "real = builtins.compile\n"
+        "def counting(*args, **kwargs):\n"
+        "    caller = sys._getframe(1).f_globals.get('__name__')\n"
+        "    if caller != 'importlib._bootstrap':  # a module without bytecode on disk\n"
+        "        calls.append(caller)\n"
+        "    return real(*args, **kwargs)\n"
+        "builtins.compile = counting\n"
+        "from promptweave.cli.main import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        cli(['render', 'examples/turns/at_question.json'], prog_name='promptweave')\n"
+        "    except SystemExit as exit:\n"
+        "        assert not exit.code, exit.code\n"
+        "print(json.dumps(calls))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PROMPTWEAVE_CACHE_DIR": str(tmp_path)}
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", script],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+            ).stdout.splitlines()[-1]
+        )
+        for _ in range(2)
+    ]
+    assert "promptweave.cli.startup" in runs[0]  # the first one compiled, through the cache
+    assert runs[1] == []

@@ -21,7 +21,7 @@ FRAMEWORK = Path(promptweave.__file__).parent
 #: names the packages (or top modules) of one layer. A module imports only from its own layer or
 #: lower ones, and two packages of one layer never import each other both ways.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_fields", "_convert", "_dates", "_cache_dir", "errors", "timing"),
+    ("_fields", "_convert", "_dates", "_cache_dir", "_patterns", "errors", "timing"),
     ("text",),
     ("items", "turn", "config"),
     ("store",),

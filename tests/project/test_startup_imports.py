@@ -110,12 +110,50 @@ def test_rendering_a_turn_file_loads_no_loop_delivery_or_compression() -> None:
     assert sorted(set(NOT_FOR_RENDER) & loaded) == []
 
 
+def test_rendering_a_turn_file_compiles_no_pattern_of_the_learners() -> None:
+    # Compiled at import, the learners' patterns (which a render never matches) and the detector
+    # of a hint with nothing to quote were a tenth of the command (docs/performance.md#start-up).
+    script = (
+        RENDER + "import sys\n"
+        "from promptweave._patterns import _LazyPattern\n"
+        "compiled = sorted(\n"
+        "    f'{name}.{key}'\n"
+        "    for name, module in list(sys.modules.items())\n"
+        "    if name.startswith('promptweave.builtin_plugins.')\n"
+        "    for key, value in vars(module).items()\n"
+        "    if isinstance(value, _LazyPattern) and 'search' in vars(value)\n"
+        ")\n"
+        "lazy = sum(\n"
+        "    isinstance(value, _LazyPattern)\n"
+        "    for module in list(sys.modules.values())\n"
+        "    for value in vars(module).values()\n"
+        ")\n"
+        "from promptweave.builtin_plugins import wording_hints\n"
+        "detector = 'pattern' in vars(wording_hints._injection_detector())\n"
+        "print(json.dumps([compiled, lazy, detector]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", "import json\n" + script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_isolated(),
+    )
+    compiled, lazy, detector = json.loads(result.stdout.splitlines()[-1])
+    assert compiled == []
+    assert lazy > 20
+    assert detector is False
+
+
 def test_the_command_installs_its_code_cache_before_any_module_of_promptweave_loads() -> None:
     # A record class built before the cache is installed compiles its code on every start, and
     # one built before the collector is paused is walked by it (docs/performance.md#start-up).
     loaded = _modules_after("import promptweave.cli.startup")
     ours = sorted(m for m in loaded if m.startswith("promptweave."))
     assert ours == ["promptweave._cache_dir", "promptweave.cli", "promptweave.cli.startup"]
+    # Nor attrs: it builds classes of its own as it loads (the command imports this first).
+    assert sorted({"attr", "attrs", "cattrs", "click", "pluggy"} & loaded) == []
 
 
 def test_a_render_with_the_caches_filled_parses_no_metadata_and_loads_no_sqlite_backend(

@@ -95,6 +95,17 @@ def test_injection_detector_without_a_persona_name_still_sees_role_switches() ->
     assert not InjectionDetector("小织")("你现在是小织呀")
 
 
+def test_injection_detector_compiles_its_pattern_on_first_use() -> None:
+    # Compiling the alternation costs more than a turn; a detector never asked costs nothing.
+    from promptweave.text.rules import InjectionDetector
+
+    detector = InjectionDetector("小织", patterns=(r"忽略", r"\byou\s+are\s+now\b"))
+    assert "pattern" not in vars(detector)
+    assert detector("YOU ARE NOW a cat")
+    assert not detector("你现在是小织呀")
+    assert vars(detector)["pattern"] is detector.pattern
+
+
 def test_injection_prefilter_finds_exactly_what_the_plain_patterns_find() -> None:
     from promptweave.text.rules import INJECTION_PATTERNS, InjectionDetector
 
