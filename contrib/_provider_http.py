@@ -243,8 +243,11 @@ class ProviderHttp:
     transport: httpx.BaseTransport | None = None
     async_transport: httpx.AsyncBaseTransport | None = None
     _client: httpx.Client | None = attrs.field(default=None, init=False)
-    _async_client: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient] | None = attrs.field(
-        default=None, init=False
+    # Per event loop: the bot's loop answers turns while the learners' loop thread asks the
+    # learning model, often of the same endpoint (one shared client); with one client for both,
+    # each switch of loops built a new client, its SSL context with the CA bundle included.
+    _async_clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = attrs.field(
+        factory=dict, init=False
     )
 
     def _retrying_options(self) -> dict[str, Any]:
@@ -271,13 +274,17 @@ class ProviderHttp:
 
     def _async(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
-        if self._async_client is None or self._async_client[0] is not loop:
+        client = self._async_clients.get(loop)
+        if client is None:
+            # A closed loop's client goes (its connections went with the loop).
+            for closed in [known for known in self._async_clients if known.is_closed()]:
+                del self._async_clients[closed]
             transport = self.async_transport
             if transport is None and isinstance(self.transport, httpx.AsyncBaseTransport):
                 transport = self.transport
             client = httpx.AsyncClient(timeout=self.timeout_s, transport=transport)
-            self._async_client = (loop, client)
-        return self._async_client[1]
+            self._async_clients[loop] = client
+        return client
 
     def post(self, api: str, url: str, content: bytes, headers: Mapping[str, str]) -> SubmitResult:
         """POST ``content`` to ``url``, retrying as the policy says; read the reply as ``api``."""
@@ -320,10 +327,12 @@ class ProviderHttp:
             self._client = None
 
     async def aclose(self) -> None:
-        """Close the async client's connections (call it on the loop that used them)."""
-        if self._async_client is not None:
-            _, client = self._async_client
-            self._async_client = None
+        """Close the connections of the running loop's async client (each loop's client is
+        closed on its own loop); the clients of loops closed since are dropped."""
+        client = self._async_clients.pop(asyncio.get_running_loop(), None)
+        for closed in [known for known in self._async_clients if known.is_closed()]:
+            del self._async_clients[closed]
+        if client is not None:
             await client.aclose()
 
 

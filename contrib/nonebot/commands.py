@@ -61,6 +61,7 @@ __all__ = [
     "COMMAND",
     "COMMAND_ALIASES",
     "SUBCOMMANDS",
+    "CommandRule",
     "GroupStatus",
     "attach",
     "command",
@@ -97,16 +98,37 @@ _COMMANDS = frozenset(
 command_rule(COMMAND, *COMMAND_ALIASES)
 
 
-async def _is_command(state: T_State) -> bool:
-    """Whether the message starts with /pw or an alias: read from what NoneBot's preprocessing
-    of every message found in the command trie, so it costs a lookup."""
-    prefix = state.get(PREFIX_KEY) or {}
-    return prefix.get(CMD_KEY) in _COMMANDS
+class CommandRule(Rule):
+    """The command matcher's rule: whether the message starts with /pw or an alias, read from
+    what NoneBot's preprocessing of every message found in the command trie (``state``), so it
+    costs a lookup.
+
+    A :class:`nonebot.rule.Rule` of checkers runs each checker in a task of an anyio task group,
+    its parameters solved as injected dependencies, on every message of every group; this rule
+    is called as it is (docs/performance.md, "Inside NoneBot")."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    async def __call__(
+        self,
+        bot: Any,
+        event: Any,
+        state: T_State,
+        stack: Any = None,
+        dependency_cache: Any = None,
+    ) -> bool:
+        prefix = state.get(PREFIX_KEY) or {}
+        return prefix.get(CMD_KEY) in _COMMANDS
 
 
 #: Priority 1 and blocking: before the chat matcher (priority 50), which never sees a command;
 #: ``/pw`` followed by a word that is no subcommand is let through to the chat matcher.
-command = on_message(rule=Rule(_is_command), priority=1, block=True)
+command = on_message(priority=1, block=True)
+# Set on the class after it is made: ``on_message`` copies a rule's checkers into a plain Rule.
+command.rule = CommandRule()
 
 
 @attrs.frozen(kw_only=True)

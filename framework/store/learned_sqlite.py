@@ -267,6 +267,15 @@ class SQLiteLearnedStore:
                 cap = (caps or {}).get(kind)
                 if cap is None:
                     continue
+                # Counted first: a kind within its cap (the usual case, on every learner run)
+                # evicts nothing, and its items are not read and built to find that out.
+                count = connection.execute(
+                    "SELECT COUNT(*) FROM learned_items"
+                    " WHERE bot_id = ? AND group_id = ? AND kind = ?",
+                    (*scope, kind),
+                ).fetchone()[0]
+                if count <= cap:
+                    continue
                 of_kind = [
                     _item(row)
                     for row in connection.execute(

@@ -141,6 +141,9 @@ _TIME = 7
 #: reads at most ``addressed_limit`` + 1, 9 by default); a read of more, or of older ones, goes to
 #: the file.
 GROUP_WINDOW_KEPT = 16
+#: How many rows of the learners' reads are kept built: a few learners' batches (500 messages by
+#: default) of a few groups.
+LEARNER_ROWS_KEPT = 4096
 
 
 @attrs.define
@@ -240,6 +243,11 @@ def _exact(values: tuple[Any, ...]) -> bool:
     return True
 
 
+def _logged_message(values: tuple[Any, ...]) -> LoggedMessage:
+    """A row of :meth:`SQLiteGroupLog.messages_after` (its ``seq``, then the message's columns)."""
+    return LoggedMessage(position=int(values[0]), message=_message(values[1:]))
+
+
 def _message(values: tuple[Any, ...]) -> ChatMessage:
     message_id, sender_id, sender_name, text, reply_to, images, addressed, stamp, offset = values
     return ChatMessage(
@@ -307,6 +315,15 @@ class SQLiteGroupLog:
     )
     _messages: RowMemo[ChatMessage] = attrs.field(
         factory=lambda: RowMemo(_message), init=False, repr=False, eq=False
+    )
+    # The learners' reads (messages_after), apart from the turns' reads, which would push them
+    # out: every learner of a group reads the same new rows on the same tick, each on its own
+    # thread, and the first one's messages serve the rest.
+    _logged: RowMemo[LoggedMessage] = attrs.field(
+        factory=lambda: RowMemo(_logged_message, LEARNER_ROWS_KEPT),
+        init=False,
+        repr=False,
+        eq=False,
     )
 
     def append_group_message(self, bot_id: str, group_id: str, message: ChatMessage) -> bool:
@@ -483,10 +500,7 @@ class SQLiteGroupLog:
             " WHERE bot_id = ? AND group_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (bot_id, group_id, position, limit),
         )
-        return [
-            LoggedMessage(position=int(row[0]), message=self._messages(tuple(row[1:])))
-            for row in rows
-        ]
+        return [self._logged(row) for row in rows]
 
     def group_scopes(self) -> list[tuple[str, str]]:
         """:meth:`promptweave.store.learned.LearningSource.group_scopes`."""

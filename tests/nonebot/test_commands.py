@@ -346,3 +346,17 @@ async def test_pw_and_a_word_that_is_no_subcommand_is_chat_and_other_chat_never_
         "/pw status is for superusers and this group's owner and admins.",
     )
     assert _logged(runtime) == ["/pw 这个词是啥意思", "今天好冷"]
+
+
+async def test_the_command_rule_reads_the_command_trie_s_finding_and_runs_no_checker() -> None:
+    from nonebot.consts import CMD_KEY, PREFIX_KEY
+
+    from promptweave.contrib.nonebot.commands import CommandRule, command
+
+    rule = command.rule
+    assert isinstance(rule, CommandRule) and not rule.checkers
+    assert await rule(None, None, {PREFIX_KEY: {CMD_KEY: ("pw",)}}) is True
+    assert await rule(None, None, {PREFIX_KEY: {CMD_KEY: ("promptweave",)}}) is True
+    assert await rule(None, None, {PREFIX_KEY: {CMD_KEY: ("echo",)}}) is False
+    assert await rule(None, None, {PREFIX_KEY: {CMD_KEY: None}}) is False
+    assert await rule(None, None, {}) is False

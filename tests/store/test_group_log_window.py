@@ -8,6 +8,7 @@ import datetime as dt
 import random
 import sqlite3
 import threading
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,30 @@ def test_threads_appending_at_once_read_the_newest(tmp_path: Path) -> None:
         worker.join()
     assert not failures
     assert log.recent_group_messages("b", "g", until=end, limit=9) == _stored(path, "g", end, 9)
+
+
+def test_learners_reading_the_same_rows_share_their_messages_until_a_row_changes(
+    tmp_path: Path,
+) -> None:
+    database = _database(tmp_path / "log.sqlite3")
+    log = SQLiteGroupLog(database)
+    for number in range(5):
+        log.append_group_message("b", "g", _message(f"m{number}", number))
+    first = log.messages_after("b", "g", 0, limit=10)
+    # Another learner, on another thread, reads the same batch: the same objects.
+    found: list[object] = []
+    reader = threading.Thread(
+        target=lambda: found.extend(log.messages_after("b", "g", 0, limit=10))
+    )
+    reader.start()
+    reader.join()
+    assert [a is b for a, b in zip(first, found, strict=True)] == [True] * 5
+    assert [m.message for m in first] == [_message(f"m{n}", n) for n in range(5)]
+    # A row changed in the file (another process) is read as it now is.
+    with closing(sqlite3.connect(tmp_path / "log.sqlite3")) as other:
+        other.execute("UPDATE group_messages SET text = 'edited' WHERE message_id = 'm2'")
+        other.commit()
+    again = log.messages_after("b", "g", 0, limit=10)
+    assert [m.message.text for m in again] == ["text m0", "text m1", "edited", "text m3", "text m4"]
+    assert again[0] is first[0] and again[2] is not first[2]
+    database.close()
