@@ -74,3 +74,15 @@ def test_compare_reports_extension_and_model_change():
     assert (extended.common_prefix_bytes, extended.first_difference) == (12, None)
     changed = compare_request_prefix(b'{"model":"b","x":1}', segments)
     assert (changed.common_prefix_bytes, changed.first_difference) == (10, "model")
+
+
+def test_a_requests_body_is_serialized_once_and_a_new_body_anew():
+    request = _request(make_runtime(), example_turn())
+    assert request.body_text() == canonical_json(request.body)
+    assert request.body_bytes() is request.body_bytes()
+    assert request.body_bytes() == canonical_json(request.body).encode()
+    changed = attrs.evolve(request, body={**request.body, "model": "other"})
+    assert changed.body_bytes() == canonical_json(changed.body).encode()
+    assert changed.body_bytes() != request.body_bytes()
+    # Equality is the value's, not the serialization's.
+    assert attrs.evolve(request) == request
