@@ -486,9 +486,23 @@ class BotLoop:
         outcome = await self._deliver(run, prepared, transport)
         if prepared.after_delivery is not None:
             run.stage.enter("spend")
-            await prepared.after_delivery()
+            await self._after_delivery(run, prepared.after_delivery)
         run.close()
         return self._logged(run, outcome)
+
+    async def _after_delivery(self, run: _TurnRun, work: Callable[[], Awaitable[None]]) -> None:
+        """The turn's bookkeeping once its bubbles are out, within the turn's deadline: a
+        tokenizer plugin that hangs holds neither the conversation nor the reply (the figures
+        are then missing from the trace, and the log says why)."""
+        try:
+            async with asyncio.timeout_at(run.deadline_at):
+                await work()
+        except TimeoutError:
+            log.warning(
+                "message %s: turn deadline reached while counting the reply's tokens; its "
+                "spend is not recorded",
+                run.event.message.id,
+            )
 
     def _loop_failed(self, event: IncomingEvent, record_ms: float, exc: Exception) -> TurnOutcome:
         """The outcome of a turn the loop's own fault ended, written to the turn log too."""

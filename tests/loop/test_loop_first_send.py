@@ -43,3 +43,37 @@ def test_a_turn_without_a_reply_counts_its_spend_before_it_ends() -> None:
     assert outcome.status == OutcomeStatus.SILENT and not transport.calls
     assert outcome.trace["tokens"] is not None
     assert "spend" not in outcome.stage_durations_ms
+
+
+def test_a_tokenizer_that_hangs_after_the_send_is_cut_at_the_turns_deadline() -> None:
+    import threading
+
+    from promptweave import Config, hookimpl
+    from promptweave.config import LoopConfig, RoutingConfig
+
+    released = threading.Event()
+    transport = RecordingTransport()
+
+    class Hanging:
+        """Counts at once until the reply is out, then hangs."""
+
+        @hookimpl
+        def count_tokens(self, text: str, config: Config) -> int:
+            if transport.calls:
+                released.wait(5)
+            return 1
+
+    config = Config(
+        routing=RoutingConfig(low_engagement=False), loop=LoopConfig(turn_deadline_s=0.3)
+    )
+    loop, _ = make_loop("周六晚上七点", config=config, plugins=[Hanging()])
+    try:
+        outcome = asyncio.run(
+            asyncio.wait_for(
+                loop.handle(event("小织 周末有什么活动吗？", addressed=True), transport), 3
+            )
+        )
+    finally:
+        released.set()
+    assert outcome.status == OutcomeStatus.REPLIED and transport.calls
+    assert outcome.trace["tokens"] is None
