@@ -28,7 +28,9 @@ Figures, every contender in the same run, rounds interleaved (the order rotating
   frame that arrives; the median over the samples.
 
 Run: ``python benchmarks/bench_nonebot.py [--rounds N] [--flood N] [--paced N] [--rate R]
-[--asks N]`` (install the ``test`` extra: NoneBot2, the OneBot adapter, websockets, httpx).
+[--asks N] [--asks-only]`` (install the ``test`` extra: NoneBot2, the OneBot adapter, websockets,
+httpx). ``--asks-only`` runs, after the warm-up, rounds of @-questions alone for the two contenders
+that answer (for working on that path; the chatter figures are left out).
 """
 
 from __future__ import annotations
@@ -422,12 +424,17 @@ async def run(args: argparse.Namespace) -> None:
                 shift = round_number % len(contenders)
                 for contender in contenders[shift:] + contenders[:shift]:
                     found = results[contender.name]
-                    found["flooded"].append(
-                        await chatter(contender, flood, ids, rate=None, idle_ms=args.idle_ms)
-                    )
-                    found["paced"].append(
-                        await chatter(contender, paced, ids, rate=args.rate, idle_ms=args.idle_ms)
-                    )
+                    if args.asks_only and contender.name not in ANSWERING:
+                        continue
+                    if not args.asks_only:
+                        found["flooded"].append(
+                            await chatter(contender, flood, ids, rate=None, idle_ms=args.idle_ms)
+                        )
+                        found["paced"].append(
+                            await chatter(
+                                contender, paced, ids, rate=args.rate, idle_ms=args.idle_ms
+                            )
+                        )
                     if contender.name in ANSWERING:
                         chosen = [
                             asks[(round_number * args.asks + k) % len(asks)]
@@ -452,6 +459,19 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, list[Any]]]) -
         f"{args.flood} messages flooded and {args.paced} paced at {args.rate:g}/s a round; "
         f"{args.asks} @-questions a round (Python {sys.version.split()[0]})"
     )
+    if args.asks_only:
+        first = {name: found["first"] for name, found in results.items() if found["first"]}
+        for name, found_first in first.items():
+            print(
+                f"{name:<16} @ -> first send p50 {statistics.median(found_first):6.1f} ms"
+                f" (p90 {statistics.quantiles(found_first, n=10)[-1]:.1f}, n {len(found_first)})"
+            )
+        own, call = first["promptweave"], first["one model call"]
+        print(
+            "ratio (promptweave / one model call, @ -> first send) "
+            f"{statistics.median(own) / statistics.median(call):.2f}"
+        )
+        return
     figures: dict[str, dict[str, float]] = {}
     for name, found in results.items():
         flooded, paced, first = found["flooded"], found["paced"], found["first"]
@@ -497,6 +517,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paced", type=int, default=300, help="paced chatter messages a round")
     parser.add_argument("--rate", type=float, default=150.0, help="paced messages a second")
     parser.add_argument("--asks", type=int, default=8, help="@-questions a round")
+    parser.add_argument(
+        "--asks-only",
+        action="store_true",
+        help="rounds of @-questions only (after the warm-up), for the two contenders that answer",
+    )
     parser.add_argument(
         "--idle-ms", type=float, default=400.0, help="no CPU for this long counts as idle"
     )

@@ -298,8 +298,11 @@ class ProviderHttp:
                 return tally.record(Attempt(error=exc))
             return tally.record(Attempt.of(api, response))
 
+        first = attempt()
+        if not first.retryable or self.retry.max_attempts <= 1:
+            return _result(api, first, tally.attempts, tally.reached)
         retrying = tenacity.Retrying(sleep=self.retry.sleep, **self._retrying_options())
-        last: Attempt = retrying(attempt)
+        last: Attempt = retrying(_made_first(first, attempt))
         return _result(api, last, tally.attempts, tally.reached)
 
     async def apost(
@@ -316,8 +319,11 @@ class ProviderHttp:
                 return tally.record(Attempt(error=exc))
             return tally.record(Attempt.of(api, response))
 
+        first = await attempt()
+        if not first.retryable or self.retry.max_attempts <= 1:
+            return _result(api, first, tally.attempts, tally.reached)
         retrying = tenacity.AsyncRetrying(sleep=self.retry.async_sleep, **self._retrying_options())
-        last: Attempt = await retrying(attempt)
+        last: Attempt = await retrying(_made_first_async(first, attempt))
         return _result(api, last, tally.attempts, tally.reached)
 
     def close(self) -> None:
@@ -334,6 +340,32 @@ class ProviderHttp:
             del self._async_clients[closed]
         if client is not None:
             await client.aclose()
+
+
+# The first attempt is made before tenacity is set up: most requests are answered at once, and
+# only one that is to be retried pays for the retry loop. The loop then starts from that attempt
+# (its first "attempt" is the one already made), so its count, waits and stop are as if it had
+# made it.
+
+
+def _made_first(first: Attempt, attempt: Callable[[], Attempt]) -> Callable[[], Attempt]:
+    made = [first]
+
+    def again() -> Attempt:
+        return made.pop() if made else attempt()
+
+    return again
+
+
+def _made_first_async(
+    first: Attempt, attempt: Callable[[], Awaitable[Attempt]]
+) -> Callable[[], Awaitable[Attempt]]:
+    made = [first]
+
+    async def again() -> Attempt:
+        return made.pop() if made else await attempt()
+
+    return again
 
 
 def _http_of(client: ProviderClient) -> ProviderHttp:

@@ -97,8 +97,23 @@ class OpenAICompatClient(ProviderClient):
         return headers
 
 
+#: What :meth:`OpenAICompatClient.from_config` reads from the environment.
+_ENVIRONMENT = ("PROMPTWEAVE_BASE_URL", "OPENAI_BASE_URL", "PROMPTWEAVE_API_KEY", "OPENAI_API_KEY")
+#: The client of the configuration last asked for, with the environment it was made in: a bot
+#: asks with the same configuration on every turn (a configuration does not change; a new one,
+#: or a changed environment, makes the client again).
+_last: list[tuple[Config, tuple[str | None, ...], OpenAICompatClient]] = []
+
+
 def _configured(config: Config) -> OpenAICompatClient:
-    return shared_client(OpenAICompatClient.from_config(config))
+    environment = tuple(map(os.environ.get, _ENVIRONMENT))
+    if _last:
+        known, made_in, client = _last[0]
+        if known is config and made_in == environment:
+            return client
+    client = shared_client(OpenAICompatClient.from_config(config))
+    _last[:] = [(config, environment, client)]
+    return client
 
 
 @hookimpl

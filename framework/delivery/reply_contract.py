@@ -219,18 +219,17 @@ def _compact(text: str) -> str:
     return _WHITESPACE.sub("", text)
 
 
-def _runs(prompt: str, quotable_headers: Collection[str]) -> frozenset[str]:
-    """Every window of :data:`LEAK_RUN_CHARS` characters (whitespace removed) of the prompt's
-    blocks, except the blocks under a quotable header."""
-    windows: set[str] = set()
-    for header, block in _blocks(prompt):
-        if header and any(name in header for name in quotable_headers):
-            continue
-        compact = _compact(block)
-        windows.update(
-            compact[i : i + LEAK_RUN_CHARS] for i in range(len(compact) - LEAK_RUN_CHARS + 1)
-        )
-    return frozenset(windows)
+def _runs(prompt: str, quotable_headers: Collection[str]) -> str:
+    """The prompt's blocks with whitespace removed, one a line, except the blocks under a
+    quotable header: a run of :data:`LEAK_RUN_CHARS` characters (whitespace removed) is copied
+    from the prompt when it is a substring of this text (a run holds no line break, so none
+    spans two blocks). Searched, not cut into every window of the prompt: a chat answer has few
+    windows, often none, and a prompt thousands."""
+    return "\n".join(
+        _compact(block)
+        for header, block in _blocks(prompt)
+        if not (header and any(name in header for name in quotable_headers))
+    )
 
 
 def _blocks(prompt: str) -> list[tuple[str, str]]:
@@ -244,9 +243,7 @@ def _blocks(prompt: str) -> list[tuple[str, str]]:
     return [(header, "\n".join(lines)) for header, lines in blocks]
 
 
-def _find_leak(
-    text: str, headers: set[str], prompt_runs: frozenset[str], user_marker: str
-) -> str | None:
+def _find_leak(text: str, headers: set[str], prompt_runs: str, user_marker: str) -> str | None:
     """What of the prompt ``text`` repeats, or ``None``."""
     for header in sorted(headers):
         if header in text:
@@ -257,7 +254,7 @@ def _find_leak(
         return "user_marker"
     for i in range(len(compact) - LEAK_RUN_CHARS + 1):
         window = compact[i : i + LEAK_RUN_CHARS]
-        if window in prompt_runs and len(set(window)) >= _LEAK_RUN_DISTINCT:
+        if len(set(window)) >= _LEAK_RUN_DISTINCT and window in prompt_runs:
             return f"run {window}"
     return None
 

@@ -484,8 +484,25 @@ class BotLoop:
             return self._logged(run, prepared)
         run.stage.enter("deliver")
         outcome = await self._deliver(run, prepared, transport)
+        if prepared.after_delivery is not None:
+            run.stage.enter("spend")
+            await self._after_delivery(run, prepared.after_delivery)
         run.close()
         return self._logged(run, outcome)
+
+    async def _after_delivery(self, run: _TurnRun, work: Callable[[], Awaitable[None]]) -> None:
+        """The turn's bookkeeping once its bubbles are out, within the turn's deadline: a
+        tokenizer plugin that hangs holds neither the conversation nor the reply (the figures
+        are then missing from the trace, and the log says why)."""
+        try:
+            async with asyncio.timeout_at(run.deadline_at):
+                await work()
+        except TimeoutError:
+            log.warning(
+                "message %s: turn deadline reached while counting the reply's tokens; its "
+                "spend is not recorded",
+                run.event.message.id,
+            )
 
     def _loop_failed(self, event: IncomingEvent, record_ms: float, exc: Exception) -> TurnOutcome:
         """The outcome of a turn the loop's own fault ended, written to the turn log too."""
@@ -630,17 +647,25 @@ class BotLoop:
             total_usage,
             runtime.plugins.hooks.token_counter(runtime.config),
         )
-        # A tokenizer plugin may ask a server: off the event loop, as the submission is.
-        trace["tokens"] = (
-            await asyncio.to_thread(reply_spend, *counting)
-            if runtime.plugins.hooks.implemented("count_tokens")
-            else reply_spend(*counting)
-        )
+        counted_off_loop = runtime.plugins.hooks.implemented("count_tokens")
+
+        async def count_spend() -> None:
+            # A tokenizer plugin may ask a server: off the event loop, as the submission is.
+            trace["tokens"] = (
+                await asyncio.to_thread(reply_spend, *counting)
+                if counted_off_loop
+                else reply_spend(*counting)
+            )
+
+        # Its place in the trace now; counted before the reply is delivered only when there will
+        # be no reply (the first bubble does not wait for bookkeeping, docs/performance.md).
+        trace["tokens"] = None
         failure = model_failure(result)
         if failure is not None:
             # Why the model gave nothing, and the fix: the bot's log, the replay (docs/bot.md).
             trace["model_failure"] = failure.to_json()
         if result.status != "ok" or result.text is None:
+            await count_spend()
             return run.outcome(
                 OutcomeStatus.FAILED if result.status != "offline" else OutcomeStatus.SILENT,
                 "provider_error" if result.status != "offline" else "offline",
@@ -663,6 +688,7 @@ class BotLoop:
 
         answer, plan = await watchdog.arun(read, run.faults.renewed(), off_loop="read" in off_loop)
         if plan is None:
+            await count_spend()
             return run.outcome(
                 OutcomeStatus.SILENT,
                 f"model_{answer.reason or 'empty'}",
@@ -677,6 +703,7 @@ class BotLoop:
             kind="reply",
             request=request,
             usage=total_usage,
+            after_delivery=count_spend,
         )
 
     def _remember_tool_results(self, conversation: tuple[str, str], lines: tuple[str, ...]) -> None:
@@ -833,6 +860,9 @@ class _Prepared:
     kind: str
     request: Any = None
     usage: Any = None
+    #: Bookkeeping the delivery does not wait for (the reply's spend), done once it is over and
+    #: before the turn is logged.
+    after_delivery: Callable[[], Awaitable[None]] | None = None
 
 
 def _trigger(bot_id: str, name: str, aliases: tuple[str, ...], message: Any) -> SpeakTrigger:

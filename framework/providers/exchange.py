@@ -131,13 +131,27 @@ class ProviderRequest:
     stage_durations_ms: Mapping[str, float] = attrs.field(factory=dict, eq=False)
     text_labels: TextLabels = attrs.field(factory=dict, repr=False, eq=False)
     compared_with: bytes | None = attrs.field(default=None, repr=False, eq=False)
+    # The body's text and bytes, made once: the request is a value (a changed body is a new
+    # request, attrs.evolve), and its body is read at each step of the turn.
+    _text: str | None = attrs.field(default=None, init=False, repr=False, eq=False)
+    _bytes: bytes | None = attrs.field(default=None, init=False, repr=False, eq=False)
 
     def body_text(self) -> str:
-        """The body as sent: compact JSON, UTF-8 characters kept, key order kept."""
-        return canonical_json(self.body)
+        """The body as sent: compact JSON, UTF-8 characters kept, key order kept (serialized
+        once; the body is not changed in place once the request is built)."""
+        text = self._text
+        if text is None:
+            text = canonical_json(self.body)
+            object.__setattr__(self, "_text", text)
+        return text
 
     def body_bytes(self) -> bytes:
-        return self.body_text().encode()
+        """:meth:`body_text` in UTF-8."""
+        found = self._bytes
+        if found is None:
+            found = self.body_text().encode()
+            object.__setattr__(self, "_bytes", found)
+        return found
 
 
 def _schema(value: Mapping[str, Any]) -> Mapping[str, Any]:

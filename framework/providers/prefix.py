@@ -59,9 +59,21 @@ def labelled_segments(body: Mapping[str, Any], labels: TextLabels) -> list[tuple
     its sections); everything else is labelled by its message or top-level key.
     """
     out: list[tuple[str, str]] = []
+    # The paths that hold a labelled string, and every path above one: below any other path of
+    # a message (or of a top-level key), everything has one label, so the subtree is one piece.
+    above_labels = {path[:depth] for path in labels for depth in range(len(path) + 1)}
 
     def emit(value: Any, path: tuple[str | int, ...]) -> None:
         label = _label_for(path, body)
+        if (
+            path
+            and path not in above_labels
+            and len(path) >= (2 if path[0] in _ONE_LABEL_BELOW_ITEMS else 1)
+            and isinstance(value, Mapping | list | tuple)
+            and _plain_keys(value)
+        ):
+            out.append((label, canonical_json(value)))
+            return
         if isinstance(value, Mapping):
             out.append((label, "{"))
             for number, (key, item) in enumerate(value.items()):
@@ -87,6 +99,23 @@ def labelled_segments(body: Mapping[str, Any], labels: TextLabels) -> list[tuple
 
     emit(body, ())
     return out
+
+
+#: The top-level keys whose items are labelled one by one (``message 3 (user)``,
+#: ``system block 1``); below any other top-level key everything has that key's label.
+_ONE_LABEL_BELOW_ITEMS = frozenset({*_MESSAGE_LISTS, "system"})
+
+
+def _plain_keys(value: Any) -> bool:
+    """Every key in ``value`` is an ASCII string, so the subtree serializes to the same text
+    whole as key by key (a key piece is ``json.dumps(key)``, ASCII-escaped)."""
+    if isinstance(value, Mapping):
+        return all(
+            type(key) is str and key.isascii() and _plain_keys(item) for key, item in value.items()
+        )
+    if isinstance(value, list | tuple):
+        return all(_plain_keys(item) for item in value)
+    return True
 
 
 @attrs.frozen(kw_only=True)

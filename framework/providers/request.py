@@ -200,7 +200,8 @@ def build_provider_request(
         # the byte-identical prefix; the provider routes the request by it, it is not prompt text.
         body["prompt_cache_key"] = context.prompt_cache_key
     segments = tuple(labelled_segments(body, labels))
-    body_bytes = canonical_json(body).encode()
+    body_text = canonical_json(body)
+    body_bytes = body_text.encode()
     conversations = parts.conversations
     key, api = context.conversation_key, spec.api.value
     previous_messages = conversations.previous_messages(key, api)
@@ -233,7 +234,7 @@ def build_provider_request(
         "new_bytes": fresh,
         "prefix": prefix.to_json() if prefix is not None else None,
     }
-    return ProviderRequest(
+    request = ProviderRequest(
         api=spec.api,
         path=spec.api.path,
         body=body,
@@ -246,6 +247,10 @@ def build_provider_request(
         text_labels=labels,
         compared_with=previous,
     )
+    # Serialized once here: the submission, the spend and the turn log read the same bytes.
+    object.__setattr__(request, "_text", body_text)
+    object.__setattr__(request, "_bytes", body_bytes)
+    return request
 
 
 def _remember_sent(parts: RequestParts, request: ProviderRequest) -> None:

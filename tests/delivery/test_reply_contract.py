@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from promptweave import ModelAnswer, Promptweave, ReplyShape, Turn, read_model_answer_default
 from promptweave.delivery.reply_contract import LEAK_RUN_CHARS
@@ -431,3 +432,51 @@ def test_a_silent_answer_cannot_carry_bubbles() -> None:
 def test_blank_bubbles_are_refused() -> None:
     with pytest.raises(ValueError, match="bubble 2 must be non-blank"):
         ModelAnswer(bubbles=("嗯", "  "))
+
+
+# -- the leak check finds the same runs as every window of the prompt ---------------------------
+
+_LEAK_LETTERS = "记忆群表达刚才的聊天【】 \n\t　ab"
+
+
+def _every_window(prompt: str, quotable: tuple[str, ...]) -> frozenset[str]:
+    """The prompt's runs as the reader once listed them: every window of each block."""
+    from promptweave.delivery.reply_contract import _blocks, _compact
+
+    windows: set[str] = set()
+    for header, block in _blocks(prompt):
+        if header and any(name in header for name in quotable):
+            continue
+        compact = _compact(block)
+        windows.update(
+            compact[i : i + LEAK_RUN_CHARS] for i in range(len(compact) - LEAK_RUN_CHARS + 1)
+        )
+    return frozenset(windows)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    prompt=st.text(alphabet=_LEAK_LETTERS + "诶哦呀好的吧嗯", max_size=300),
+    answer=st.text(alphabet=_LEAK_LETTERS + "诶哦呀好的吧嗯", max_size=80),
+    cut=st.integers(min_value=0, max_value=300),
+)
+def test_a_run_is_a_leak_exactly_when_it_is_one_of_the_prompts_windows(
+    prompt: str, answer: str, cut: int
+) -> None:
+    from promptweave.delivery.reply_contract import _compact, _find_leak, _runs
+
+    quotable = ("群表达",)
+    # Answers that copy part of the prompt, not only random ones.
+    answer = answer + prompt[cut : cut + LEAK_RUN_CHARS + 6]
+    windows = _every_window(prompt, quotable)
+    compact = _compact(answer)
+    expected = next(
+        (
+            f"run {compact[i : i + LEAK_RUN_CHARS]}"
+            for i in range(len(compact) - LEAK_RUN_CHARS + 1)
+            if compact[i : i + LEAK_RUN_CHARS] in windows
+            and len(set(compact[i : i + LEAK_RUN_CHARS])) >= 8
+        ),
+        None,
+    )
+    assert _find_leak(answer, set(), _runs(prompt, quotable), "") == expected

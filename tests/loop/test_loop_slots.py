@@ -123,5 +123,6 @@ def test_stage_timings_start_with_record_and_end_with_total() -> None:
         "submit",
         "read",
         "deliver",
+        "spend",
         "total",
     ]

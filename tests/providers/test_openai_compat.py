@@ -186,6 +186,32 @@ def test_the_module_plugin_reuses_one_client_per_endpoint():
     assert (first.retry.max_attempts, first.retry.max_wait_s, first.api_key) == (3, 20.0, "k")
 
 
+def test_the_module_plugin_makes_its_client_once_per_configuration_and_environment(monkeypatch):
+    from promptweave import Config
+    from promptweave.config import ProviderConfig
+    from promptweave.contrib import openai_compat
+
+    made = []
+    making = OpenAICompatClient.from_config.__func__
+
+    def from_config(cls, config, environ=None):
+        made.append(config)
+        return making(cls, config, environ)
+
+    monkeypatch.setattr(OpenAICompatClient, "from_config", classmethod(from_config))
+    monkeypatch.delenv("PROMPTWEAVE_BASE_URL", raising=False)
+    config = Config(provider=ProviderConfig(base_url="http://127.0.0.1:9/v1"))
+    first = openai_compat._configured(config)
+    assert openai_compat._configured(config) is first and len(made) == 1
+    assert first.base_url == "http://127.0.0.1:9/v1"
+    # The environment is read on every call: a change there is the next client's.
+    monkeypatch.setenv("PROMPTWEAVE_API_KEY", "sk-changed")
+    changed = openai_compat._configured(config)
+    assert changed.api_key == "sk-changed" and len(made) == 2
+    other = Config(provider=ProviderConfig(base_url="http://127.0.0.1:10/v1"))
+    assert openai_compat._configured(other).base_url == "http://127.0.0.1:10/v1"
+
+
 def test_the_async_path_posts_the_same_bytes_and_parses_the_same_reply():
     seen = []
 

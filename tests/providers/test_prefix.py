@@ -74,3 +74,79 @@ def test_compare_reports_extension_and_model_change():
     assert (extended.common_prefix_bytes, extended.first_difference) == (12, None)
     changed = compare_request_prefix(b'{"model":"b","x":1}', segments)
     assert (changed.common_prefix_bytes, changed.first_difference) == (10, "model")
+
+
+def test_a_requests_body_is_serialized_once_and_a_new_body_anew():
+    request = _request(make_runtime(), example_turn())
+    assert request.body_text() == canonical_json(request.body)
+    assert request.body_bytes() is request.body_bytes()
+    assert request.body_bytes() == canonical_json(request.body).encode()
+    changed = attrs.evolve(request, body={**request.body, "model": "other"})
+    assert changed.body_bytes() == canonical_json(changed.body).encode()
+    assert changed.body_bytes() != request.body_bytes()
+    # Equality is the value's, not the serialization's.
+    assert attrs.evolve(request) == request
+
+
+def _piece_by_piece(body, labels):
+    """The segments as they were once made: every key, bracket and value a piece of its own."""
+    import json
+
+    from promptweave.providers.prefix import _escaped, _label_for
+
+    out = []
+
+    def emit(value, path):
+        label = _label_for(path, body)
+        if isinstance(value, dict):
+            out.append((label, "{"))
+            for number, (key, item) in enumerate(value.items()):
+                prefix = "," if number else ""
+                out.append((_label_for((*path, key), body), f"{prefix}{json.dumps(key)}:"))
+                emit(item, (*path, key))
+            out.append((label, "}"))
+        elif isinstance(value, list | tuple):
+            out.append((label, "["))
+            for number, item in enumerate(value):
+                if number:
+                    out.append((_label_for((*path, number), body), ","))
+                emit(item, (*path, number))
+            out.append((label, "]"))
+        elif isinstance(value, str) and path in labels:
+            out.append((label, '"'))
+            out.extend((piece_label, _escaped(piece)) for piece_label, piece in labels[path])
+            out.append((label, '"'))
+        else:
+            out.append((label, json.dumps(value, ensure_ascii=False)))
+
+    emit(body, ())
+    return out
+
+
+def _runs_of(segments):
+    """Adjacent pieces of one label joined: what the prefix report and new bytes read."""
+    runs = []
+    for label, piece in segments:
+        if runs and runs[-1][0] == label:
+            runs[-1] = (label, runs[-1][1] + piece)
+        else:
+            runs.append((label, piece))
+    return runs
+
+
+def test_whole_subtrees_give_the_same_labelled_text_as_piece_by_piece():
+    runtime = make_runtime()
+    for api in ProviderApi:
+        request = _request(runtime, example_turn(), api)
+        assert _runs_of(request.segments) == _runs_of(
+            _piece_by_piece(request.body, request.text_labels)
+        )
+    # A key that is not ASCII keeps its escaped piece (the subtree is not taken whole).
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "中文"}]}],
+        "metadata": {"名字": "值", "n": [1, 2.5, None, True]},
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+    }
+    assert _runs_of(labelled_segments(body, {})) == _runs_of(_piece_by_piece(body, {}))
+    assert "".join(piece for _, piece in labelled_segments(body, {})) != canonical_json(body)
