@@ -19,6 +19,18 @@ from promptweave.config import StoreConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "turns"
+
+#: Python source that runs ``promptweave render`` of an example turn in the process it is given
+#: to (``python -c``), its output swallowed: the start-up tests add what they count around it.
+RENDER_SCRIPT = (
+    "import contextlib, io, sys\n"
+    "from promptweave.cli.main import cli\n"
+    "with contextlib.redirect_stdout(io.StringIO()):\n"
+    "    try:\n"
+    "        cli(['render', 'examples/turns/at_question.json'], prog_name='promptweave')\n"
+    "    except SystemExit as exit:\n"
+    "        assert not exit.code, exit.code\n"
+)
 #: The tests' data files: recorded expectations and hand-written inputs.
 DATA = ROOT / "tests" / "data"
 CST = dt.timezone(dt.timedelta(hours=8))

@@ -16,7 +16,7 @@ import attrs
 import cattrs
 import cattrs.gen
 import pytest
-from base_support import ROOT
+from base_support import RENDER_SCRIPT, ROOT
 
 # First, as the command does: importing the startup module alone would leave the collector paused.
 import promptweave.cli.main  # noqa: F401
@@ -281,14 +281,7 @@ def test_a_second_command_calls_the_builtin_compile_not_once(tmp_path: Path) -> 
         "    if caller not in ('importlib._bootstrap', '_frozen_importlib'):\n"
         "        calls.append(caller)\n"
         "    return real(*args, **kwargs)\n"
-        "builtins.compile = counting\n"
-        "from promptweave.cli.main import cli\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    try:\n"
-        "        cli(['render', 'examples/turns/at_question.json'], prog_name='promptweave')\n"
-        "    except SystemExit as exit:\n"
-        "        assert not exit.code, exit.code\n"
-        "print(json.dumps(calls))\n"
+        "builtins.compile = counting\n" + RENDER_SCRIPT + "print(json.dumps(calls))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PROMPTWEAVE_CACHE_DIR": str(tmp_path)}
     runs = [

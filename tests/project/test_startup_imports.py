@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from base_support import ROOT
+from base_support import RENDER_SCRIPT, ROOT
 
 import promptweave
 
@@ -80,15 +80,7 @@ def _modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
     return set(json.loads(result.stdout.splitlines()[-1]))
 
 
-RENDER = (
-    "import contextlib, io, sys\n"
-    "from promptweave.cli.main import cli\n"
-    "with contextlib.redirect_stdout(io.StringIO()):\n"
-    "    try:\n"
-    "        cli(['render', 'examples/turns/at_question.json'], prog_name='promptweave')\n"
-    "    except SystemExit as exit:\n"
-    "        assert not exit.code, exit.code\n"
-)
+RENDER = RENDER_SCRIPT
 
 
 def test_importing_the_facade_loads_no_stage_of_a_turn() -> None:
