@@ -86,6 +86,9 @@ class _Lane:
 
     queue: deque[_Queued] = attrs.field(factory=deque)
     worker: asyncio.Task[None] | None = None
+    #: Messages turned away since the queue last had room: the first is logged, the others are
+    #: counted and said in one line once it has room again, or the conversation's work ends.
+    dropped: int = 0
 
 
 class _Stage:
@@ -252,11 +255,14 @@ class BotLoop:
         if lane is None:
             lane = self._lanes[conversation] = _Lane()
         if len(lane.queue) >= self.runtime.config.loop.queue_per_conversation:
-            log.warning(
-                "conversation %s: queue full, message %s recorded but not answered",
-                conversation,
-                event.message.id,
-            )
+            lane.dropped += 1
+            if lane.dropped == 1:
+                log.warning(
+                    "conversation %s: queue full, message %s recorded but not answered; the "
+                    "next ones turned away are counted in one line when the queue has room",
+                    conversation,
+                    event.message.id,
+                )
             dropped = _dropped(event, "queue_full")
             record_turn(
                 self.runtime.stores.turns,
@@ -265,6 +271,7 @@ class BotLoop:
                 timezone=self.runtime.bot_for(event.bot_id).timezone,
             )
             return dropped
+        _say_dropped(conversation, lane)
         future: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
         lane.queue.append(
             _Queued(
@@ -377,6 +384,7 @@ class BotLoop:
             if not queued.future.done():
                 queued.future.set_result(outcome)
         if self._lanes.get(conversation) is lane and not lane.queue:
+            _say_dropped(conversation, lane)
             del self._lanes[conversation]
 
     async def _finish_safely(
@@ -958,6 +966,17 @@ def _name_faults(trace: dict[str, Any], faults: Deadline, event: IncomingEvent |
     )
     message_id = event.message.id if event is not None else None
     log.warning("message %s: plugin faults: %s", message_id, described)
+
+
+def _say_dropped(conversation: tuple[str, str], lane: _Lane) -> None:
+    """The messages a full queue turned away after the one logged, in one line."""
+    if lane.dropped > 1:
+        log.warning(
+            "conversation %s: %d more messages recorded but not answered while its queue was full",
+            conversation,
+            lane.dropped - 1,
+        )
+    lane.dropped = 0
 
 
 def _dropped(event: IncomingEvent, reason: str) -> TurnOutcome:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+import logging
 
 import attrs
+import pytest
 from loop_support import (
     BOT,
     GROUP,
@@ -279,6 +281,46 @@ def test_a_full_conversation_queue_drops_the_event_but_records_it() -> None:
 
     assert _run(scenario()) == [OutcomeStatus.DROPPED, "queue_full"]
     assert "小织 三？" in [text for _, text, _ in _group_log(loop)]
+
+
+def test_a_flood_into_a_full_queue_is_logged_in_two_lines_not_one_a_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = asyncio.Event()
+
+    async def slow(request):  # type: ignore[no-untyped-def]
+        await gate.wait()
+        return SubmitResult(sent=True, status="ok", text="好")
+
+    config = Config(
+        routing=RoutingConfig(low_engagement=False),
+        loop=LoopConfig(queue_per_conversation=1, turn_deadline_s=5.0),
+    )
+    loop, _ = make_loop(slow, config=config)
+
+    async def scenario() -> list[str]:
+        transport = RecordingTransport()
+        running = asyncio.create_task(loop.handle(event("小织 一？", addressed=True), transport))
+        await asyncio.sleep(0.05)
+        waiting = asyncio.create_task(loop.handle(event("小织 二？", addressed=True), transport))
+        await asyncio.sleep(0.05)
+        dropped = [
+            await loop.handle(event(f"小织 {n}？", addressed=True), transport)
+            for n in ("三", "四", "五", "六")
+        ]
+        gate.set()
+        await running
+        await waiting
+        return [outcome.reason for outcome in dropped]
+
+    with caplog.at_level(logging.WARNING, logger="promptweave.loop"):
+        assert _run(scenario()) == ["queue_full"] * 4
+    lines = [record.getMessage() for record in caplog.records if "queue" in record.getMessage()]
+    assert len(lines) == 2, lines
+    assert "queue full, message" in lines[0] and "recorded but not answered" in lines[0]
+    assert "3 more messages recorded but not answered while its queue was full" in lines[1]
+    texts = [text for _, text, _ in _group_log(loop)]
+    assert all(f"小织 {n}？" in texts for n in ("三", "四", "五", "六"))  # recorded, every one
 
 
 def test_a_hung_model_is_cut_at_the_turn_deadline_naming_the_stage() -> None:
