@@ -340,3 +340,48 @@ def test_a_new_value_is_hashed_once_and_an_earlier_one_found_again(rich_turn: Tu
     # "a" and "b" each hashed once when new (looked up, then kept); "a" once more, found again.
     assert hashes == ["a", "b", "a"]
     assert len(counted.renders) == 2
+
+
+def test_a_section_whose_reads_are_new_every_turn_stops_reading_for_a_while(
+    rich_turn: Turn,
+) -> None:
+    from promptweave.prompt.assembly import NEW_READS_IN_A_ROW, UNREAD_RENDERS
+
+    runtime = _runtime()
+    counted = Counted(("memory",))
+    runtime.add_plugin(counted, name="counted")
+    # New items on every turn: after NEW_READS_IN_A_ROW of them it renders without reading.
+    for number in range(NEW_READS_IN_A_ROW):
+        _sections(runtime, _with_memory(rich_turn, f"新{number}"))
+    assert len(counted.renders) == NEW_READS_IN_A_ROW
+    repeated = _with_memory(rich_turn, "新0")
+    for number in range(UNREAD_RENDERS):
+        # The same text as when it read, rendered again (what it read is not compared).
+        assert _sections(runtime, repeated)["counted"] == "【计数】12000\n新0"
+        assert len(counted.renders) == NEW_READS_IN_A_ROW + number + 1
+    # Then it reads again: an earlier value is found again, the last one kept.
+    rendered = len(counted.renders)
+    assert _sections(runtime, repeated)["counted"] == "【计数】12000\n新0"
+    assert _sections(runtime, repeated)["counted"] == "【计数】12000\n新0"
+    assert _sections(runtime, _with_memory(rich_turn, "新1"))["counted"] == "【计数】12000\n新1"
+    assert len(counted.renders) == rendered
+
+
+def test_reads_of_a_function_are_called_every_turn_however_new_their_values(
+    rich_turn: Turn,
+) -> None:
+    from promptweave.prompt.assembly import NEW_READS_IN_A_ROW
+
+    values = iter(range(10 * NEW_READS_IN_A_ROW))
+    calls: list[int] = []
+
+    def reads(context: RenderContext) -> Hashable:
+        calls.append(1)
+        return next(values)
+
+    runtime = _runtime()
+    counted = Counted(reads)
+    runtime.add_plugin(counted, name="counted")
+    for _ in range(3 * NEW_READS_IN_A_ROW):
+        _sections(runtime, rich_turn)
+    assert len(calls) == len(counted.renders) == 3 * NEW_READS_IN_A_ROW
