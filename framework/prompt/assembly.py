@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -353,8 +353,16 @@ class SectionAssembler:
             entry = plan.entry
             record: RenderedSection | None
             if plan.kind == _READS:
-                assert plan.slot is not None
-                record = self._read_record(plan, plan.slot, context, run)
+                slot = plan.slot
+                assert slot is not None
+                if slot.unread:
+                    # What it read was new on every turn of late: rendered as it comes (see
+                    # ``NEW_READS_IN_A_ROW``).
+                    slot.unread -= 1
+                    text, error = self._render(entry, context, run, plan.trusted, plan.where)
+                    record = _plain_record(entry, text, error)
+                else:
+                    record = self._read_record(plan, slot, context, run)
             elif plan.kind == _STATIC:
                 record = kept_static.get(entry.item.id)
                 if record is None:
@@ -374,13 +382,8 @@ class SectionAssembler:
         """The finished record of a section that declares what it reads: the one of an earlier
         turn that read an equal value, else rendered and kept under what it read."""
         entry = plan.entry
-        if slot.unread:
-            # What it read was new on every turn of late: rendered as it comes (see
-            # ``NEW_READS_IN_A_ROW``).
-            slot.unread -= 1
-            text, error = self._render(entry, context, run, plan.trusted, plan.where)
-            return _plain_record(entry, text, error)
         reads = entry.item.reads
+        value: Any
         try:
             if type(reads) is tuple:
                 # Names: read here, without calling the plugin.
@@ -392,12 +395,14 @@ class SectionAssembler:
                     if paths is not None:
                         found.append(paths(context))
                     value = tuple(found)
-            elif run is None:
-                value = reads(context)  # type: ignore[misc]
-            elif plan.trusted:
-                value = run.call_trusted(entry.plugin, slot.where, reads, context)  # type: ignore[arg-type]
             else:
-                value = run.call(entry.plugin, slot.where, reads, (context,), {})  # type: ignore[arg-type]
+                read = cast("Callable[[RenderContext], Hashable]", reads)
+                if run is None:
+                    value = read(context)
+                elif plan.trusted:
+                    value = run.call_trusted(entry.plugin, slot.where, read, context)
+                else:
+                    value = run.call(entry.plugin, slot.where, read, (context,), {})
         except Exception as exc:
             if self.strict:
                 raise SectionRenderError(
