@@ -436,12 +436,13 @@ class SectionAssembler:
             slot.last = (value, record)
             slot.misses = 0
             return record
-        slot.misses += 1
-        if slot.misses >= NEW_READS_IN_A_ROW and type(reads) is tuple:
-            # A function's reads are the plugin's own: called every turn, so that its faults
-            # are traced on every turn.
-            slot.misses = 0
-            slot.unread = UNREAD_RENDERS
+        if value is not _UNHASHABLE:
+            slot.misses += 1
+            if slot.misses >= NEW_READS_IN_A_ROW and type(reads) is tuple:
+                # A function's reads are the plugin's own: called every turn, so that its faults
+                # are traced on every turn (and names that fail to read are logged every turn).
+                slot.misses = 0
+                slot.unread = UNREAD_RENDERS
         text, error = self._render(entry, context, run, plan.trusted, plan.where)
         record = self._finish(entry, text, error)
         if error is None and value is not _UNHASHABLE and key is not None:

@@ -385,3 +385,25 @@ def test_reads_of_a_function_are_called_every_turn_however_new_their_values(
     for _ in range(3 * NEW_READS_IN_A_ROW):
         _sections(runtime, rich_turn)
     assert len(calls) == len(counted.renders) == 3 * NEW_READS_IN_A_ROW
+
+
+def test_names_that_fail_to_read_are_logged_on_every_turn(
+    rich_turn: Turn, caplog: pytest.LogCaptureFixture
+) -> None:
+    from promptweave.prompt.assembly import NEW_READS_IN_A_ROW
+
+    class Missing(Echo):
+        @hookimpl
+        def register_sections(self, register: Callable[[Section], None]) -> None:
+            register(
+                Section(id="echo", title="【回声】", render=self.render, reads=("context.no_such",))
+            )
+
+    runtime = _runtime(strict=False)
+    runtime.add_plugin(Missing(), name="echo")
+    turns = 2 * NEW_READS_IN_A_ROW
+    with caplog.at_level("ERROR", logger="promptweave"):
+        for _ in range(turns):
+            _sections(runtime, rich_turn)
+    failed = [r for r in caplog.records if "reads of section 'echo'" in r.getMessage()]
+    assert len(failed) == turns
