@@ -55,7 +55,9 @@ FINISHED_TEXT_CHARS = 16384
 #: without finding a record kept for what it read (new every turn, as what is retrieved for each
 #: message is) renders for the next ``UNREAD_RENDERS`` turns as a section without ``reads``:
 #: nothing read, compared, hashed or kept. Then it reads again, and keeps reading while it finds
-#: kept records. The same text comes out either way (``docs/performance.md``).
+#: kept records. Likewise a section without ``reads`` whose text was new this many turns in a row
+#: (the group timeline) has its records neither looked up nor kept by text for as many turns. The
+#: same text comes out either way (``docs/performance.md``).
 NEW_READS_IN_A_ROW = 8
 UNREAD_RENDERS = 64
 
@@ -136,6 +138,10 @@ class _Plan:
     where: str
     trusted: bool
     slot: _ReadsSlot | None = None
+    # A turn section: renders in a row whose text was new, and the renders left whose records
+    # are not kept by text (``NEW_READS_IN_A_ROW``).
+    misses: int = 0
+    unkept: int = 0
 
 
 @attrs.define
@@ -372,7 +378,21 @@ class SectionAssembler:
                         kept_static[entry.item.id] = record
             else:
                 text, error = self._render(entry, context, run, plan.trusted, plan.where)
-                record = self._finish(entry, text, error)
+                if plan.unkept:
+                    # Its text was new on every turn of late (a timeline): finished as it
+                    # comes, neither looked up nor kept.
+                    plan.unkept -= 1
+                    record = _plain_record(entry, text, error)
+                else:
+                    size = len(self._finished)
+                    record = self._finish(entry, text, error)
+                    if len(self._finished) == size:
+                        plan.misses = 0  # found (or not keepable)
+                    else:
+                        plan.misses += 1
+                        if plan.misses >= NEW_READS_IN_A_ROW:
+                            plan.misses = 0
+                            plan.unkept = UNREAD_RENDERS
             records.append(record)
         return records
 

@@ -407,3 +407,41 @@ def test_names_that_fail_to_read_are_logged_on_every_turn(
             _sections(runtime, rich_turn)
     failed = [r for r in caplog.records if "reads of section 'echo'" in r.getMessage()]
     assert len(failed) == turns
+
+
+def test_a_section_whose_text_is_new_every_turn_is_not_kept_by_text_for_a_while(
+    rich_turn: Turn,
+) -> None:
+    from promptweave.prompt.assembly import NEW_READS_IN_A_ROW, UNREAD_RENDERS
+
+    class Turned:
+        @hookimpl
+        def register_sections(self, register: Callable[[Section], None]) -> None:
+            register(Section(id="turned", title="【轮】", render=self.render))
+
+        def render(self, context: RenderContext) -> str:
+            return f"【轮】{context.turn.message.text}"
+
+    runtime = _runtime()
+    runtime.add_plugin(Turned(), name="turned")
+
+    def kept() -> int:
+        return sum(1 for key in runtime.assembler._finished if key[0] == "turned")
+
+    def turn(text: str) -> Turn:
+        return attrs.evolve(rich_turn, message=attrs.evolve(rich_turn.message, text=text))
+
+    for number in range(NEW_READS_IN_A_ROW):
+        assert _sections(runtime, turn(f"第{number}句"))["turned"] == f"【轮】第{number}句"
+    assert kept() == NEW_READS_IN_A_ROW
+    for number in range(UNREAD_RENDERS):
+        assert _sections(runtime, turn(f"又{number}句"))["turned"] == f"【轮】又{number}句"
+    assert kept() == NEW_READS_IN_A_ROW
+    # Then kept again: a text that comes back is found, and the count starts over.
+    first = runtime.render(turn("第0句"), retrieve=False)
+    again = runtime.render(turn("第0句"), retrieve=False)
+    [found] = [s for s in first.sections if s.id == "turned"]
+    [found_again] = [s for s in again.sections if s.id == "turned"]
+    assert found is found_again
+    _sections(runtime, turn("新的一句"))
+    assert kept() == NEW_READS_IN_A_ROW + 1
