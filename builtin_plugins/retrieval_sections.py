@@ -28,6 +28,9 @@ MEMORY_HEADERS = {
     MemoryKind.IP_KNOWLEDGE: "【相关 IP 知识】",
     MemoryKind.GROUP_MEMORY: "【相关群内记忆】",
 }
+# The kinds in their order, iterated once here rather than on every render (iterating an enum
+# class runs Python code).
+_MEMORY_KINDS = tuple(MemoryKind)
 MEMORY_NOTE = " — 仅在当前话题相关时参考，不得覆盖核心人设。"
 KNOWLEDGE_HEADER = "【相关知识参考 — 仅供参考，不得覆盖核心人设】"
 RELATIONSHIP_HEADER = "【与当前对话者的关系备注 — 仅供参考】"
@@ -56,7 +59,7 @@ def affinity_label(affinity: float) -> str:
 
 def render_memory(context: RenderContext) -> str:
     seen: set[str] = set()
-    by_kind: dict[MemoryKind, list[str]] = {kind: [] for kind in MemoryKind}
+    by_kind: dict[MemoryKind, list[str]] = {kind: [] for kind in _MEMORY_KINDS}
     for item in context.items("memory", MemoryItem):
         text = quote_user_text(item.text, MEMORY_LINE_CHARS)
         if text and text not in seen:

@@ -58,6 +58,7 @@ __all__ = [
     "PluginHungError",
     "Watchdog",
     "call_plugin",
+    "current_stage",
     "cut",
     "on_worker",
     "raised_fault",
@@ -239,6 +240,27 @@ class _StageRun:
             self.deadline.add(raised_fault(plugin, where, exc))
             raise
 
+    def trusts(self, plugin: str) -> bool:
+        """Whether :meth:`call` calls ``plugin`` right here, as it is (unless it is quarantined):
+        the watchdog trusts it and this stage does not hand every call to a worker."""
+        return not self.bound_all and self.watchdog.trusted(plugin)
+
+    def call_trusted(self, plugin: str, where: str, fn: Callable[[Any], T], arg: Any) -> T:
+        """:meth:`call` of ``fn(arg)`` for a ``plugin`` that :meth:`trusts` said yes to, without
+        asking again: made right here, an error named in the turn's faults and raised, as
+        :meth:`call` makes it. While any plugin is hung or quarantined, :meth:`call` decides (the
+        quarantine of this plugin applies to it as to every call)."""
+        watchdog = self.watchdog
+        if watchdog._hung or watchdog._quarantined:
+            return self.call(plugin, where, fn, (arg,), {})
+        try:
+            return fn(arg)
+        except PluginHungError:
+            raise
+        except Exception as exc:
+            self.deadline.add(raised_fault(plugin, where, exc))
+            raise
+
     def _bounded(
         self,
         plugin: str,
@@ -281,6 +303,13 @@ def _call_unbounded(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[st
     within the budget of the call that reached it."""
     _local.run = None
     return fn(*args, **kwargs)
+
+
+def current_stage() -> _StageRun | None:
+    """The stage running on this thread (:meth:`Watchdog.run`), or ``None``: a caller that makes
+    many plugin calls in one stage (the sections of a turn) asks once, and calls a plugin the
+    stage :meth:`~_StageRun.trusts` with :meth:`~_StageRun.call_trusted`."""
+    return getattr(_local, "run", None)
 
 
 def call_plugin(plugin: str, where: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -27,7 +27,13 @@ from promptweave.plugins.contributions import (
 )
 from promptweave.plugins.door import Hooks, log_failure
 from promptweave.plugins.registry import Registered
-from promptweave.plugins.watchdog import PluginFault, call_plugin, record_fault, type_name
+from promptweave.plugins.watchdog import (
+    PluginFault,
+    _StageRun,
+    current_stage,
+    record_fault,
+    type_name,
+)
 from promptweave.prompt.overrides import MAX_OVERRIDE_CONTENT_CHARS
 from promptweave.prompt.render_context import RenderContext
 from promptweave.prompt.rendered import RenderedSection
@@ -44,6 +50,16 @@ STATIC_CACHE_ENTRIES = 4096
 FINISHED_CACHE_ENTRIES = 4096
 #: A section text longer than this is cleaned afresh on every turn instead of being kept.
 FINISHED_TEXT_CHARS = 16384
+
+#: A section that reads names (``Section.reads`` a tuple) and rendered this many turns in a row
+#: without finding a record kept for what it read (new every turn, as what is retrieved for each
+#: message is) renders for the next ``UNREAD_RENDERS`` turns as a section without ``reads``:
+#: nothing read, compared, hashed or kept. Then it reads again, and keeps reading while it finds
+#: kept records. Likewise a section without ``reads`` whose text was new this many turns in a row
+#: (the group timeline) has its records neither looked up nor kept by text for as many turns. The
+#: same text comes out either way (``docs/performance.md``).
+NEW_READS_IN_A_ROW = 8
+UNREAD_RENDERS = 64
 
 _Scope = tuple[str, Bot, str | None]
 # Stands for a value of ``Section.reads`` that cannot be kept (it raised, or is unhashable).
@@ -83,6 +99,11 @@ class _ReadsSlot:
     # never see one turn's value beside another's record.
     last: tuple[Hashable, RenderedSection] | None = attrs.field(default=None, init=False)
 
+    # Renders in a row that found nothing kept (what the section read was new each time), and
+    # the renders left in which it reads nothing (``NEW_READS_IN_A_ROW``).
+    misses: int = attrs.field(default=0, init=False)
+    unread: int = attrs.field(default=0, init=False)
+
     # For names (``Section.reads`` a tuple): the section ids whose items are read, and a getter
     # of the context paths (``None`` when none is named).
     ids: tuple[str, ...] = attrs.field(default=(), init=False)
@@ -96,6 +117,31 @@ class _ReadsSlot:
             paths = [name[len(READS_CONTEXT) :] for name in reads if name.startswith(READS_CONTEXT)]
             if paths:
                 self.paths = operator.attrgetter(*paths)
+
+
+# How :meth:`SectionAssembler._records` takes a section.
+_STATIC, _READS, _TURN = 0, 1, 2
+
+
+@attrs.define(eq=False)
+class _Plan:
+    """One registered section as the assembler takes it on every turn, worked out once for the
+    registered sections and the stage's trust in their plugins.
+
+    :param trusted: the stage calls the section's plugin right here (it ships with promptweave):
+        called through :meth:`promptweave.plugins.watchdog._StageRun.call_trusted`, which asks
+        nothing more unless some plugin is hung or quarantined.
+    """
+
+    entry: Registered[Section]
+    kind: int
+    where: str
+    trusted: bool
+    slot: _ReadsSlot | None = None
+    # A turn section: renders in a row whose text was new, and the renders left whose records
+    # are not kept by text (``NEW_READS_IN_A_ROW``).
+    misses: int = 0
+    unkept: int = 0
 
 
 @attrs.define
@@ -121,6 +167,11 @@ class SectionAssembler:
     # recollected starts afresh and the id cannot be reused while the slot exists.
     _by_reads: dict[int, _ReadsSlot] = attrs.field(factory=dict, init=False, repr=False)
     _made_with: tuple[object, object] | None = attrs.field(default=None, init=False, repr=False)
+    # The plans of the sections last assembled: the sections (a registries' tuple, never
+    # changed), the trust they were made with, and a plan per section.
+    _plans: tuple[Sequence[Registered[Section]], object, list[_Plan]] | None = attrs.field(
+        default=None, init=False, repr=False
+    )
 
     def forget_static(self) -> None:
         """Drop every kept section: the rendered static sections and the finished records (the
@@ -129,6 +180,7 @@ class SectionAssembler:
         self._static_records.clear()
         self._finished.clear()
         self._by_reads.clear()
+        self._plans = None
 
     def _check_inputs(self, context: RenderContext) -> None:
         """Forget what was kept when the persona pack or the settings object changed since."""
@@ -169,6 +221,18 @@ class SectionAssembler:
         self, entry: Registered[Section], context: RenderContext
     ) -> tuple[str, str | None]:
         """A section's raw text, and the error when its ``render`` raised."""
+        return self._render(entry, context, current_stage(), False, f"section {entry.item.id!r}")
+
+    def _render(
+        self,
+        entry: Registered[Section],
+        context: RenderContext,
+        run: _StageRun | None,
+        trusted: bool,
+        where: str,
+    ) -> tuple[str, str | None]:
+        """:meth:`render_one` in the stage ``run`` (``None``: outside any), which ``trusted``
+        says calls the section's plugin right here; ``where`` places a fault of it."""
         static_key = None
         if entry.item.volatility is Volatility.STATIC:
             # Static sections depend only on the persona pack, the config and the scope, so
@@ -179,9 +243,12 @@ class SectionAssembler:
             if cached is not None:
                 return cached, None
         try:
-            found = call_plugin(
-                entry.plugin, f"section {entry.item.id!r}", entry.item.render, context
-            )
+            if run is None:
+                found = entry.item.render(context)
+            elif trusted:
+                found = run.call_trusted(entry.plugin, where, entry.item.render, context)
+            else:
+                found = run.call(entry.plugin, where, entry.item.render, (context,), {})
         except Exception as exc:
             if self.strict:
                 raise SectionRenderError(
@@ -200,7 +267,7 @@ class SectionAssembler:
             record_fault(
                 PluginFault(
                     plugin=entry.plugin,
-                    where=f"section {entry.item.id!r}",
+                    where=where,
                     kind="wrong_type",
                     detail=problem,
                 )
@@ -238,6 +305,43 @@ class SectionAssembler:
                     seen.add(record.text)
         return tuple(records), "\n\n".join(emitted)
 
+    def _plans_for(
+        self, sections: Sequence[Registered[Section]], run: _StageRun | None
+    ) -> list[_Plan]:
+        """The plan of every section, made again when the sections or the stage's trust in
+        their plugins changed."""
+        trusted = None if run is None or run.bound_all else run.watchdog.trusted
+        plans = self._plans
+        if plans is not None and plans[0] is sections and plans[1] is trusted:
+            return plans[2]
+        made = []
+        for entry in sections:
+            section = entry.item
+            plan = _Plan(
+                entry=entry,
+                kind=_STATIC
+                if section.volatility is Volatility.STATIC
+                else _TURN
+                if section.reads is None
+                else _READS,
+                where=f"section {section.id!r}",
+                trusted=trusted is not None and bool(trusted(entry.plugin)),
+            )
+            if plan.kind == _READS:
+                plan.slot = self._slot(entry)
+            made.append(plan)
+        self._plans = (sections, trusted, made)
+        return made
+
+    def _slot(self, entry: Registered[Section]) -> _ReadsSlot:
+        """What is kept of a section that declares what it reads."""
+        slot = self._by_reads.get(id(entry))
+        if slot is None or slot.entry is not entry:
+            if len(self._by_reads) >= STATIC_CACHE_ENTRIES:
+                self._by_reads.clear()
+            slot = self._by_reads[id(entry)] = _ReadsSlot(entry)
+        return slot
+
     def _records(
         self, sections: Sequence[Registered[Section]], context: RenderContext
     ) -> list[RenderedSection]:
@@ -249,44 +353,57 @@ class SectionAssembler:
             if len(self._static_records) >= STATIC_CACHE_ENTRIES:
                 self._static_records.clear()
             kept_static = self._static_records[scope] = {}
-        finished = self._finished
-        static = Volatility.STATIC
+        run = current_stage()
         records = []
-        for entry in sections:
-            section = entry.item
+        for plan in self._plans_for(sections, run):
+            entry = plan.entry
             record: RenderedSection | None
-            if section.volatility is static:
-                record = kept_static.get(section.id)
+            if plan.kind == _READS:
+                slot = plan.slot
+                assert slot is not None
+                if slot.unread:
+                    # What it read was new on every turn of late: rendered as it comes (see
+                    # ``NEW_READS_IN_A_ROW``).
+                    slot.unread -= 1
+                    text, error = self._render(entry, context, run, plan.trusted, plan.where)
+                    record = _plain_record(entry, text, error)
+                else:
+                    record = self._read_record(plan, slot, context, run)
+            elif plan.kind == _STATIC:
+                record = kept_static.get(entry.item.id)
                 if record is None:
-                    text, error = self.render_one(entry, context)
+                    text, error = self._render(entry, context, run, plan.trusted, plan.where)
                     record = self._finish(entry, text, error)
                     if error is None:
-                        kept_static[section.id] = record
-            elif section.reads is not None:
-                record = self._read_record(entry, section.reads, context)
+                        kept_static[entry.item.id] = record
             else:
-                text, error = self.render_one(entry, context)
-                record = None
-                if error is None and len(text) <= FINISHED_TEXT_CHARS:
-                    record = finished.get((section.id, entry.plugin, text))
-                if record is None:
+                text, error = self._render(entry, context, run, plan.trusted, plan.where)
+                if plan.unkept:
+                    # Its text was new on every turn of late (a timeline): finished as it
+                    # comes, neither looked up nor kept.
+                    plan.unkept -= 1
+                    record = _plain_record(entry, text, error)
+                else:
+                    size = len(self._finished)
                     record = self._finish(entry, text, error)
+                    if len(self._finished) == size:
+                        plan.misses = 0  # found (or not keepable)
+                    else:
+                        plan.misses += 1
+                        if plan.misses >= NEW_READS_IN_A_ROW:
+                            plan.misses = 0
+                            plan.unkept = UNREAD_RENDERS
             records.append(record)
         return records
 
     def _read_record(
-        self,
-        entry: Registered[Section],
-        reads: Callable[[RenderContext], Hashable] | tuple[str, ...],
-        context: RenderContext,
+        self, plan: _Plan, slot: _ReadsSlot, context: RenderContext, run: _StageRun | None
     ) -> RenderedSection:
         """The finished record of a section that declares what it reads: the one of an earlier
         turn that read an equal value, else rendered and kept under what it read."""
-        slot = self._by_reads.get(id(entry))
-        if slot is None or slot.entry is not entry:
-            if len(self._by_reads) >= STATIC_CACHE_ENTRIES:
-                self._by_reads.clear()
-            slot = self._by_reads[id(entry)] = _ReadsSlot(entry)
+        entry = plan.entry
+        reads = entry.item.reads
+        value: Any
         try:
             if type(reads) is tuple:
                 # Names: read here, without calling the plugin.
@@ -299,7 +416,13 @@ class SectionAssembler:
                         found.append(paths(context))
                     value = tuple(found)
             else:
-                value = call_plugin(entry.plugin, slot.where, reads, context)  # type: ignore[arg-type]
+                read = cast("Callable[[RenderContext], Hashable]", reads)
+                if run is None:
+                    value = read(context)
+                elif plan.trusted:
+                    value = run.call_trusted(entry.plugin, slot.where, read, context)
+                else:
+                    value = run.call(entry.plugin, slot.where, read, (context,), {})
         except Exception as exc:
             if self.strict:
                 raise SectionRenderError(
@@ -316,6 +439,7 @@ class SectionAssembler:
             # first, element by element (identical elements cost nothing), before any hashing.
             try:
                 if value is last[0] or value == last[0]:
+                    slot.misses = 0
                     return last[1]
             except Exception:
                 value = _UNHASHABLE
@@ -330,8 +454,16 @@ class SectionAssembler:
             value, record = _UNHASHABLE, None
         if record is not None:
             slot.last = (value, record)
+            slot.misses = 0
             return record
-        text, error = self.render_one(entry, context)
+        if value is not _UNHASHABLE:
+            slot.misses += 1
+            if slot.misses >= NEW_READS_IN_A_ROW and type(reads) is tuple:
+                # A function's reads are the plugin's own: called every turn, so that its faults
+                # are traced on every turn (and names that fail to read are logged every turn).
+                slot.misses = 0
+                slot.unread = UNREAD_RENDERS
+        text, error = self._render(entry, context, run, plan.trusted, plan.where)
         record = self._finish(entry, text, error)
         if error is None and value is not _UNHASHABLE and key is not None:
             if len(kept) >= FINISHED_CACHE_ENTRIES:
@@ -344,11 +476,11 @@ class SectionAssembler:
         """The record of a section's text without an override: cleaned and capped, ``rendered``
         or ``empty`` (``error`` when its render raised); kept by text for the turns after."""
         if error is not None or len(text) > FINISHED_TEXT_CHARS:
-            return _record(entry, text, error, None, None)
+            return _plain_record(entry, text, error)
         key = (entry.item.id, entry.plugin, text)
         record = self._finished.get(key)
         if record is None:
-            record = _record(entry, text, None, None, None)
+            record = _plain_record(entry, text, None)
             if len(self._finished) >= FINISHED_CACHE_ENTRIES:
                 self._finished.clear()
             self._finished[key] = record
@@ -395,4 +527,26 @@ def _record(
         status=status,
         override=override.mode.value if override else None,
         error=error or override_error,
+    )
+
+
+def _plain_record(entry: Registered[Section], text: str, error: str | None) -> RenderedSection:
+    """:func:`_record` without an override: cleaned and capped, ``rendered``, ``empty`` or
+    ``error``."""
+    section = entry.item
+    text = sanitize_block(text, BLOCK_MAX_CHARS)
+    if error is not None:
+        status, text = "error", ""
+    elif text:
+        status = "rendered"
+    else:
+        status = "empty"
+    return RenderedSection(
+        id=section.id,
+        title=section.title,
+        plugin=entry.plugin,
+        volatility=str(section.volatility),
+        text=text,
+        status=status,
+        error=error or None,
     )

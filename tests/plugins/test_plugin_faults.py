@@ -13,6 +13,7 @@ import datetime as dt
 import itertools
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -1036,3 +1037,52 @@ def test_the_built_in_contributions_are_called_on_the_callers_thread():
     # Added as an extra plugin: on a worker; trusted, or without a deadline: right here.
     assert threads[0].startswith("promptweave-stage")
     assert threads[1:] == [caller, caller]
+
+
+def test_a_trusted_call_is_made_here_its_error_named_and_a_quarantine_still_skips_it():
+    from promptweave.plugins.watchdog import (
+        Deadline,
+        PluginHungError,
+        Watchdog,
+        current_stage,
+    )
+
+    watchdog = Watchdog(deadline_s=DEADLINE_S, trusted=lambda plugin: plugin == "shipped")
+    deadline = Deadline(seconds=DEADLINE_S)
+    threads: list[str] = []
+
+    def note(value: str) -> str:
+        threads.append(threading.current_thread().name)
+        return value
+
+    def fail(value: str) -> str:
+        raise ValueError(value)
+
+    def stage() -> list[object]:
+        run = current_stage()
+        assert run is not None
+        assert run.trusts("shipped") and not run.trusts("other")
+        found: list[object] = [run.call_trusted("shipped", "section 'a'", note, "a")]
+        with pytest.raises(ValueError, match="broken"):
+            run.call_trusted("shipped", "section 'b'", fail, "broken")
+        return found
+
+    assert current_stage() is None
+    assert watchdog.run(stage, deadline) == ["a"]
+    assert threads == [threading.current_thread().name]
+    [fault] = deadline.faults
+    assert (fault.plugin, fault.where, fault.kind) == ("shipped", "section 'b'", "raised")
+
+    # Quarantined (a call of it hung elsewhere and returned a moment ago): skipped, as by call.
+    watchdog._quarantined["shipped"] = (time.monotonic() + 60, "hook x")
+    skipped = Deadline(seconds=DEADLINE_S)
+
+    def quarantined_stage() -> None:
+        run = current_stage()
+        assert run is not None
+        run.call_trusted("shipped", "section 'a'", note, "a")
+
+    with pytest.raises(PluginHungError, match="quarantined"):
+        watchdog.run(quarantined_stage, skipped)
+    assert threads == [threading.current_thread().name]
+    assert [fault.kind for fault in skipped.faults] == ["skipped"]

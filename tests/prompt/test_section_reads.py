@@ -340,3 +340,108 @@ def test_a_new_value_is_hashed_once_and_an_earlier_one_found_again(rich_turn: Tu
     # "a" and "b" each hashed once when new (looked up, then kept); "a" once more, found again.
     assert hashes == ["a", "b", "a"]
     assert len(counted.renders) == 2
+
+
+def test_a_section_whose_reads_are_new_every_turn_stops_reading_for_a_while(
+    rich_turn: Turn,
+) -> None:
+    from promptweave.prompt.assembly import NEW_READS_IN_A_ROW, UNREAD_RENDERS
+
+    runtime = _runtime()
+    counted = Counted(("memory",))
+    runtime.add_plugin(counted, name="counted")
+    # New items on every turn: after NEW_READS_IN_A_ROW of them it renders without reading.
+    for number in range(NEW_READS_IN_A_ROW):
+        _sections(runtime, _with_memory(rich_turn, f"新{number}"))
+    assert len(counted.renders) == NEW_READS_IN_A_ROW
+    repeated = _with_memory(rich_turn, "新0")
+    for number in range(UNREAD_RENDERS):
+        # The same text as when it read, rendered again (what it read is not compared).
+        assert _sections(runtime, repeated)["counted"] == "【计数】12000\n新0"
+        assert len(counted.renders) == NEW_READS_IN_A_ROW + number + 1
+    # Then it reads again: an earlier value is found again, the last one kept.
+    rendered = len(counted.renders)
+    assert _sections(runtime, repeated)["counted"] == "【计数】12000\n新0"
+    assert _sections(runtime, repeated)["counted"] == "【计数】12000\n新0"
+    assert _sections(runtime, _with_memory(rich_turn, "新1"))["counted"] == "【计数】12000\n新1"
+    assert len(counted.renders) == rendered
+
+
+def test_reads_of_a_function_are_called_every_turn_however_new_their_values(
+    rich_turn: Turn,
+) -> None:
+    from promptweave.prompt.assembly import NEW_READS_IN_A_ROW
+
+    values = iter(range(10 * NEW_READS_IN_A_ROW))
+    calls: list[int] = []
+
+    def reads(context: RenderContext) -> Hashable:
+        calls.append(1)
+        return next(values)
+
+    runtime = _runtime()
+    counted = Counted(reads)
+    runtime.add_plugin(counted, name="counted")
+    for _ in range(3 * NEW_READS_IN_A_ROW):
+        _sections(runtime, rich_turn)
+    assert len(calls) == len(counted.renders) == 3 * NEW_READS_IN_A_ROW
+
+
+def test_names_that_fail_to_read_are_logged_on_every_turn(
+    rich_turn: Turn, caplog: pytest.LogCaptureFixture
+) -> None:
+    from promptweave.prompt.assembly import NEW_READS_IN_A_ROW
+
+    class Missing(Echo):
+        @hookimpl
+        def register_sections(self, register: Callable[[Section], None]) -> None:
+            register(
+                Section(id="echo", title="【回声】", render=self.render, reads=("context.no_such",))
+            )
+
+    runtime = _runtime(strict=False)
+    runtime.add_plugin(Missing(), name="echo")
+    turns = 2 * NEW_READS_IN_A_ROW
+    with caplog.at_level("ERROR", logger="promptweave"):
+        for _ in range(turns):
+            _sections(runtime, rich_turn)
+    failed = [r for r in caplog.records if "reads of section 'echo'" in r.getMessage()]
+    assert len(failed) == turns
+
+
+def test_a_section_whose_text_is_new_every_turn_is_not_kept_by_text_for_a_while(
+    rich_turn: Turn,
+) -> None:
+    from promptweave.prompt.assembly import NEW_READS_IN_A_ROW, UNREAD_RENDERS
+
+    class Turned:
+        @hookimpl
+        def register_sections(self, register: Callable[[Section], None]) -> None:
+            register(Section(id="turned", title="【轮】", render=self.render))
+
+        def render(self, context: RenderContext) -> str:
+            return f"【轮】{context.turn.message.text}"
+
+    runtime = _runtime()
+    runtime.add_plugin(Turned(), name="turned")
+
+    def kept() -> int:
+        return sum(1 for key in runtime.assembler._finished if key[0] == "turned")
+
+    def turn(text: str) -> Turn:
+        return attrs.evolve(rich_turn, message=attrs.evolve(rich_turn.message, text=text))
+
+    for number in range(NEW_READS_IN_A_ROW):
+        assert _sections(runtime, turn(f"第{number}句"))["turned"] == f"【轮】第{number}句"
+    assert kept() == NEW_READS_IN_A_ROW
+    for number in range(UNREAD_RENDERS):
+        assert _sections(runtime, turn(f"又{number}句"))["turned"] == f"【轮】又{number}句"
+    assert kept() == NEW_READS_IN_A_ROW
+    # Then kept again: a text that comes back is found, and the count starts over.
+    first = runtime.render(turn("第0句"), retrieve=False)
+    again = runtime.render(turn("第0句"), retrieve=False)
+    [found] = [s for s in first.sections if s.id == "turned"]
+    [found_again] = [s for s in again.sections if s.id == "turned"]
+    assert found is found_again
+    _sections(runtime, turn("新的一句"))
+    assert kept() == NEW_READS_IN_A_ROW + 1
