@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import itertools
 import logging
+from typing import Any
 
 import attrs
 import pytest
@@ -254,7 +255,9 @@ def test_turns_of_one_group_run_in_order_and_groups_run_concurrently() -> None:
     assert order == ["start A1", "start B", "end B", "end A1", "start A2", "end A2"]
 
 
-def test_a_full_conversation_queue_drops_the_event_but_records_it() -> None:
+def _past_a_full_queue(texts: list[str]) -> tuple[list[Any], BotLoop]:
+    """``texts`` sent to a conversation whose queue (one place) is full: one turn waits on the
+    model, one message waits behind it. The outcomes of ``texts``, and the loop."""
     gate = asyncio.Event()
 
     async def slow(request):  # type: ignore[no-untyped-def]
@@ -267,60 +270,40 @@ def test_a_full_conversation_queue_drops_the_event_but_records_it() -> None:
     )
     loop, _ = make_loop(slow, config=config)
 
-    async def scenario() -> list[str]:
+    async def scenario() -> list[Any]:
         transport = RecordingTransport()
         running = asyncio.create_task(loop.handle(event("小织 一？", addressed=True), transport))
         await asyncio.sleep(0.05)
         waiting = asyncio.create_task(loop.handle(event("小织 二？", addressed=True), transport))
         await asyncio.sleep(0.05)
-        dropped = await loop.handle(event("小织 三？", addressed=True), transport)
+        dropped = [await loop.handle(event(text, addressed=True), transport) for text in texts]
         gate.set()
         await running
         await waiting
-        return [dropped.status, dropped.reason]
+        return dropped
 
-    assert _run(scenario()) == [OutcomeStatus.DROPPED, "queue_full"]
+    return _run(scenario()), loop
+
+
+def test_a_full_conversation_queue_drops_the_event_but_records_it() -> None:
+    [dropped], loop = _past_a_full_queue(["小织 三？"])
+    assert [dropped.status, dropped.reason] == [OutcomeStatus.DROPPED, "queue_full"]
     assert "小织 三？" in [text for _, text, _ in _group_log(loop)]
 
 
 def test_a_flood_into_a_full_queue_is_logged_in_two_lines_not_one_a_message(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    gate = asyncio.Event()
-
-    async def slow(request):  # type: ignore[no-untyped-def]
-        await gate.wait()
-        return SubmitResult(sent=True, status="ok", text="好")
-
-    config = Config(
-        routing=RoutingConfig(low_engagement=False),
-        loop=LoopConfig(queue_per_conversation=1, turn_deadline_s=5.0),
-    )
-    loop, _ = make_loop(slow, config=config)
-
-    async def scenario() -> list[str]:
-        transport = RecordingTransport()
-        running = asyncio.create_task(loop.handle(event("小织 一？", addressed=True), transport))
-        await asyncio.sleep(0.05)
-        waiting = asyncio.create_task(loop.handle(event("小织 二？", addressed=True), transport))
-        await asyncio.sleep(0.05)
-        dropped = [
-            await loop.handle(event(f"小织 {n}？", addressed=True), transport)
-            for n in ("三", "四", "五", "六")
-        ]
-        gate.set()
-        await running
-        await waiting
-        return [outcome.reason for outcome in dropped]
-
+    flood = [f"小织 {n}？" for n in ("三", "四", "五", "六")]
     with caplog.at_level(logging.WARNING, logger="promptweave.loop"):
-        assert _run(scenario()) == ["queue_full"] * 4
+        dropped, loop = _past_a_full_queue(flood)
+    assert [outcome.reason for outcome in dropped] == ["queue_full"] * 4
     lines = [record.getMessage() for record in caplog.records if "queue" in record.getMessage()]
     assert len(lines) == 2, lines
     assert "queue full, message" in lines[0] and "recorded but not answered" in lines[0]
     assert "3 more messages recorded but not answered while its queue was full" in lines[1]
     texts = [text for _, text, _ in _group_log(loop)]
-    assert all(f"小织 {n}？" in texts for n in ("三", "四", "五", "六"))  # recorded, every one
+    assert all(text in texts for text in flood)  # recorded, every one
 
 
 def test_a_hung_model_is_cut_at_the_turn_deadline_naming_the_stage() -> None:
