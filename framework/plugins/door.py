@@ -28,6 +28,7 @@ from promptweave.plugins.watchdog import (
     PluginFault,
     PluginHungError,
     Watchdog,
+    call_in,
     call_plugin,
     current_stage,
     cut,
@@ -393,12 +394,9 @@ class Hooks:
             if not callable(probe):
                 return True
             plugin = impl.plugin_name
+            trusted = run is not None and run.trusts(plugin)
             try:
-                if run is not None and run.trusts(plugin):
-                    # A plugin shipped with promptweave, called right here as call_plugin would.
-                    if run.call_trusted(plugin, "has_overrides", probe, context):
-                        return True
-                elif call_plugin(plugin, "has_overrides", probe, context):
+                if call_in(run, trusted, plugin, "has_overrides", probe, context):
                     return True
             except Exception:
                 return True

@@ -57,6 +57,7 @@ __all__ = [
     "PluginFault",
     "PluginHungError",
     "Watchdog",
+    "call_in",
     "call_plugin",
     "current_stage",
     "cut",
@@ -310,6 +311,19 @@ def current_stage() -> _StageRun | None:
     many plugin calls in one stage (the sections of a turn) asks once, and calls a plugin the
     stage :meth:`~_StageRun.trusts` with :meth:`~_StageRun.call_trusted`."""
     return getattr(_local, "run", None)
+
+
+def call_in(
+    run: _StageRun | None, trusted: bool, plugin: str, where: str, fn: Callable[[Any], T], arg: Any
+) -> T:
+    """:func:`call_plugin` of ``fn(arg)`` for a caller that looked the stage up once
+    (:func:`current_stage`, ``run``) and asked once whether it :meth:`~_StageRun.trusts` the
+    plugin (``trusted``): the many calls of one stage (the sections of a turn) skip both."""
+    if run is None:
+        return fn(arg)
+    if trusted:
+        return run.call_trusted(plugin, where, fn, arg)
+    return run.call(plugin, where, fn, (arg,), {})
 
 
 def call_plugin(plugin: str, where: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

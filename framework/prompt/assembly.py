@@ -30,6 +30,7 @@ from promptweave.plugins.registry import Registered
 from promptweave.plugins.watchdog import (
     PluginFault,
     _StageRun,
+    call_in,
     current_stage,
     record_fault,
     type_name,
@@ -243,12 +244,7 @@ class SectionAssembler:
             if cached is not None:
                 return cached, None
         try:
-            if run is None:
-                found = entry.item.render(context)
-            elif trusted:
-                found = run.call_trusted(entry.plugin, where, entry.item.render, context)
-            else:
-                found = run.call(entry.plugin, where, entry.item.render, (context,), {})
+            found = call_in(run, trusted, entry.plugin, where, entry.item.render, context)
         except Exception as exc:
             if self.strict:
                 raise SectionRenderError(
@@ -417,12 +413,7 @@ class SectionAssembler:
                     value = tuple(found)
             else:
                 read = cast("Callable[[RenderContext], Hashable]", reads)
-                if run is None:
-                    value = read(context)
-                elif plan.trusted:
-                    value = run.call_trusted(entry.plugin, slot.where, read, context)
-                else:
-                    value = run.call(entry.plugin, slot.where, read, (context,), {})
+                value = call_in(run, plan.trusted, entry.plugin, slot.where, read, context)
         except Exception as exc:
             if self.strict:
                 raise SectionRenderError(
