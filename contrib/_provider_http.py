@@ -276,9 +276,7 @@ class ProviderHttp:
         loop = asyncio.get_running_loop()
         client = self._async_clients.get(loop)
         if client is None:
-            # A closed loop's client goes (its connections went with the loop).
-            for closed in [known for known in self._async_clients if known.is_closed()]:
-                del self._async_clients[closed]
+            self._forget_closed_loops()
             transport = self.async_transport
             if transport is None and isinstance(self.transport, httpx.AsyncBaseTransport):
                 transport = self.transport
@@ -336,10 +334,14 @@ class ProviderHttp:
         """Close the connections of the running loop's async client (each loop's client is
         closed on its own loop); the clients of loops closed since are dropped."""
         client = self._async_clients.pop(asyncio.get_running_loop(), None)
-        for closed in [known for known in self._async_clients if known.is_closed()]:
-            del self._async_clients[closed]
+        self._forget_closed_loops()
         if client is not None:
             await client.aclose()
+
+    def _forget_closed_loops(self) -> None:
+        """Drop the async clients of closed loops (their connections went with the loop)."""
+        for closed in [known for known in self._async_clients if known.is_closed()]:
+            del self._async_clients[closed]
 
 
 # The first attempt is made before tenacity is set up: most requests are answered at once, and
