@@ -3,8 +3,9 @@
 Messages become ordered parts (text, image); images are resolved once here: by URL, inline (fetched
 through the ``fetch_image`` hook), or as ``[图片]`` for a text provider, a failed fetch or an entry
 that is not a valid HTTP(S) URL (which is never fetched nor sent, whoever put it there). Every
-message goes through :func:`promptweave.turn_context.sidecar.substitute_api_content`, so the sidecar field never reaches a
-provider.
+message's text is :func:`promptweave.turn_context.sidecar.sent_text` (the content of
+:func:`~promptweave.turn_context.sidecar.substitute_api_content`'s copy), so the sidecar field
+never reaches a provider.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from promptweave.messages.images import is_vision_url, vision_image_urls
 from promptweave.messages.prompt_message import FetchedImage, PromptMessage
 from promptweave.text.rules import IMAGE_MARK
 from promptweave.turn_context.context import TurnContext
-from promptweave.turn_context.sidecar import substitute_api_content
+from promptweave.turn_context.sidecar import sent_text
 
 __all__ = [
     "TIMELINE_IMAGES_TEXT",
@@ -138,15 +139,16 @@ def _message(
     inline: bool,
     fetched: Mapping[str, FetchedImage | None],
 ) -> WireMessage:
-    sent = substitute_api_content(message)
+    # What substitute_api_content's copy would carry: only the content can differ.
+    content = sent_text(message)
     if not supports_images:
-        text = _text_with_marks(sent.content, len(sent.images))
-        parts: list[WirePart] = [WireText(text=t) for t in (text, *sent.parts) if t]
-        return WireMessage(role=sent.role, parts=tuple(parts))
-    parts = [WireText(text=sent.content)] if sent.content else []
-    parts += _image_parts(sent.images, inline, fetched)
-    parts += [WireText(text=part) for part in sent.parts if part]
-    return WireMessage(role=sent.role, parts=tuple(parts))
+        text = _text_with_marks(content, len(message.images))
+        parts: list[WirePart] = [WireText(text=t) for t in (text, *message.parts) if t]
+        return WireMessage(role=message.role, parts=tuple(parts))
+    parts = [WireText(text=content)] if content else []
+    parts += _image_parts(message.images, inline, fetched)
+    parts += [WireText(text=part) for part in message.parts if part]
+    return WireMessage(role=message.role, parts=tuple(parts))
 
 
 def wire_messages(

@@ -194,5 +194,9 @@ def extract_api_content_sidecar(message: PromptMessage) -> str | None:
 
 
 def sent_text(message: PromptMessage) -> str:
-    """The text that is sent for the message's content: the sidecar when it applies."""
-    return substitute_api_content(message).content
+    """The text that is sent for the message's content: the sidecar when it applies (the
+    content of :func:`substitute_api_content`'s copy, without making the copy)."""
+    sidecar = message.api_content
+    if sidecar and message.role in _SUBSTITUTED_ROLES:
+        return sidecar
+    return message.content

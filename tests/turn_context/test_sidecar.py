@@ -17,6 +17,7 @@ from promptweave.turn_context.sidecar import (
     drop_stale_api_content,
     extract_api_content_sidecar,
     rewrite_content,
+    sent_text,
     substitute_api_content,
 )
 
@@ -66,6 +67,14 @@ def test_substitute_sends_the_sidecar_and_removes_the_field(role):
 def test_substitute_keeps_content_when_the_sidecar_does_not_apply(role, sidecar):
     sent = substitute_api_content(PromptMessage(role=role, content="原文", api_content=sidecar))
     assert (sent.content, sent.api_content) == ("原文", None)
+
+
+@pytest.mark.parametrize("role", ["user", "assistant", "system", "tool"])
+@pytest.mark.parametrize("sidecar", ["原文\n\n备注", "", None])
+def test_sent_text_is_the_content_of_the_substituted_copy(role, sidecar):
+    message = PromptMessage(role=role, content="原文", api_content=sidecar)
+    assert sent_text(message) == substitute_api_content(message).content
+    assert sent_text(message) == (sidecar if sidecar and role in ("user", "assistant") else "原文")
 
 
 def test_drop_stale_and_rewrite_remove_the_sidecar():
