@@ -496,7 +496,10 @@ class Hooks:
         from promptweave.text.tokens import TokenTally
 
         tally = TokenTally()
-        tally.count_one = lambda text: self.count_tokens(text, config, tally.faults)
+        # With no tokenizer plugin, the tally's own estimate is what count_tokens would answer
+        # for every text; a turn's figures are counted with the plugins of the turn's start.
+        if self.implemented("count_tokens"):
+            tally.count_one = lambda text: self.count_tokens(text, config, tally.faults)
         return tally
 
     def collect_wording_hints(
