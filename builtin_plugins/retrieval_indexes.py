@@ -59,7 +59,8 @@ def scope_cached(
 
 
 def _spaces(text: str) -> int:
-    return sum(1 for character in text if character.isspace())
+    # str.split() splits at the characters str.isspace() accepts, and drops them.
+    return len(text) - sum(map(len, text.split()))
 
 
 def space_bound(query: str, choice: str) -> float:
@@ -74,12 +75,17 @@ def space_bound(query: str, choice: str) -> float:
     tokens, stay below 0.5 before their scaling by 0.95. With ``k = 0`` nothing is common and
     ``WRatio`` is 0.
     """
-    common = min(_spaces(query), _spaces(choice))
+    return _bound(len(query), _spaces(query), len(choice), _spaces(choice))
+
+
+def _bound(query_length: int, query_spaces: int, choice_length: int, choice_spaces: int) -> float:
+    """:func:`space_bound` of texts of these lengths and whitespace counts."""
+    common = min(query_spaces, choice_spaces)
     if not common:
         return 0.0
-    shorter = min(len(query), len(choice))
+    shorter = min(query_length, choice_length)
     return 100 * max(
-        2 * common / (len(query) + len(choice)),
+        2 * common / (query_length + choice_length),
         0.9 * 2 * common / (shorter + common),
         0.95 * 0.5,
     )
@@ -93,12 +99,14 @@ class ExpressionIndex:
     :param triggers: each pair's trigger as rapidfuzz compares it (``utils.default_process``).
     :param holding: each non-whitespace character → the positions of the triggers holding it.
     :param spaced: the positions of the triggers that contain whitespace.
+    :param spaces: the whitespace characters of each trigger of :attr:`spaced`, in its order.
     """
 
     pairs: tuple[ExpressionPairRecord, ...]
     triggers: tuple[str, ...]
     holding: Mapping[str, tuple[int, ...]]
     spaced: tuple[int, ...]
+    spaces: tuple[int, ...]
 
     @classmethod
     def build(cls, pairs: Sequence[ExpressionPairRecord]) -> ExpressionIndex:
@@ -114,11 +122,14 @@ class ExpressionIndex:
             for character in set(trigger):
                 if not character.isspace():
                     holding.setdefault(character, []).append(position)
+        counted = [(i, _spaces(trigger)) for i, trigger in enumerate(triggers)]
+        spaced = [(i, count) for i, count in counted if count]
         return cls(
             pairs=tuple(pairs),
             triggers=triggers,
             holding={character: tuple(found) for character, found in holding.items()},
-            spaced=tuple(i for i, trigger in enumerate(triggers) if _spaces(trigger)),
+            spaced=tuple(i for i, _count in spaced),
+            spaces=tuple(count for _i, count in spaced),
         )
 
     def _candidates(self, query: str, cutoff: float) -> list[int]:
@@ -128,11 +139,14 @@ class ExpressionIndex:
         found: set[int] = set()
         for character in set(query):
             found.update(self.holding.get(character, ()))
-        if _spaces(query):
+        query_spaces = _spaces(query)
+        if query_spaces:
+            triggers, length = self.triggers, len(query)
             found.update(
                 i
-                for i in self.spaced
-                if i not in found and space_bound(query, self.triggers[i]) >= cutoff
+                for i, spaces in zip(self.spaced, self.spaces, strict=True)
+                if i not in found
+                and _bound(length, query_spaces, len(triggers[i]), spaces) >= cutoff
             )
         return sorted(found)
 

@@ -10,6 +10,7 @@ from rapidfuzz import fuzz, process, utils
 from promptweave.builtin_plugins.retrieval_indexes import (
     ExpressionIndex,
     StrategyIndex,
+    _spaces,
     space_bound,
 )
 from promptweave.items import LearningType
@@ -47,6 +48,12 @@ def test_wratio_of_texts_sharing_only_whitespace_stays_within_the_space_bound(qu
 def test_texts_sharing_nothing_and_one_without_spaces_are_not_similar_at_all(query, choice):
     assert space_bound(query, choice) == 0
     assert fuzz.WRatio(query, choice) == 0
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text())
+def test_whitespace_is_counted_as_str_isspace_counts_it(text):
+    assert _spaces(text) == sum(1 for character in text if character.isspace())
 
 
 def test_the_space_bound_is_reached_by_texts_made_of_separators():
