@@ -43,6 +43,11 @@ def _escaped(text: str) -> str:
     return _CANONICAL.encode(text)[1:-1]
 
 
+def _is_mapping(value: Any) -> bool:
+    # A body is made of dicts; the ABC's check is the slow path for any other mapping.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _label_for(path: tuple[str | int, ...], body: Mapping[str, Any]) -> str:
     if not path:
         return "body"
@@ -51,7 +56,7 @@ def _label_for(path: tuple[str | int, ...], body: Mapping[str, Any]) -> str:
         index = path[1]
         item = body[str(head)][index]
         # A Responses input item without a role (a function call, its output) is named by type.
-        kind = (item.get("role") or item.get("type", "?")) if isinstance(item, Mapping) else "?"
+        kind = (item.get("role") or item.get("type", "?")) if _is_mapping(item) else "?"
         return f"message {index} ({kind})"
     if head == "system" and len(path) > 1:
         return f"system block {path[1]}"
@@ -65,45 +70,50 @@ def labelled_segments(body: Mapping[str, Any], labels: TextLabels) -> list[tuple
     its sections); everything else is labelled by its message or top-level key.
     """
     out: list[tuple[str, str]] = []
+    append = out.append
     # The paths that hold a labelled string, and every path above one: below any other path of
     # a message (or of a top-level key), everything has one label, so the subtree is one piece.
     above_labels = {path[:depth] for path in labels for depth in range(len(path) + 1)}
 
-    def emit(value: Any, path: tuple[str | int, ...]) -> None:
-        label = _label_for(path, body)
+    def emit(value: Any, path: tuple[str | int, ...], label: str) -> None:
+        # ``label`` is _label_for(path, body), worked out once by the caller.
+        mapping = _is_mapping(value)
         if (
             path
             and path not in above_labels
             and len(path) >= (2 if path[0] in _ONE_LABEL_BELOW_ITEMS else 1)
-            and isinstance(value, Mapping | list | tuple)
+            and (mapping or isinstance(value, list | tuple))
             and _plain_keys(value)
         ):
-            out.append((label, canonical_json(value)))
+            append((label, _CANONICAL.encode(value)))
             return
-        if isinstance(value, Mapping):
-            out.append((label, "{"))
+        if mapping:
+            append((label, "{"))
             for number, (key, item) in enumerate(value.items()):
-                prefix = "," if number else ""
-                out.append((_label_for((*path, key), body), f"{prefix}{json.dumps(key)}:"))
-                emit(item, (*path, key))
-            out.append((label, "}"))
+                child = (*path, key)
+                child_label = _label_for(child, body)
+                append((child_label, f"{',' if number else ''}{json.dumps(key)}:"))
+                emit(item, child, child_label)
+            append((label, "}"))
         elif isinstance(value, list | tuple):
-            out.append((label, "["))
+            append((label, "["))
             for number, item in enumerate(value):
+                child = (*path, number)
+                child_label = _label_for(child, body)
                 if number:
                     # The comma belongs to the item it introduces: an appended message is
                     # reported as that message, not as the list.
-                    out.append((_label_for((*path, number), body), ","))
-                emit(item, (*path, number))
-            out.append((label, "]"))
+                    append((child_label, ","))
+                emit(item, child, child_label)
+            append((label, "]"))
         elif isinstance(value, str) and path in labels:
-            out.append((label, '"'))
+            append((label, '"'))
             out.extend((piece_label, _escaped(piece)) for piece_label, piece in labels[path])
-            out.append((label, '"'))
+            append((label, '"'))
         else:
-            out.append((label, _CANONICAL.encode(value)))
+            append((label, _CANONICAL.encode(value)))
 
-    emit(body, ())
+    emit(body, (), "body")
     return out
 
 
@@ -112,10 +122,16 @@ def labelled_segments(body: Mapping[str, Any], labels: TextLabels) -> list[tuple
 _ONE_LABEL_BELOW_ITEMS = frozenset({*_MESSAGE_LISTS, "system"})
 
 
+#: What a body holds below its containers: the leaves of :func:`_plain_keys` (quick to tell).
+_SCALARS = (str, int, float, type(None))
+
+
 def _plain_keys(value: Any) -> bool:
     """Every key in ``value`` is an ASCII string, so the subtree serializes to the same text
     whole as key by key (a key piece is ``json.dumps(key)``, ASCII-escaped)."""
-    if isinstance(value, Mapping):
+    if isinstance(value, _SCALARS):
+        return True
+    if _is_mapping(value):
         return all(
             type(key) is str and key.isascii() and _plain_keys(item) for key, item in value.items()
         )
