@@ -273,9 +273,10 @@ class InMemoryTurnTranscript:
             if not found:
                 continue
             entry = found.pop()
-            replayed[index] = attrs.evolve(
-                message, api_content=entry.api_content, parts=entry.parts
-            )
+            if (message.api_content, message.parts) != (entry.api_content, entry.parts):
+                replayed[index] = attrs.evolve(
+                    message, api_content=entry.api_content, parts=entry.parts
+                )
         return replayed
 
     def forget(self, key: str) -> None:
