@@ -7,7 +7,6 @@ sections render (the timeline and the quoted bot text come from the store) and
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Container, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -15,7 +14,7 @@ import attrs
 
 from promptweave.messages.ambient import AmbientEntry, snapshot_from_timeline
 from promptweave.messages.images import vision_image_urls
-from promptweave.messages.message_cache import HistoryTexts, MessageCache
+from promptweave.messages.message_cache import NOT_BUILT, HistoryTexts, MessageCache
 from promptweave.messages.prompt_message import PromptMessage
 from promptweave.messages.sequence import (
     AmbientPart,
@@ -199,12 +198,24 @@ def build_turn_messages(
     kept_messages = tuple(fitted.kept)
     # Hints are kept as a run just before the current message: the ones the budget dropped are
     # the oldest, so the last ``n`` given hints are those still in the messages.
-    hints_kept = sum(1 for m in kept_messages if m.source.startswith(WORDING_HINT_SOURCE + ":"))
+    hints_kept = (
+        sum(1 for m in kept_messages if m.source.startswith(WORDING_HINT_SOURCE + ":"))
+        if given_hints
+        else 0
+    )
     hints_sent = given_hints[len(given_hints) - hints_kept :]
     hints_trimmed = given_hints[: len(given_hints) - hints_kept]
 
-    @functools.cache
+    # Worked out once, when first asked (a cell rather than ``functools.cache``, whose wrapper
+    # costs a turn that never asks more than the snapshot itself).
+    made: list[tuple[str, tuple[AmbientEntry, ...]]] = []
+
     def snapshot() -> tuple[str, tuple[AmbientEntry, ...]]:
+        if not made:
+            made.append(_snapshot())
+        return made[0]
+
+    def _snapshot() -> tuple[str, tuple[AmbientEntry, ...]]:
         tokens = {message.source_token for message in kept_messages if message.source_token}
         if part.token is not None and part.token in tokens:
             return "ambient_excerpt", tuple(part.entries)
@@ -325,15 +336,20 @@ def _fit_newest_first(
     if ambient_last:
         take_ambient()
     history_message = cache.history_message
-    for index, message in () if full else cache.newest_messages(rows, max_len):
-        if message is not None:
-            size = len(message.content)
-            if kept and total + size > budget:
-                full = True
-                break
-            kept.append(message)
-            total += size
-        boundary = index
+    if not full:
+        messages = cache.row_messages(rows, max_len)
+        for index in range(len(rows) - 1, -1, -1):
+            message = messages[index]
+            if message is NOT_BUILT:
+                message = messages[index] = history_message(rows[index], max_len)
+            if message is not None:
+                size = len(message.content)
+                if kept and total + size > budget:
+                    full = True
+                    break
+                kept.append(message)
+                total += size
+            boundary = index
     if not ambient_last:
         take_ambient()
     kept.reverse()

@@ -40,6 +40,7 @@ from promptweave.turn import Bot, ChatMessage, History, HistoryEntry
 __all__ = [
     "CACHED_TEXT_CHARS",
     "MESSAGE_CACHE_ENTRIES",
+    "NOT_BUILT",
     "TEXT_CHANGES",
     "WINDOW_CONVERSATIONS",
     "WINDOW_NEW_ENTRIES",
@@ -67,6 +68,8 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 _MISSING: Any = object()
+#: Stands for a message :meth:`MessageCache.row_messages` has not built yet.
+NOT_BUILT: Any = _MISSING
 
 
 def _keep(table: dict[K, V], key: K, value: V, limit: int) -> V:
@@ -326,23 +329,29 @@ class MessageCache:
         """``(index, message)`` of each row, from the newest back (:meth:`history_message`); for
         a window :meth:`window_rows` returned, the messages the last turn's window built come
         along instead of being looked up row by row."""
-        history_message = self.history_message
+        messages = self.row_messages(rows, max_len)
+        for index in range(len(rows) - 1, -1, -1):
+            message = messages[index]
+            if message is NOT_BUILT:
+                message = messages[index] = self.history_message(rows[index], max_len)
+            yield index, message
+
+    def row_messages(self, rows: Sequence[HistoryRow], max_len: int) -> list[Any]:
+        """The messages of ``rows`` (:meth:`history_message`) as far as they are built: a list
+        in the rows' order, :data:`NOT_BUILT` where a message is still to be built. For a window
+        :meth:`window_rows` returned, it is the list kept with the window (the messages the last
+        turn's window built come along), to be filled in by whoever builds one (the same value
+        whoever builds it first: threads sharing the window may both); for any other rows, a new
+        list of :data:`NOT_BUILT`."""
         found = self._kept_of.get(id(rows))
         if found is None or found[0] is not rows:
-            for index in range(len(rows) - 1, -1, -1):
-                yield index, history_message(rows[index], max_len)
-            return
+            return [_MISSING] * len(rows)
         built, messages = found[2]
         if built != max_len:
             # Built for another length (the settings changed): made again, replaced whole.
             messages = [_MISSING] * len(rows)
             found[2] = (max_len, messages)
-        for index in range(len(rows) - 1, -1, -1):
-            message = messages[index]
-            if message is _MISSING:
-                # The same value whoever builds it first: threads sharing the window may both.
-                message = messages[index] = history_message(rows[index], max_len)
-            yield index, message
+        return messages  # type: ignore[no-any-return]
 
     def history_texts(self, rows: tuple[HistoryRow, ...]) -> HistoryTexts | None:
         """The texts of ``rows`` for :func:`promptweave.messages.builder.carried_by_history`

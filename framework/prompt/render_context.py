@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import types
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any, TypeVar
 
 import attrs
@@ -24,7 +25,7 @@ T = TypeVar("T")
 def _read_only_items(items: Mapping[str, Any]) -> Mapping[str, tuple[Any, ...]]:
     # A copy behind a read-only view, each section's items a tuple: a section that tries
     # ``context.retrieved.clear()`` raises (and is traced) instead of emptying later sections.
-    return types.MappingProxyType({key: tuple(found) for key, found in items.items()})
+    return types.MappingProxyType(dict(zip(items.keys(), map(tuple, items.values()), strict=True)))
 
 
 @attrs.frozen(kw_only=True)
@@ -73,7 +74,6 @@ class RenderContext:
         found = self.retrieved.get(section_id, ())
         if kind is None:
             return found
-        for item in found:
-            if not isinstance(item, kind):
-                return tuple(item for item in found if isinstance(item, kind))
-        return found  # all of them are of the kind asked for: the tuple itself
+        if all(map(isinstance, found, repeat(kind))):
+            return found  # all of them are of the kind asked for: the tuple itself
+        return tuple(item for item in found if isinstance(item, kind))
