@@ -7,6 +7,7 @@ sections render (the timeline and the quoted bot text come from the store) and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Container, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -320,23 +321,16 @@ def _fit_newest_first(
         total += size
         hints_from -= 1
     ambient_kept = False
-
-    def take_ambient() -> None:
-        nonlocal total, ambient_kept, full
-        if full or ambient is None:
-            return
+    if ambient_last and not full and ambient is not None:
         size = len(ambient.content)
         if not kept or total + size <= budget:
             kept.append(ambient)
             total += size
             ambient_kept = True
-        elif ambient_last:
+        else:
             full = True
-
-    if ambient_last:
-        take_ambient()
-    history_message = cache.history_message
     if not full:
+        history_message = cache.history_message
         messages = cache.row_messages(rows, max_len)
         for index in range(len(rows) - 1, -1, -1):
             message = messages[index]
@@ -350,8 +344,12 @@ def _fit_newest_first(
                 kept.append(message)
                 total += size
             boundary = index
-    if not ambient_last:
-        take_ambient()
+    if not ambient_last and not full and ambient is not None:
+        size = len(ambient.content)
+        if not kept or total + size <= budget:
+            kept.append(ambient)
+            total += size
+            ambient_kept = True
     kept.reverse()
     uncut = total
     cut = False
@@ -363,23 +361,53 @@ def _fit_newest_first(
             kept[-1] = attrs.evolve(last, content=shortened)
             total = system + len(shortened)
             cut = True
-
-    def report() -> BudgetReport:
-        dropped = [
-            *([ambient] if ambient is not None and not ambient_kept else []),
-            *(m for row in rows[:boundary] if (m := history_message(row, max_len)) is not None),
-            *hinted[:hints_from],
-        ]
-        return BudgetReport(
-            budget=budget,
-            system=system,
-            before=uncut + sum(len(message.content) for message in dropped),
-            total=total,
-            dropped=tuple(message.source for message in dropped),
-            current_cut=cut,
-        )
-
+    # What the budget dropped is told (and its messages built) only when the trace is read.
+    dropped_ambient = ambient if ambient is not None and not ambient_kept else None
+    report = functools.partial(
+        _dropped_report,
+        cache,
+        max_len,
+        rows[:boundary],
+        dropped_ambient,
+        hinted[:hints_from],
+        budget,
+        system,
+        uncut,
+        total,
+        cut,
+    )
     return _Fitted(kept=kept, report=report)
+
+
+def _dropped_report(
+    cache: MessageCache,
+    max_len: int,
+    rows: Sequence[HistoryRow],
+    ambient: PromptMessage | None,
+    hinted: Sequence[PromptMessage],
+    budget: int,
+    system: int,
+    kept_size: int,
+    total: int,
+    cut: bool,
+) -> BudgetReport:
+    """The budget's report of :func:`_fit_newest_first`, with the messages it dropped: the
+    ambient excerpt, the older ``rows`` and the older hints given (``kept_size``: what was kept
+    before the current message was cut)."""
+    history_message = cache.history_message
+    dropped = [
+        *([ambient] if ambient is not None else []),
+        *(m for row in rows if (m := history_message(row, max_len)) is not None),
+        *hinted,
+    ]
+    return BudgetReport(
+        budget=budget,
+        system=system,
+        before=kept_size + sum(len(message.content) for message in dropped),
+        total=total,
+        dropped=tuple(message.source for message in dropped),
+        current_cut=cut,
+    )
 
 
 def carried_by_history(
