@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import types
 from collections.abc import Mapping
-from itertools import repeat
+from itertools import compress, repeat
 from typing import Any, TypeVar
 
 import attrs
@@ -74,6 +74,8 @@ class RenderContext:
         found = self.retrieved.get(section_id, ())
         if kind is None:
             return found
-        if all(map(isinstance, found, repeat(kind))):
+        # Both tests run in C: a Python loop over the items cost more than the rest of the call.
+        wanted = tuple(map(isinstance, found, repeat(kind)))
+        if all(wanted):
             return found  # all of them are of the kind asked for: the tuple itself
-        return tuple(item for item in found if isinstance(item, kind))
+        return tuple(compress(found, wanted))
