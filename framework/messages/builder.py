@@ -436,12 +436,15 @@ def carried_by_history(
                 gathered.add((row.role, row.content.strip()))
         texts = gathered
 
+    bot_id, user_id = turn.bot.id, turn.message.sender_id
+
     def carried(message: ChatMessage) -> bool:
-        if message.id is not None and message.id in ids:
+        if ids and message.id is not None and message.id in ids:
             return True
-        if message.sender_id == turn.bot.id:
+        sender_id = message.sender_id
+        if sender_id == bot_id:
             role = "assistant"
-        elif message.sender_id == turn.message.sender_id:
+        elif sender_id == user_id:
             role = "user"
         else:
             return False

@@ -471,7 +471,10 @@ class MessageCache:
             label = speaker_label(message.sender_id, message.sender_name, bot, persona)
             return label, timeline_text(message, line_chars)
         parts = (self._speaker(message, bot), self._text(message, line_chars))
-        _keep(self._shown_slots, id(message), (message, bot, line_chars, parts), self.entries)
+        slots = self._shown_slots
+        if len(slots) >= self.entries:
+            slots.clear()  # as ``_keep`` does, inlined: four new messages a turn come here
+        slots[id(message)] = (message, bot, line_chars, parts)
         return parts
 
     def _speaker(self, message: ChatMessage, bot: Bot) -> str:
