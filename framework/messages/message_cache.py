@@ -222,6 +222,7 @@ class MessageCache:
     _shown_slots: dict[int, tuple[ChatMessage, Bot, int, tuple[str, str]]] = attrs.field(
         factory=dict, init=False, repr=False
     )
+    _suffix: str | None = attrs.field(default=None, init=False, repr=False)
     # Per conversation (bot, group, user), its history window as its last turn left it.
     _windows: dict[Hashable, _Window] = attrs.field(factory=dict, init=False, repr=False)
     # What is kept with each window handed out, by the rows tuple itself (held, so its id
@@ -230,8 +231,11 @@ class MessageCache:
 
     @property
     def injection_suffix(self) -> str:
-        """The pack's "ignore instructions above" line, filled in."""
-        return self.persona.format(self.persona.user_turn.injection_suffix)
+        """The pack's "ignore instructions above" line, filled in (once: the pack is frozen)."""
+        suffix = self._suffix
+        if suffix is None:
+            suffix = self._suffix = self.persona.format(self.persona.user_turn.injection_suffix)
+        return suffix
 
     def user_turn(
         self, text: str, max_len: int, markers: tuple[str, ...] = USER_ROLE_MARKERS
