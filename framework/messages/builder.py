@@ -7,11 +7,8 @@ sections render (the timeline and the quoted bot text come from the store) and
 
 from __future__ import annotations
 
-import bisect
 import functools
-import operator
 from collections.abc import Callable, Container, Sequence
-from itertools import accumulate, repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -336,24 +333,10 @@ def _fit_newest_first(
     if not full:
         history_message = cache.history_message
         messages = cache.row_messages(rows, max_len)
-        index = len(rows) - 1
-        while index >= 0:
+        for index in range(len(rows) - 1, -1, -1):
             message = messages[index]
             if message is NOT_BUILT:
                 message = messages[index] = history_message(rows[index], max_len)
-            elif kept and total <= budget:
-                # A kept window's messages are built but for the rows new to it and its oldest
-                # row: the run of built ones from here back is read in one go, in C, with the
-                # same outcome as one by one.
-                unbuilt = list(map(operator.is_, messages[: index + 1], repeat(NOT_BUILT)))
-                start = index + 1 - unbuilt[::-1].index(True) if True in unbuilt else 0
-                full, boundary, total = _take_built(
-                    messages[start : index + 1], kept, total, budget, boundary
-                )
-                if full:
-                    break
-                index = start - 1
-                continue
             if message is not None:
                 size = len(message.content)
                 if kept and total + size > budget:
@@ -362,7 +345,6 @@ def _fit_newest_first(
                 kept.append(message)
                 total += size
             boundary = index
-            index -= 1
     if not ambient_last and not full and ambient is not None:
         size = len(ambient.content)
         if not kept or total + size <= budget:
@@ -396,30 +378,6 @@ def _fit_newest_first(
         cut,
     )
     return _Fitted(kept=kept, report=report)
-
-
-def _take_built(
-    run: list[Any],
-    kept: list[PromptMessage],
-    total: int,
-    budget: int,
-    boundary: int,
-) -> tuple[bool, int, int]:
-    """The read-back of :func:`_fit_newest_first` over ``run``, the rows ``boundary - len(run)``
-    to ``boundary - 1`` when those before them are read: their messages all built (``None`` for
-    a row that cleans to nothing), ``kept`` not empty and ``total`` within the budget. The newest
-    go to ``kept`` for as long as they fit; returns whether the budget is full, the new boundary
-    and the total."""
-    # Sizes newest first, added up: the rows that fit are those whose sum stays within the room
-    # left (a row of no message adds nothing, so it is read with the ones around it; the first
-    # that does not fit has a message).
-    sums = list(accumulate(map(len, map(getattr, reversed(run), repeat("content"), repeat("")))))
-    fit = bisect.bisect_right(sums, budget - total)
-    if fit:
-        kept.extend(filter(None, reversed(run[len(run) - fit :])))
-        total += sums[fit - 1]
-        boundary -= fit
-    return fit < len(run), boundary, total
 
 
 def _dropped_report(

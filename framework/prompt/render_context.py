@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import types
 from collections.abc import Mapping
-from itertools import compress, repeat
 from typing import Any, TypeVar
 
 import attrs
@@ -25,7 +24,7 @@ T = TypeVar("T")
 def _read_only_items(items: Mapping[str, Any]) -> Mapping[str, tuple[Any, ...]]:
     # A copy behind a read-only view, each section's items a tuple: a section that tries
     # ``context.retrieved.clear()`` raises (and is traced) instead of emptying later sections.
-    return types.MappingProxyType(dict(zip(items.keys(), map(tuple, items.values()), strict=True)))
+    return types.MappingProxyType({key: tuple(found) for key, found in items.items()})
 
 
 @attrs.frozen(kw_only=True)
@@ -74,8 +73,7 @@ class RenderContext:
         found = self.retrieved.get(section_id, ())
         if kind is None:
             return found
-        # Both tests run in C: a Python loop over the items cost more than the rest of the call.
-        wanted = tuple(map(isinstance, found, repeat(kind)))
-        if all(wanted):
-            return found  # all of them are of the kind asked for: the tuple itself
-        return tuple(compress(found, wanted))
+        for item in found:
+            if not isinstance(item, kind):
+                return tuple(item for item in found if isinstance(item, kind))
+        return found  # all of them are of the kind asked for: the tuple itself
