@@ -199,9 +199,10 @@ def test_reading_back_from_the_newest_keeps_what_measuring_every_message_keeps(
     message: MessageFactory,
 ) -> None:
     # Without a measure_text plugin the budget reads the history back from the newest message
-    # and leaves the older ones unbuilt; a kept window's messages are read back in one go. On a
-    # conversation whose window slides turn after turn, with rows that clean to nothing and
-    # budgets that cut anywhere, both keep the same messages and report the same drops.
+    # (a kept window's messages as the window carries them) and leaves the older ones unbuilt.
+    # On a conversation whose window slides turn after turn, with rows that clean to nothing and
+    # budgets that cut anywhere, it keeps the same messages and reports the same drops as the
+    # budget that measures every message.
     import random
 
     chooser = random.Random(26)
