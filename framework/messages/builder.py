@@ -15,7 +15,7 @@ import attrs
 
 from promptweave.messages.ambient import AmbientEntry, snapshot_from_timeline
 from promptweave.messages.images import vision_image_urls
-from promptweave.messages.message_cache import HistoryTexts, MessageCache
+from promptweave.messages.message_cache import NOT_BUILT, HistoryTexts, MessageCache
 from promptweave.messages.prompt_message import PromptMessage
 from promptweave.messages.sequence import (
     AmbientPart,
@@ -145,10 +145,11 @@ def build_turn_messages(
     history = reader.history()
     max_len = config.session.max_content_chars
     current = _current_message(turn, cache, max_len)
-    given_hints = clean_hints(hints)
-    hinted = hint_messages(given_hints)
+    # Most turns carry no hints and looked up no quoted message: nothing is made for them.
+    given_hints = clean_hints(hints) if hints else ()
+    hinted = hint_messages(given_hints) if given_hints else []
     sources = dict(reader.sources)
-    quoted_lookup = [dict(step) for step in reader.quoted_lookup]
+    quoted_lookup = [dict(step) for step in reader.quoted_lookup] if reader.quoted_lookup else []
     if reader.degraded is not None:
         rows: Sequence[HistoryRow] = ()
         part = AmbientPart()
@@ -199,12 +200,24 @@ def build_turn_messages(
     kept_messages = tuple(fitted.kept)
     # Hints are kept as a run just before the current message: the ones the budget dropped are
     # the oldest, so the last ``n`` given hints are those still in the messages.
-    hints_kept = sum(1 for m in kept_messages if m.source.startswith(WORDING_HINT_SOURCE + ":"))
+    hints_kept = (
+        sum(1 for m in kept_messages if m.source.startswith(WORDING_HINT_SOURCE + ":"))
+        if given_hints
+        else 0
+    )
     hints_sent = given_hints[len(given_hints) - hints_kept :]
     hints_trimmed = given_hints[: len(given_hints) - hints_kept]
 
-    @functools.cache
+    # Worked out once, when first asked (a cell rather than ``functools.cache``, whose wrapper
+    # costs a turn that never asks more than the snapshot itself).
+    made: list[tuple[str, tuple[AmbientEntry, ...]]] = []
+
     def snapshot() -> tuple[str, tuple[AmbientEntry, ...]]:
+        if not made:
+            made.append(_snapshot())
+        return made[0]
+
+    def _snapshot() -> tuple[str, tuple[AmbientEntry, ...]]:
         tokens = {message.source_token for message in kept_messages if message.source_token}
         if part.token is not None and part.token in tokens:
             return "ambient_excerpt", tuple(part.entries)
@@ -309,33 +322,35 @@ def _fit_newest_first(
         total += size
         hints_from -= 1
     ambient_kept = False
-
-    def take_ambient() -> None:
-        nonlocal total, ambient_kept, full
-        if full or ambient is None:
-            return
+    if ambient_last and not full and ambient is not None:
         size = len(ambient.content)
         if not kept or total + size <= budget:
             kept.append(ambient)
             total += size
             ambient_kept = True
-        elif ambient_last:
+        else:
             full = True
-
-    if ambient_last:
-        take_ambient()
-    history_message = cache.history_message
-    for index, message in () if full else cache.newest_messages(rows, max_len):
-        if message is not None:
-            size = len(message.content)
-            if kept and total + size > budget:
-                full = True
-                break
-            kept.append(message)
+    if not full:
+        history_message = cache.history_message
+        messages = cache.row_messages(rows, max_len)
+        for index in range(len(rows) - 1, -1, -1):
+            message = messages[index]
+            if message is NOT_BUILT:
+                message = messages[index] = history_message(rows[index], max_len)
+            if message is not None:
+                size = len(message.content)
+                if kept and total + size > budget:
+                    full = True
+                    break
+                kept.append(message)
+                total += size
+            boundary = index
+    if not ambient_last and not full and ambient is not None:
+        size = len(ambient.content)
+        if not kept or total + size <= budget:
+            kept.append(ambient)
             total += size
-        boundary = index
-    if not ambient_last:
-        take_ambient()
+            ambient_kept = True
     kept.reverse()
     uncut = total
     cut = False
@@ -347,23 +362,53 @@ def _fit_newest_first(
             kept[-1] = attrs.evolve(last, content=shortened)
             total = system + len(shortened)
             cut = True
-
-    def report() -> BudgetReport:
-        dropped = [
-            *([ambient] if ambient is not None and not ambient_kept else []),
-            *(m for row in rows[:boundary] if (m := history_message(row, max_len)) is not None),
-            *hinted[:hints_from],
-        ]
-        return BudgetReport(
-            budget=budget,
-            system=system,
-            before=uncut + sum(len(message.content) for message in dropped),
-            total=total,
-            dropped=tuple(message.source for message in dropped),
-            current_cut=cut,
-        )
-
+    # What the budget dropped is told (and its messages built) only when the trace is read.
+    dropped_ambient = ambient if ambient is not None and not ambient_kept else None
+    report = functools.partial(
+        _dropped_report,
+        cache,
+        max_len,
+        rows[:boundary],
+        dropped_ambient,
+        hinted[:hints_from],
+        budget,
+        system,
+        uncut,
+        total,
+        cut,
+    )
     return _Fitted(kept=kept, report=report)
+
+
+def _dropped_report(
+    cache: MessageCache,
+    max_len: int,
+    rows: Sequence[HistoryRow],
+    ambient: PromptMessage | None,
+    hinted: Sequence[PromptMessage],
+    budget: int,
+    system: int,
+    kept_size: int,
+    total: int,
+    cut: bool,
+) -> BudgetReport:
+    """The budget's report of :func:`_fit_newest_first`, with the messages it dropped: the
+    ambient excerpt, the older ``rows`` and the older hints given (``kept_size``: what was kept
+    before the current message was cut)."""
+    history_message = cache.history_message
+    dropped = [
+        *([ambient] if ambient is not None else []),
+        *(m for row in rows if (m := history_message(row, max_len)) is not None),
+        *hinted,
+    ]
+    return BudgetReport(
+        budget=budget,
+        system=system,
+        before=kept_size + sum(len(message.content) for message in dropped),
+        total=total,
+        dropped=tuple(message.source for message in dropped),
+        current_cut=cut,
+    )
 
 
 def carried_by_history(
@@ -392,12 +437,15 @@ def carried_by_history(
                 gathered.add((row.role, row.content.strip()))
         texts = gathered
 
+    bot_id, user_id = turn.bot.id, turn.message.sender_id
+
     def carried(message: ChatMessage) -> bool:
-        if message.id is not None and message.id in ids:
+        if ids and message.id is not None and message.id in ids:
             return True
-        if message.sender_id == turn.bot.id:
+        sender_id = message.sender_id
+        if sender_id == bot_id:
             role = "assistant"
-        elif message.sender_id == turn.message.sender_id:
+        elif sender_id == user_id:
             role = "user"
         else:
             return False

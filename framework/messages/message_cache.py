@@ -40,6 +40,7 @@ from promptweave.turn import Bot, ChatMessage, History, HistoryEntry
 __all__ = [
     "CACHED_TEXT_CHARS",
     "MESSAGE_CACHE_ENTRIES",
+    "NOT_BUILT",
     "TEXT_CHANGES",
     "WINDOW_CONVERSATIONS",
     "WINDOW_NEW_ENTRIES",
@@ -67,6 +68,8 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 _MISSING: Any = object()
+#: Stands for a message :meth:`MessageCache.row_messages` has not built yet.
+NOT_BUILT: Any = _MISSING
 
 
 def _keep(table: dict[K, V], key: K, value: V, limit: int) -> V:
@@ -219,6 +222,7 @@ class MessageCache:
     _shown_slots: dict[int, tuple[ChatMessage, Bot, int, tuple[str, str]]] = attrs.field(
         factory=dict, init=False, repr=False
     )
+    _suffix: str | None = attrs.field(default=None, init=False, repr=False)
     # Per conversation (bot, group, user), its history window as its last turn left it.
     _windows: dict[Hashable, _Window] = attrs.field(factory=dict, init=False, repr=False)
     # What is kept with each window handed out, by the rows tuple itself (held, so its id
@@ -227,8 +231,11 @@ class MessageCache:
 
     @property
     def injection_suffix(self) -> str:
-        """The pack's "ignore instructions above" line, filled in."""
-        return self.persona.format(self.persona.user_turn.injection_suffix)
+        """The pack's "ignore instructions above" line, filled in (once: the pack is frozen)."""
+        suffix = self._suffix
+        if suffix is None:
+            suffix = self._suffix = self.persona.format(self.persona.user_turn.injection_suffix)
+        return suffix
 
     def user_turn(
         self, text: str, max_len: int, markers: tuple[str, ...] = USER_ROLE_MARKERS
@@ -326,23 +333,29 @@ class MessageCache:
         """``(index, message)`` of each row, from the newest back (:meth:`history_message`); for
         a window :meth:`window_rows` returned, the messages the last turn's window built come
         along instead of being looked up row by row."""
-        history_message = self.history_message
+        messages = self.row_messages(rows, max_len)
+        for index in range(len(rows) - 1, -1, -1):
+            message = messages[index]
+            if message is NOT_BUILT:
+                message = messages[index] = self.history_message(rows[index], max_len)
+            yield index, message
+
+    def row_messages(self, rows: Sequence[HistoryRow], max_len: int) -> list[Any]:
+        """The messages of ``rows`` (:meth:`history_message`) as far as they are built: a list
+        in the rows' order, :data:`NOT_BUILT` where a message is still to be built. For a window
+        :meth:`window_rows` returned, it is the list kept with the window (the messages the last
+        turn's window built come along), to be filled in by whoever builds one (the same value
+        whoever builds it first: threads sharing the window may both); for any other rows, a new
+        list of :data:`NOT_BUILT`."""
         found = self._kept_of.get(id(rows))
         if found is None or found[0] is not rows:
-            for index in range(len(rows) - 1, -1, -1):
-                yield index, history_message(rows[index], max_len)
-            return
+            return [_MISSING] * len(rows)
         built, messages = found[2]
         if built != max_len:
             # Built for another length (the settings changed): made again, replaced whole.
             messages = [_MISSING] * len(rows)
             found[2] = (max_len, messages)
-        for index in range(len(rows) - 1, -1, -1):
-            message = messages[index]
-            if message is _MISSING:
-                # The same value whoever builds it first: threads sharing the window may both.
-                message = messages[index] = history_message(rows[index], max_len)
-            yield index, message
+        return messages  # type: ignore[no-any-return]
 
     def history_texts(self, rows: tuple[HistoryRow, ...]) -> HistoryTexts | None:
         """The texts of ``rows`` for :func:`promptweave.messages.builder.carried_by_history`
@@ -462,7 +475,10 @@ class MessageCache:
             label = speaker_label(message.sender_id, message.sender_name, bot, persona)
             return label, timeline_text(message, line_chars)
         parts = (self._speaker(message, bot), self._text(message, line_chars))
-        _keep(self._shown_slots, id(message), (message, bot, line_chars, parts), self.entries)
+        slots = self._shown_slots
+        if len(slots) >= self.entries:
+            slots.clear()  # as ``_keep`` does, inlined: four new messages a turn come here
+        slots[id(message)] = (message, bot, line_chars, parts)
         return parts
 
     def _speaker(self, message: ChatMessage, bot: Bot) -> str:

@@ -113,7 +113,12 @@ class TimelineMemo(Protocol):
 def _window(source: Sequence[ChatMessage], current_id: str | None, limit: int) -> list[ChatMessage]:
     """The newest ``limit`` messages of ``source`` other than the current one, oldest first; read
     from the end, so a turn that carries a long backlog costs no more than one that does not."""
-    window: list[ChatMessage] = []
+    # Most often the current message is among the newest ``limit + 1``, or not there at all.
+    tail = source[-(limit + 1) :]
+    window = [m for m in tail if m.id is None or m.id != current_id]
+    if len(window) >= limit or len(tail) == len(source):
+        return window[-limit:]
+    window = []
     for message in reversed(source):
         if message.id is None or message.id != current_id:
             window.append(message)
@@ -145,14 +150,23 @@ def build_group_timeline(
     source = turn.recent_messages if messages is None else messages
     window = _window(source, turn.message.id, limit)
     line_chars = config.line_chars
-    parts: list[tuple[str, str | None]]
-    if memo is None:
-        parts = [
-            (speaker_label(m.sender_id, m.sender_name, turn.bot, persona), None) for m in window
-        ]
-    else:
-        parts = [memo.shown(m, turn.bot, persona, line_chars) for m in window]
-    labels = {m.id: label for m, (label, _) in zip(window, parts, strict=True) if m.id is not None}
+    bot = turn.bot
+    # What each message shows (its speaker label, and its text when the memo keeps it), and the
+    # labels by message id for the replies: one pass over the window.
+    parts: list[tuple[str, str | None]] = []
+    labels: dict[str, str] = {}
+    memo_shown = None if memo is None else memo.shown
+    for message in window:
+        if memo_shown is None:
+            part: tuple[str, str | None] = (
+                speaker_label(message.sender_id, message.sender_name, bot, persona),
+                None,
+            )
+        else:
+            part = memo_shown(message, bot, persona, line_chars)
+        parts.append(part)
+        if message.id is not None:
+            labels[message.id] = part[0]
     rendered: list[tuple[ChatMessage, str]] = []
     left_out = 0
     for message, (label, kept_text) in zip(window, parts, strict=True):
@@ -161,12 +175,16 @@ def build_group_timeline(
             continue
         text = timeline_text(message, line_chars) if kept_text is None else kept_text
         if text:
-            replied = labels.get(message.reply_to) if message.reply_to is not None else None
-            tail = f"（回{replied}的话）" if replied else ""
-            rendered.append((message, f"- {label}{tail}：{text}"))
+            reply_to = message.reply_to
+            replied = labels.get(reply_to) if reply_to is not None else None
+            if replied:
+                rendered.append((message, f"- {label}（回{replied}的话）：{text}"))
+            else:
+                rendered.append((message, f"- {label}：{text}"))
     budget = config.block_chars - len(TIMELINE_HEADER) - 1
-    while rendered and sum(len(line) + 1 for _, line in rendered) > budget:
-        rendered.pop(0)
+    size = sum(len(line) + 1 for _, line in rendered)
+    while rendered and size > budget:
+        size -= len(rendered.pop(0)[1]) + 1
     if not rendered:
         return GroupTimeline(hidden=left_out)
     shown = tuple(message for message, _ in rendered)

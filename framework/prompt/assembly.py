@@ -29,9 +29,11 @@ from promptweave.plugins.door import Hooks, log_failure
 from promptweave.plugins.registry import Registered
 from promptweave.plugins.watchdog import (
     PluginFault,
+    PluginHungError,
     _StageRun,
     call_in,
     current_stage,
+    raised_fault,
     record_fault,
     type_name,
 )
@@ -139,10 +141,22 @@ class _Plan:
     where: str
     trusted: bool
     slot: _ReadsSlot | None = None
+    # The section's render, and the fields every record of it shares (``_plain_record``).
+    render: Callable[[RenderContext], object] = attrs.field(init=False)
+    id: str = attrs.field(init=False)
+    title: str = attrs.field(init=False)
+    plugin: str = attrs.field(init=False)
+    volatility: str = attrs.field(init=False)
     # A turn section: renders in a row whose text was new, and the renders left whose records
     # are not kept by text (``NEW_READS_IN_A_ROW``).
     misses: int = 0
     unkept: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        section = self.entry.item
+        self.render = section.render
+        self.id, self.title, self.plugin = section.id, section.title, self.entry.plugin
+        self.volatility = str(section.volatility)
 
 
 @attrs.define
@@ -246,13 +260,31 @@ class SectionAssembler:
         try:
             found = call_in(run, trusted, entry.plugin, where, entry.item.render, context)
         except Exception as exc:
-            if self.strict:
-                raise SectionRenderError(
-                    f"section {entry.item.id!r} of plugin {entry.plugin!r} raised "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            log_failure(log, exc, "section %r of plugin %r raised", entry.item.id, entry.plugin)
-            return "", f"{type(exc).__name__}: {exc}"
+            return self._failed(entry, exc)
+        text, problem = self._text_of(entry, found, where)
+        if problem is not None:
+            return text, problem
+        if static_key is not None:
+            if len(self._static_renders) >= STATIC_CACHE_ENTRIES:
+                self._static_renders.clear()
+            self._static_renders[static_key] = text
+        return text, None
+
+    def _failed(self, entry: Registered[Section], exc: Exception) -> tuple[str, str]:
+        """What a section's render that raised ``exc`` leaves (raised when strict)."""
+        if self.strict:
+            raise SectionRenderError(
+                f"section {entry.item.id!r} of plugin {entry.plugin!r} raised "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        log_failure(log, exc, "section %r of plugin %r raised", entry.item.id, entry.plugin)
+        return "", f"{type(exc).__name__}: {exc}"
+
+    def _text_of(
+        self, entry: Registered[Section], found: object, where: str
+    ) -> tuple[str, str | None]:
+        """The raw text of what a section's render returned (cut at ``RAW_SECTION_MAX_CHARS``),
+        and the problem when it is neither text nor ``None`` (raised when strict)."""
         if found is not None and not isinstance(found, str):
             problem = f"render returned {type_name(found)}, expected str or None"
             if self.strict:
@@ -269,12 +301,7 @@ class SectionAssembler:
                 )
             )
             return "", problem
-        text = (found or "")[:RAW_SECTION_MAX_CHARS]
-        if static_key is not None:
-            if len(self._static_renders) >= STATIC_CACHE_ENTRIES:
-                self._static_renders.clear()
-            self._static_renders[static_key] = text
-        return text, None
+        return (found or "")[:RAW_SECTION_MAX_CHARS], None
 
     def assemble(
         self, sections: Sequence[Registered[Section]], context: RenderContext
@@ -286,16 +313,15 @@ class SectionAssembler:
         override in force a section is always finished afresh.
         """
         self._check_inputs(context)
-        if self.overrides_possible(context):
-            records = [self._with_override(entry, context) for entry in sections]
-        else:
-            records = self._records(sections, context)
+        if not self.overrides_possible(context):
+            return self._records(sections, context)
+        records = [self._with_override(entry, context) for entry in sections]
         emitted: list[str] = []
         seen: set[str] = set()
         for index, record in enumerate(records):
             if record.status == "rendered":
                 if record.text in seen:
-                    records[index] = attrs.evolve(record, text="", status="duplicate")
+                    records[index] = _duplicate(record)
                 else:
                     emitted.append(record.text)
                     seen.add(record.text)
@@ -340,9 +366,10 @@ class SectionAssembler:
 
     def _records(
         self, sections: Sequence[Registered[Section]], context: RenderContext
-    ) -> list[RenderedSection]:
-        """The finished record of every section, none with an override in force: static sections
-        from those kept for the bot and group, the others from those kept by text."""
+    ) -> tuple[tuple[RenderedSection, ...], str]:
+        """The finished record of every section, none with an override in force (static sections
+        from those kept for the bot and group, the others from those kept by text), a text that
+        duplicates an earlier section's marked ``duplicate``; and the system prompt."""
         scope = (context.turn.bot, context.turn.group_id)
         kept_static = self._static_records.get(scope)
         if kept_static is None:
@@ -351,21 +378,22 @@ class SectionAssembler:
             kept_static = self._static_records[scope] = {}
         run = current_stage()
         records = []
+        emitted: list[str] = []
         for plan in self._plans_for(sections, run):
-            entry = plan.entry
             record: RenderedSection | None
-            if plan.kind == _READS:
+            kind = plan.kind
+            if kind == _READS:
                 slot = plan.slot
                 assert slot is not None
                 if slot.unread:
                     # What it read was new on every turn of late: rendered as it comes (see
                     # ``NEW_READS_IN_A_ROW``).
                     slot.unread -= 1
-                    text, error = self._render(entry, context, run, plan.trusted, plan.where)
-                    record = _plain_record(entry, text, error)
+                    record = _plan_record(plan, *self._render_plan(plan, context, run))
                 else:
                     record = self._read_record(plan, slot, context, run)
-            elif plan.kind == _STATIC:
+            elif kind == _STATIC:
+                entry = plan.entry
                 record = kept_static.get(entry.item.id)
                 if record is None:
                     text, error = self._render(entry, context, run, plan.trusted, plan.where)
@@ -373,15 +401,15 @@ class SectionAssembler:
                     if error is None:
                         kept_static[entry.item.id] = record
             else:
-                text, error = self._render(entry, context, run, plan.trusted, plan.where)
+                text, error = self._render_plan(plan, context, run)
                 if plan.unkept:
                     # Its text was new on every turn of late (a timeline): finished as it
                     # comes, neither looked up nor kept.
                     plan.unkept -= 1
-                    record = _plain_record(entry, text, error)
+                    record = _plan_record(plan, text, error)
                 else:
                     size = len(self._finished)
-                    record = self._finish(entry, text, error)
+                    record = self._finish(plan.entry, text, error)
                     if len(self._finished) == size:
                         plan.misses = 0  # found (or not keepable)
                     else:
@@ -389,8 +417,35 @@ class SectionAssembler:
                         if plan.misses >= NEW_READS_IN_A_ROW:
                             plan.misses = 0
                             plan.unkept = UNREAD_RENDERS
+            # Without an override, a record has text exactly when it is ``rendered``.
+            text = record.text
+            if text:
+                if text in emitted:
+                    record = _duplicate(record)
+                else:
+                    emitted.append(text)
             records.append(record)
-        return records
+        return tuple(records), "\n\n".join(emitted)
+
+    def _render_plan(
+        self, plan: _Plan, context: RenderContext, run: _StageRun | None
+    ) -> tuple[str, str | None]:
+        """:meth:`_render` of a section that is not static, as its plan takes it."""
+        if plan.trusted and run is not None:
+            watchdog = run.watchdog
+            if not (watchdog._hung or watchdog._quarantined):
+                # ``_StageRun.call_trusted``, made here: the section's render is one of the
+                # fifteen plugin calls of every turn.
+                try:
+                    found = plan.render(context)
+                except Exception as exc:
+                    if not isinstance(exc, PluginHungError):
+                        run.deadline.add(raised_fault(plan.plugin, plan.where, exc))
+                    return self._failed(plan.entry, exc)
+                if type(found) is str:
+                    return found[:RAW_SECTION_MAX_CHARS], None
+                return self._text_of(plan.entry, found, plan.where)
+        return self._render(plan.entry, context, run, plan.trusted, plan.where)
 
     def _read_record(
         self, plan: _Plan, slot: _ReadsSlot, context: RenderContext, run: _StageRun | None
@@ -454,7 +509,7 @@ class SectionAssembler:
                 # are traced on every turn (and names that fail to read are logged every turn).
                 slot.misses = 0
                 slot.unread = UNREAD_RENDERS
-        text, error = self._render(entry, context, run, plan.trusted, plan.where)
+        text, error = self._render_plan(plan, context, run)
         record = self._finish(entry, text, error)
         if error is None and value is not _UNHASHABLE and key is not None:
             if len(kept) >= FINISHED_CACHE_ENTRIES:
@@ -518,6 +573,31 @@ def _record(
         status=status,
         override=override.mode.value if override else None,
         error=error or override_error,
+    )
+
+
+def _duplicate(record: RenderedSection) -> RenderedSection:
+    """``record`` as a section whose text an earlier section already gave."""
+    return attrs.evolve(record, text="", status="duplicate")
+
+
+def _plan_record(plan: _Plan, text: str, error: str | None) -> RenderedSection:
+    """:func:`_plain_record` with the fields its plan keeps."""
+    text = sanitize_block(text, BLOCK_MAX_CHARS)
+    if error is not None:
+        status, text = "error", ""
+    elif text:
+        status = "rendered"
+    else:
+        status = "empty"
+    return RenderedSection(
+        id=plan.id,
+        title=plan.title,
+        plugin=plan.plugin,
+        volatility=plan.volatility,
+        text=text,
+        status=status,
+        error=error or None,
     )
 
 

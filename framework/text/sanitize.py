@@ -69,12 +69,6 @@ _ANY_OPENING = re.compile(f"[{re.escape(_MARKER_OPENING)}]")
 _LABEL_END = lazy_pattern(r"[\s—–\-:：,，。、;；(（]")
 
 
-def _cut(text: str, max_len: int) -> str:
-    if max_len >= 0 and len(text) > max_len:
-        return text[:max_len].rstrip()
-    return text
-
-
 #: An input value quoted in an error message (``not 'xxx…'``) is cut to this many characters.
 ECHO_MAX_CHARS = 80
 #: An error message as a whole is cut to this many characters (the value cuts come first).
@@ -121,7 +115,10 @@ def sanitize_block(text: str | None, max_len: int = BLOCK_MAX_CHARS) -> str:
     # deleted character and every other line break is non-printable).
     if "\r" in text or not text.replace("\n", "").replace("\t", "").isprintable():
         text = _LINE_BREAKS.sub("\n", _DELETED.sub("", text))
-    return _cut(text.strip(), max_len)
+    text = text.strip()
+    if 0 <= max_len < len(text):
+        return text[:max_len].rstrip()
+    return text
 
 
 def sanitize_literal(text: str | None, max_len: int = LITERAL_MAX_CHARS) -> str:

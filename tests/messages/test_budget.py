@@ -184,3 +184,52 @@ def test_cut_with_a_custom_measure_fits_the_budget() -> None:
     message = PromptMessage(role="user", content="字" * 4000, source="current")
     kept, report = apply_budget([message], "s" * 400, 600, measure)
     assert measure(kept[0].content) <= 500 and report.total <= 600
+
+
+class ByCharacters:
+    """Measures text by characters, as the budget does without a plugin, but through the hook:
+    every message is then built and measured first (``apply_budget``)."""
+
+    @hookimpl
+    def measure_text(self, text: str) -> int:
+        return len(text)
+
+
+def test_reading_back_from_the_newest_keeps_what_measuring_every_message_keeps(
+    message: MessageFactory,
+) -> None:
+    # Without a measure_text plugin the budget reads the history back from the newest message
+    # (a kept window's messages as the window carries them) and leaves the older ones unbuilt.
+    # On a conversation whose window slides turn after turn, with rows that clean to nothing and
+    # budgets that cut anywhere, it keeps the same messages and reports the same drops as the
+    # budget that measures every message.
+    import random
+
+    chooser = random.Random(26)
+    listed: list[HistoryEntry] = []
+    for i in range(60):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = "  \n " if chooser.random() < 0.15 else f"{i:02d}" + "话" * chooser.randrange(1, 400)
+        listed.append(HistoryEntry(role=role, content=text))
+    entries = tuple(listed)
+
+    def turn_at(end: int) -> Turn:
+        return Turn(
+            bot=BOT, group_id=GROUP, message=message("30017", f"第{end}句"), history=entries[:end]
+        )
+
+    # Budgets that the last turn's newest messages fill exactly, and one character short.
+    whole = runtime_with_budget(100000).render(turn_at(59))
+    sizes = [len(m.content) for m in reversed(whole.messages)]
+    exact = [len(whole.system_prompt.strip()) + sum(sizes[:k]) for k in (1, 2, 4, 7, 11)]
+    budgets = sorted({*exact, *(b - 1 for b in exact), exact[0] + 50, exact[-1] + 3000})
+    for budget in budgets:
+        by_default = runtime_with_budget(budget)
+        by_hook = runtime_with_budget(budget, ByCharacters())
+        for end in range(20, 60, 3):
+            turn = turn_at(end)
+            fast, measured = by_default.render(turn), by_hook.render(turn)
+            assert [(m.source, m.content) for m in fast.messages] == [
+                (m.source, m.content) for m in measured.messages
+            ]
+            assert fast.trace["budget"] == measured.trace["budget"]

@@ -186,3 +186,42 @@ def test_render_refuses_to_run_inside_a_running_loop(promptweave_runtime, rich_t
     assert (
         asyncio.run(inside()).system_prompt == promptweave_runtime.render(rich_turn).system_prompt
     )
+
+
+def test_a_raising_section_of_a_plugin_called_right_here_is_traced_as_one_handed_to_a_worker(
+    rich_turn,
+):
+    # The stage calls a plugin it trusts (one shipped with promptweave) without the watchdog's
+    # round trip; its error is named in the turn's faults all the same, and a quarantine in
+    # force still skips it.
+    import time
+
+    def rendered(trust: bool, quarantined: bool = False):
+        runtime = Promptweave.from_config(
+            Config(store=StoreConfig(backend="memory")), environ=TEST_ENVIRON, strict=False
+        )
+        runtime.add_plugin(_Adds(_section("fragile", _boom, after="current_time")), name="acme")
+        if trust:
+            runtime.watchdog.trusted = lambda plugin: True
+        if quarantined:
+            runtime.watchdog._quarantined["acme"] = (time.monotonic() + 60, "hook x")
+        try:
+            runtime.render(rich_turn)  # the plans are made on the first turn, used on the next
+            result = runtime.render(rich_turn)
+        finally:
+            runtime.close()
+        entry = next(e for e in result.trace["sections"] if e["id"] == "fragile")
+        faults = [
+            (fault["plugin"], fault["where"], fault["kind"])
+            for fault in result.trace["plugin_faults"]
+        ]
+        return entry, faults
+
+    entry, faults = rendered(trust=True)
+    assert entry["status"] == "error" and entry["error"] == "RuntimeError: 数据库连不上"
+    assert faults == [("acme", "section 'fragile'", "raised")]
+    assert rendered(trust=False) == (entry, faults)
+
+    skipped, faults = rendered(trust=True, quarantined=True)
+    assert skipped["status"] == "error" and "quarantined" in skipped["error"]
+    assert faults == [("acme", "section 'fragile'", "skipped")]
