@@ -34,7 +34,7 @@ import attrs
 from nonebot import get_driver, get_plugin_config, logger as nonebot_logger, on_message
 from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, PrivateMessageEvent
 from nonebot.adapters.onebot.v11.event import Reply
-from nonebot.matcher import current_bot, current_event
+from nonebot.matcher import current_bot, current_event, current_matcher
 from nonebot.plugin import PluginMetadata
 
 from promptweave import BotLoop, ChatMessage, IncomingEvent, Promptweave, TurnOutcome
@@ -45,6 +45,7 @@ from promptweave.delivery.onebot import OneBotTransport
 from promptweave.errors import PromptweaveError
 
 __all__ = [
+    "CHAT_PRIORITY",
     "HOMEPAGE",
     "USAGE",
     "NoneBotLogHandler",
@@ -267,7 +268,10 @@ async def _close() -> None:
         loop.runtime.close()
 
 
-messages = on_message(priority=50, block=False)
+#: The priority of the chat matcher, and of the ``/pw`` command matcher beside it.
+CHAT_PRIORITY = 50
+
+messages = on_message(priority=CHAT_PRIORITY, block=False)
 
 
 @messages.handle()
@@ -282,6 +286,7 @@ async def _handle() -> None:
         loop is None
         or not isinstance(bot, Bot)
         or not isinstance(event, GroupMessageEvent | PrivateMessageEvent)
+        or commands.is_command(current_matcher.get().state)
     ):
         return
     try:

@@ -15,9 +15,10 @@ default), with a word saying what to do::
 
 ``on``, ``off`` and ``status`` are for NoneBot's superusers and for the group's owner and admins;
 an admin cannot switch on a group the configuration keeps off. Everything else is for superusers.
-A message that is such a command is never chat: the matcher runs before the plugin's chat
-matcher and blocks it, whoever sent it, so the bot never answers a command as a remark. A ``pw``
-followed by any other word is not a command and goes on as chat.
+A message that is such a command is never chat, whoever sent it: the chat matcher, at the same
+priority, leaves it to this one (:func:`is_command`), and this one blocks the priorities after
+it, so the bot never answers a command as a remark. A ``pw`` followed by any other word is not a
+command and goes on as chat.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Annotated, Any
 
 import attrs
 from nonebot import on_message
+from nonebot.adapters import Message as BaseMessage
 from nonebot.adapters.onebot.v11 import (
     GROUP_ADMIN,
     GROUP_OWNER,
@@ -40,7 +42,7 @@ from nonebot.adapters.onebot.v11 import (
     Message,
     MessageEvent,
 )
-from nonebot.consts import CMD_KEY, PREFIX_KEY
+from nonebot.consts import CMD_ARG_KEY, CMD_KEY, PREFIX_KEY
 from nonebot.matcher import Matcher
 from nonebot.params import CommandArg
 from nonebot.permission import SUPERUSER
@@ -49,6 +51,7 @@ from nonebot.typing import T_State
 
 from promptweave import BotLoop, Promptweave
 from promptweave.cli.problems import problems_of, report_lines
+from promptweave.contrib.nonebot import CHAT_PRIORITY
 from promptweave.errors import PromptweaveError
 from promptweave.learning.budget import SPEND_KIND, Spend, spend_totals
 from promptweave.prompt.overrides import reload_overrides_file
@@ -66,6 +69,7 @@ __all__ = [
     "attach",
     "command",
     "group_status",
+    "is_command",
     "status_text",
 ]
 
@@ -124,9 +128,24 @@ class CommandRule(Rule):
         return prefix.get(CMD_KEY) in _COMMANDS
 
 
-#: Priority 1 and blocking: before the chat matcher (priority 50), which never sees a command;
-#: ``/pw`` followed by a word that is no subcommand is let through to the chat matcher.
-command = on_message(priority=1, block=True)
+def is_command(state: T_State) -> bool:
+    """Whether the message is a ``/pw`` command this matcher answers (``pw`` or an alias and then
+    nothing or a subcommand), from what NoneBot's preprocessing found in the command trie: the
+    chat matcher leaves such a message alone."""
+    prefix = state.get(PREFIX_KEY) or {}
+    if prefix.get(CMD_KEY) not in _COMMANDS:
+        return False
+    args = prefix.get(CMD_ARG_KEY)
+    words = args.extract_plain_text().split() if isinstance(args, BaseMessage) else []
+    return not words or words[0].lower() in SUBCOMMANDS
+
+
+#: The chat matcher's priority and blocking: the chat matcher, running beside it, skips what
+#: :func:`is_command` says this matcher takes, and the priorities after it never see a command.
+#: A priority of its own would cost NoneBot an anyio task group, a shielded task and a log
+#: record on every message (docs/performance.md, "Inside NoneBot"). ``/pw`` followed by a word
+#: that is no subcommand is not blocked.
+command = on_message(priority=CHAT_PRIORITY, block=True)
 # Set on the class after it is made: ``on_message`` copies a rule's checkers into a plain Rule.
 command.rule = CommandRule()
 

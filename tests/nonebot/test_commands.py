@@ -360,3 +360,22 @@ async def test_the_command_rule_reads_the_command_trie_s_finding_and_runs_no_che
     assert await rule(None, None, {PREFIX_KEY: {CMD_KEY: ("echo",)}}) is False
     assert await rule(None, None, {PREFIX_KEY: {CMD_KEY: None}}) is False
     assert await rule(None, None, {}) is False
+
+
+async def test_the_chat_matcher_leaves_to_the_command_matcher_exactly_what_it_answers() -> None:
+    from nonebot.adapters.onebot.v11 import Message
+    from nonebot.consts import CMD_ARG_KEY, CMD_KEY, PREFIX_KEY
+
+    from promptweave.contrib.nonebot import messages
+    from promptweave.contrib.nonebot.commands import command, is_command
+
+    def state(name: tuple[str, ...], rest: str) -> dict[str, Any]:
+        return {PREFIX_KEY: {CMD_KEY: name, CMD_ARG_KEY: Message(rest)}}
+
+    assert command.priority == messages.priority
+    assert is_command(state(("pw",), ""))
+    assert is_command(state(("pw",), " Status"))
+    assert is_command(state(("promptweave",), "forget group"))
+    assert not is_command(state(("pw",), "这个词是啥意思"))
+    assert not is_command(state(("echo",), "on"))
+    assert not is_command({})
