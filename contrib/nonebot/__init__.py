@@ -45,7 +45,6 @@ from promptweave.delivery.onebot import OneBotTransport
 from promptweave.errors import PromptweaveError
 
 __all__ = [
-    "CHAT_PRIORITY",
     "HOMEPAGE",
     "USAGE",
     "NoneBotLogHandler",
@@ -268,10 +267,10 @@ async def _close() -> None:
         loop.runtime.close()
 
 
-#: The priority of the chat matcher, and of the ``/pw`` command matcher beside it.
-CHAT_PRIORITY = 50
-
-messages = on_message(priority=CHAT_PRIORITY, block=False)
+#: The plugin's one matcher: every message of the bot's groups and private chats, a ``/pw``
+#: command answered by :mod:`promptweave.contrib.nonebot.commands` (and blocked from the
+#: priorities after it), anything else handed to the loop.
+messages = on_message(priority=50, block=False)
 
 
 @messages.handle()
@@ -281,13 +280,14 @@ async def _handle() -> None:
     # (docs/performance.md, "Inside NoneBot"); the matcher's context has both.
     bot = current_bot.get()
     event = current_event.get()
+    if not isinstance(bot, Bot) or not isinstance(event, GroupMessageEvent | PrivateMessageEvent):
+        return
+    matcher = current_matcher.get()
+    if commands.is_command(matcher.state):
+        await commands.answer(bot, event, matcher)
+        return
     loop = _state.loop
-    if (
-        loop is None
-        or not isinstance(bot, Bot)
-        or not isinstance(event, GroupMessageEvent | PrivateMessageEvent)
-        or commands.is_command(current_matcher.get().state)
-    ):
+    if loop is None:
         return
     try:
         incoming = incoming_event(bot, event)
