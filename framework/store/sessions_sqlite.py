@@ -25,7 +25,7 @@ from promptweave._dates import from_timestamp
 from promptweave.store.learned import LoggedMessage
 from promptweave.store.row_counts import row_counts
 from promptweave.store.row_memo import RowMemo
-from promptweave.store.session_rows import SessionSummary, SessionTurn, TurnKind
+from promptweave.store.session_rows import SessionSummary, SessionTurn
 from promptweave.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
@@ -290,7 +290,7 @@ def _turn(values: tuple[Any, ...]) -> SessionTurn:
         group_id=group_id,
         user_id=user_id,
         role=role,
-        kind=TurnKind(kind),
+        kind=kind,  # SessionTurn's converter makes it a TurnKind
         content=content,
         message_id=message_id,
         reply_to=reply_to,
