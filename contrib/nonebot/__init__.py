@@ -6,8 +6,9 @@ Load it in a NoneBot2 bot through the ``nonebot-plugin-promptweave`` distributio
 nonebot-plugin-localstore's data folder), or directly with
 ``nonebot.load_plugin("promptweave.contrib.nonebot")``. It opens one
 :class:`promptweave.Promptweave` and one :class:`promptweave.BotLoop` per process at start-up and
-closes them at shutdown; one non-blocking message matcher hands every group and private message
-to the loop, which records it, routes it, and answers, quotes, @s, sends a short phrase or stays
+closes them at shutdown; one non-blocking message matcher answers a ``/pw`` command itself
+(:mod:`promptweave.contrib.nonebot.commands`) and hands every other group and private message to
+the loop, which records it, routes it, and answers, quotes, @s, sends a short phrase or stays
 silent as the routing decides, sending through the bot's own API and recording the message ids it
 returns.
 
