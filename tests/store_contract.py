@@ -353,6 +353,11 @@ class TestSessionStore:
         )
         rows = sessions.user_turns(BOT, GROUP, "30022", until=at(9), limit=9)
         assert [(row.role, row.usage) for row in rows] == [("user", None), ("assistant", usage)]
+        # A read that uses no usage may get the rows without it, and otherwise the same.
+        bare = sessions.user_turns(BOT, GROUP, "30022", until=at(9), limit=9, usage=False)
+        assert [attrs.evolve(row, usage=None) for row in bare] == [
+            attrs.evolve(row, usage=None) for row in rows
+        ]
 
     def test_keeps_only_the_storage_window(self, store_backend: StoreBackend) -> None:
         sessions = store_backend.sessions()

@@ -6,8 +6,9 @@ Load it in a NoneBot2 bot through the ``nonebot-plugin-promptweave`` distributio
 nonebot-plugin-localstore's data folder), or directly with
 ``nonebot.load_plugin("promptweave.contrib.nonebot")``. It opens one
 :class:`promptweave.Promptweave` and one :class:`promptweave.BotLoop` per process at start-up and
-closes them at shutdown; one non-blocking message matcher hands every group and private message
-to the loop, which records it, routes it, and answers, quotes, @s, sends a short phrase or stays
+closes them at shutdown; one non-blocking message matcher answers a ``/pw`` command itself
+(:mod:`promptweave.contrib.nonebot.commands`) and hands every other group and private message to
+the loop, which records it, routes it, and answers, quotes, @s, sends a short phrase or stays
 silent as the routing decides, sending through the bot's own API and recording the message ids it
 returns.
 
@@ -34,7 +35,7 @@ import attrs
 from nonebot import get_driver, get_plugin_config, logger as nonebot_logger, on_message
 from nonebot.adapters.onebot.v11 import Bot, GroupMessageEvent, PrivateMessageEvent
 from nonebot.adapters.onebot.v11.event import Reply
-from nonebot.matcher import current_bot, current_event
+from nonebot.matcher import current_bot, current_event, current_matcher
 from nonebot.plugin import PluginMetadata
 
 from promptweave import BotLoop, ChatMessage, IncomingEvent, Promptweave, TurnOutcome
@@ -267,6 +268,9 @@ async def _close() -> None:
         loop.runtime.close()
 
 
+#: The plugin's one matcher: every message of the bot's groups and private chats, a ``/pw``
+#: command answered by :mod:`promptweave.contrib.nonebot.commands` (and blocked from the
+#: priorities after it), anything else handed to the loop.
 messages = on_message(priority=50, block=False)
 
 
@@ -277,12 +281,14 @@ async def _handle() -> None:
     # (docs/performance.md, "Inside NoneBot"); the matcher's context has both.
     bot = current_bot.get()
     event = current_event.get()
+    if not isinstance(bot, Bot) or not isinstance(event, GroupMessageEvent | PrivateMessageEvent):
+        return
+    matcher = current_matcher.get()
+    if commands.is_command(matcher.state):
+        await commands.answer(bot, event, matcher)
+        return
     loop = _state.loop
-    if (
-        loop is None
-        or not isinstance(bot, Bot)
-        or not isinstance(event, GroupMessageEvent | PrivateMessageEvent)
-    ):
+    if loop is None:
         return
     try:
         incoming = incoming_event(bot, event)

@@ -15,9 +15,10 @@ default), with a word saying what to do::
 
 ``on``, ``off`` and ``status`` are for NoneBot's superusers and for the group's owner and admins;
 an admin cannot switch on a group the configuration keeps off. Everything else is for superusers.
-A message that is such a command is never chat: the matcher runs before the plugin's chat
-matcher and blocks it, whoever sent it, so the bot never answers a command as a remark. A ``pw``
-followed by any other word is not a command and goes on as chat.
+A message that is such a command is never chat, whoever sent it: the plugin's matcher answers it
+here (:func:`is_command`, :func:`answer`) instead of handing it to the loop, and blocks the
+priorities after its own, so the bot never answers a command as a remark. A ``pw`` followed by
+any other word is not a command and goes on as chat.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ import logging
 import zoneinfo
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import Any
 
 import attrs
-from nonebot import on_message
+from nonebot.adapters import Message as BaseMessage
 from nonebot.adapters.onebot.v11 import (
     GROUP_ADMIN,
     GROUP_OWNER,
@@ -40,11 +41,10 @@ from nonebot.adapters.onebot.v11 import (
     Message,
     MessageEvent,
 )
-from nonebot.consts import CMD_KEY, PREFIX_KEY
+from nonebot.consts import CMD_ARG_KEY, CMD_KEY, PREFIX_KEY
 from nonebot.matcher import Matcher
-from nonebot.params import CommandArg
 from nonebot.permission import SUPERUSER
-from nonebot.rule import Rule, command as command_rule
+from nonebot.rule import command as command_rule
 from nonebot.typing import T_State
 
 from promptweave import BotLoop, Promptweave
@@ -61,11 +61,11 @@ __all__ = [
     "COMMAND",
     "COMMAND_ALIASES",
     "SUBCOMMANDS",
-    "CommandRule",
     "GroupStatus",
+    "answer",
     "attach",
-    "command",
     "group_status",
+    "is_command",
     "status_text",
 ]
 
@@ -98,37 +98,22 @@ _COMMANDS = frozenset(
 command_rule(COMMAND, *COMMAND_ALIASES)
 
 
-class CommandRule(Rule):
-    """The command matcher's rule: whether the message starts with /pw or an alias, read from
-    what NoneBot's preprocessing of every message found in the command trie (``state``), so it
-    costs a lookup.
+def is_command(state: T_State) -> bool:
+    """Whether the message is a ``/pw`` command (``pw`` or an alias and then nothing or a
+    subcommand), from what NoneBot's preprocessing of every message found in the command trie
+    (``state``): a lookup. The plugin's one matcher answers such a message with :func:`answer`
+    instead of handing it to the loop.
 
-    A :class:`nonebot.rule.Rule` of checkers runs each checker in a task of an anyio task group,
-    its parameters solved as injected dependencies, on every message of every group; this rule
-    is called as it is (docs/performance.md, "Inside NoneBot")."""
-
-    __slots__ = ()
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    async def __call__(
-        self,
-        bot: Any,
-        event: Any,
-        state: T_State,
-        stack: Any = None,
-        dependency_cache: Any = None,
-    ) -> bool:
-        prefix = state.get(PREFIX_KEY) or {}
-        return prefix.get(CMD_KEY) in _COMMANDS
-
-
-#: Priority 1 and blocking: before the chat matcher (priority 50), which never sees a command;
-#: ``/pw`` followed by a word that is no subcommand is let through to the chat matcher.
-command = on_message(priority=1, block=True)
-# Set on the class after it is made: ``on_message`` copies a rule's checkers into a plain Rule.
-command.rule = CommandRule()
+    A matcher of the commands' own would cost NoneBot, on every message, a task (a priority
+    level of its own: an anyio task group too) and a log record for its rule; an ``on_command``
+    matcher's rule three injected dependencies, each a call on a worker thread
+    (docs/performance.md, "Inside NoneBot")."""
+    prefix = state.get(PREFIX_KEY) or {}
+    if prefix.get(CMD_KEY) not in _COMMANDS:
+        return False
+    args = prefix.get(CMD_ARG_KEY)
+    words = args.extract_plain_text().split() if isinstance(args, BaseMessage) else []
+    return not words or words[0].lower() in SUBCOMMANDS
 
 
 @attrs.frozen(kw_only=True)
@@ -323,15 +308,13 @@ def _member(args: Message, words: Sequence[str]) -> str | None:
     return words[2] if len(words) > 2 and words[2].isdigit() else None
 
 
-@command.handle()
-async def _handle(
-    bot: Bot, event: MessageEvent, matcher: Matcher, args: Annotated[Message, CommandArg()]
-) -> None:
+async def answer(bot: Bot, event: MessageEvent, matcher: Matcher) -> None:
+    """Answer the command :func:`is_command` found in ``matcher``'s state, and keep the
+    priorities after the matcher's from seeing it (``matcher.block``)."""
+    matcher.block = True
+    args = matcher.state[PREFIX_KEY][CMD_ARG_KEY]
     words = [word.lower() for word in _words(args)] or ["help"]
     action = words[0]
-    if action not in SUBCOMMANDS and action != "help":
-        matcher.block = False  # ordinary chat that starts with the command's name
-        return
     staff = action in ("on", "off", "status", "help")
     if not await _allowed(bot, event, staff):
         who = "superusers and this group's owner and admins" if staff else "superusers"

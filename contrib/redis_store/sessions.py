@@ -390,7 +390,9 @@ class RedisSessionStore:
         until: dt.datetime,
         limit: int,
         since: dt.datetime | None = None,
+        usage: bool = True,
     ) -> list[SessionTurn]:
+        # Each row is decoded from its hash anyway: the usage costs nothing to keep.
         index = self._user_keys(bot_id, group_id, user_id)[0]
         rows = self._group_keys(bot_id, group_id)[1]
         found = self.namespace.window(index, rows, until=until, since=since, limit=limit)

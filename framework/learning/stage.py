@@ -306,9 +306,12 @@ class LearningStage:
             return
         with self._lock:
             for plan in self._plans:
-                waiting = self._waiting.setdefault(
-                    (plan.learner.name, bot_id, group_id), _Waiting()
-                )
+                # Every recorded message comes here: a scope's record is made once, not built
+                # and dropped on every message as setdefault's default would be.
+                key = (plan.learner.name, bot_id, group_id)
+                waiting = self._waiting.get(key)
+                if waiting is None:
+                    waiting = self._waiting[key] = _Waiting()
                 if waiting.noted == 0:
                     waiting.since = now
                 waiting.noted += count

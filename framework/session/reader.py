@@ -241,8 +241,15 @@ class SessionReader:
         bot_id, user_id = self.turn.bot.id, self.turn.message.sender_id
 
         def read(limit: int) -> list[SessionTurn]:
+            # The rows become HistoryRows, which keep nothing of a row's usage.
             found = sessions.user_turns(
-                bot_id, self._scope, user_id, until=self.now, limit=limit + 1, since=self._since()
+                bot_id,
+                self._scope,
+                user_id,
+                until=self.now,
+                limit=limit + 1,
+                since=self._since(),
+                usage=False,
             )
             return [t for t in found if not self._is_current(t)][-limit:]
 

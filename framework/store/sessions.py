@@ -180,8 +180,14 @@ class SessionStore(Protocol):
         until: dt.datetime,
         limit: int,
         since: dt.datetime | None = None,
+        usage: bool = True,
     ) -> list[SessionTurn]:
-        """The newest ``limit`` rows of one session in ``[since, until]``, oldest first."""
+        """The newest ``limit`` rows of one session in ``[since, until]``, oldest first.
+
+        :param usage: ``False`` for a read that uses nothing of the rows' ``usage`` (the session
+            reader's history, read for every message routed): a store may then give the rows
+            without it (``None``), sparing the building of it.
+        """
 
     def latest_summary(
         self, bot_id: str, group_id: str, user_id: str, *, until: dt.datetime

@@ -164,7 +164,9 @@ class MemorySessionStore:
         until: dt.datetime,
         limit: int,
         since: dt.datetime | None = None,
+        usage: bool = True,
     ) -> list[SessionTurn]:
+        # The rows as stored, usage or not: nothing to spare.
         with self._lock:
             return _window(self._rows.get((bot_id, group_id, user_id), []), until, since, limit)
 

@@ -25,7 +25,7 @@ from promptweave._dates import from_timestamp
 from promptweave.store.learned import LoggedMessage
 from promptweave.store.row_counts import row_counts
 from promptweave.store.row_memo import RowMemo
-from promptweave.store.session_rows import SessionSummary, SessionTurn, TurnKind
+from promptweave.store.session_rows import SessionSummary, SessionTurn
 from promptweave.store.sessions import (
     BOT_REPLY_MAX_ENTRIES,
     BOT_REPLY_TEXT_CHARS,
@@ -217,22 +217,34 @@ class _KeptTurns:
     read, see :meth:`SQLiteSessionStore._kept_turn`); ``whole`` when they are all the user has.
 
     :param limit: how many rows the read that filled it asked for.
+    :param bare: the records of the rows with usage as a read without usage gets them (no dict
+        to share: built once), by ``seq``.
     """
 
     limit: int
     rows: list[tuple[float, SessionTurn | tuple[Any, ...]]]
     whole: bool
+    bare: dict[int, SessionTurn] = attrs.field(factory=dict)
 
-    def newest(self, since: float, until: float, limit: int) -> list[SessionTurn] | None:
+    def newest(
+        self, since: float, until: float, limit: int, usage: bool = True
+    ) -> list[SessionTurn] | None:
         """The newest ``limit`` rows with a time in ``[since, until]``, oldest first, as the
-        window query gives them; ``None`` when rows not kept could be among them."""
+        window query gives them (without their usage unless ``usage``); ``None`` when rows not
+        kept could be among them."""
         inside = [row for stamp, row in self.rows if since <= stamp <= until]
         if len(inside) < limit and not self.whole:
             return None
-        return [
-            row if isinstance(row, SessionTurn) else _turn(row)
-            for row in inside[max(0, len(inside) - limit) :]
-        ]
+        newest = inside[max(0, len(inside) - limit) :]
+        if usage:
+            return [row if isinstance(row, SessionTurn) else _turn(row) for row in newest]
+        return [row if isinstance(row, SessionTurn) else self._bare(row) for row in newest]
+
+    def _bare(self, row: tuple[Any, ...]) -> SessionTurn:
+        turn = self.bare.get(row[0])
+        if turn is None:
+            turn = self.bare[row[0]] = _turn((*row[:-1], None))
+        return turn
 
 
 def _exact(values: tuple[Any, ...]) -> bool:
@@ -290,7 +302,7 @@ def _turn(values: tuple[Any, ...]) -> SessionTurn:
         group_id=group_id,
         user_id=user_id,
         role=role,
-        kind=TurnKind(kind),
+        kind=kind,  # SessionTurn's converter makes it a TurnKind
         content=content,
         message_id=message_id,
         reply_to=reply_to,
@@ -575,6 +587,7 @@ class SQLiteSessionStore:
         until: dt.datetime,
         limit: int,
         since: dt.datetime | None = None,
+        usage: bool = True,
     ) -> list[SessionTurn]:
         # Every message routed reads its sender's window, and a user's rows change only when
         # the bot answers them: the connection keeps each user's newest rows
@@ -602,7 +615,7 @@ class SQLiteSessionStore:
             raise StoreUnavailableError(
                 f"cannot read SQLite store {self.database.path}: {exc}"
             ) from exc
-        found = kept.newest(_since(since), until.timestamp(), limit)
+        found = kept.newest(_since(since), until.timestamp(), limit, usage)
         if found is None:
             return self._window("user_id = ?", scope, until, since, limit)
         return found

@@ -77,9 +77,8 @@ def _event(*segments: dict[str, Any], user: int, group: int = GROUP, role: str =
 
 def _matchers() -> list[Any]:
     from promptweave.contrib.nonebot import messages
-    from promptweave.contrib.nonebot.commands import command
 
-    return [command, messages]
+    return [messages]
 
 
 def _logged(runtime: Promptweave, group: int = GROUP) -> list[str]:
@@ -91,7 +90,7 @@ def _logged(runtime: Promptweave, group: int = GROUP) -> list[str]:
 
 
 async def _say(app: App, runtime: Promptweave, event: Any, reply: str | None) -> None:
-    """Send ``event`` through the command and the chat matchers; the command's reply is
+    """Send ``event`` through the plugin's matcher; the command's reply is
     ``reply`` (``None``: no reply, nothing sent at all)."""
     async with app.test_matcher(_matchers()) as ctx:
         bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
@@ -336,7 +335,7 @@ async def test_pw_with_another_word_is_chat_and_the_command_help_is_not(
 async def test_pw_and_a_word_that_is_no_subcommand_is_chat_and_other_chat_never_meets_the_command(
     app: App, runtime: Promptweave
 ) -> None:
-    # The command's matcher lets it through (it does not block), so the chat matcher records it.
+    # Not a command: the plugin's matcher hands it to the loop, which records it.
     await _say(app, runtime, _event(text("/pw 这个词是啥意思"), user=MEMBER_ID), None)
     await _say(app, runtime, _event(text("今天好冷"), user=MEMBER_ID), None)
     await _say(
@@ -348,15 +347,51 @@ async def test_pw_and_a_word_that_is_no_subcommand_is_chat_and_other_chat_never_
     assert _logged(runtime) == ["/pw 这个词是啥意思", "今天好冷"]
 
 
-async def test_the_command_rule_reads_the_command_trie_s_finding_and_runs_no_checker() -> None:
-    from nonebot.consts import CMD_KEY, PREFIX_KEY
+async def test_a_command_is_what_the_command_trie_found_and_then_nothing_or_a_subcommand() -> None:
+    from nonebot.adapters.onebot.v11 import Message
+    from nonebot.consts import CMD_ARG_KEY, CMD_KEY, PREFIX_KEY
 
-    from promptweave.contrib.nonebot.commands import CommandRule, command
+    from promptweave.contrib.nonebot.commands import is_command
 
-    rule = command.rule
-    assert isinstance(rule, CommandRule) and not rule.checkers
-    assert await rule(None, None, {PREFIX_KEY: {CMD_KEY: ("pw",)}}) is True
-    assert await rule(None, None, {PREFIX_KEY: {CMD_KEY: ("promptweave",)}}) is True
-    assert await rule(None, None, {PREFIX_KEY: {CMD_KEY: ("echo",)}}) is False
-    assert await rule(None, None, {PREFIX_KEY: {CMD_KEY: None}}) is False
-    assert await rule(None, None, {}) is False
+    def state(name: tuple[str, ...], rest: str) -> dict[str, Any]:
+        return {PREFIX_KEY: {CMD_KEY: name, CMD_ARG_KEY: Message(rest)}}
+
+    assert is_command(state(("pw",), ""))
+    assert is_command(state(("pw",), " Status"))
+    assert is_command(state(("promptweave",), "forget group"))
+    assert not is_command(state(("pw",), "这个词是啥意思"))
+    assert not is_command(state(("echo",), "on"))
+    assert not is_command({})
+
+
+async def test_a_command_blocks_the_matchers_after_the_plugin_s_and_chat_does_not(
+    app: App, runtime: Promptweave
+) -> None:
+    from nonebot import on_message
+    from nonebot.adapters import Event
+
+    from promptweave.contrib.nonebot import messages
+
+    seen: list[str] = []
+    later = on_message(priority=messages.priority + 10, block=False)
+
+    @later.handle()
+    async def _seen(event: Event) -> None:
+        seen.append(event.get_plaintext())
+
+    try:
+        for said, reply in (
+            ("/pw status", "/pw status is for superusers and this group's owner and admins."),
+            ("/pw 这个词是啥意思", None),
+            ("今天好冷", None),
+        ):
+            async with app.test_matcher([messages, later]) as ctx:
+                bot = ctx.create_bot(base=Bot, self_id=str(SELF_ID))
+                event = await preprocess(bot, _event(text(said), user=MEMBER_ID))
+                ctx.receive_event(bot, event)
+                if reply is not None:
+                    ctx.should_call_send(event, reply, result={"message_id": 1})
+    finally:
+        later.destroy()
+    assert seen == ["/pw 这个词是啥意思", "今天好冷"]
+    assert _logged(runtime) == ["/pw 这个词是啥意思", "今天好冷"]

@@ -8,6 +8,8 @@ import datetime as dt
 import random
 from pathlib import Path
 
+import attrs
+
 from promptweave.store.session_rows import SessionTurn, TurnKind
 from promptweave.store.sessions_schema import SESSION_MIGRATIONS
 from promptweave.store.sessions_sqlite import SQLiteSessionStore
@@ -116,3 +118,28 @@ def test_rows_with_usage_are_built_afresh_for_every_read(tmp_path: Path) -> None
     first.usage["prompt_tokens"] = 999  # a caller changing what it got
     (again,) = store.user_turns("b", "g", "u", until=until, limit=5)
     assert again.usage == {"prompt_tokens": 1}
+
+
+def test_a_read_without_usage_gives_the_same_rows_without_it_and_builds_them_once(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path / "s.sqlite3")
+    store.append_turns(
+        [_turn(1, 1), _turn(2, 2, usage=True), _turn(3, 3), _turn(4, 4, usage=True)],
+        storage_window=12,
+    )
+    until = T0 + dt.timedelta(hours=1)
+    full = store.user_turns("b", "g", "u", until=until, limit=5)
+    bare = store.user_turns("b", "g", "u", until=until, limit=5, usage=False)
+    assert [t.usage for t in full] == [None, {"prompt_tokens": 2}, None, {"prompt_tokens": 4}]
+    assert [t.usage for t in bare] == [None] * 4
+    assert [attrs.evolve(t, usage=None) for t in full] == bare
+    again = store.user_turns("b", "g", "u", until=until, limit=5, usage=False)
+    assert all(a is b for a, b in zip(again, bare, strict=True))
+    # A read with usage still gets its own dicts.
+    assert store.user_turns("b", "g", "u", until=until, limit=5)[1].usage is not full[1].usage
+    # A write drops what was kept: the next read without usage sees the new row.
+    store.append_turns([_turn(5, 5, usage=True)], storage_window=12)
+    after = store.user_turns("b", "g", "u", until=until, limit=5, usage=False)
+    assert [t.content for t in after] == [f"第{n}句" for n in range(1, 6)]
+    assert after[-1].usage is None
