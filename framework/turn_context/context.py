@@ -410,7 +410,8 @@ def build_turn_context(
             _system_text(active, turn_pieces),
             additions,
             parts.config.budget.chars,
-            parts.hooks.measure_text,
+            # Characters, as measure_text gives them with no plugin, without a hook check a text.
+            parts.hooks.measure_text if parts.hooks.implemented("measure_text") else len,
             keep_tail=parts.persona.format(parts.persona.user_turn.injection_suffix),
         ),
         deadline,
