@@ -10,6 +10,7 @@ globals).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -107,8 +108,16 @@ def message_fingerprint(message: PromptMessage) -> str:
     Images are left out: a history builder may show an earlier message's images as ``[图片]``
     placeholders without their URLs, and the message must still be found.
     """
+    return _fingerprint(message.role, message.content)
+
+
+@functools.lru_cache(maxsize=512)
+def _fingerprint(role: str, content: str) -> str:
+    # Remembered: a conversation's messages are fingerprinted on every turn they stay in its
+    # window, three times a turn (the transcript's replay, the request, its new bytes). 512
+    # texts hold the windows of a few dozen conversations, and a few megabytes at the most.
     digest = hashlib.sha256()
-    for piece in (message.role, message.content):
+    for piece in (role, content):
         digest.update(piece.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
     return digest.hexdigest()
