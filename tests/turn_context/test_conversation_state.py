@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import attrs
@@ -26,6 +27,7 @@ from promptweave.turn_context.conversation_state import (
     SystemPromptStore,
     TurnTranscript,
     conversation_key,
+    message_fingerprint,
     split_conversation_key,
 )
 
@@ -130,3 +132,21 @@ def test_config_file_reads_turn_context_and_provider(tmp_path):
     path.write_text('[provider]\napi = "gemini"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"\$\.provider"):
         Config.from_file(path)
+
+
+def test_a_fingerprint_is_the_digest_of_role_and_content_whatever_else_the_message_carries():
+    expected = hashlib.sha256("user\0周六几点？\0".encode()).hexdigest()
+    for _ in range(2):  # the second time from what is kept
+        assert message_fingerprint(PromptMessage(role="user", content="周六几点？")) == expected
+    assert (
+        message_fingerprint(
+            PromptMessage(role="user", content="周六几点？", api_content="x", parts=("p",))
+        )
+        == expected
+    )
+    assert message_fingerprint(PromptMessage(role="assistant", content="周六几点？")) != expected
+    lone = PromptMessage(role="user", content="\ud800")
+    assert (
+        message_fingerprint(lone)
+        == hashlib.sha256("user\0\ud800\0".encode("utf-8", "surrogatepass")).hexdigest()
+    )
