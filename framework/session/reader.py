@@ -9,6 +9,7 @@ message alone (``docs/design.md#degradation``). No store error ever leaves this 
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,6 +47,29 @@ def _same_message(message: ChatMessage, current: ChatMessage) -> bool:
         current.text,
         current.time,
     )
+
+
+#: Per session store class: whether its ``user_turns`` takes ``usage``.
+_TAKES_USAGE: dict[type, bool] = {}
+
+
+def _takes_usage(sessions: object) -> bool:
+    """Whether ``sessions.user_turns`` takes ``usage`` (the built-in session stores do; a
+    backend written before the parameter came need not), asked once per class."""
+    kind: Any = type(sessions)
+    known = _TAKES_USAGE.get(kind)
+    if known is None:
+        try:
+            signature = inspect.signature(kind.user_turns)
+        except (AttributeError, TypeError, ValueError):
+            known = False
+        else:
+            known = any(
+                p.name == "usage" or p.kind is inspect.Parameter.VAR_KEYWORD
+                for p in signature.parameters.values()
+            )
+        _TAKES_USAGE[kind] = known
+    return known
 
 
 @attrs.define
@@ -240,8 +264,11 @@ class SessionReader:
         assert sessions is not None  # not degraded
         bot_id, user_id = self.turn.bot.id, self.turn.message.sender_id
 
+        # The rows become HistoryRows, which keep nothing of a row's usage: a store that can
+        # leave it out is asked to (a store written before the parameter is read as before).
+        without_usage = {"usage": False} if _takes_usage(sessions) else {}
+
         def read(limit: int) -> list[SessionTurn]:
-            # The rows become HistoryRows, which keep nothing of a row's usage.
             found = sessions.user_turns(
                 bot_id,
                 self._scope,
@@ -249,7 +276,7 @@ class SessionReader:
                 until=self.now,
                 limit=limit + 1,
                 since=self._since(),
-                usage=False,
+                **without_usage,
             )
             return [t for t in found if not self._is_current(t)][-limit:]
 
