@@ -581,15 +581,18 @@ def _duplicate(record: RenderedSection) -> RenderedSection:
     return attrs.evolve(record, text="", status="duplicate")
 
 
+def _cleaned(text: str, error: str | None) -> tuple[str, str]:
+    """A render's text, cleaned and capped, and its status: ``rendered``, ``empty`` or
+    ``error`` (whose text is dropped)."""
+    if error is not None:
+        return "", "error"
+    text = sanitize_block(text, BLOCK_MAX_CHARS)
+    return text, "rendered" if text else "empty"
+
+
 def _plan_record(plan: _Plan, text: str, error: str | None) -> RenderedSection:
     """:func:`_plain_record` with the fields its plan keeps."""
-    text = sanitize_block(text, BLOCK_MAX_CHARS)
-    if error is not None:
-        status, text = "error", ""
-    elif text:
-        status = "rendered"
-    else:
-        status = "empty"
+    text, status = _cleaned(text, error)
     return RenderedSection(
         id=plan.id,
         title=plan.title,
@@ -605,13 +608,7 @@ def _plain_record(entry: Registered[Section], text: str, error: str | None) -> R
     """:func:`_record` without an override: cleaned and capped, ``rendered``, ``empty`` or
     ``error``."""
     section = entry.item
-    text = sanitize_block(text, BLOCK_MAX_CHARS)
-    if error is not None:
-        status, text = "error", ""
-    elif text:
-        status = "rendered"
-    else:
-        status = "empty"
+    text, status = _cleaned(text, error)
     return RenderedSection(
         id=section.id,
         title=section.title,

@@ -221,3 +221,6 @@ def test_hook_count_tokens():
     assert len(wrong.faults) == 1 and "returned str '12', expected an int" in wrong.faults[0]
     without = build_plugin_manager(environ={}).hooks
     assert without.count_tokens("你好", Config()) == (estimate_tokens("你好"), ESTIMATED)
+    estimated = without.token_counter(Config())
+    assert estimated("你好，世界 ok") == estimate_tokens("你好，世界 ok")
+    assert estimated.basis == ESTIMATED and estimated.faults == []
