@@ -606,6 +606,96 @@ def scaling(args: argparse.Namespace, decision_of: Callable[[Promptweave, Turn],
         print(f"  {15 + extra:>6} sections                        {bounded:8.1f} {free:8.1f}")
 
 
+class _CollectorClock:
+    """The garbage collector's time, read from ``gc.callbacks`` while installed."""
+
+    def __init__(self) -> None:
+        self.spent = 0
+        self.collections = [0, 0, 0]
+        self._start = 0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter_ns()
+        else:
+            self.spent += time.perf_counter_ns() - self._start
+            self.collections[info["generation"]] += 1
+
+
+def placement(args: argparse.Namespace, workload: str) -> None:
+    """Where the gap between promptweave's time and its instructions comes from: promptweave and
+    the plain contender each timed alone and with every other contender run between two of its
+    turns, the placements taken in turn in one process (two promptweave runtimes, each seeing
+    every turn once), with the garbage collector's share of each."""
+    turns = conversation(args.warmup + args.repeats * args.turns, fresh=workload == "fresh")
+    reference = make_runtime()
+    decision = reference.decide(turns[0])
+    persona, config = reference.persona, reference.config
+    others: dict[str, Any] = {
+        "langchain-core": LangChainAssembly(persona, config),
+        "jinja2": Jinja2Assembly(persona, config),
+        "llama-index-core": LlamaIndexAssembly(persona, config),
+        "plain python, same sanitising": PlainAssembly(persona, config),
+        "plain python, no sanitising": PlainAssembly(persona, config, sanitise=False),
+    }
+    plain = others["plain python, same sanitising"]
+    runtimes = {"alone": make_runtime(), "interleaved": make_runtime()}
+    works = {
+        place: promptweave_contender(runtime, runtime.decide(turns[0]))
+        for place, runtime in runtimes.items()
+    }
+    neighbours = [
+        lambda turn, c=contender: c.assemble(turn, decision) for contender in others.values()
+    ]
+    gc.freeze()
+    for turn in turns[: args.warmup]:
+        for work in (*works.values(), *neighbours):
+            work(turn)
+    clock = time.perf_counter_ns
+    collector = _CollectorClock()
+    gc.callbacks.append(collector)
+    figures: dict[str, list[float]] = {}
+    collected: dict[str, list[float]] = {}
+    try:
+        for number in range(args.repeats):
+            batch = turns[
+                args.warmup + number * args.turns : args.warmup + (number + 1) * args.turns
+            ]
+            for name, work, between in (
+                ("promptweave alone", works["alone"], ()),
+                ("promptweave interleaved", works["interleaved"], neighbours),
+                ("plain alone", lambda turn: plain.assemble(turn, decision), ()),
+                ("plain interleaved", lambda turn: plain.assemble(turn, decision), neighbours),
+            ):
+                gc.collect()
+                samples = []
+                spent = collector.spent
+                for turn in batch:
+                    for neighbour in between:
+                        neighbour(turn)
+                    start = clock()
+                    work(turn)
+                    samples.append(clock() - start)
+                figures.setdefault(name, []).append(typical(samples))
+                collected.setdefault(name, []).append((collector.spent - spent) / len(batch) / 1000)
+    finally:
+        gc.callbacks.remove(collector)
+        gc.unfreeze()
+    print(f"\n== placement, workload {workload}: median us/turn (the collector's mean us/turn) ==")
+    for name, found in figures.items():
+        print(
+            f"{name:<32} {statistics.median(found):8.1f} us/turn"
+            f"  (collector {statistics.median(collected[name]):5.1f})"
+        )
+    for place in ("alone", "interleaved"):
+        ratio = statistics.median(figures[f"promptweave {place}"]) / statistics.median(
+            figures[f"plain {place}"]
+        )
+        print(
+            f"[{workload}] {place}: promptweave / plain python with the same sanitising {ratio:.2f}"
+        )
+
+
 WORKLOADS = {
     "cache-hit": "the same retrieval, tool context, reply shape and policy objects every turn",
     "fresh": "retrieval, tool context, reply shape and policy new and different every turn",
@@ -718,9 +808,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--scaling", action="store_true", help="also print the scaling tables of the README"
     )
     parser.add_argument("--scaling-turns", type=int, default=100, help="turns per scaling repeat")
+    parser.add_argument(
+        "--placement",
+        action="store_true",
+        help="only time promptweave and the plain contender alone and interleaved (README)",
+    )
     args = parser.parse_args(argv)
 
     workloads = list(WORKLOADS) if args.workload == "both" else [args.workload]
+    if args.placement:
+        for workload in workloads:
+            placement(args, workload)
+        return 0
     measured = {workload: measure(args, workload) for workload in workloads}
     for workload, (medians, results, turns, reference, decision) in measured.items():
         print_workload(args, workload, medians, results, turns, reference, decision)
