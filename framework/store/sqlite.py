@@ -211,13 +211,40 @@ class SQLiteDatabase:
         return int(row[0] or 0)
 
     def close(self) -> None:
-        """Close this thread's connection (other threads close theirs on exit) and stop the
-        checkpointing thread (the next commits start it again)."""
+        """Stop the checkpointing thread (the next commits start it again), copy the write-ahead
+        log into the database file and empty it (:meth:`checkpoint_all`), and close this thread's
+        connection (other threads close theirs on exit)."""
         self._checkpointer.stop()
         connection = getattr(self._local, "connection", None)
         if connection is not None:
+            self.checkpoint_all()
             connection.close()
             self._local.connection = None
+
+    def checkpoint_all(self) -> bool:
+        """Copy the whole write-ahead log into the database file and truncate the log to nothing
+        (``PRAGMA wal_checkpoint(TRUNCATE)``), without waiting: whether it did. A connection of
+        another thread that is still reading, or writing, keeps its part of the log (``False``,
+        logged at debug level); SQLite's own checkpoints copy it later.
+
+        Called by :meth:`close`, so the file alone is the whole store once the bot or a command
+        has stopped, even while a connection of another thread is still open (``docs/store.md``,
+        "Several processes")."""
+        connection = getattr(self._local, "connection", None)
+        if connection is None or connection.in_transaction:
+            return False
+        try:
+            connection.execute("PRAGMA busy_timeout = 0")
+            try:
+                busy, _, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        except sqlite3.Error as exc:
+            log.debug("checkpointing %s at close: %s", self.path, exc)
+            return False
+        if busy:
+            log.debug("checkpointing %s at close: another connection is using the log", self.path)
+        return not busy
 
 
 class Connection(sqlite3.Connection):

@@ -142,3 +142,77 @@ def test_a_checkpoint_thread_that_cannot_start_costs_the_commit_nothing(
     assert "cannot start a thread to checkpoint" in caplog.text
     assert database.connection().execute("SELECT COUNT(*) FROM t").fetchone()[0] == 5
     database.close()
+
+
+def _other_thread_connection(
+    database: SQLiteDatabase, end_read: threading.Event, done: threading.Event
+) -> threading.Thread:
+    """A thread that opens its own connection and reads in a read transaction until
+    ``end_read`` is set, then holds the connection open, outside any transaction, until ``done``
+    is set."""
+    opened, ended = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        connection = database.connection()
+        connection.execute("BEGIN")
+        connection.execute("SELECT COUNT(*) FROM t").fetchone()
+        opened.set()
+        end_read.wait(30)
+        connection.execute("COMMIT")
+        ended.set()
+        done.wait(30)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert opened.wait(30)
+    thread.ended = ended  # type: ignore[attr-defined]
+    return thread
+
+
+def test_closing_leaves_the_whole_store_in_the_file_while_another_connection_is_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite, "WAL_AUTOCHECKPOINT_PAGES", 100_000)
+    monkeypatch.setattr(sqlite, "CHECKPOINT_EVERY_COMMITS", 100_000)
+    path = tmp_path / "closed.sqlite3"
+    database = SQLiteDatabase(path)
+    with database.transaction() as connection:
+        connection.execute("CREATE TABLE t (payload BLOB)")
+    _commit_rows(database, 40)
+    end_read, done = threading.Event(), threading.Event()
+    other = _other_thread_connection(database, end_read, done)
+    end_read.set()  # the other thread's read ends; its connection stays open
+    assert other.ended.wait(30)  # type: ignore[attr-defined]
+    wal = path.with_name(path.name + "-wal")
+    assert wal.stat().st_size > 40 * 3000  # the rows are in the log before the close
+    database.close()
+    assert wal.stat().st_size == 0
+    copy = tmp_path / "copy.sqlite3"
+    copy.write_bytes(path.read_bytes())  # the file alone, without its log
+    with sqlite3.connect(copy) as reader:
+        assert reader.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 40
+    done.set()
+    other.join(30)
+
+
+def test_a_reader_of_another_thread_does_not_hold_the_close_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite, "WAL_AUTOCHECKPOINT_PAGES", 100_000)
+    path = tmp_path / "read.sqlite3"
+    database = SQLiteDatabase(path)
+    with database.transaction() as connection:
+        connection.execute("CREATE TABLE t (payload BLOB)")
+    end_read, done = threading.Event(), threading.Event()
+    other = _other_thread_connection(database, end_read, done)  # reads the file before the rows
+    _commit_rows(database, 5)
+    started = time.monotonic()
+    assert database.checkpoint_all() is False  # the reader still needs the log
+    # without waiting for the reader: the busy timeout is 10 s
+    assert time.monotonic() - started < BUSY_TIMEOUT_MS / 1000 / 2
+    database.close()
+    assert database.connection().execute("SELECT COUNT(*) FROM t").fetchone()[0] == 5
+    assert database.connection().execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT_MS
+    end_read.set()
+    done.set()
+    other.join(30)
