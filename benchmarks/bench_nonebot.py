@@ -28,9 +28,12 @@ Figures, every contender in the same run, rounds interleaved (the order rotating
   frame that arrives; the median over the samples.
 
 Run: ``python benchmarks/bench_nonebot.py [--rounds N] [--flood N] [--paced N] [--rate R]
-[--asks N] [--asks-only]`` (install the ``test`` extra: NoneBot2, the OneBot adapter, websockets,
-httpx). ``--asks-only`` runs, after the warm-up, rounds of @-questions alone for the two contenders
-that answer (for working on that path; the chatter figures are left out).
+[--asks N] [--asks-only] [--compare PYTHON]`` (install the ``test`` extra: NoneBot2, the OneBot
+adapter, websockets, httpx). ``--asks-only`` runs, after the warm-up, rounds of @-questions alone
+for the contenders that answer (for working on that path; the chatter figures are left out).
+``--compare PYTHON`` adds a fourth bot, promptweave as another interpreter has it installed
+(another tree's virtual environment), to the same interleaved rounds: two versions compared in one
+run, where runs one after the other drift by more than most changes.
 """
 
 from __future__ import annotations
@@ -63,7 +66,9 @@ BOT_NAMES = ("小织", "织织", "小织子")
 ANSWER = "周六晚上七点，在格子桌游吧"
 TICKS = os.sysconf("SC_CLK_TCK")
 #: The contenders that answer an @-question (the do-nothing plugin does not).
-ANSWERING = ("one model call", "promptweave")
+#: The fourth bot of ``--compare``: promptweave as another interpreter has it installed.
+COMPARED = "promptweave (compared)"
+ANSWERING = ("one model call", "promptweave", COMPARED)
 
 BOT_PY = """\
 import nonebot
@@ -227,6 +232,8 @@ class Contender:
     name: str
     folder: Path
     port: int
+    #: The interpreter of the bot process (another tree's, for ``--compare``).
+    python: str = sys.executable
     process: subprocess.Popen[bytes] | None = None
     ws: ClientConnection | None = None
     reader: asyncio.Task[None] | None = None
@@ -239,7 +246,7 @@ class Contender:
         env.update({"PYTHONUNBUFFERED": "1", "PROMPTWEAVE_DISABLE_PLUGIN_AUTOLOAD": "1"})
         log = (self.folder / "bot.log").open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "bot.py"], cwd=self.folder, env=env, stdout=log, stderr=log
+            [self.python, "bot.py"], cwd=self.folder, env=env, stdout=log, stderr=log
         )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -319,15 +326,19 @@ class Contender:
                 self.process.kill()
 
 
-def make_contenders(base: Path, model_url: str) -> list[Contender]:
+def make_contenders(base: Path, model_url: str, compare: str | None = None) -> list[Contender]:
+    """The three bots, and with ``compare`` (a Python interpreter with another promptweave
+    installed, such as an older tree's virtual environment) a fourth, ``promptweave (compared)``."""
     plugins = {
         "do-nothing": ("bench_plugin", DO_NOTHING),
         "one model call": ("bench_plugin", ONE_MODEL_CALL.format(model_url=model_url)),
         "promptweave": ("promptweave.contrib.nonebot", None),
     }
+    if compare is not None:
+        plugins[COMPARED] = ("promptweave.contrib.nonebot", None)
     contenders = []
     for name, (module, source) in plugins.items():
-        folder = base / name.replace(" ", "_")
+        folder = base / name.replace(" ", "_").strip("()").replace("(", "")
         folder.mkdir()
         port = _free_port()
         (folder / "bot.py").write_text(BOT_PY.format(plugin=module), encoding="utf-8")
@@ -341,7 +352,8 @@ def make_contenders(base: Path, model_url: str) -> list[Contender]:
         (folder / "promptweave.toml").write_text(
             PROMPTWEAVE_TOML.format(model_url=model_url), encoding="utf-8"
         )
-        contenders.append(Contender(name=name, folder=folder, port=port))
+        python = compare if name == COMPARED and compare is not None else sys.executable
+        contenders.append(Contender(name=name, folder=folder, port=port, python=python))
     return contenders
 
 
@@ -409,7 +421,7 @@ async def run(args: argparse.Namespace) -> None:
     ids = itertools.count(1_000_000)
     results: dict[str, dict[str, list[Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-nonebot-") as base:
-        contenders = make_contenders(Path(base), model_url)
+        contenders = make_contenders(Path(base), model_url, args.compare)
         try:
             for contender in contenders:
                 contender.start()
@@ -463,14 +475,15 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, list[Any]]]) -
         first = {name: found["first"] for name, found in results.items() if found["first"]}
         for name, found_first in first.items():
             print(
-                f"{name:<16} @ -> first send p50 {statistics.median(found_first):6.1f} ms"
+                f"{name:<22} @ -> first send p50 {statistics.median(found_first):6.1f} ms"
                 f" (p90 {statistics.quantiles(found_first, n=10)[-1]:.1f}, n {len(found_first)})"
             )
-        own, call = first["promptweave"], first["one model call"]
-        print(
-            "ratio (promptweave / one model call, @ -> first send) "
-            f"{statistics.median(own) / statistics.median(call):.2f}"
-        )
+        for name in (n for n in ("promptweave", COMPARED) if n in first):
+            own, call = first[name], first["one model call"]
+            print(
+                f"ratio ({name} / one model call, @ -> first send) "
+                f"{statistics.median(own) / statistics.median(call):.2f}"
+            )
         return
     figures: dict[str, dict[str, float]] = {}
     for name, found in results.items():
@@ -490,24 +503,30 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, list[Any]]]) -
             else ""
         )
         print(
-            f"{name:<16} flooded {f['flood_rate']:7.0f} msg/s, {f['flood_cpu']:7.0f} us CPU/msg"
+            f"{name:<22} flooded {f['flood_rate']:7.0f} msg/s, {f['flood_cpu']:7.0f} us CPU/msg"
             f" (rounds {min(c.cpu_us for c in flooded):.0f}-{max(c.cpu_us for c in flooded):.0f})"
             f" | paced {f['paced_cpu']:7.0f} us CPU/msg"
             f"{asked} | bubbles sent in chatter {bubbles}"
         )
-    own, floor, call = figures["promptweave"], figures["do-nothing"], figures["one model call"]
-    print(
-        f"ratio (promptweave / do-nothing, CPU per flooded message) {own['flood_cpu'] / floor['flood_cpu']:.2f}"
-    )
-    print(
-        f"ratio (promptweave / do-nothing, CPU per paced message) {own['paced_cpu'] / floor['paced_cpu']:.2f}"
-    )
-    print(
-        f"ratio (promptweave / do-nothing, flooded throughput) {own['flood_rate'] / floor['flood_rate']:.2f}"
-    )
-    print(
-        f"ratio (promptweave / one model call, @ -> first send) {own['first_p50'] / call['first_p50']:.2f}"
-    )
+    floor, call = figures["do-nothing"], figures["one model call"]
+    for name in (n for n in ("promptweave", COMPARED) if n in figures):
+        own = figures[name]
+        print(
+            f"ratio ({name} / do-nothing, CPU per flooded message) "
+            f"{own['flood_cpu'] / floor['flood_cpu']:.2f}"
+        )
+        print(
+            f"ratio ({name} / do-nothing, CPU per paced message) "
+            f"{own['paced_cpu'] / floor['paced_cpu']:.2f}"
+        )
+        print(
+            f"ratio ({name} / do-nothing, flooded throughput) "
+            f"{own['flood_rate'] / floor['flood_rate']:.2f}"
+        )
+        print(
+            f"ratio ({name} / one model call, @ -> first send) "
+            f"{own['first_p50'] / call['first_p50']:.2f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -521,6 +540,14 @@ def main(argv: list[str] | None = None) -> int:
         "--asks-only",
         action="store_true",
         help="rounds of @-questions only (after the warm-up), for the two contenders that answer",
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="PYTHON",
+        help=(
+            "a fourth bot, promptweave as this interpreter has it installed (another tree's "
+            "virtual environment), in the same interleaved rounds"
+        ),
     )
     parser.add_argument(
         "--idle-ms", type=float, default=400.0, help="no CPU for this long counts as idle"
